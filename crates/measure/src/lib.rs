@@ -1,0 +1,114 @@
+//! schedlab-measure: everything between "a probe can do its work `n` times" and "here is a
+//! measurement with its samples and statistics".
+//!
+//! The crate owns the monotonic clock and its calibration ([`clock`]), the sampling loop that
+//! warms up, scales iterations to a time budget and takes samples ([`sampler`]), the pure
+//! statistics over those samples ([`stats`]), the attribution of noise to other processes
+//! ([`noise`]), the machine fingerprint stored with every run ([`machine`]) and the result model
+//! that the store and the reports share ([`model`]). It knows nothing of SQLite, terminals or
+//! particular probes: measuring, analysing and reporting are separate stages.
+//!
+//! ```
+//! use schedlab_measure::{clock::Calibration, sampler::{self, Settings}, model::Metric, Timing, Workload, ProbeError};
+//!
+//! struct Add(u64);
+//! impl Workload for Add {
+//!     fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
+//!         Ok(Timing::measure(|| {
+//!             for i in 0..iters {
+//!                 self.0 = std::hint::black_box(self.0.wrapping_add(i));
+//!             }
+//!         }))
+//!     }
+//! }
+//! let cal = Calibration::measure();
+//! let collected = sampler::collect(&mut Add(0), &Settings::smoke(), &cal, Metric::per_op()).unwrap();
+//! assert_eq!(collected.samples.len(), 1);
+//! ```
+#![deny(missing_docs)]
+
+pub mod clock;
+pub mod interrupt;
+pub mod machine;
+pub mod model;
+pub mod noise;
+pub mod sampler;
+pub mod stats;
+pub mod warnings;
+
+use std::time::{Duration, Instant};
+
+/// Why a probe's setup or body did not produce a timing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeError {
+    /// The probe cannot run on this machine (missing privilege, file system feature, CPU
+    /// count...). Recorded as skipped with the reason; the run goes on.
+    #[error("skipped: {0}")]
+    Skip(String),
+    /// The probe tried and failed; the message names the operation and the OS error.
+    #[error("failed: {0}")]
+    Failed(String),
+    /// The user asked to stop (SIGINT/SIGTERM) while the probe was running.
+    #[error("interrupted")]
+    Interrupted,
+}
+
+impl ProbeError {
+    /// A failure built from the last OS error, naming the operation that failed.
+    pub fn last_os(op: &str) -> ProbeError {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EINTR) && interrupt::requested() {
+            return ProbeError::Interrupted;
+        }
+        ProbeError::Failed(format!("{op}: {err}"))
+    }
+
+    /// A failure from an `io::Error`, naming the operation that failed.
+    pub fn io(op: &str, err: std::io::Error) -> ProbeError {
+        if err.kind() == std::io::ErrorKind::Interrupted && interrupt::requested() {
+            return ProbeError::Interrupted;
+        }
+        ProbeError::Failed(format!("{op}: {err}"))
+    }
+}
+
+/// What one call of a workload's timed body measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// Wall time of exactly the timed iterations (setup excluded).
+    pub elapsed: Duration,
+    /// True when a party of the measurement was seen on another CPU than the one it was
+    /// pinned to at the end of the sample (see MEASUREMENT.md, "Placement decides the answer").
+    pub migrated: bool,
+}
+
+impl Timing {
+    /// Times `body` with the monotonic clock.
+    #[inline]
+    pub fn measure(body: impl FnOnce()) -> Timing {
+        let start = Instant::now();
+        body();
+        Timing {
+            elapsed: start.elapsed(),
+            migrated: false,
+        }
+    }
+
+    /// A timing from an elapsed duration measured by the caller.
+    pub fn from_elapsed(elapsed: Duration) -> Timing {
+        Timing {
+            elapsed,
+            migrated: false,
+        }
+    }
+}
+
+/// A probe's timed body, ready to run: setup has happened, teardown happens on drop.
+pub trait Workload {
+    /// Runs the timed body `iters` times and returns the wall time of exactly that work.
+    ///
+    /// Called many times with different `iters` (calibration, warm-up, samples). Must not
+    /// include setup in the timing. Long bodies should check [`interrupt::requested`] and return
+    /// [`ProbeError::Interrupted`].
+    fn run(&mut self, iters: u64) -> Result<Timing, ProbeError>;
+}

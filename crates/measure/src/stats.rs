@@ -1,0 +1,332 @@
+//! Statistics over samples: pure functions, no I/O, property-tested.
+//!
+//! The median's confidence interval uses order statistics of the binomial distribution
+//! (a distribution-free interval: the number of samples below the true median is
+//! Binomial(n, 1/2)), so it needs no normality assumption, which timing samples never meet.
+//! Outliers are counted with Tukey's fences (1.5 × IQR beyond the quartiles), as criterion.rs
+//! and hyperfine do.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::Better;
+
+/// The confidence level we aim for in intervals of the median.
+pub const CI_LEVEL: f64 = 0.95;
+
+/// Summary statistics of one result's samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Number of samples.
+    pub n: usize,
+    /// Median.
+    pub median: f64,
+    /// Smallest sample.
+    pub min: f64,
+    /// Largest sample.
+    pub max: f64,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Sample standard deviation (n − 1 in the denominator; 0 for a single sample).
+    pub stddev: f64,
+    /// 5th percentile (linear interpolation between order statistics).
+    pub p5: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// Lower end of the confidence interval of the median.
+    pub ci_low: f64,
+    /// Upper end of the confidence interval of the median.
+    pub ci_high: f64,
+    /// The confidence the interval actually has: 0.95 or more from 6 samples on; with fewer
+    /// samples the widest possible interval (min..max) is used and this says how sure it is.
+    pub ci_level: f64,
+    /// Coefficient of variation: stddev / mean (0 when the mean is 0).
+    pub cv: f64,
+    /// Samples outside Tukey's fences (1.5 × IQR below Q1 or above Q3).
+    pub outliers: usize,
+}
+
+impl Summary {
+    /// Summarises `values`. Returns `None` for an empty slice or one holding a NaN.
+    pub fn of(values: &[f64]) -> Option<Summary> {
+        if values.is_empty() || values.iter().any(|v| v.is_nan()) {
+            return None;
+        }
+        let mut sorted = values.to_vec();
+        sorted.sort_by(|a, b| a.partial_cmp(b).expect("NaN was rejected above"));
+        let n = sorted.len();
+        // Equal samples have exactly no spread; summing would leave rounding residue.
+        let constant = sorted[0] == sorted[n - 1];
+        let mean = if constant {
+            sorted[0]
+        } else {
+            sorted.iter().sum::<f64>() / n as f64
+        };
+        let stddev = if n > 1 && !constant {
+            (sorted.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+        } else {
+            0.0
+        };
+        let median = percentile_sorted(&sorted, 50.0);
+        let (lo, hi, level) = median_ci_ranks(n, CI_LEVEL);
+        let q1 = percentile_sorted(&sorted, 25.0);
+        let q3 = percentile_sorted(&sorted, 75.0);
+        let iqr = q3 - q1;
+        let (fence_lo, fence_hi) = (q1 - 1.5 * iqr, q3 + 1.5 * iqr);
+        let outliers = sorted
+            .iter()
+            .filter(|&&v| v < fence_lo || v > fence_hi)
+            .count();
+        Some(Summary {
+            n,
+            median,
+            min: sorted[0],
+            max: sorted[n - 1],
+            mean,
+            stddev,
+            p5: percentile_sorted(&sorted, 5.0),
+            p95: percentile_sorted(&sorted, 95.0),
+            ci_low: sorted[lo],
+            ci_high: sorted[hi],
+            ci_level: level,
+            cv: if mean != 0.0 {
+                stddev / mean.abs()
+            } else {
+                0.0
+            },
+            outliers,
+        })
+    }
+
+    /// Half the width of the median's interval relative to the median (0.02 = ±2 %).
+    pub fn ci_rel_halfwidth(&self) -> f64 {
+        if self.median == 0.0 {
+            0.0
+        } else {
+            (self.ci_high - self.ci_low) / 2.0 / self.median.abs()
+        }
+    }
+}
+
+/// The `p`-th percentile (0..=100) of sorted values, interpolating linearly between order
+/// statistics (Hyndman & Fan type 7, what R and NumPy use by default).
+///
+/// # Panics
+/// If `sorted` is empty.
+pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
+    assert!(!sorted.is_empty(), "percentile of no values");
+    let rank = (p / 100.0).clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let lo = rank.floor() as usize;
+    let hi = rank.ceil() as usize;
+    let frac = rank - lo as f64;
+    sorted[lo] + (sorted[hi] - sorted[lo]) * frac
+}
+
+/// P(X <= k) for X ~ Binomial(n, 1/2).
+fn binom_half_cdf(n: usize, k: usize) -> f64 {
+    // Sum C(n, i) / 2^n in log space to stay finite for large n.
+    let ln2n = n as f64 * std::f64::consts::LN_2;
+    let mut ln_c = 0.0f64; // ln C(n, 0)
+    let mut total = 0.0;
+    for i in 0..=k.min(n) {
+        if i > 0 {
+            ln_c += ((n - i + 1) as f64).ln() - (i as f64).ln();
+        }
+        total += (ln_c - ln2n).exp();
+    }
+    total.min(1.0)
+}
+
+/// Zero-based ranks `(lo, hi)` of the order statistics that bound the median with at least
+/// `level` confidence, and the confidence they actually give.
+///
+/// The interval [x_(l), x_(n+1-l)] (one-based) covers the median with probability
+/// 1 − 2·P(B ≤ l − 1), B ~ Binomial(n, 1/2); we take the largest `l` that keeps that at or
+/// above `level`. Below 6 samples no `l` reaches 95 %, and the whole range is returned.
+pub fn median_ci_ranks(n: usize, level: f64) -> (usize, usize, f64) {
+    assert!(n > 0, "interval of no samples");
+    let mut best_l = 1; // one-based
+    let mut best_level = 1.0 - 2.0 * binom_half_cdf(n, 0);
+    let mut l = 2;
+    while l <= n.div_ceil(2) {
+        let cov = 1.0 - 2.0 * binom_half_cdf(n, l - 1);
+        if cov < level {
+            break;
+        }
+        best_l = l;
+        best_level = cov;
+        l += 1;
+    }
+    (best_l - 1, n - best_l, best_level.max(0.0))
+}
+
+/// The verdict of comparing one result against a baseline.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Verdict {
+    /// `other.median / baseline.median`.
+    pub ratio: f64,
+    /// The two medians' confidence intervals overlap: the difference is within noise.
+    pub within_noise: bool,
+    /// When not within noise: `true` if `other` is better than the baseline.
+    pub improved: bool,
+}
+
+/// Compares `other` against `baseline` for a unit whose better direction is `better`.
+pub fn compare(baseline: &Summary, other: &Summary, better: Better) -> Verdict {
+    let ratio = if baseline.median != 0.0 {
+        other.median / baseline.median
+    } else {
+        f64::NAN
+    };
+    let within_noise = other.ci_low <= baseline.ci_high && baseline.ci_low <= other.ci_high;
+    let improved = match better {
+        Better::Lower => other.median < baseline.median,
+        Better::Higher => other.median > baseline.median,
+    };
+    Verdict {
+        ratio,
+        within_noise,
+        improved,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn summary_of_known_values() {
+        let s = Summary::of(&[5.0, 1.0, 3.0, 2.0, 4.0]).unwrap();
+        assert_eq!(s.n, 5);
+        assert_eq!(s.median, 3.0);
+        assert_eq!(s.min, 1.0);
+        assert_eq!(s.max, 5.0);
+        assert_eq!(s.mean, 3.0);
+        assert!((s.stddev - 2.5f64.sqrt()).abs() < 1e-12);
+        assert!((s.p5 - 1.2).abs() < 1e-12);
+        assert!((s.p95 - 4.8).abs() < 1e-12);
+        // Five samples cannot give 95 %: the interval is the whole range, at 93.75 %.
+        assert_eq!((s.ci_low, s.ci_high), (1.0, 5.0));
+        assert!((s.ci_level - 0.9375).abs() < 1e-12);
+        assert_eq!(s.outliers, 0);
+    }
+
+    #[test]
+    fn median_interval_ranks_match_tables() {
+        // Standard tables for the distribution-free 95 % interval of the median:
+        // n = 6 -> (1, 6), n = 10 -> (2, 9), n = 15 -> (4, 12), n = 20 -> (6, 15) one-based.
+        assert_eq!(median_ci_ranks(6, 0.95).0, 0);
+        assert_eq!(
+            median_ci_ranks(10, 0.95),
+            (1, 8, median_ci_ranks(10, 0.95).2)
+        );
+        let (lo, hi, lvl) = median_ci_ranks(15, 0.95);
+        assert_eq!((lo, hi), (3, 11));
+        assert!(lvl >= 0.95 && lvl < 0.99);
+        let (lo, hi, _) = median_ci_ranks(20, 0.95);
+        assert_eq!((lo, hi), (5, 14));
+    }
+
+    #[test]
+    fn tukey_fences_count_a_far_outlier() {
+        let mut v = vec![10.0; 14];
+        v.push(1000.0);
+        let s = Summary::of(&v).unwrap();
+        assert_eq!(s.outliers, 1);
+        assert_eq!(s.median, 10.0);
+    }
+
+    #[test]
+    fn empty_and_nan_have_no_summary() {
+        assert!(Summary::of(&[]).is_none());
+        assert!(Summary::of(&[1.0, f64::NAN]).is_none());
+    }
+
+    #[test]
+    fn overlapping_intervals_are_within_noise() {
+        let a = Summary::of(&[10.0, 10.1, 9.9, 10.2, 9.8, 10.0, 10.05, 9.95]).unwrap();
+        let b = Summary::of(&[10.1, 10.2, 10.0, 10.3, 9.9, 10.1, 10.15, 10.05]).unwrap();
+        assert!(compare(&a, &b, Better::Lower).within_noise);
+        let c = Summary::of(&[20.0, 20.1, 19.9, 20.2, 19.8, 20.0, 20.05, 19.95]).unwrap();
+        let v = compare(&a, &c, Better::Lower);
+        assert!(!v.within_noise);
+        assert!(!v.improved);
+        assert!((v.ratio - 2.0).abs() < 1e-9);
+        assert!(compare(&a, &c, Better::Higher).improved);
+    }
+
+    fn samples() -> impl Strategy<Value = Vec<f64>> {
+        prop::collection::vec(0.001f64..1e9, 1..200)
+    }
+
+    proptest! {
+        #[test]
+        fn order_of_statistics_holds(v in samples()) {
+            let s = Summary::of(&v).unwrap();
+            prop_assert!(s.min <= s.p5 && s.p5 <= s.median);
+            prop_assert!(s.median <= s.p95 && s.p95 <= s.max);
+            prop_assert!(s.ci_low <= s.median && s.median <= s.ci_high);
+            prop_assert!(s.min <= s.mean * (1.0 + 1e-12) && s.mean <= s.max * (1.0 + 1e-12));
+            prop_assert!(s.stddev >= 0.0 && s.cv >= 0.0);
+            prop_assert!(s.outliers < s.n.max(1) || s.n == 1 && s.outliers == 0);
+            prop_assert!(s.ci_level >= 0.0 && s.ci_level <= 1.0);
+            if s.n >= 6 { prop_assert!(s.ci_level >= CI_LEVEL); }
+        }
+
+        #[test]
+        fn summary_ignores_sample_order(v in samples(), seed in any::<u64>()) {
+            let mut shuffled = v.clone();
+            // Deterministic Fisher-Yates with a tiny LCG: no extra dependency.
+            let mut x = seed | 1;
+            for i in (1..shuffled.len()).rev() {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                shuffled.swap(i, (x >> 33) as usize % (i + 1));
+            }
+            let a = Summary::of(&v).unwrap();
+            let b = Summary::of(&shuffled).unwrap();
+            prop_assert_eq!(a.median, b.median);
+            prop_assert_eq!((a.ci_low, a.ci_high), (b.ci_low, b.ci_high));
+            prop_assert_eq!(a.outliers, b.outliers);
+            prop_assert!((a.mean - b.mean).abs() <= 1e-9 * a.mean.abs().max(1.0));
+        }
+
+        #[test]
+        fn scaling_scales_location_and_keeps_cv(v in samples(), k in 0.5f64..1000.0) {
+            let scaled: Vec<f64> = v.iter().map(|x| x * k).collect();
+            let a = Summary::of(&v).unwrap();
+            let b = Summary::of(&scaled).unwrap();
+            let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1e-300);
+            prop_assert!(close(a.median * k, b.median));
+            prop_assert!(close(a.ci_low * k, b.ci_low));
+            prop_assert!(close(a.cv, b.cv) || a.cv < 1e-9);
+            prop_assert_eq!(a.outliers, b.outliers);
+        }
+
+        #[test]
+        fn constant_samples_have_no_spread(x in 0.001f64..1e9, n in 1usize..100) {
+            let s = Summary::of(&vec![x; n]).unwrap();
+            prop_assert_eq!(s.median, x);
+            prop_assert_eq!(s.stddev, 0.0);
+            prop_assert_eq!(s.outliers, 0);
+            prop_assert_eq!((s.ci_low, s.ci_high), (x, x));
+        }
+
+        #[test]
+        fn interval_coverage_is_at_least_level(n in 6usize..400) {
+            let (lo, hi, lvl) = median_ci_ranks(n, CI_LEVEL);
+            prop_assert!(lo <= hi && hi < n);
+            prop_assert_eq!(lo, n - 1 - hi); // symmetric
+            prop_assert!(lvl >= CI_LEVEL);
+            // And it is the narrowest such interval: one rank tighter drops below the level.
+            let tighter = 1.0 - 2.0 * binom_half_cdf(n, lo + 1);
+            prop_assert!(lo + 1 > hi - 1 || tighter < CI_LEVEL);
+        }
+
+        #[test]
+        fn a_result_is_within_noise_of_itself(v in samples()) {
+            let s = Summary::of(&v).unwrap();
+            let c = compare(&s, &s, Better::Lower);
+            prop_assert!(c.within_noise);
+        }
+    }
+}

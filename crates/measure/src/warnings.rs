@@ -1,0 +1,175 @@
+//! Noise warnings that say what to do, as a careful experimenter would write them down.
+//!
+//! Pure functions from a fingerprint or a measurement to warnings; the binary shows them at
+//! the end of a run and the store keeps them with the run.
+
+use crate::machine::Machine;
+use crate::model::{Measurement, Outcome, Severity, Warning};
+
+/// Coefficient of variation above which a result is called noisy.
+pub const HIGH_CV: f64 = 0.05;
+/// Share of one CPU that other processes may use during a probe before we warn.
+pub const OTHER_CPU_SHARE: f64 = 0.10;
+
+/// Warnings about the machine as the run starts.
+pub fn machine_warnings(m: &Machine) -> Vec<Warning> {
+    let mut w = Vec::new();
+    let mut push = |kind: &str, severity, message: String| {
+        w.push(Warning {
+            kind: kind.into(),
+            probe: None,
+            severity,
+            message,
+        })
+    };
+    if let Some([one, _, _]) = m.loadavg {
+        if one > 0.5 {
+            push(
+                "load",
+                Severity::Warn,
+                format!(
+                    "load average was {one:.2} at start: other work competes for the CPU; close other programs or wait until the machine is idle"
+                ),
+            );
+        }
+    }
+    if m.hypervisor {
+        push(
+            "vm",
+            Severity::Info,
+            "running under a hypervisor: virtual CPUs can be descheduled by the host (steal time) and waking an idle vCPU is slow; compare only against runs on the same kind of VM".into(),
+        );
+    }
+    match m.governor.as_deref() {
+        Some("performance") | None => {}
+        Some(g) => push(
+            "governor",
+            Severity::Warn,
+            format!(
+                "CPU frequency governor is {g:?}, not \"performance\": frequency changes add noise; run `cpupower frequency-set -g performance` as root"
+            ),
+        ),
+    }
+    if let Some(cs) = m.clocksource.as_deref() {
+        if !matches!(cs, "tsc" | "kvm-clock" | "arch_sys_counter") {
+            push(
+                "clocksource",
+                Severity::Warn,
+                format!("clock source is {cs:?}: reading the clock may need a system call; fine-grained results carry its cost"),
+            );
+        }
+    }
+    if m.smt == Some(true) {
+        push(
+            "smt",
+            Severity::Info,
+            "SMT (hyper-threading) is active: a sibling thread shares the core; pin related work to distinct cores when comparing".into(),
+        );
+    }
+    w
+}
+
+/// Warnings about one measurement: high variation, CPU taken by others, migrations.
+pub fn measurement_warnings(m: &Measurement) -> Vec<Warning> {
+    let mut w = Vec::new();
+    let (Outcome::Ok, Some(s)) = (&m.outcome, &m.summary) else {
+        return w;
+    };
+    let name = if m.params.is_empty() {
+        m.probe.clone()
+    } else {
+        format!("{} [{}]", m.probe, m.params)
+    };
+    let mut push = |kind: &str, message: String| {
+        w.push(Warning {
+            kind: kind.into(),
+            probe: Some(name.clone()),
+            severity: Severity::Warn,
+            message,
+        })
+    };
+    if s.n > 1 && s.cv > HIGH_CV {
+        push(
+            "high-variation",
+            format!(
+                "{name}: samples vary by {:.1}% (CV) with {} outliers; close other programs, or take more samples with --samples 30",
+                s.cv * 100.0,
+                s.outliers
+            ),
+        );
+    }
+    let wall: u64 = m.samples.iter().map(|x| x.elapsed_ns).sum();
+    let other: u64 = m.samples.iter().filter_map(|x| x.other_cpu_ns).sum();
+    if wall > 0 && other as f64 > OTHER_CPU_SHARE * wall as f64 {
+        push(
+            "other-cpu",
+            format!(
+                "{name}: other processes used {:.0} ms of CPU during its {:.0} ms of samples; rerun on a quiet machine",
+                other as f64 / 1e6,
+                wall as f64 / 1e6
+            ),
+        );
+    }
+    let migrated = m.samples.iter().filter(|x| x.migrated).count();
+    if migrated > 0 {
+        push(
+            "migrated",
+            format!(
+                "{name}: {migrated} of {} samples ran partly on another CPU than pinned; check that nothing restricts CPU affinity (cgroup cpusets, taskset)",
+                m.samples.len()
+            ),
+        );
+    }
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Params, Sample, Unit};
+    use crate::stats::Summary;
+
+    fn measurement(values: &[f64], other: u64, migrated: bool) -> Measurement {
+        let samples: Vec<Sample> = values
+            .iter()
+            .map(|&v| Sample {
+                iters: 1,
+                elapsed_ns: 10_000_000,
+                value: v,
+                other_cpu_ns: Some(other),
+                migrated,
+            })
+            .collect();
+        Measurement {
+            summary: Summary::of(values),
+            samples,
+            outcome: Outcome::Ok,
+            ..Measurement::without_samples("os.x", Params::new(), Unit::Nanos, Outcome::Ok, 0.0)
+        }
+    }
+
+    #[test]
+    fn quiet_measurement_has_no_warnings() {
+        assert!(measurement_warnings(&measurement(&[10.0, 10.1, 9.9, 10.0], 0, false)).is_empty());
+    }
+
+    #[test]
+    fn noisy_measurement_names_its_causes_and_remedies() {
+        let w = measurement_warnings(&measurement(&[10.0, 20.0, 5.0, 10.0], 5_000_000, true));
+        let kinds: Vec<&str> = w.iter().map(|x| x.kind.as_str()).collect();
+        assert_eq!(kinds, ["high-variation", "other-cpu", "migrated"]);
+        assert!(w[0].message.contains("--samples"));
+    }
+
+    #[test]
+    fn machine_warnings_flag_load_vm_and_governor() {
+        let mut m = Machine::fingerprint();
+        m.loadavg = Some([3.0, 1.0, 1.0]);
+        m.hypervisor = true;
+        m.governor = Some("powersave".into());
+        let kinds: Vec<String> = machine_warnings(&m).into_iter().map(|w| w.kind).collect();
+        for k in ["load", "vm", "governor"] {
+            assert!(kinds.iter().any(|x| x == k), "{k} missing from {kinds:?}");
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! OS primitive probes: the rows of lmbench's and UnixBench's tables (seed 002), measured
+//! with placement recorded and overheads removed.
+//!
+//! One file per family: system calls, signals, IPC latency and bandwidth, context switches,
+//! process creation, memory mapping, select, file system. Each probe's doc names the
+//! established test it mirrors and any deliberate difference.
+
+mod syscall;
+
+use crate::Probe;
+
+/// The OS probes, in catalog order.
+pub fn probes() -> Vec<Box<dyn Probe>> {
+    let mut v: Vec<Box<dyn Probe>> = Vec::new();
+    v.extend(syscall::probes());
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    //! Every OS probe runs once in smoke settings and produces finite, positive values (or a
+    //! skip with a reason): the probes' behaviour, not their speed.
+    use super::*;
+    use crate::{Context, Suite};
+    use schedlab_measure::clock::Calibration;
+    use schedlab_measure::sampler::{self, Settings};
+    use schedlab_measure::ProbeError;
+
+    #[test]
+    fn every_os_probe_runs_in_smoke_settings() {
+        let ctx = Context::for_tests();
+        for p in probes() {
+            let info = p.info();
+            for params in p.variants(Suite::Smoke) {
+                let mut inst = match p.setup(&params, &ctx) {
+                    Ok(i) => i,
+                    Err(ProbeError::Skip(why)) => {
+                        eprintln!("{} [{params}] skipped: {why}", info.id);
+                        continue;
+                    }
+                    Err(e) => panic!("{} [{params}] setup: {e}", info.id),
+                };
+                let metric = inst.metric();
+                let c = sampler::collect_in(
+                    &mut *inst,
+                    &Settings::smoke(),
+                    &Calibration::zero(),
+                    metric,
+                    info.unit,
+                )
+                .unwrap_or_else(|e| panic!("{} [{params}]: {e}", info.id));
+                assert!(!c.samples.is_empty());
+                for s in &c.samples {
+                    assert!(
+                        s.value.is_finite() && s.value >= 0.0,
+                        "{} [{params}] value {}",
+                        info.id,
+                        s.value
+                    );
+                    assert!(s.elapsed_ns > 0, "{} [{params}] measured no time", info.id);
+                }
+            }
+        }
+    }
+}

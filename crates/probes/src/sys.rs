@@ -1,0 +1,355 @@
+//! Small, safe wrappers over the system calls the probes share: CPU placement, pipes, raw
+//! reads and writes, and forked helper processes that cannot outlive us.
+//!
+//! This is one of the few places with `unsafe` in the probes; each block says why it is sound.
+//! Probes build on these rather than calling libc for the common cases.
+//!
+//! # Forked children
+//! The binary may have other threads (the progress bar's ticker), so after `fork` the child
+//! may only do async-signal-safe work: no allocation, no locks, no `println!`. [`Child::fork`]
+//! runs a closure in the child under that contract; probes prepare every buffer and file
+//! descriptor before forking. A child asks the kernel to kill it when its parent dies
+//! (`PR_SET_PDEATHSIG`), and [`Child`]'s `Drop` kills and reaps it, so an error, a panic or a
+//! Ctrl-C in the parent leaves no process behind.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use schedlab_measure::ProbeError;
+
+/// The CPUs this process may run on, in ascending order.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size we pass.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return vec![0];
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `i` is below CPU_SETSIZE, the bound CPU_ISSET requires.
+        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
+        .collect()
+}
+
+/// Pins the calling thread (in a child: the child process) to `cpu`.
+///
+/// Async-signal-safe: usable in a forked child.
+pub fn pin_to(cpu: usize) -> Result<(), ProbeError> {
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: CPU_SET on a valid set; `cpu` is checked against CPU_SETSIZE first.
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(ProbeError::Failed(format!("cpu {cpu} beyond CPU_SETSIZE")));
+    }
+    // SAFETY: as above, `cpu` < CPU_SETSIZE and `set` is valid.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size we pass; pid 0 is the caller.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(ProbeError::last_os(&format!(
+            "sched_setaffinity(cpu {cpu})"
+        )));
+    }
+    Ok(())
+}
+
+/// Restores the calling thread's affinity to `cpus` (after a probe pinned it).
+pub fn set_affinity(cpus: &[usize]) -> Result<(), ProbeError> {
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+        // SAFETY: `c` < CPU_SETSIZE and `set` is valid.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size we pass.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(ProbeError::last_os("sched_setaffinity(restore)"));
+    }
+    Ok(())
+}
+
+/// The CPU the calling thread runs on now.
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu has no preconditions.
+    let c = unsafe { libc::sched_getcpu() };
+    (c >= 0).then_some(c as usize)
+}
+
+/// Where the two parties of a ping-pong run: the same CPU or two different ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Both pinned to one CPU: every hand-off is a switch on that CPU.
+    Same,
+    /// Pinned to two CPUs: every hand-off wakes the other CPU.
+    Cross,
+}
+
+impl Placement {
+    /// Parses the `placement` parameter (default `same`).
+    pub fn from_params(p: &schedlab_measure::model::Params) -> Result<Placement, ProbeError> {
+        match p.get("placement").unwrap_or("same") {
+            "same" => Ok(Placement::Same),
+            "cross" => Ok(Placement::Cross),
+            other => Err(ProbeError::Failed(format!(
+                "bad placement {other:?}: use same or cross"
+            ))),
+        }
+    }
+
+    /// The two CPUs to use, from the allowed set.
+    ///
+    /// # Errors
+    /// Skip when `Cross` is asked for on a machine (or affinity mask) with one CPU.
+    pub fn cpus(self) -> Result<(usize, usize), ProbeError> {
+        let cpus = allowed_cpus();
+        match self {
+            Placement::Same => Ok((cpus[0], cpus[0])),
+            Placement::Cross if cpus.len() >= 2 => Ok((cpus[0], cpus[1])),
+            Placement::Cross => Err(ProbeError::Skip(
+                "placement=cross needs two usable CPUs".into(),
+            )),
+        }
+    }
+}
+
+/// Creates a pipe; both ends close-on-exec.
+pub fn pipe() -> Result<(OwnedFd, OwnedFd), ProbeError> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(ProbeError::last_os("pipe2"));
+    }
+    // SAFETY: pipe2 succeeded, so both are fresh descriptors that nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Writes all of `buf` to `fd`, retrying on EINTR and short writes. Async-signal-safe.
+pub fn write_all(fd: RawFd, buf: &[u8]) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: the pointer and length describe the unwritten tail of `buf`.
+        let n = unsafe { libc::write(fd, buf[done..].as_ptr().cast(), buf.len() - done) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// Fills all of `buf` from `fd`, retrying on EINTR and short reads; EOF is an error.
+/// Async-signal-safe.
+pub fn read_exact(fd: RawFd, buf: &mut [u8]) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: the pointer and length describe the unfilled tail of `buf`.
+        let n = unsafe { libc::read(fd, buf[done..].as_mut_ptr().cast(), buf.len() - done) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// A forked helper process, killed and reaped when dropped.
+#[derive(Debug)]
+pub struct Child {
+    pid: libc::pid_t,
+    reaped: bool,
+}
+
+impl Child {
+    /// Forks; the child pins itself to `cpu` (if given), arranges to die with its parent, runs
+    /// `body` and exits with its return value. Never returns in the child.
+    ///
+    /// `body` runs after fork in a possibly multi-threaded process: it must be
+    /// async-signal-safe (no allocation, no locks, no stdio); use [`read_exact`],
+    /// [`write_all`] and raw libc calls on descriptors prepared before the fork.
+    pub fn fork(cpu: Option<usize>, body: impl FnOnce() -> i32) -> Result<Child, ProbeError> {
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: fork has no memory-safety preconditions; the child below only runs
+        // async-signal-safe code (see the contract above) and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(ProbeError::last_os("fork"));
+        }
+        if pid == 0 {
+            // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number; async-signal-safe.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+            // If the parent died before prctl took effect, we were re-parented: leave.
+            // SAFETY: getppid and _exit have no preconditions.
+            if unsafe { libc::getppid() } != parent {
+                // SAFETY: _exit ends the process without running destructors.
+                unsafe { libc::_exit(1) };
+            }
+            // Default SIGINT handling: a Ctrl-C reaches the whole foreground group and
+            // the child just dies; the parent notices the closed pipe.
+            // SAFETY: restoring default dispositions is async-signal-safe.
+            unsafe {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            }
+            if let Some(c) = cpu {
+                if pin_to(c).is_err() {
+                    // SAFETY: as above.
+                    unsafe { libc::_exit(2) };
+                }
+            }
+            let code = body();
+            // SAFETY: _exit skips atexit handlers and destructors that belong to the parent.
+            unsafe { libc::_exit(code) };
+        }
+        Ok(Child { pid, reaped: false })
+    }
+
+    /// The child's process id.
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
+    /// Waits for the child to exit and returns its exit status (or 128 + signal).
+    pub fn wait(&mut self) -> Result<i32, ProbeError> {
+        let status = wait_pid(self.pid)?;
+        self.reaped = true;
+        Ok(status)
+    }
+}
+
+/// waitpid, retrying on EINTR; returns the exit code or 128 + the terminating signal.
+pub fn wait_pid(pid: libc::pid_t) -> Result<i32, ProbeError> {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid out-pointer.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc == pid {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if rc < 0 && e.kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        return Err(ProbeError::Failed(format!("waitpid({pid}): {e}")));
+    }
+    Ok(if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    })
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if !self.reaped {
+            // SAFETY: `pid` is our child, not yet reaped, so the id cannot have been reused.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            let _ = wait_pid(self.pid);
+        }
+    }
+}
+
+/// A file descriptor's raw number, for use in a forked child's closure.
+pub fn raw(fd: &OwnedFd) -> RawFd {
+    fd.as_raw_fd()
+}
+
+/// Keeps the calling thread pinned to one CPU and restores the old mask when dropped.
+#[derive(Debug)]
+pub struct PinGuard {
+    old: Vec<usize>,
+}
+
+impl PinGuard {
+    /// Pins the calling thread to `cpu`.
+    pub fn pin(cpu: usize) -> Result<PinGuard, ProbeError> {
+        let old = allowed_cpus();
+        pin_to(cpu)?;
+        Ok(PinGuard { old })
+    }
+}
+
+impl Drop for PinGuard {
+    fn drop(&mut self) {
+        let _ = set_affinity(&self.old);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_runs_and_reports_its_status() {
+        let mut c = Child::fork(None, || 7).unwrap();
+        assert_eq!(c.wait().unwrap(), 7);
+    }
+
+    #[test]
+    fn dropping_a_child_kills_and_reaps_it() {
+        let (r, w) = pipe().unwrap();
+        let rfd = raw(&r);
+        let c = Child::fork(None, move || {
+            let mut b = [0u8; 1];
+            // Blocks forever: nobody writes.
+            let _ = read_exact(rfd, &mut b);
+            0
+        })
+        .unwrap();
+        let pid = c.pid();
+        drop(c);
+        // SAFETY: kill with signal 0 only checks for existence.
+        let alive = unsafe { libc::kill(pid, 0) } == 0;
+        assert!(!alive, "child {pid} survived its handle");
+        drop(w);
+    }
+
+    #[test]
+    fn pipe_round_trip_through_a_child() {
+        let (r1, w1) = pipe().unwrap();
+        let (r2, w2) = pipe().unwrap();
+        let (a, b) = (raw(&r1), raw(&w2));
+        let mut c = Child::fork(None, move || {
+            let mut x = [0u8; 4];
+            if read_exact(a, &mut x).is_err() {
+                return 1;
+            }
+            x.reverse();
+            if write_all(b, &x).is_err() {
+                return 1;
+            }
+            0
+        })
+        .unwrap();
+        write_all(raw(&w1), b"abcd").unwrap();
+        let mut back = [0u8; 4];
+        read_exact(raw(&r2), &mut back).unwrap();
+        assert_eq!(&back, b"dcba");
+        assert_eq!(c.wait().unwrap(), 0);
+    }
+
+    #[test]
+    fn pin_guard_restores_affinity() {
+        let before = allowed_cpus();
+        {
+            let _g = PinGuard::pin(before[0]).unwrap();
+            assert_eq!(allowed_cpus(), vec![before[0]]);
+        }
+        assert_eq!(allowed_cpus(), before);
+    }
+}
