@@ -26,17 +26,10 @@ pub struct Calibration {
 impl Calibration {
     /// Measures the clock and the empty loop. Takes a few milliseconds.
     pub fn measure() -> Calibration {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: `ts` is a valid, writable timespec; clock_getres only writes through it.
         let rc = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC, &mut ts) };
-        let reported = if rc == 0 {
-            ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
-        } else {
-            f64::NAN
-        };
+        let reported = if rc == 0 { ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64 } else { f64::NAN };
 
         // Observed resolution: the smallest non-zero difference between consecutive reads.
         let mut observed = f64::INFINITY;

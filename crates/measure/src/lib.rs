@@ -88,18 +88,12 @@ impl Timing {
     pub fn measure(body: impl FnOnce()) -> Timing {
         let start = Instant::now();
         body();
-        Timing {
-            elapsed: start.elapsed(),
-            migrated: false,
-        }
+        Timing { elapsed: start.elapsed(), migrated: false }
     }
 
     /// A timing from an elapsed duration measured by the caller.
     pub fn from_elapsed(elapsed: Duration) -> Timing {
-        Timing {
-            elapsed,
-            migrated: false,
-        }
+        Timing { elapsed, migrated: false }
     }
 }
 

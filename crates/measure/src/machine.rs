@@ -90,9 +90,7 @@ impl Machine {
             arch: uts.4,
             cpu_model,
             logical_cpus: online_cpus(),
-            usable_cpus: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
+            usable_cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             physical_cores,
             smt,
             memory_bytes: fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
@@ -119,20 +117,13 @@ impl Machine {
 }
 
 fn read_trim(path: &str) -> Option<String> {
-    fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
+    fs::read_to_string(path).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
 /// Current load averages.
 pub fn loadavg() -> Option<[f64; 3]> {
     let t = fs::read_to_string("/proc/loadavg").ok()?;
-    let v: Vec<f64> = t
-        .split_whitespace()
-        .take(3)
-        .filter_map(|x| x.parse().ok())
-        .collect();
+    let v: Vec<f64> = t.split_whitespace().take(3).filter_map(|x| x.parse().ok()).collect();
     (v.len() == 3).then(|| [v[0], v[1], v[2]])
 }
 
@@ -185,20 +176,10 @@ fn uname() -> (String, String, String, String, String) {
         return (unknown(), unknown(), unknown(), unknown(), unknown());
     }
     let s = |f: &[libc::c_char]| {
-        let bytes: Vec<u8> = f
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
+        let bytes: Vec<u8> = f.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
         String::from_utf8_lossy(&bytes).into_owned()
     };
-    (
-        s(&u.sysname),
-        s(&u.nodename),
-        s(&u.release),
-        s(&u.version),
-        s(&u.machine),
-    )
+    (s(&u.sysname), s(&u.nodename), s(&u.release), s(&u.version), s(&u.machine))
 }
 
 /// Seconds since the Unix epoch as an RFC 3339 UTC timestamp (`2026-11-21T05:00:00Z`).
@@ -215,12 +196,7 @@ pub fn rfc3339(unix_secs: i64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
 /// The current time as [`rfc3339`].

@@ -134,26 +134,18 @@ pub enum Metric {
 impl Metric {
     /// One operation per iteration, with the loop overhead subtracted.
     pub fn per_op() -> Metric {
-        Metric::TimePerOp {
-            ops_per_iter: 1.0,
-            subtract_loop: true,
-        }
+        Metric::TimePerOp { ops_per_iter: 1.0, subtract_loop: true }
     }
 
     /// `ops` operations per iteration, loop overhead not subtracted (operations of a
     /// microsecond or more, where the loop is lost in the noise anyway).
     pub fn per_ops(ops: f64) -> Metric {
-        Metric::TimePerOp {
-            ops_per_iter: ops,
-            subtract_loop: false,
-        }
+        Metric::TimePerOp { ops_per_iter: ops, subtract_loop: false }
     }
 
     /// `bytes` per iteration, reported as MiB/s.
     pub fn bandwidth(bytes: f64) -> Metric {
-        Metric::Bandwidth {
-            bytes_per_iter: bytes,
-        }
+        Metric::Bandwidth { bytes_per_iter: bytes }
     }
 }
 
@@ -184,10 +176,7 @@ impl Params {
 
     /// The value of `key`, if set.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
     /// The value of `key` parsed, or `default` when absent.
@@ -197,9 +186,7 @@ impl Params {
     pub fn parse_or<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, String> {
         match self.get(key) {
             None => Ok(default),
-            Some(v) => v
-                .parse()
-                .map_err(|_| format!("bad value {v:?} for parameter {key}")),
+            Some(v) => v.parse().map_err(|_| format!("bad value {v:?} for parameter {key}")),
         }
     }
 
@@ -210,11 +197,7 @@ impl Params {
 
     /// The canonical text form, `k=v,k=v` in declaration order (empty for no parameters).
     pub fn key(&self) -> String {
-        self.0
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",")
+        self.0.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
     }
 
     /// Parses [`Params::key`].

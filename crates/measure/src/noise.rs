@@ -37,21 +37,13 @@ impl CpuCounters {
     pub fn read() -> Option<CpuCounters> {
         let stat = fs::read_to_string("/proc/stat").ok()?;
         let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-        let f: Vec<u64> = line
-            .split_whitespace()
-            .skip(1)
-            .filter_map(|x| x.parse().ok())
-            .collect();
+        let f: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
         // user nice system idle iowait irq softirq steal guest guest_nice
         if f.len() < 8 {
             return None;
         }
         let busy = f[0] + f[1] + f[2] + f[5] + f[6];
-        Some(CpuCounters {
-            busy,
-            steal: f[7],
-            own: own_ticks(),
-        })
+        Some(CpuCounters { busy, steal: f[7], own: own_ticks() })
     }
 
     /// Nanoseconds of CPU others used between `self` (before) and `after`.
@@ -69,11 +61,7 @@ fn parse_stat(text: &str) -> Option<(i32, u64)> {
     let f: Vec<&str> = rest.split_whitespace().collect();
     // rest[0] is field 3 (state); ppid is field 4, utime..cstime fields 14..17.
     let ppid = f.get(1)?.parse().ok()?;
-    let t: u64 = f
-        .get(11..15)?
-        .iter()
-        .filter_map(|x| x.parse::<u64>().ok())
-        .sum();
+    let t: u64 = f.get(11..15)?.iter().filter_map(|x| x.parse::<u64>().ok()).sum();
     Some((ppid, t))
 }
 
@@ -83,17 +71,11 @@ fn own_ticks() -> u64 {
     let mut procs: Vec<(i32, i32, u64)> = Vec::new();
     if let Ok(dir) = fs::read_dir("/proc") {
         for entry in dir.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
-            else {
+            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
                 continue;
             };
-            if let Some((ppid, t)) = fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .as_deref()
-                .and_then(parse_stat)
+            if let Some((ppid, t)) =
+                fs::read_to_string(format!("/proc/{pid}/stat")).ok().as_deref().and_then(parse_stat)
             {
                 procs.push((pid, ppid, t));
             }

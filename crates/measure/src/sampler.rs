@@ -48,11 +48,7 @@ impl Settings {
 
     /// The `quick` suite: 9 samples of at least 10 ms after 20 ms of warm-up.
     pub fn quick() -> Settings {
-        Settings {
-            samples: 9,
-            warmup: Duration::from_millis(20),
-            ..Settings::full()
-        }
+        Settings { samples: 9, warmup: Duration::from_millis(20), ..Settings::full() }
     }
 
     /// The `smoke` suite: every probe once, two samples of two iterations, no warm-up.
@@ -127,10 +123,7 @@ pub fn collect_in(
     };
 
     let overhead = match metric {
-        Metric::TimePerOp {
-            subtract_loop: true,
-            ..
-        } => cal.loop_ns + cal.read_ns / iters as f64,
+        Metric::TimePerOp { subtract_loop: true, .. } => cal.loop_ns + cal.read_ns / iters as f64,
         _ => 0.0,
     };
     let mut samples = Vec::with_capacity(settings.samples);
@@ -148,11 +141,7 @@ pub fn collect_in(
             migrated: timing.migrated,
         });
     }
-    Ok(Collected {
-        samples,
-        iters,
-        overhead_ns_per_iter: overhead,
-    })
+    Ok(Collected { samples, iters, overhead_ns_per_iter: overhead })
 }
 
 /// [`collect_in`] for a per-operation metric in nanoseconds.
@@ -196,38 +185,19 @@ mod tests {
     impl Workload for Fake {
         fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
             self.calls.push(iters);
-            Ok(Timing::from_elapsed(Duration::from_nanos(
-                iters * self.ns_per_iter,
-            )))
+            Ok(Timing::from_elapsed(Duration::from_nanos(iters * self.ns_per_iter)))
         }
     }
 
     #[test]
     fn calibration_reaches_the_target_and_samples_use_that_count() {
-        let mut w = Fake {
-            ns_per_iter: 100,
-            calls: vec![],
-        };
-        let s = Settings {
-            warmup: Duration::ZERO,
-            ..Settings::full()
-        };
+        let mut w = Fake { ns_per_iter: 100, calls: vec![] };
+        let s = Settings { warmup: Duration::ZERO, ..Settings::full() };
         let c = collect(&mut w, &s, &Calibration::zero(), Metric::per_op()).unwrap();
-        assert!(
-            c.iters * 100 >= 10_000_000,
-            "sample shorter than target: {}",
-            c.iters
-        );
-        assert!(
-            c.iters * 100 < 40_000_000,
-            "overshot the target: {}",
-            c.iters
-        );
+        assert!(c.iters * 100 >= 10_000_000, "sample shorter than target: {}", c.iters);
+        assert!(c.iters * 100 < 40_000_000, "overshot the target: {}", c.iters);
         assert_eq!(c.samples.len(), 15);
-        assert!(c
-            .samples
-            .iter()
-            .all(|s| s.iters == c.iters && (s.value - 100.0).abs() < 1e-9));
+        assert!(c.samples.iter().all(|s| s.iters == c.iters && (s.value - 100.0).abs() < 1e-9));
         // Calibration grows the count monotonically.
         let cal_calls = &w.calls[..w.calls.len() - 15];
         assert!(cal_calls.windows(2).all(|p| p[1] > p[0]));
@@ -235,32 +205,17 @@ mod tests {
 
     #[test]
     fn fixed_iterations_skip_calibration() {
-        let mut w = Fake {
-            ns_per_iter: 5,
-            calls: vec![],
-        };
-        let c = collect(
-            &mut w,
-            &Settings::smoke(),
-            &Calibration::zero(),
-            Metric::per_op(),
-        )
-        .unwrap();
+        let mut w = Fake { ns_per_iter: 5, calls: vec![] };
+        let c =
+            collect(&mut w, &Settings::smoke(), &Calibration::zero(), Metric::per_op()).unwrap();
         assert_eq!(w.calls, vec![2, 2]);
         assert_eq!(c.samples.len(), 2);
     }
 
     #[test]
     fn overhead_is_subtracted_only_when_asked() {
-        let cal = Calibration {
-            loop_ns: 1.0,
-            read_ns: 20.0,
-            ..Calibration::zero()
-        };
-        let mut w = Fake {
-            ns_per_iter: 10,
-            calls: vec![],
-        };
+        let cal = Calibration { loop_ns: 1.0, read_ns: 20.0, ..Calibration::zero() };
+        let mut w = Fake { ns_per_iter: 10, calls: vec![] };
         let c = collect(&mut w, &Settings::smoke(), &cal, Metric::per_op()).unwrap();
         // 10 ns per iteration, minus 1 ns loop, minus 20 ns read amortised over 2 iterations.
         assert!((c.samples[0].value - (10.0 - 1.0 - 10.0f64).max(0.0)).abs() < 1e-9);
@@ -285,12 +240,7 @@ mod tests {
                 Err(ProbeError::Skip("needs root".into()))
             }
         }
-        let e = collect(
-            &mut Skipper,
-            &Settings::quick(),
-            &Calibration::zero(),
-            Metric::per_op(),
-        );
+        let e = collect(&mut Skipper, &Settings::quick(), &Calibration::zero(), Metric::per_op());
         assert_eq!(e.unwrap_err(), ProbeError::Skip("needs root".into()));
     }
 }

@@ -56,11 +56,7 @@ impl Summary {
         let n = sorted.len();
         // Equal samples have exactly no spread; summing would leave rounding residue.
         let constant = sorted[0] == sorted[n - 1];
-        let mean = if constant {
-            sorted[0]
-        } else {
-            sorted.iter().sum::<f64>() / n as f64
-        };
+        let mean = if constant { sorted[0] } else { sorted.iter().sum::<f64>() / n as f64 };
         let stddev = if n > 1 && !constant {
             (sorted.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
         } else {
@@ -72,10 +68,7 @@ impl Summary {
         let q3 = percentile_sorted(&sorted, 75.0);
         let iqr = q3 - q1;
         let (fence_lo, fence_hi) = (q1 - 1.5 * iqr, q3 + 1.5 * iqr);
-        let outliers = sorted
-            .iter()
-            .filter(|&&v| v < fence_lo || v > fence_hi)
-            .count();
+        let outliers = sorted.iter().filter(|&&v| v < fence_lo || v > fence_hi).count();
         Some(Summary {
             n,
             median,
@@ -88,11 +81,7 @@ impl Summary {
             ci_low: sorted[lo],
             ci_high: sorted[hi],
             ci_level: level,
-            cv: if mean != 0.0 {
-                stddev / mean.abs()
-            } else {
-                0.0
-            },
+            cv: if mean != 0.0 { stddev / mean.abs() } else { 0.0 },
             outliers,
         })
     }
@@ -172,21 +161,13 @@ pub struct Verdict {
 
 /// Compares `other` against `baseline` for a unit whose better direction is `better`.
 pub fn compare(baseline: &Summary, other: &Summary, better: Better) -> Verdict {
-    let ratio = if baseline.median != 0.0 {
-        other.median / baseline.median
-    } else {
-        f64::NAN
-    };
+    let ratio = if baseline.median != 0.0 { other.median / baseline.median } else { f64::NAN };
     let within_noise = other.ci_low <= baseline.ci_high && baseline.ci_low <= other.ci_high;
     let improved = match better {
         Better::Lower => other.median < baseline.median,
         Better::Higher => other.median > baseline.median,
     };
-    Verdict {
-        ratio,
-        within_noise,
-        improved,
-    }
+    Verdict { ratio, within_noise, improved }
 }
 
 #[cfg(test)]
@@ -216,10 +197,7 @@ mod tests {
         // Standard tables for the distribution-free 95 % interval of the median:
         // n = 6 -> (1, 6), n = 10 -> (2, 9), n = 15 -> (4, 12), n = 20 -> (6, 15) one-based.
         assert_eq!(median_ci_ranks(6, 0.95).0, 0);
-        assert_eq!(
-            median_ci_ranks(10, 0.95),
-            (1, 8, median_ci_ranks(10, 0.95).2)
-        );
+        assert_eq!(median_ci_ranks(10, 0.95), (1, 8, median_ci_ranks(10, 0.95).2));
         let (lo, hi, lvl) = median_ci_ranks(15, 0.95);
         assert_eq!((lo, hi), (3, 11));
         assert!(lvl >= 0.95 && lvl < 0.99);

@@ -15,12 +15,7 @@ pub const OTHER_CPU_SHARE: f64 = 0.10;
 pub fn machine_warnings(m: &Machine) -> Vec<Warning> {
     let mut w = Vec::new();
     let mut push = |kind: &str, severity, message: String| {
-        w.push(Warning {
-            kind: kind.into(),
-            probe: None,
-            severity,
-            message,
-        })
+        w.push(Warning { kind: kind.into(), probe: None, severity, message })
     };
     if let Some([one, _, _]) = m.loadavg {
         if one > 0.5 {
@@ -75,11 +70,8 @@ pub fn measurement_warnings(m: &Measurement) -> Vec<Warning> {
     let (Outcome::Ok, Some(s)) = (&m.outcome, &m.summary) else {
         return w;
     };
-    let name = if m.params.is_empty() {
-        m.probe.clone()
-    } else {
-        format!("{} [{}]", m.probe, m.params)
-    };
+    let name =
+        if m.params.is_empty() { m.probe.clone() } else { format!("{} [{}]", m.probe, m.params) };
     let mut push = |kind: &str, message: String| {
         w.push(Warning {
             kind: kind.into(),

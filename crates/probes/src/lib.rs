@@ -81,11 +81,7 @@ pub struct Context {
 impl Context {
     /// A context for tests: smoke suite, the system temporary directory, no exec helper.
     pub fn for_tests() -> Context {
-        Context {
-            suite: Suite::Smoke,
-            tmp_dir: std::env::temp_dir(),
-            exec_helper: None,
-        }
+        Context { suite: Suite::Smoke, tmp_dir: std::env::temp_dir(), exec_helper: None }
     }
 }
 
@@ -193,10 +189,7 @@ pub fn select<'a>(
 ) -> Result<Vec<&'a dyn Probe>, NoMatch> {
     for pat in patterns {
         if !all.iter().any(|p| matches(pat, p.info().id)) {
-            return Err(NoMatch {
-                pattern: pat.clone(),
-                suggestions: suggest(all, pat),
-            });
+            return Err(NoMatch { pattern: pat.clone(), suggestions: suggest(all, pat) });
         }
     }
     Ok(all
@@ -224,12 +217,7 @@ fn suggest(all: &[Box<dyn Probe>], pattern: &str) -> Vec<String> {
     if best > pat.len().max(3) / 2 {
         return Vec::new();
     }
-    scored
-        .into_iter()
-        .filter(|s| s.0 == best)
-        .take(3)
-        .map(|s| s.1.to_string())
-        .collect()
+    scored.into_iter().filter(|s| s.0 == best).take(3).map(|s| s.1.to_string()).collect()
 }
 
 fn levenshtein(a: &str, b: &str) -> usize {
@@ -238,9 +226,7 @@ fn levenshtein(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, &cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -268,17 +254,10 @@ mod tests {
     #[test]
     fn unknown_pattern_suggests_close_ids() {
         let all = catalog();
-        let Err(err) = select(&all, &["os.pip".to_string()]) else {
-            panic!("os.pip matched")
-        };
-        assert!(
-            err.suggestions.iter().any(|s| s.starts_with("os.pipe.")),
-            "{err}"
-        );
+        let Err(err) = select(&all, &["os.pip".to_string()]) else { panic!("os.pip matched") };
+        assert!(err.suggestions.iter().any(|s| s.starts_with("os.pipe.")), "{err}");
         assert!(err.to_string().contains("did you mean"));
-        let Err(err) = select(&all, &["zzzzzzzzzzzz".to_string()]) else {
-            panic!("matched")
-        };
+        let Err(err) = select(&all, &["zzzzzzzzzzzz".to_string()]) else { panic!("matched") };
         assert!(err.suggestions.is_empty(), "{err}");
     }
 
@@ -298,18 +277,10 @@ mod tests {
                 "bad id {}",
                 i.id
             );
-            assert!(
-                !i.doc.is_empty() && !i.doc.contains('\n'),
-                "{} needs a one-line doc",
-                i.id
-            );
+            assert!(!i.doc.is_empty() && !i.doc.contains('\n'), "{} needs a one-line doc", i.id);
             assert!(!i.mirrors.is_empty(), "{} must say what it mirrors", i.id);
             for suite in [Suite::Smoke, Suite::Quick, Suite::Full] {
-                assert!(
-                    !p.variants(suite).is_empty(),
-                    "{} has no variants in {suite:?}",
-                    i.id
-                );
+                assert!(!p.variants(suite).is_empty(), "{} has no variants in {suite:?}", i.id);
             }
         }
     }

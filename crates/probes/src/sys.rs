@@ -48,9 +48,7 @@ pub fn pin_to(cpu: usize) -> Result<(), ProbeError> {
     // SAFETY: `set` is a valid cpu_set_t of the size we pass; pid 0 is the caller.
     let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     if rc != 0 {
-        return Err(ProbeError::last_os(&format!(
-            "sched_setaffinity(cpu {cpu})"
-        )));
+        return Err(ProbeError::last_os(&format!("sched_setaffinity(cpu {cpu})")));
     }
     Ok(())
 }
@@ -93,9 +91,7 @@ impl Placement {
         match p.get("placement").unwrap_or("same") {
             "same" => Ok(Placement::Same),
             "cross" => Ok(Placement::Cross),
-            other => Err(ProbeError::Failed(format!(
-                "bad placement {other:?}: use same or cross"
-            ))),
+            other => Err(ProbeError::Failed(format!("bad placement {other:?}: use same or cross"))),
         }
     }
 
@@ -108,9 +104,9 @@ impl Placement {
         match self {
             Placement::Same => Ok((cpus[0], cpus[0])),
             Placement::Cross if cpus.len() >= 2 => Ok((cpus[0], cpus[1])),
-            Placement::Cross => Err(ProbeError::Skip(
-                "placement=cross needs two usable CPUs".into(),
-            )),
+            Placement::Cross => {
+                Err(ProbeError::Skip("placement=cross needs two usable CPUs".into()))
+            }
         }
     }
 }

@@ -5,6 +5,14 @@
 //! process creation, memory mapping, select, file system. Each probe's doc names the
 //! established test it mirrors and any deliberate difference.
 
+mod bandwidth;
+mod ctx;
+mod fs;
+mod ipc;
+mod mm;
+mod process;
+mod select;
+mod signal;
 mod syscall;
 
 use crate::Probe;
@@ -13,6 +21,14 @@ use crate::Probe;
 pub fn probes() -> Vec<Box<dyn Probe>> {
     let mut v: Vec<Box<dyn Probe>> = Vec::new();
     v.extend(syscall::probes());
+    v.extend(signal::probes());
+    v.extend(ipc::probes());
+    v.extend(ctx::probes());
+    v.extend(process::probes());
+    v.extend(bandwidth::probes());
+    v.extend(mm::probes());
+    v.extend(select::probes());
+    v.extend(fs::probes());
     v
 }
 

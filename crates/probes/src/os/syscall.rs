@@ -29,17 +29,10 @@ struct SyscallProbe(Call);
 
 /// The syscall probes, in catalog order.
 pub fn probes() -> Vec<Box<dyn Probe>> {
-    [
-        Call::Null,
-        Call::Read,
-        Call::Write,
-        Call::Stat,
-        Call::Fstat,
-        Call::OpenClose,
-    ]
-    .into_iter()
-    .map(|c| Box::new(SyscallProbe(c)) as Box<dyn Probe>)
-    .collect()
+    [Call::Null, Call::Read, Call::Write, Call::Stat, Call::Fstat, Call::OpenClose]
+        .into_iter()
+        .map(|c| Box::new(SyscallProbe(c)) as Box<dyn Probe>)
+        .collect()
 }
 
 /// The file that `stat`, `fstat` and `open/close` use, as lmbench does: a file that surely
@@ -80,13 +73,7 @@ impl Probe for SyscallProbe {
                 "lmbench lat_syscall open (reports open+close)",
             ),
         };
-        Info {
-            id,
-            doc,
-            unit: Unit::Nanos,
-            mirrors,
-            requires: "",
-        }
+        Info { id, doc, unit: Unit::Nanos, mirrors, requires: "" }
     }
 
     fn setup(&self, _params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
@@ -111,11 +98,7 @@ impl Probe for SyscallProbe {
             }
             Call::Null => None,
         };
-        Ok(Box::new(Syscall {
-            call: self.0,
-            fd,
-            path: CString::new(STAT_PATH).expect("no NUL"),
-        }))
+        Ok(Box::new(Syscall { call: self.0, fd, path: CString::new(STAT_PATH).expect("no NUL") }))
     }
 }
 

@@ -1,0 +1,1 @@
+//! schedlab-rt: being written (issue 3).
