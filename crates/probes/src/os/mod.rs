@@ -78,4 +78,47 @@ mod tests {
             }
         }
     }
+
+    /// Developer aid, not a check: prints quick-suite medians for the probes matching
+    /// `SCHEDLAB_FILTER` (default `os`). Run with
+    /// `SCHEDLAB_FILTER=os.pipe cargo test --release -p schedlab-probes -- --ignored --nocapture print_medians`.
+    #[test]
+    #[ignore = "measures; prints figures for a developer to read"]
+    fn print_medians() {
+        let filter = std::env::var("SCHEDLAB_FILTER").unwrap_or_else(|_| "os".into());
+        let ctx = Context { suite: Suite::Quick, ..Context::for_tests() };
+        let cal = Calibration::measure();
+        for p in probes() {
+            let info = p.info();
+            if !crate::matches(&filter, info.id) {
+                continue;
+            }
+            for params in p.variants(Suite::Quick) {
+                let started = std::time::Instant::now();
+                let res = p.setup(&params, &ctx).and_then(|mut inst| {
+                    let metric = inst.metric();
+                    let c = sampler::collect_in(
+                        &mut *inst,
+                        &Settings::quick(),
+                        &cal,
+                        metric,
+                        info.unit,
+                    )?;
+                    Ok((c, inst.notes()))
+                });
+                match res {
+                    Ok((c, notes)) => {
+                        let v: Vec<f64> = c.samples.iter().map(|s| s.value).collect();
+                        let s = schedlab_measure::stats::Summary::of(&v).unwrap();
+                        eprintln!(
+                            "{:28} {:32} {:>12.3} {:6} [{:.3} .. {:.3}] cv {:4.1}% iters {} ({:.2}s) {}",
+                            info.id, params.key(), s.median, info.unit.symbol(), s.ci_low, s.ci_high,
+                            s.cv * 100.0, c.iters, started.elapsed().as_secs_f64(), notes
+                        );
+                    }
+                    Err(e) => eprintln!("{:28} {:32} {e}", info.id, params.key()),
+                }
+            }
+        }
+    }
 }
