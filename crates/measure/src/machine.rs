@@ -116,6 +116,11 @@ impl Machine {
     }
 }
 
+/// This machine's host name (`uname -n`).
+pub fn hostname() -> String {
+    uname().1
+}
+
 fn read_trim(path: &str) -> Option<String> {
     fs::read_to_string(path).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }

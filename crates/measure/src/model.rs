@@ -344,3 +344,87 @@ pub struct Warning {
     /// The text shown to the user, ending with what to do.
     pub message: String,
 }
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Being measured (or the process died without saying otherwise).
+    Running,
+    /// Every selected probe was attempted.
+    Complete,
+    /// Stopped by the user (SIGINT/SIGTERM) or found abandoned by a crash; what was measured
+    /// before is kept.
+    Interrupted,
+}
+
+impl RunStatus {
+    /// `running`, `complete` or `interrupted`.
+    pub fn key(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Complete => "complete",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    /// Parses [`RunStatus::key`].
+    pub fn from_key(s: &str) -> Option<RunStatus> {
+        Some(match s {
+            "running" => RunStatus::Running,
+            "complete" => RunStatus::Complete,
+            "interrupted" => RunStatus::Interrupted,
+            _ => return None,
+        })
+    }
+}
+
+/// Everything about a run except its results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunMeta {
+    /// The database id (0 before it is stored).
+    pub id: i64,
+    /// The user's label, if any.
+    pub label: Option<String>,
+    /// `smoke`, `quick` or `full`.
+    pub suite: String,
+    /// Where the run stands.
+    pub status: RunStatus,
+    /// RFC 3339 UTC start time.
+    pub started_at: String,
+    /// RFC 3339 UTC end time, once finished.
+    pub finished_at: Option<String>,
+    /// The filters given (empty: all probes).
+    pub filters: Vec<String>,
+    /// schedlab's version.
+    pub version: String,
+    /// The git revision schedlab was built from (`unknown` outside a checkout).
+    pub git_rev: String,
+    /// Sampling settings as the user chose them: target ms, samples, warm-up ms.
+    pub settings: Params,
+    /// Clock and loop calibration.
+    pub calibration: Option<crate::clock::Calibration>,
+    /// The machine fingerprint.
+    pub machine: crate::machine::Machine,
+}
+
+impl RunMeta {
+    /// What a column or a title calls this run: its label, else `#id host kernel`.
+    pub fn display_name(&self) -> String {
+        match &self.label {
+            Some(l) => l.clone(),
+            None => format!("#{} {}", self.id, self.machine.short_name()),
+        }
+    }
+}
+
+/// A stored run with its results and warnings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// Metadata and fingerprint.
+    pub meta: RunMeta,
+    /// Results, in the order they were measured.
+    pub results: Vec<Measurement>,
+    /// Noise warnings recorded at the end of the run.
+    pub warnings: Vec<Warning>,
+}

@@ -1,0 +1,219 @@
+//! Behaviour of the results database: round trips, refusals that leave files untouched, run
+//! resolution, and crash recovery.
+
+use std::fs;
+
+use schedlab_measure::machine::Machine;
+use schedlab_measure::model::{
+    Measurement, Outcome, Params, RunMeta, RunStatus, Sample, Severity, Unit, Warning,
+};
+use schedlab_measure::stats::Summary;
+use schedlab_store::{Store, StoreError, SCHEMA_VERSION};
+
+fn meta(label: Option<&str>) -> RunMeta {
+    RunMeta {
+        id: 0,
+        label: label.map(str::to_string),
+        suite: "smoke".into(),
+        status: RunStatus::Running,
+        started_at: "2026-11-21T05:00:00Z".into(),
+        finished_at: None,
+        filters: vec!["os.pipe".into()],
+        version: "0.1.0".into(),
+        git_rev: "abc1234".into(),
+        settings: Params::new().with("samples", 2),
+        calibration: None,
+        machine: Machine::fingerprint(),
+    }
+}
+
+fn measurement(probe: &str, params: Params, values: &[f64]) -> Measurement {
+    let samples: Vec<Sample> = values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| Sample {
+            iters: 100 + i as u64,
+            elapsed_ns: 1_000_000,
+            value: v,
+            other_cpu_ns: Some(10_000_000 * i as u64),
+            migrated: i == 1,
+        })
+        .collect();
+    Measurement {
+        probe: probe.into(),
+        params,
+        unit: Unit::Micros,
+        better: Unit::Micros.better(),
+        outcome: Outcome::Ok,
+        notes: Params::new().with("cpus", "0,0"),
+        iters_per_sample: 100,
+        overhead_ns_per_iter: 0.25,
+        summary: Summary::of(values),
+        samples,
+        wall_s: 0.5,
+    }
+}
+
+#[test]
+fn a_run_round_trips_with_samples_and_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested/dir/results.db");
+    let mut store = Store::open(&path).unwrap();
+    let run = store.begin_run(&meta(Some("baseline"))).unwrap();
+    let m =
+        measurement("os.pipe.latency", Params::new().with("placement", "same"), &[4.0, 4.2, 3.9]);
+    store.save_result(run, &m).unwrap();
+    let skipped = Measurement::without_samples(
+        "os.pipe.latency",
+        Params::new().with("placement", "cross"),
+        Unit::Micros,
+        Outcome::Skipped("needs two CPUs".into()),
+        0.0,
+    );
+    store.save_result(run, &skipped).unwrap();
+    let w =
+        Warning { kind: "vm".into(), probe: None, severity: Severity::Info, message: "hi".into() };
+    store.save_warnings(run, std::slice::from_ref(&w)).unwrap();
+    store.finish_run(run, RunStatus::Complete).unwrap();
+    drop(store);
+
+    let store = Store::open_existing(&path).unwrap();
+    let loaded = store.load_run(run).unwrap();
+    assert_eq!(loaded.meta.label.as_deref(), Some("baseline"));
+    assert_eq!(loaded.meta.status, RunStatus::Complete);
+    assert!(loaded.meta.finished_at.is_some());
+    assert_eq!(loaded.meta.filters, vec!["os.pipe".to_string()]);
+    assert_eq!(loaded.results, vec![m, skipped]);
+    assert_eq!(loaded.warnings, vec![w]);
+    let runs = store.runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!((runs[0].ok, runs[0].skipped, runs[0].failed), (1, 1, 0));
+}
+
+#[test]
+fn runs_resolve_by_id_label_and_latest() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let store = Store::open(&path).unwrap();
+    let a = store.begin_run(&meta(Some("before"))).unwrap();
+    let b = store.begin_run(&meta(None)).unwrap();
+    let c = store.begin_run(&meta(Some("before"))).unwrap();
+    assert_eq!(store.resolve(&a.to_string()).unwrap(), a);
+    assert_eq!(store.resolve("latest").unwrap(), c);
+    assert_eq!(store.resolve("latest~1").unwrap(), b);
+    assert_eq!(store.resolve("before").unwrap(), c, "a label means its most recent run");
+    assert!(matches!(store.resolve("after"), Err(StoreError::NoSuchRun(..))));
+    assert!(matches!(store.resolve("99"), Err(StoreError::NoSuchRun(..))));
+}
+
+#[test]
+fn a_result_is_stored_once_per_probe_and_params() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+    let run = store.begin_run(&meta(None)).unwrap();
+    let m = measurement("os.syscall.null", Params::new(), &[1.0]);
+    store.save_result(run, &m).unwrap();
+    assert!(store.save_result(run, &m).is_err());
+    assert_eq!(store.load_run(run).unwrap().results.len(), 1);
+}
+
+#[test]
+fn a_run_of_a_dead_process_is_marked_interrupted_on_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let mut store = Store::open(&path).unwrap();
+    let run = store.begin_run(&meta(None)).unwrap();
+    store.save_result(run, &measurement("os.syscall.null", Params::new(), &[1.0, 2.0])).unwrap();
+    drop(store);
+    // Pretend the process that owned the run died: give it a pid that cannot exist.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute("UPDATE runs SET pid = 2147483646 WHERE id = ?1", [run]).unwrap();
+    drop(conn);
+    let store = Store::open(&path).unwrap();
+    let loaded = store.load_run(run).unwrap();
+    assert_eq!(loaded.meta.status, RunStatus::Interrupted);
+    assert_eq!(loaded.results.len(), 1, "what was measured survives");
+}
+
+#[test]
+fn a_file_that_is_not_sqlite_is_refused_and_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.txt");
+    let content = b"my precious notes, not a database\n".repeat(10);
+    fs::write(&path, &content).unwrap();
+    assert!(matches!(Store::open(&path), Err(StoreError::NotOurs(..))));
+    assert!(matches!(Store::open_existing(&path), Err(StoreError::NotOurs(..))));
+    assert_eq!(fs::read(&path).unwrap(), content);
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no journal or side file left");
+}
+
+#[test]
+fn another_applications_database_is_refused_and_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("other.db");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("CREATE TABLE contacts (name TEXT); INSERT INTO contacts VALUES ('ada');")
+        .unwrap();
+    drop(conn);
+    let before = fs::read(&path).unwrap();
+    let err = Store::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::NotOurs(..)), "{err}");
+    assert!(err.to_string().contains("not a schedlab database"));
+    assert_eq!(fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn a_database_from_a_newer_schedlab_is_refused_and_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.db");
+    drop(Store::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(&format!("PRAGMA user_version = {};", SCHEMA_VERSION + 1)).unwrap();
+    drop(conn);
+    let before = fs::read(&path).unwrap();
+    for err in [Store::open(&path).unwrap_err(), Store::open_existing(&path).unwrap_err()] {
+        assert!(matches!(err, StoreError::TooNew { .. }), "{err}");
+        assert!(err.to_string().contains("newer schedlab"));
+    }
+    assert_eq!(fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn a_corrupt_database_gives_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.db");
+    let mut store = Store::open(&path).unwrap();
+    let run = store.begin_run(&meta(None)).unwrap();
+    for i in 0..50 {
+        store
+            .save_result(run, &measurement(&format!("os.p{i}"), Params::new(), &[1.0; 20]))
+            .unwrap();
+    }
+    drop(store);
+    let mut bytes = fs::read(&path).unwrap();
+    // Keep the header, trash every page after the first.
+    for b in bytes.iter_mut().skip(4096) {
+        *b = 0xA5;
+    }
+    fs::write(&path, &bytes).unwrap();
+    let outcome = Store::open_existing(&path).and_then(|s| s.load_run(run));
+    let err = outcome.expect_err("a trashed database cannot load");
+    let text = err.to_string();
+    assert!(text.contains(&path.display().to_string()), "{text}");
+}
+
+#[test]
+fn reading_commands_need_an_existing_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("none.db");
+    assert!(matches!(Store::open_existing(&path), Err(StoreError::Missing(_))));
+    assert!(!path.exists(), "reading must not create the file");
+}
+
+#[test]
+fn an_unwritable_location_is_a_clear_error() {
+    // /dev/null is a file, so nothing can be created below it, even as root.
+    let err = Store::open(std::path::Path::new("/dev/null/schedlab/results.db")).unwrap_err();
+    assert!(matches!(err, StoreError::Open(..)), "{err}");
+    assert!(err.to_string().contains("/dev/null/schedlab"));
+}
