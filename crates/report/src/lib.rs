@@ -1,1 +1,20 @@
-//! placeholder
+//! schedlab-report: every way a run is shown to people or handed to other programs.
+//!
+//! One result model (from `schedlab-measure`), many renderings: the terminal and Markdown
+//! share one [`table::Table`] builder; [`views`] builds the tables (a run's results, the
+//! side-by-side comparison of runs in the layout of seed 002's Table 2, the machine header);
+//! [`export`] holds one small type per file format. Values are kept raw in exports and scaled
+//! for people on screen ([`units`]). Nothing here measures or touches the database.
+//!
+//! ```
+//! use schedlab_report::table::{Align, Table};
+//! let mut t = Table::new(&[("probe", Align::Left), ("median", Align::Right)]);
+//! t.row(vec!["os.syscall.null".into(), "125 ns".into()]);
+//! assert!(t.to_markdown().contains("| os.syscall.null | 125 ns |"));
+//! ```
+#![deny(missing_docs)]
+
+pub mod export;
+pub mod table;
+pub mod units;
+pub mod views;

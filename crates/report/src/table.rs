@@ -1,0 +1,151 @@
+//! A small table builder shared by the terminal and Markdown renderings.
+//!
+//! Widths are counted in characters (`µ` and `±` are one column each), so the terminal
+//! columns line up. Markdown escapes the `|` that would otherwise split a cell.
+
+/// Column alignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Align {
+    /// Text columns.
+    Left,
+    /// Number columns.
+    Right,
+}
+
+/// A table of text cells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    headers: Vec<String>,
+    aligns: Vec<Align>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these columns.
+    pub fn new(columns: &[(&str, Align)]) -> Table {
+        Table {
+            headers: columns.iter().map(|c| c.0.to_string()).collect(),
+            aligns: columns.iter().map(|c| c.1).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Adds a row; missing cells are empty, extra cells are dropped.
+    pub fn row(&mut self, mut cells: Vec<String>) {
+        cells.resize(self.headers.len(), String::new());
+        self.rows.push(cells);
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// True when there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The cells of row `i`.
+    pub fn cells(&self, i: usize) -> &[String] {
+        &self.rows[i]
+    }
+
+    fn widths(&self) -> Vec<usize> {
+        let mut w: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate() {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        w
+    }
+
+    fn pad(cell: &str, width: usize, align: Align) -> String {
+        let fill = " ".repeat(width.saturating_sub(cell.chars().count()));
+        match align {
+            Align::Left => format!("{cell}{fill}"),
+            Align::Right => format!("{fill}{cell}"),
+        }
+    }
+
+    /// One rendered terminal line for `cells`, padded to this table's widths. Used to print
+    /// rows one at a time as results arrive.
+    pub fn terminal_line(&self, cells: &[String], widths: &[usize]) -> String {
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .zip(&self.aligns)
+            .map(|((c, &w), &a)| Table::pad(c, w, a))
+            .collect();
+        parts.join("  ").trim_end().to_string()
+    }
+
+    /// Plain aligned columns with a rule under the header.
+    pub fn to_terminal(&self) -> String {
+        let w = self.widths();
+        let mut out = String::new();
+        out.push_str(&self.terminal_line(&self.headers, &w));
+        out.push('\n');
+        let rule: Vec<String> = w.iter().map(|&n| "─".repeat(n)).collect();
+        out.push_str(&rule.join("  "));
+        out.push('\n');
+        for r in &self.rows {
+            out.push_str(&self.terminal_line(r, &w));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// A GitHub-flavoured Markdown table.
+    pub fn to_markdown(&self) -> String {
+        let esc = |s: &str| s.replace('|', "\\|");
+        let mut out = String::new();
+        out.push_str(&format!(
+            "| {} |\n",
+            self.headers.iter().map(|h| esc(h)).collect::<Vec<_>>().join(" | ")
+        ));
+        let rule: Vec<&str> =
+            self.aligns.iter().map(|a| if *a == Align::Right { "---:" } else { "---" }).collect();
+        out.push_str(&format!("| {} |\n", rule.join(" | ")));
+        for r in &self.rows {
+            out.push_str(&format!(
+                "| {} |\n",
+                r.iter().map(|c| esc(c)).collect::<Vec<_>>().join(" | ")
+            ));
+        }
+        out
+    }
+
+    /// Column widths for [`Table::terminal_line`], given fixed minimums per column.
+    pub fn fixed_widths(&self, min: &[usize]) -> Vec<usize> {
+        self.widths()
+            .iter()
+            .zip(min.iter().chain(std::iter::repeat(&0)))
+            .map(|(a, b)| *a.max(b))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_columns_align_with_multibyte_units() {
+        let mut t = Table::new(&[("probe", Align::Left), ("median", Align::Right)]);
+        t.row(vec!["a".into(), "1.000 µs".into()]);
+        t.row(vec!["longer".into(), "2 ns".into()]);
+        let text = t.to_terminal();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[2], "a       1.000 µs");
+        assert_eq!(lines[3], "longer      2 ns");
+    }
+
+    #[test]
+    fn markdown_escapes_pipes() {
+        let mut t = Table::new(&[("x", Align::Left)]);
+        t.row(vec!["a|b".into()]);
+        assert!(t.to_markdown().contains("| a\\|b |"));
+    }
+}

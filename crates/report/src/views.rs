@@ -1,0 +1,245 @@
+//! The tables people read: a run's results, the machine it ran on, and runs side by side.
+
+use schedlab_measure::model::{Measurement, Outcome, Run, RunMeta};
+use schedlab_measure::stats;
+
+use crate::table::{Align, Table};
+use crate::units::{human, percent};
+
+/// Columns of a run's result table.
+pub const RESULT_COLUMNS: &[(&str, Align)] = &[
+    ("probe", Align::Left),
+    ("params", Align::Left),
+    ("median", Align::Right),
+    ("95% CI", Align::Right),
+    ("CV", Align::Right),
+    ("n", Align::Right),
+    ("notes", Align::Left),
+];
+
+/// An empty table with [`RESULT_COLUMNS`].
+pub fn result_table() -> Table {
+    Table::new(RESULT_COLUMNS)
+}
+
+/// One row of the result table for `m`.
+pub fn result_cells(m: &Measurement) -> Vec<String> {
+    let mut cells = vec![m.probe.clone(), m.params.key()];
+    match (&m.outcome, &m.summary) {
+        (Outcome::Ok, Some(s)) => {
+            cells.push(human(s.median, m.unit));
+            cells.push(percent(s.ci_rel_halfwidth()));
+            cells.push(format!("{:.1}%", s.cv * 100.0));
+            cells.push(s.n.to_string());
+            let mut notes: Vec<String> = Vec::new();
+            if s.outliers > 0 {
+                notes.push(format!("{} outliers", s.outliers));
+            }
+            let migrated = m.samples.iter().filter(|x| x.migrated).count();
+            if migrated > 0 {
+                notes.push(format!("{migrated} migrated"));
+            }
+            if !m.notes.is_empty() {
+                notes.push(m.notes.key());
+            }
+            cells.push(notes.join("; "));
+        }
+        (outcome, _) => {
+            cells.push(outcome.key().to_string());
+            cells.extend([String::new(), String::new(), String::new()]);
+            cells.push(outcome.reason().unwrap_or("").to_string());
+        }
+    }
+    cells
+}
+
+/// A run's results as a table, in measurement order.
+pub fn run_table(run: &Run) -> Table {
+    let mut t = result_table();
+    for m in &run.results {
+        t.row(result_cells(m));
+    }
+    t
+}
+
+/// The header lines describing a run and its machine.
+pub fn run_header(meta: &RunMeta) -> Vec<String> {
+    let m = &meta.machine;
+    let mut lines = vec![
+        format!(
+            "run #{}{}: suite {}, {}, started {}{}",
+            meta.id,
+            meta.label.as_ref().map(|l| format!(" \"{l}\"")).unwrap_or_default(),
+            meta.suite,
+            meta.status.key(),
+            meta.started_at,
+            meta.finished_at.as_ref().map(|f| format!(", finished {f}")).unwrap_or_default()
+        ),
+        format!("host {} — {} — kernel {} ({})", m.host, m.os, m.kernel, m.arch),
+        format!(
+            "cpu {} — {} logical{}{} — {} usable — memory {}",
+            m.cpu_model,
+            m.logical_cpus,
+            m.physical_cores.map(|c| format!(", {c} physical")).unwrap_or_default(),
+            match m.smt {
+                Some(true) => ", SMT on",
+                Some(false) => ", SMT off",
+                None => "",
+            },
+            m.usable_cpus,
+            m.memory_bytes
+                .map(|b| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64))
+                .unwrap_or("?".into())
+        ),
+        format!(
+            "governor {} — clocksource {} — {} — load {} — schedlab {} ({})",
+            m.governor.as_deref().unwrap_or("n/a"),
+            m.clocksource.as_deref().unwrap_or("?"),
+            if m.hypervisor { "virtual machine" } else { "bare metal (no hypervisor flag)" },
+            m.loadavg.map(|l| format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2])).unwrap_or("?".into()),
+            meta.version,
+            meta.git_rev
+        ),
+    ];
+    if let Some(c) = &meta.calibration {
+        lines.push(format!(
+            "clock: read {:.1} ns, resolution {:.0} ns (reported {:.0} ns), empty loop {:.2} ns/iter — settings {}",
+            c.read_ns, c.observed_resolution_ns, c.reported_resolution_ns, c.loop_ns, meta.settings
+        ));
+    }
+    lines
+}
+
+/// The side-by-side comparison of `runs` against `runs[baseline]`, in the layout of seed
+/// 002's Table 2: one row per probe and parameter set, one column per run (median ± its
+/// interval), and for each other run a column with the ratio to the baseline and an explicit
+/// verdict: "within noise" when the intervals overlap, else better or worse.
+pub fn compare_table(runs: &[Run], baseline: usize) -> Table {
+    let names: Vec<String> = runs.iter().map(|r| r.meta.display_name()).collect();
+    let mut headers: Vec<(String, Align)> =
+        vec![("probe".into(), Align::Left), ("params".into(), Align::Left)];
+    for (i, n) in names.iter().enumerate() {
+        let mark = if i == baseline { " (baseline)" } else { "" };
+        headers.push((format!("{n}{mark}"), Align::Right));
+        if i != baseline {
+            headers.push((format!("vs {}", names[baseline]), Align::Left));
+        }
+    }
+    let cols: Vec<(&str, Align)> = headers.iter().map(|(h, a)| (h.as_str(), *a)).collect();
+    let mut t = Table::new(&cols);
+
+    // Rows: every (probe, params) in order of first appearance, the baseline's order first.
+    let mut order: Vec<(String, String)> = Vec::new();
+    let mut runs_in_order: Vec<&Run> = vec![&runs[baseline]];
+    runs_in_order.extend(runs.iter().enumerate().filter(|(i, _)| *i != baseline).map(|(_, r)| r));
+    for r in runs_in_order {
+        for m in &r.results {
+            let key = (m.probe.clone(), m.params.key());
+            if !order.contains(&key) {
+                order.push(key);
+            }
+        }
+    }
+    let find = |run: &Run, key: &(String, String)| {
+        run.results.iter().find(|m| m.probe == key.0 && m.params.key() == key.1).cloned()
+    };
+    for key in &order {
+        let base = find(&runs[baseline], key);
+        let mut cells = vec![key.0.clone(), key.1.clone()];
+        for (i, run) in runs.iter().enumerate() {
+            let this = find(run, key);
+            cells.push(match &this {
+                None => "—".into(),
+                Some(m) => match &m.summary {
+                    Some(s) if m.outcome == Outcome::Ok => {
+                        format!("{} {}", human(s.median, m.unit), percent(s.ci_rel_halfwidth()))
+                    }
+                    _ => m.outcome.key().to_string(),
+                },
+            });
+            if i == baseline {
+                continue;
+            }
+            let verdict = match (&base, &this) {
+                (Some(b), Some(o)) => match (&b.summary, &o.summary) {
+                    (Some(bs), Some(os))
+                        if b.outcome == Outcome::Ok && o.outcome == Outcome::Ok =>
+                    {
+                        let v = stats::compare(bs, os, b.better);
+                        if v.within_noise {
+                            format!("×{:.2} within noise", v.ratio)
+                        } else if v.improved {
+                            format!("×{:.2} better", v.ratio)
+                        } else {
+                            format!("×{:.2} worse", v.ratio)
+                        }
+                    }
+                    _ => String::new(),
+                },
+                _ => String::new(),
+            };
+            cells.push(verdict);
+        }
+        t.row(cells);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedlab_measure::machine::Machine;
+    use schedlab_measure::model::{Params, RunStatus, Unit};
+    use schedlab_measure::stats::Summary;
+
+    fn run(id: i64, label: &str, results: Vec<(&str, &[f64])>) -> Run {
+        Run {
+            meta: RunMeta {
+                id,
+                label: Some(label.into()),
+                suite: "quick".into(),
+                status: RunStatus::Complete,
+                started_at: "2026-11-21T05:00:00Z".into(),
+                finished_at: None,
+                filters: vec![],
+                version: "0.1.0".into(),
+                git_rev: "x".into(),
+                settings: Params::new(),
+                calibration: None,
+                machine: Machine::fingerprint(),
+            },
+            results: results
+                .into_iter()
+                .map(|(p, v)| Measurement {
+                    summary: Summary::of(v),
+                    ..Measurement::without_samples(p, Params::new(), Unit::Micros, Outcome::Ok, 0.0)
+                })
+                .collect(),
+            warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn comparison_gives_ratio_and_noise_verdict() {
+        let a =
+            run(1, "a", vec![("os.x", &[10.0, 10.1, 9.9, 10.0, 10.05, 9.95]), ("os.y", &[5.0; 6])]);
+        let b =
+            run(2, "b", vec![("os.x", &[10.0, 10.2, 9.9, 10.1, 10.0, 9.8]), ("os.y", &[10.0; 6])]);
+        let t = compare_table(&[a, b], 0);
+        assert_eq!(t.len(), 2);
+        assert!(t.cells(0)[4].contains("within noise"), "{:?}", t.cells(0));
+        assert_eq!(t.cells(1)[4], "×2.00 worse");
+        assert!(t.to_markdown().contains("a (baseline)"));
+    }
+
+    #[test]
+    fn comparison_lists_rows_missing_from_some_runs() {
+        let a = run(1, "a", vec![("os.x", &[1.0])]);
+        let b = run(2, "b", vec![("os.z", &[1.0])]);
+        let t = compare_table(&[a, b], 1);
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.cells(0)[0], "os.z", "baseline's rows come first");
+        assert_eq!(t.cells(0)[2], "—", "run a has no os.z");
+        assert_eq!(t.cells(1)[4], "—", "the baseline has no os.x");
+    }
+}
