@@ -1,1 +1,69 @@
-fn main() {}
+//! The `schedlab` binary: parses arguments and wires the crates together, nothing more.
+//!
+//! `main` turns every outcome into an exit code in one place: 0 success, 1 failure, 2 usage
+//! error (bad arguments, unknown probe pattern or run). A closed pipe (`schedlab list | head`)
+//! ends quietly with 0.
+
+mod args;
+mod commands;
+mod run;
+mod settings;
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// argv[1] that turns the binary into the tiny program `os.proc.fork_exec` executes (as
+/// UnixBench's execl re-executes itself). Checked before anything else so the helper costs
+/// no more than loading the binary.
+pub const EXEC_HELPER_ARG: &str = "__exec-helper";
+
+/// An error the user can fix by typing something else: exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Writes `text` to standard output.
+pub fn out(text: &str) -> io::Result<()> {
+    let mut o = io::stdout().lock();
+    o.write_all(text.as_bytes())?;
+    o.flush()
+}
+
+fn main() -> ExitCode {
+    if std::env::args_os().nth(1).is_some_and(|a| a == EXEC_HELPER_ARG) {
+        return ExitCode::SUCCESS;
+    }
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version print and succeed; real usage errors exit 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match commands::dispatch(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            if err.chain().any(|c| {
+                c.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("schedlab: error: {err:#}");
+            if err.chain().any(|c| c.is::<UsageError>()) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}

@@ -5,12 +5,13 @@
 //! and let the run be stored as interrupted. Setting an atomic is async-signal-safe.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
 
-static REQUESTED: AtomicBool = AtomicBool::new(false);
+static REQUESTED: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::new(false)));
 
 /// The flag itself, for `signal_hook::flag::register`.
-pub fn flag() -> &'static AtomicBool {
-    &REQUESTED
+pub fn flag() -> Arc<AtomicBool> {
+    Arc::clone(&REQUESTED)
 }
 
 /// Asks every running measurement to stop at its next sample boundary.

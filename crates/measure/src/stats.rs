@@ -200,7 +200,7 @@ mod tests {
         assert_eq!(median_ci_ranks(10, 0.95), (1, 8, median_ci_ranks(10, 0.95).2));
         let (lo, hi, lvl) = median_ci_ranks(15, 0.95);
         assert_eq!((lo, hi), (3, 11));
-        assert!(lvl >= 0.95 && lvl < 0.99);
+        assert!((0.95..0.99).contains(&lvl));
         let (lo, hi, _) = median_ci_ranks(20, 0.95);
         assert_eq!((lo, hi), (5, 14));
     }

@@ -1,0 +1,126 @@
+//! What the user typed, as clap parses it. [`crate::settings`] turns it into validated,
+//! typed values; nothing else in the binary looks at raw arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// A laboratory for threads and schedulers: what a machine's OS primitives really cost,
+/// stored and compared across runs and machines.
+#[derive(Debug, Parser)]
+#[command(name = "schedlab", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// The results database [default: $SCHEDLAB_DB, else $XDG_DATA_HOME/schedlab/results.db]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Measure: run a suite of probes and store every result as it is measured.
+    Run(RunArgs),
+    /// The probe catalog: id, unit, what it mirrors, what it needs.
+    List(ListArgs),
+    /// The stored runs.
+    Runs,
+    /// One stored run: machine, results, warnings.
+    Show {
+        /// A run id, a label (its most recent run), `latest` or `latest~N`.
+        run: String,
+    },
+    /// Write one run as JSON, CSV or Markdown.
+    Export(ExportArgs),
+    /// Runs side by side: one column per run, ratio against the baseline, noise verdicts.
+    Compare(CompareArgs),
+}
+
+/// The suites.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SuiteArg {
+    /// Every probe once with tiny iteration counts: for tests and CI (seconds).
+    Smoke,
+    /// The main parameter sets, 9 samples each (under a minute for the OS family).
+    Quick,
+    /// Every parameter set, 15 samples each.
+    Full,
+}
+
+/// `schedlab run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Which suite to run.
+    #[arg(long, value_enum, default_value_t = SuiteArg::Quick)]
+    pub suite: SuiteArg,
+    /// Only probes matching PATTERN: a dotted prefix (`os.pipe`) or a glob (`os.*.latency`);
+    /// repeat or separate with commas for several.
+    #[arg(long, short = 'f', value_name = "PATTERN", value_delimiter = ',')]
+    pub filter: Vec<String>,
+    /// A label for this run, to find and compare it by name.
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
+    /// Samples per result [default: 15 for full, 9 for quick, 2 for smoke].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub samples: Option<u32>,
+    /// Minimum duration of one sample in milliseconds [default: 10].
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    pub target_ms: Option<u32>,
+    /// Directory for the file system probes' temporary files [default: the system temp dir].
+    #[arg(long, value_name = "DIR")]
+    pub tmp_dir: Option<PathBuf>,
+}
+
+/// `schedlab list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only probes matching PATTERN (prefix or glob; repeatable).
+    #[arg(long, short = 'f', value_name = "PATTERN", value_delimiter = ',')]
+    pub filter: Vec<String>,
+    /// Print the catalog as Markdown (this is how docs/PROBES.md is made).
+    #[arg(long)]
+    pub markdown: bool,
+}
+
+/// Export formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// One object per result with its summary and raw samples.
+    Json,
+    /// One line per result with its summary.
+    Csv,
+    /// The run header, results table and warnings.
+    Markdown,
+}
+
+/// `schedlab export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// A run id, a label, `latest` or `latest~N`.
+    pub run: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Json)]
+    pub format: FormatArg,
+    /// Write to FILE instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// `schedlab compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Two or more runs (ids, labels, `latest`, `latest~N`).
+    #[arg(num_args = 1.., required = true)]
+    pub runs: Vec<String>,
+    /// The run the others are compared against [default: the first].
+    #[arg(long, value_name = "RUN")]
+    pub baseline: Option<String>,
+    /// Only probes matching PATTERN.
+    #[arg(long, short = 'f', value_name = "PATTERN", value_delimiter = ',')]
+    pub filter: Vec<String>,
+    /// Print Markdown instead of a terminal table.
+    #[arg(long)]
+    pub markdown: bool,
+}

@@ -1,0 +1,222 @@
+//! `schedlab run`: select probes, measure each parameter set, store it at once, show it.
+//!
+//! The loop, for every probe and parameter set in catalog order:
+//! 1. setup (never timed); a skip is stored with its reason and the run goes on;
+//! 2. sample with the run's settings ([`schedlab_measure::sampler`]);
+//! 3. teardown (the instance is dropped: children reaped, files removed);
+//! 4. store the measurement in its own transaction, then print its row.
+//!
+//! SIGINT/SIGTERM set the interrupt flag: the current probe stops at its next sample
+//! boundary, is stored as interrupted, and the run is marked interrupted. A second Ctrl-C
+//! ends the process at once (everything measured is already committed).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use schedlab_measure::clock::Calibration;
+use schedlab_measure::machine::{now_rfc3339, Machine};
+use schedlab_measure::model::{Measurement, Outcome, Params, RunMeta, RunStatus};
+use schedlab_measure::stats::Summary;
+use schedlab_measure::{interrupt, sampler, warnings, ProbeError};
+use schedlab_probes::{catalog, select, Context, Probe, Suite};
+use schedlab_report::views;
+use schedlab_store::Store;
+
+use crate::settings::RunPlan;
+use crate::{out, UsageError};
+
+/// Runs one probe with one parameter set, start to finish. Never panics: a panicking probe
+/// becomes a failed measurement.
+pub fn measure_one(
+    probe: &dyn Probe,
+    params: &Params,
+    ctx: &Context,
+    plan: &sampler::Settings,
+    cal: &Calibration,
+) -> Measurement {
+    let info = probe.info();
+    let started = Instant::now();
+    let attempt = catch_unwind(AssertUnwindSafe(|| {
+        let mut inst = probe.setup(params, ctx)?;
+        let metric = inst.metric();
+        let collected = sampler::collect_in(&mut *inst, plan, cal, metric, info.unit)?;
+        let notes = inst.notes();
+        drop(inst); // teardown before the next probe starts
+        Ok::<_, ProbeError>((collected, notes))
+    }));
+    let wall = started.elapsed().as_secs_f64();
+    let outcome = match attempt {
+        Ok(Ok((c, notes))) => {
+            let values: Vec<f64> = c.samples.iter().map(|s| s.value).collect();
+            return match Summary::of(&values) {
+                Some(summary) => Measurement {
+                    probe: info.id.to_string(),
+                    params: params.clone(),
+                    unit: info.unit,
+                    better: info.unit.better(),
+                    outcome: Outcome::Ok,
+                    notes,
+                    iters_per_sample: c.iters,
+                    overhead_ns_per_iter: c.overhead_ns_per_iter,
+                    samples: c.samples,
+                    summary: Some(summary),
+                    wall_s: wall,
+                },
+                None => Measurement::without_samples(
+                    info.id,
+                    params.clone(),
+                    info.unit,
+                    Outcome::Failed("the probe produced no valid samples (NaN)".into()),
+                    wall,
+                ),
+            };
+        }
+        Ok(Err(ProbeError::Skip(why))) => Outcome::Skipped(why),
+        Ok(Err(ProbeError::Failed(why))) => {
+            if interrupt::requested() {
+                Outcome::Interrupted
+            } else {
+                Outcome::Failed(why)
+            }
+        }
+        Ok(Err(ProbeError::Interrupted)) => Outcome::Interrupted,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Outcome::Failed(format!("probe panicked: {msg}"))
+        }
+    };
+    Measurement::without_samples(info.id, params.clone(), info.unit, outcome, wall)
+}
+
+/// Widths of the live result rows (they are printed before the whole table is known).
+const LIVE_WIDTHS: &[usize] = &[22, 24, 11, 6, 6, 3, 0];
+
+/// `schedlab run`.
+pub fn run(plan: RunPlan, store: &mut Store) -> Result<ExitCode> {
+    let all = catalog();
+    let selected = select(&all, &plan.filters).map_err(|e| UsageError(e.to_string()))?;
+    let work: Vec<(&dyn Probe, Params)> = selected
+        .iter()
+        .flat_map(|p| p.variants(plan.suite).into_iter().map(move |v| (*p, v)))
+        .collect();
+
+    // Ctrl-C twice ends at once; once, stops at the next sample boundary.
+    // (signal-hook's documented order: the conditional shutdown sees the flag as it was
+    // before this signal, then the flag is set.)
+    let flag = interrupt::flag();
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone())
+            .context("installing signal handlers")?;
+        signal_hook::flag::register(sig, flag.clone()).context("installing signal handlers")?;
+    }
+
+    let machine = Machine::fingerprint();
+    let cal = Calibration::measure();
+    let mut meta = RunMeta {
+        id: 0,
+        label: plan.label.clone(),
+        suite: plan.suite.name().to_string(),
+        status: RunStatus::Running,
+        started_at: now_rfc3339(),
+        finished_at: None,
+        filters: plan.filters.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        git_rev: env!("SCHEDLAB_GIT_REV").to_string(),
+        settings: Params::new()
+            .with("target_ms", plan.sampling.target.as_millis())
+            .with("samples", plan.sampling.samples)
+            .with("warmup_ms", plan.sampling.warmup.as_millis())
+            .with(
+                "fixed_iters",
+                plan.sampling.fixed_iters.map_or("none".to_string(), |n| n.to_string()),
+            )
+            .with("tmp_dir", plan.ctx.tmp_dir.display()),
+        calibration: Some(cal),
+        machine: machine.clone(),
+    };
+    let run_id = store.begin_run(&meta)?;
+    meta.id = run_id;
+    for line in views::run_header(&meta) {
+        let _ = out(&format!("{line}\n"));
+    }
+    let _ = out("\n");
+
+    let pb = ProgressBar::with_draw_target(Some(work.len() as u64), ProgressDrawTarget::stderr());
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} ETA {eta} {msg}",
+        )
+        .expect("static template is valid"),
+    );
+    pb.enable_steady_tick(Duration::from_millis(120));
+    let table = views::result_table();
+    let header: Vec<String> = views::RESULT_COLUMNS.iter().map(|c| c.0.to_string()).collect();
+    let _ = pb.suspend(|| out(&format!("{}\n", table.terminal_line(&header, LIVE_WIDTHS))));
+
+    let mut all_warnings = warnings::machine_warnings(&machine);
+    let (mut failed, mut interrupted) = (0usize, false);
+    for (probe, params) in &work {
+        if interrupt::requested() {
+            interrupted = true;
+            break;
+        }
+        let id = probe.info().id;
+        pb.set_message(if params.is_empty() { id.to_string() } else { format!("{id} [{params}]") });
+        let m = measure_one(*probe, params, &plan.ctx, &plan.sampling, &cal);
+        store.save_result(run_id, &m).with_context(|| format!("storing {id}"))?;
+        match m.outcome {
+            Outcome::Failed(_) => failed += 1,
+            Outcome::Interrupted => interrupted = true,
+            _ => {}
+        }
+        if plan.suite != Suite::Smoke {
+            // Smoke samples are two iterations long: their spread says nothing.
+            all_warnings.extend(warnings::measurement_warnings(&m));
+        }
+        // A closed stdout must not stop the measurement: the database is the record.
+        let _ = pb.suspend(|| {
+            out(&format!("{}\n", table.terminal_line(&views::result_cells(&m), LIVE_WIDTHS)))
+        });
+        pb.inc(1);
+        if interrupted {
+            break;
+        }
+    }
+    pb.finish_and_clear();
+
+    store.save_warnings(run_id, &all_warnings)?;
+    let status = if interrupted || interrupt::requested() {
+        RunStatus::Interrupted
+    } else {
+        RunStatus::Complete
+    };
+    store.finish_run(run_id, status)?;
+
+    if !all_warnings.is_empty() {
+        let mut text = String::from("\nwarnings:\n");
+        for w in &all_warnings {
+            text.push_str(&format!("  - {}\n", w.message));
+        }
+        let _ = out(&text);
+    }
+    let db = store.path().display();
+    if status == RunStatus::Interrupted {
+        eprintln!("\nschedlab: interrupted: everything measured so far is stored as run #{run_id} (marked interrupted) in {db}");
+        return Ok(ExitCode::from(1));
+    }
+    let _ = out(&format!(
+        "\nstored as run #{run_id} in {db}\nshow it: schedlab show {run_id}    compare: schedlab compare {run_id} <other run>\n"
+    ));
+    if failed > 0 {
+        eprintln!("schedlab: {failed} probe(s) failed; their reasons are in the table above");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}

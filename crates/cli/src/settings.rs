@@ -1,0 +1,108 @@
+//! From what the user typed to validated, typed settings: the database path, the suite and
+//! its sampling settings, the probe context.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use schedlab_measure::sampler::Settings;
+use schedlab_probes::{Context, Suite};
+
+use crate::args::{RunArgs, SuiteArg};
+use crate::UsageError;
+
+/// The database path: `--db`, else `$SCHEDLAB_DB`, else `$XDG_DATA_HOME/schedlab/results.db`,
+/// else `~/.local/share/schedlab/results.db`.
+pub fn db_path(flag: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = flag {
+        return Ok(p.to_path_buf());
+    }
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(p) = env("SCHEDLAB_DB") {
+        return Ok(p);
+    }
+    let base = env("XDG_DATA_HOME")
+        .filter(|p| p.is_absolute())
+        .or_else(|| env("HOME").map(|h| h.join(".local/share")))
+        .ok_or_else(|| UsageError("cannot find a place for the database: set HOME, XDG_DATA_HOME or SCHEDLAB_DB, or pass --db".into()))?;
+    Ok(base.join("schedlab/results.db"))
+}
+
+/// A validated `schedlab run`.
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    /// The suite.
+    pub suite: Suite,
+    /// Sampling settings after the user's overrides.
+    pub sampling: Settings,
+    /// Filters (empty: everything).
+    pub filters: Vec<String>,
+    /// Label of the run.
+    pub label: Option<String>,
+    /// Context handed to probes.
+    pub ctx: Context,
+}
+
+impl RunPlan {
+    /// Validates `args`.
+    pub fn from_args(args: &RunArgs) -> Result<RunPlan> {
+        let suite = match args.suite {
+            SuiteArg::Smoke => Suite::Smoke,
+            SuiteArg::Quick => Suite::Quick,
+            SuiteArg::Full => Suite::Full,
+        };
+        let mut sampling = match suite {
+            Suite::Smoke => Settings::smoke(),
+            Suite::Quick => Settings::quick(),
+            Suite::Full => Settings::full(),
+        };
+        if let Some(n) = args.samples {
+            sampling.samples = n as usize;
+        }
+        if let Some(ms) = args.target_ms {
+            sampling.target = std::time::Duration::from_millis(ms.into());
+        }
+        let filters: Vec<String> =
+            args.filter.iter().map(|f| f.trim().to_string()).filter(|f| !f.is_empty()).collect();
+        if let Some(l) = &args.label {
+            if l.trim().is_empty() {
+                return Err(UsageError("--label must not be empty".into()).into());
+            }
+            if l == "latest" || l.starts_with("latest~") || l.parse::<i64>().is_ok() {
+                return Err(UsageError(format!(
+                    "--label {l:?} would be read as a run id or `latest`; choose a label with letters"
+                ))
+                .into());
+            }
+        }
+        let tmp_dir = args.tmp_dir.clone().unwrap_or_else(std::env::temp_dir);
+        check_writable_dir(&tmp_dir)?;
+        let exe = std::env::current_exe().ok();
+        Ok(RunPlan {
+            suite,
+            sampling,
+            filters,
+            label: args.label.clone(),
+            ctx: Context {
+                suite,
+                tmp_dir,
+                exec_helper: exe.map(|e| (e, vec![crate::EXEC_HELPER_ARG.to_string()])),
+            },
+        })
+    }
+}
+
+fn check_writable_dir(dir: &Path) -> Result<()> {
+    if !dir.is_dir() {
+        return Err(UsageError(format!("--tmp-dir {} is not a directory", dir.display())).into());
+    }
+    let probe = dir.join(format!(".schedlab-write-test-{}", std::process::id()));
+    match std::fs::write(&probe, b"x") {
+        Ok(()) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => {
+            Err(UsageError(format!("--tmp-dir {} is not writable: {e}", dir.display())).into())
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! The CLI end to end, through the real binary: exit codes, errors that name the input, the
+//! database left intact, exports that programs can read, and Ctrl-C that loses nothing.
+//! Nothing here depends on how fast anything is.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_schedlab"));
+    c.env_remove("SCHEDLAB_DB");
+    c
+}
+
+fn run(db: &Path, args: &[&str]) -> Output {
+    bin().arg("--db").arg(db).args(args).output().expect("the binary runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn smoke(db: &Path, filter: &str, label: &str) -> Output {
+    let o = run(db, &["run", "--suite", "smoke", "--filter", filter, "--label", label]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    o
+}
+
+#[test]
+fn smoke_run_is_stored_and_can_be_shown_exported_and_compared() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let o = smoke(&db, "os.syscall", "first");
+    assert!(text(&o.stdout).contains("os.syscall.null"));
+    smoke(&db, "os.syscall.null,os.syscall.read", "second");
+
+    let o = run(&db, &["runs"]);
+    let runs = text(&o.stdout);
+    assert!(
+        runs.contains("first") && runs.contains("second") && runs.contains("complete"),
+        "{runs}"
+    );
+
+    let o = run(&db, &["show", "first"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(text(&o.stdout).contains("os.syscall.open_close"));
+
+    let o = run(&db, &["export", "latest", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("export is JSON");
+    assert_eq!(doc["run"]["label"], "second");
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    let r = &results[0];
+    assert_eq!(r["probe"], "os.syscall.null");
+    assert!(r["params"].is_object());
+    assert_eq!(r["unit"], "ns");
+    assert!(r["median"].as_f64().unwrap() >= 0.0);
+    for key in ["ci_low", "ci_high", "min", "max", "mean", "stddev", "p5", "p95", "cv", "outliers"]
+    {
+        assert!(!r[key].is_null(), "{key} missing from {r}");
+    }
+    assert_eq!(r["samples"].as_array().unwrap().len(), 2);
+    assert!(r["samples"][0]["elapsed_ns"].as_u64().unwrap() > 0);
+
+    let out = dir.path().join("first.csv");
+    let o = run(&db, &["export", "first", "--format", "csv", "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0));
+    let csv = std::fs::read_to_string(&out).unwrap();
+    assert!(csv.starts_with("run_id,run,probe,params,unit"));
+    assert_eq!(csv.lines().count(), 1 + 6);
+
+    let o = run(&db, &["export", "first", "--format", "markdown"]);
+    assert!(text(&o.stdout).contains("| os.syscall.stat |"));
+
+    let o = run(&db, &["compare", "first", "second"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let cmp = text(&o.stdout);
+    assert!(cmp.contains("first (baseline)") && cmp.contains("vs baseline"), "{cmp}");
+    assert!(cmp.contains('×'), "{cmp}");
+    // Probes only the baseline measured still get a row.
+    assert!(cmp.contains("os.syscall.stat"), "{cmp}");
+
+    let o = run(&db, &["compare", "first", "--baseline", "second", "--markdown"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("| second (baseline) |"));
+}
+
+#[test]
+fn unknown_probe_pattern_is_a_usage_error_with_suggestions() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let o = run(&db, &["run", "--suite", "smoke", "--filter", "os.sycall"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(err.contains("os.sycall") && err.contains("did you mean os.syscall"), "{err}");
+    assert!(!db.exists(), "a rejected command must not create the database");
+}
+
+#[test]
+fn bad_arguments_exit_with_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    for args in [
+        &["run", "--samples", "0"][..],
+        &["run", "--suite", "huge"],
+        &["run", "--target-ms", "abc"],
+        &["run", "--label", "latest"],
+        &["run", "--tmp-dir", "/nonexistent/dir"],
+        &["export", "1", "--format", "xml"],
+        &["frobnicate"],
+    ] {
+        let o = run(&db, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
+        assert!(!text(&o.stderr).is_empty());
+    }
+    assert_eq!(run(&db, &["--help"]).status.code(), Some(0));
+}
+
+#[test]
+fn reading_commands_explain_a_missing_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("none.db");
+    for args in [&["runs"][..], &["show", "latest"], &["export", "latest"], &["compare", "1", "2"]]
+    {
+        let o = run(&db, args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(text(&o.stderr).contains("schedlab run"), "{}", text(&o.stderr));
+    }
+    assert!(!db.exists());
+}
+
+#[test]
+fn unknown_run_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    smoke(&db, "os.syscall.null", "only");
+    let o = run(&db, &["show", "nosuch"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("no run matches \"nosuch\""));
+}
+
+#[test]
+fn a_foreign_file_is_refused_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("thesis.txt");
+    std::fs::write(&db, "chapter one\n").unwrap();
+    for args in [&["run", "--suite", "smoke", "--filter", "os.syscall.null"][..], &["runs"]] {
+        let o = run(&db, args);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(text(&o.stderr).contains("not a schedlab database"), "{}", text(&o.stderr));
+    }
+    assert_eq!(std::fs::read_to_string(&db).unwrap(), "chapter one\n");
+}
+
+#[test]
+fn the_database_path_comes_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("env.db");
+    let o = bin()
+        .env("SCHEDLAB_DB", &db)
+        .args(["run", "--suite", "smoke", "--filter", "os.syscall.null"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(db.exists());
+    let xdg = dir.path().join("xdg");
+    let o = bin()
+        .env("XDG_DATA_HOME", &xdg)
+        .args(["run", "--suite", "smoke", "--filter", "os.syscall.null"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(xdg.join("schedlab/results.db").exists());
+}
+
+#[test]
+fn the_exec_helper_mode_exits_at_once() {
+    let o = bin().arg("__exec-helper").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(o.stdout.is_empty() && o.stderr.is_empty());
+}
+
+#[test]
+fn docs_probes_md_is_generated_from_the_catalog() {
+    let o = bin().args(["list", "--markdown"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/PROBES.md");
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        on_disk == text(&o.stdout),
+        "docs/PROBES.md is out of date: run `cargo run -p schedlab -- list --markdown > docs/PROBES.md`"
+    );
+}
+
+/// Ctrl-C in the middle of a run: what was measured stays, the run is marked interrupted,
+/// the exit code says failure, and no helper process survives.
+#[test]
+fn sigint_keeps_what_was_measured_and_marks_the_run_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    // Long enough per probe that the signal lands mid-run: 40 samples of 20 ms each.
+    let mut child = bin()
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "run",
+            "--suite",
+            "full",
+            "--filter",
+            "os.syscall,os.pipe.latency",
+            "--samples",
+            "40",
+            "--target-ms",
+            "20",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    // Wait (bounded) until the first result is committed.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let count =
+            rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .and_then(|c| {
+                    c.query_row("SELECT count(*) FROM results", [], |r| r.get::<_, i64>(0))
+                })
+                .unwrap_or(0);
+        if count >= 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no result was stored within a minute");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: `pid` is our live child; SIGINT asks it to stop.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "stderr: {err}");
+    assert!(err.contains("interrupted"), "{err}");
+
+    let o = run(&db, &["runs"]);
+    assert!(text(&o.stdout).contains("interrupted"), "{}", text(&o.stdout));
+    let o = run(&db, &["export", "latest"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let results = doc["results"].as_array().unwrap();
+    assert!(results.iter().any(|r| r["status"] == "ok"), "measured results survive");
+    assert!(results.len() < 7, "the run stopped early");
+
+    // No process of ours is left: nothing has the dead run's pid as parent.
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
+        let ppid: i32 = rest.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+        assert_ne!(ppid, pid, "a helper process of the interrupted run survived: {stat}");
+    }
+}
