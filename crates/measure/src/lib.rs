@@ -80,6 +80,10 @@ pub struct Timing {
     /// True when a party of the measurement was seen on another CPU than the one it was
     /// pinned to at the end of the sample (see MEASUREMENT.md, "Placement decides the answer").
     pub migrated: bool,
+    /// Time inside `elapsed` that is not the operation measured, measured by the probe itself
+    /// (lat_ctx's pipe overhead). The sampler subtracts it from the value and stores the raw
+    /// `elapsed`, so the samples show both.
+    pub overhead: Duration,
 }
 
 impl Timing {
@@ -88,12 +92,12 @@ impl Timing {
     pub fn measure(body: impl FnOnce()) -> Timing {
         let start = Instant::now();
         body();
-        Timing { elapsed: start.elapsed(), migrated: false }
+        Timing { elapsed: start.elapsed(), migrated: false, overhead: Duration::ZERO }
     }
 
     /// A timing from an elapsed duration measured by the caller.
     pub fn from_elapsed(elapsed: Duration) -> Timing {
-        Timing { elapsed, migrated: false }
+        Timing { elapsed, migrated: false, overhead: Duration::ZERO }
     }
 }
 

@@ -133,10 +133,11 @@ pub fn collect_in(
         let timing = work.run(iters)?;
         let after = CpuCounters::read();
         let elapsed_ns = timing.elapsed.as_nanos() as u64;
+        let net_ns = elapsed_ns.saturating_sub(timing.overhead.as_nanos() as u64);
         samples.push(Sample {
             iters,
             elapsed_ns,
-            value: value_of(metric, unit, iters, elapsed_ns as f64, overhead),
+            value: value_of(metric, unit, iters, net_ns as f64, overhead),
             other_cpu_ns: before.zip(after).map(|(b, a)| b.other_ns(&a)),
             migrated: timing.migrated,
         });

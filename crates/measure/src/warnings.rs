@@ -129,7 +129,7 @@ mod tests {
             .iter()
             .map(|&v| Sample {
                 iters: 1,
-                elapsed_ns: 10_000_000,
+                elapsed_ns: 100_000_000,
                 value: v,
                 other_cpu_ns: Some(other),
                 migrated,

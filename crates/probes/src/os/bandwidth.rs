@@ -21,7 +21,7 @@
 
 use std::io;
 use std::os::fd::{OwnedFd, RawFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
 use schedlab_measure::{ProbeError, Timing, Workload};
@@ -214,7 +214,7 @@ impl Workload for Stream {
         let start = Instant::now();
         self.transfer(iters * XFER as u64)?;
         let elapsed = start.elapsed();
-        Ok(Timing { elapsed, migrated: sys::current_cpu() != Some(self.cpu) })
+        Ok(Timing { elapsed, migrated: sys::current_cpu() != Some(self.cpu), overhead: Duration::ZERO })
     }
 }
 

@@ -194,13 +194,13 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
-/// Elapsed time of `laps` laps with the per-process overhead removed, as `lat_ctx`
-/// subtracts it. Never below 1 ns: a switch cannot be free, and a zero would read as "measured
-/// nothing" downstream; when the overhead swallows the lap the value is noise either way.
-fn without_overhead(elapsed: Duration, laps: u64, procs: usize, overhead: Duration) -> Duration {
+/// The part of `laps` laps that is not switching: `procs` token passes and working-set sums
+/// per lap, each costing `overhead`, as `lat_ctx` subtracts it. The sampler removes it from the
+/// value and keeps the raw elapsed time in the sample (a value that the overhead swallows
+/// whole reads 0: noise, never negative).
+fn ring_overhead(laps: u64, procs: usize, overhead: Duration) -> Duration {
     let total = overhead.as_nanos().saturating_mul(u128::from(laps) * procs as u128);
-    let left = elapsed.as_nanos().saturating_sub(total).max(1);
-    Duration::from_nanos(u64::try_from(left).unwrap_or(u64::MAX))
+    Duration::from_nanos(u64::try_from(total).unwrap_or(u64::MAX))
 }
 
 /// A set-up ring: the parent's two pipe ends and working set, the pinned children.
@@ -237,8 +237,9 @@ impl Workload for Ring {
         self.laps(iters)?;
         let elapsed = start.elapsed();
         Ok(Timing {
-            elapsed: without_overhead(elapsed, iters, self.procs, self.overhead),
+            elapsed,
             migrated: sys::current_cpu() != Some(self.cpu),
+            overhead: ring_overhead(iters, self.procs, self.overhead),
         })
     }
 }
@@ -261,16 +262,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn overhead_is_removed_per_process_per_lap() {
-        let d = without_overhead(Duration::from_micros(100), 10, 4, Duration::from_nanos(1500));
-        // 100 µs - 10 laps * 4 processes * 1.5 µs = 40 µs.
-        assert_eq!(d, Duration::from_micros(40));
+    fn overhead_is_counted_per_process_per_lap() {
+        // 10 laps * 4 processes * 1.5 µs = 60 µs.
+        assert_eq!(ring_overhead(10, 4, Duration::from_nanos(1500)), Duration::from_micros(60));
+        assert_eq!(ring_overhead(0, 16, Duration::from_micros(1)), Duration::ZERO);
     }
 
     #[test]
-    fn overhead_larger_than_the_lap_leaves_a_positive_floor() {
-        let d = without_overhead(Duration::from_micros(1), 10, 16, Duration::from_micros(1));
-        assert_eq!(d, Duration::from_nanos(1));
+    fn the_sampler_removes_the_ring_overhead_but_keeps_raw_time() {
+        use schedlab_measure::clock::Calibration;
+        use schedlab_measure::sampler::{collect_in, Settings};
+        struct Fixed;
+        impl Workload for Fixed {
+            fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
+                // 2 processes: a lap is 10 µs of which 2 x 1.5 µs is overhead.
+                Ok(Timing {
+                    elapsed: Duration::from_micros(10 * iters),
+                    migrated: false,
+                    overhead: ring_overhead(iters, 2, Duration::from_nanos(1500)),
+                })
+            }
+        }
+        let c = collect_in(&mut Fixed, &Settings::smoke(), &Calibration::zero(), Metric::per_ops(2.0), Unit::Micros)
+            .unwrap();
+        assert_eq!(c.samples[0].elapsed_ns, 20_000);
+        assert!((c.samples[0].value - 3.5).abs() < 1e-9, "(10 - 3) / 2 switches = 3.5 µs");
     }
 
     #[test]

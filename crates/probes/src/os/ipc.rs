@@ -24,7 +24,7 @@
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
 use schedlab_measure::{interrupt, ProbeError, Timing, Workload};
@@ -243,7 +243,7 @@ impl Workload for Latency {
         let start = Instant::now();
         self.round_trips(iters)?;
         let elapsed = start.elapsed();
-        Ok(Timing { elapsed, migrated: sys::current_cpu() != Some(self.cpus.0) })
+        Ok(Timing { elapsed, migrated: sys::current_cpu() != Some(self.cpus.0), overhead: Duration::ZERO })
     }
 }
 
