@@ -23,7 +23,7 @@
 //! }
 //! let cal = Calibration::measure();
 //! let collected = sampler::collect(&mut Add(0), &Settings::smoke(), &cal, Metric::per_op()).unwrap();
-//! assert_eq!(collected.samples.len(), 1);
+//! assert_eq!(collected.samples.len(), 2); // the smoke settings take two samples
 //! ```
 #![deny(missing_docs)]
 
