@@ -169,8 +169,8 @@ fn show(store: &Store, spec: &str) -> Result<ExitCode> {
     text.push_str(&views::run_table(&run).to_terminal());
     if !run.warnings.is_empty() {
         text.push_str("\nwarnings:\n");
-        for w in &run.warnings {
-            text.push_str(&format!("  - {}\n", w.message));
+        for line in views::warning_lines(&run.warnings) {
+            text.push_str(&format!("  {line}\n"));
         }
     }
     out(&text)?;

@@ -341,8 +341,10 @@ pub struct Warning {
     pub probe: Option<String>,
     /// How serious it is.
     pub severity: Severity,
-    /// The text shown to the user, ending with what to do.
+    /// What was seen.
     pub message: String,
+    /// What to do about it.
+    pub advice: String,
 }
 
 /// Where a run stands.

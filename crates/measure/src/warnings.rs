@@ -1,7 +1,8 @@
 //! Noise warnings that say what to do, as a careful experimenter would write them down.
 //!
 //! Pure functions from a fingerprint or a measurement to warnings; the binary shows them at
-//! the end of a run and the store keeps them with the run.
+//! the end of a run (grouped by kind) and the store keeps them with the run. Each warning
+//! separates what was seen (`message`) from what to do about it (`advice`).
 
 use crate::machine::Machine;
 use crate::model::{Measurement, Outcome, Severity, Warning};
@@ -14,17 +15,16 @@ pub const OTHER_CPU_SHARE: f64 = 0.10;
 /// Warnings about the machine as the run starts.
 pub fn machine_warnings(m: &Machine) -> Vec<Warning> {
     let mut w = Vec::new();
-    let mut push = |kind: &str, severity, message: String| {
-        w.push(Warning { kind: kind.into(), probe: None, severity, message })
+    let mut push = |kind: &str, severity, message: String, advice: &str| {
+        w.push(Warning { kind: kind.into(), probe: None, severity, message, advice: advice.into() })
     };
     if let Some([one, _, _]) = m.loadavg {
         if one > 0.5 {
             push(
                 "load",
                 Severity::Warn,
-                format!(
-                    "load average was {one:.2} at start: other work competes for the CPU; close other programs or wait until the machine is idle"
-                ),
+                format!("load average was {one:.2} at start: other work competes for the CPU"),
+                "close other programs or wait until the machine is idle",
             );
         }
     }
@@ -32,7 +32,8 @@ pub fn machine_warnings(m: &Machine) -> Vec<Warning> {
         push(
             "vm",
             Severity::Info,
-            "running under a hypervisor: virtual CPUs can be descheduled by the host (steal time) and waking an idle vCPU is slow; compare only against runs on the same kind of VM".into(),
+            "running under a hypervisor: the host can deschedule virtual CPUs (steal time) and waking an idle vCPU is slow".into(),
+            "compare only against runs on the same kind of VM",
         );
     }
     match m.governor.as_deref() {
@@ -41,8 +42,9 @@ pub fn machine_warnings(m: &Machine) -> Vec<Warning> {
             "governor",
             Severity::Warn,
             format!(
-                "CPU frequency governor is {g:?}, not \"performance\": frequency changes add noise; run `cpupower frequency-set -g performance` as root"
+                "CPU frequency governor is {g:?}, not \"performance\": frequency changes add noise"
             ),
+            "run `cpupower frequency-set -g performance` as root",
         ),
     }
     if let Some(cs) = m.clocksource.as_deref() {
@@ -50,7 +52,8 @@ pub fn machine_warnings(m: &Machine) -> Vec<Warning> {
             push(
                 "clocksource",
                 Severity::Warn,
-                format!("clock source is {cs:?}: reading the clock may need a system call; fine-grained results carry its cost"),
+                format!("clock source is {cs:?}: reading the clock may need a system call"),
+                "treat sub-microsecond results with care, or switch the clocksource to tsc",
             );
         }
     }
@@ -58,10 +61,21 @@ pub fn machine_warnings(m: &Machine) -> Vec<Warning> {
         push(
             "smt",
             Severity::Info,
-            "SMT (hyper-threading) is active: a sibling thread shares the core; pin related work to distinct cores when comparing".into(),
+            "SMT (hyper-threading) is active: a sibling thread shares the core".into(),
+            "pin related work to distinct cores when comparing",
         );
     }
     w
+}
+
+/// What to do about each kind of measurement warning.
+pub fn advice_for(kind: &str) -> &'static str {
+    match kind {
+        "high-variation" => "close other programs, or take more samples with --samples 30",
+        "other-cpu" => "rerun on a quiet machine",
+        "migrated" => "check that nothing restricts CPU affinity (cgroup cpusets, taskset)",
+        _ => "",
+    }
 }
 
 /// Warnings about one measurement: high variation, CPU taken by others, migrations.
@@ -78,17 +92,11 @@ pub fn measurement_warnings(m: &Measurement) -> Vec<Warning> {
             probe: Some(name.clone()),
             severity: Severity::Warn,
             message,
+            advice: advice_for(kind).into(),
         })
     };
     if s.n > 1 && s.cv > HIGH_CV {
-        push(
-            "high-variation",
-            format!(
-                "{name}: samples vary by {:.1}% (CV) with {} outliers; close other programs, or take more samples with --samples 30",
-                s.cv * 100.0,
-                s.outliers
-            ),
-        );
+        push("high-variation", format!("{name}: CV {:.1}%, {} outliers", s.cv * 100.0, s.outliers));
     }
     let wall: u64 = m.samples.iter().map(|x| x.elapsed_ns).sum();
     let other: u64 = m.samples.iter().filter_map(|x| x.other_cpu_ns).sum();
@@ -99,7 +107,7 @@ pub fn measurement_warnings(m: &Measurement) -> Vec<Warning> {
         push(
             "other-cpu",
             format!(
-                "{name}: other processes used {:.0} ms of CPU during its {:.0} ms of samples; rerun on a quiet machine",
+                "{name}: others used {:.0} ms of CPU in its {:.0} ms of samples",
                 other as f64 / 1e6,
                 wall as f64 / 1e6
             ),
@@ -110,12 +118,22 @@ pub fn measurement_warnings(m: &Measurement) -> Vec<Warning> {
         push(
             "migrated",
             format!(
-                "{name}: {migrated} of {} samples ran partly on another CPU than pinned; check that nothing restricts CPU affinity (cgroup cpusets, taskset)",
+                "{name}: {migrated} of {} samples ran partly off its pinned CPU",
                 m.samples.len()
             ),
         );
     }
     w
+}
+
+/// The heading under which warnings of `kind` are grouped when shown.
+pub fn kind_heading(kind: &str) -> &'static str {
+    match kind {
+        "high-variation" => "high variation (CV above 5%)",
+        "other-cpu" => "CPU taken by other processes (over 10% of one CPU)",
+        "migrated" => "samples that left their pinned CPU",
+        _ => "other",
+    }
 }
 
 #[cfg(test)]
@@ -153,7 +171,7 @@ mod tests {
         let w = measurement_warnings(&measurement(&[10.0, 20.0, 5.0, 10.0], 50_000_000, true));
         let kinds: Vec<&str> = w.iter().map(|x| x.kind.as_str()).collect();
         assert_eq!(kinds, ["high-variation", "other-cpu", "migrated"]);
-        assert!(w[0].message.contains("--samples"));
+        assert!(w[0].advice.contains("--samples"));
     }
 
     #[test]

@@ -280,7 +280,23 @@ mod tests {
             assert!(!i.doc.is_empty() && !i.doc.contains('\n'), "{} needs a one-line doc", i.id);
             assert!(!i.mirrors.is_empty(), "{} must say what it mirrors", i.id);
             for suite in [Suite::Smoke, Suite::Quick, Suite::Full] {
-                assert!(!p.variants(suite).is_empty(), "{} has no variants in {suite:?}", i.id);
+                let variants = p.variants(suite);
+                assert!(!variants.is_empty(), "{} has no variants in {suite:?}", i.id);
+                for v in &variants {
+                    // Params are a result's identity, stored as `k=v,k=v`: no separators inside.
+                    for (k, val) in &v.0 {
+                        assert!(
+                            !k.contains([',', '=']) && !val.contains([',', '=']),
+                            "{}: bad param {k}={val}",
+                            i.id
+                        );
+                    }
+                    assert_eq!(&schedlab_measure::model::Params::from_key(&v.key()), v);
+                }
+                let mut keys: Vec<String> = variants.iter().map(|v| v.key()).collect();
+                keys.sort();
+                keys.dedup();
+                assert_eq!(keys.len(), variants.len(), "{} repeats a variant in {suite:?}", i.id);
             }
         }
     }

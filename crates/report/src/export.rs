@@ -152,8 +152,11 @@ impl Format for Markdown {
         out.push_str(&views::run_table(run).to_markdown());
         if !run.warnings.is_empty() {
             out.push_str("\n## Warnings\n\n");
-            for w in &run.warnings {
-                out.push_str(&format!("- {}\n", w.message));
+            for line in views::warning_lines(&run.warnings) {
+                match line.strip_prefix("    ") {
+                    Some(detail) => out.push_str(&format!("  - {detail}\n")),
+                    None => out.push_str(&format!("- {line}\n")),
+                }
             }
         }
         out

@@ -1,7 +1,8 @@
 //! The tables people read: a run's results, the machine it ran on, and runs side by side.
 
-use schedlab_measure::model::{Measurement, Outcome, Run, RunMeta};
+use schedlab_measure::model::{Measurement, Outcome, Run, RunMeta, Warning};
 use schedlab_measure::stats;
+use schedlab_measure::warnings::kind_heading;
 
 use crate::table::{Align, Table};
 use crate::units::{human, percent};
@@ -39,10 +40,9 @@ pub fn result_cells(m: &Measurement) -> Vec<String> {
             if migrated > 0 {
                 notes.push(format!("{migrated} migrated"));
             }
-            if !m.notes.is_empty() {
-                notes.push(m.notes.key());
-            }
-            cells.push(notes.join("; "));
+            // Note values may hold commas (`cpus=0,0`): separate entries with spaces.
+            notes.extend(m.notes.0.iter().map(|(k, v)| format!("{k}={v}")));
+            cells.push(notes.join(" "));
         }
         (outcome, _) => {
             cells.push(outcome.key().to_string());
@@ -185,6 +185,36 @@ pub fn compare_table(runs: &[Run], baseline: usize) -> Table {
     t
 }
 
+/// Warnings as lines for people: machine warnings one per line, measurement warnings grouped
+/// by kind with the advice said once.
+pub fn warning_lines(warnings: &[Warning]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for w in warnings.iter().filter(|w| w.probe.is_none()) {
+        lines.push(format!("{}; {}", w.message, w.advice));
+    }
+    let mut kinds: Vec<&str> = Vec::new();
+    for w in warnings.iter().filter(|w| w.probe.is_some()) {
+        if !kinds.contains(&w.kind.as_str()) {
+            kinds.push(&w.kind);
+        }
+    }
+    for kind in kinds {
+        let group: Vec<&Warning> =
+            warnings.iter().filter(|w| w.probe.is_some() && w.kind == kind).collect();
+        lines.push(format!(
+            "{} in {} result{}: {}",
+            kind_heading(kind),
+            group.len(),
+            if group.len() == 1 { "" } else { "s" },
+            group[0].advice
+        ));
+        for w in group {
+            lines.push(format!("    {}", w.message));
+        }
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +260,30 @@ mod tests {
         assert!(t.cells(0)[4].contains("within noise"), "{:?}", t.cells(0));
         assert_eq!(t.cells(1)[4], "×2.00 worse");
         assert!(t.to_markdown().contains("a (baseline)"));
+    }
+
+    #[test]
+    fn measurement_warnings_are_grouped_with_advice_said_once() {
+        let w = |kind: &str, probe: Option<&str>, msg: &str| Warning {
+            kind: kind.into(),
+            probe: probe.map(str::to_string),
+            severity: schedlab_measure::model::Severity::Warn,
+            message: msg.into(),
+            advice: format!("fix {kind}"),
+        };
+        let lines = warning_lines(&[
+            w("vm", None, "a VM"),
+            w("high-variation", Some("a"), "a: CV 9%"),
+            w("other-cpu", Some("a"), "a: others"),
+            w("high-variation", Some("b"), "b: CV 7%"),
+        ]);
+        assert_eq!(lines[0], "a VM; fix vm");
+        assert!(
+            lines[1].starts_with("high variation")
+                && lines[1].contains("2 results: fix high-variation")
+        );
+        assert_eq!(&lines[2..4], ["    a: CV 9%", "    b: CV 7%"]);
+        assert!(lines[4].contains("1 result: fix other-cpu"));
     }
 
     #[test]

@@ -337,14 +337,14 @@ impl Store {
         let tx = self.conn.transaction().map_err(|e| sql_error(&path, e))?;
         let res = (|| -> rusqlite::Result<()> {
             let mut stmt = tx.prepare(
-                "INSERT INTO warnings (run_id, kind, probe, severity, message) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO warnings (run_id, kind, probe, severity, message, advice) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?;
             for w in warnings {
                 let sev = match w.severity {
                     Severity::Info => "info",
                     Severity::Warn => "warn",
                 };
-                stmt.execute(params![run, w.kind, w.probe, sev, w.message])?;
+                stmt.execute(params![run, w.kind, w.probe, sev, w.message, w.advice])?;
             }
             Ok(())
         })();
@@ -548,7 +548,7 @@ impl Store {
             results.push(m);
         }
         let mut wstmt = self.sql(self.conn.prepare(
-            "SELECT kind, probe, severity, message FROM warnings WHERE run_id = ?1 ORDER BY id",
+            "SELECT kind, probe, severity, message, advice FROM warnings WHERE run_id = ?1 ORDER BY id",
         ))?;
         let warnings = self.sql(
             wstmt
@@ -562,6 +562,7 @@ impl Store {
                             Severity::Warn
                         },
                         message: r.get(3)?,
+                        advice: r.get(4)?,
                     })
                 })
                 .and_then(|m| m.collect()),

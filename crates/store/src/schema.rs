@@ -83,7 +83,8 @@ const MIGRATIONS: &[&str] = &[
         kind      TEXT NOT NULL,
         probe     TEXT,
         severity  TEXT NOT NULL CHECK (severity IN ('info', 'warn')),
-        message   TEXT NOT NULL
+        message   TEXT NOT NULL,
+        advice    TEXT NOT NULL
     );
     CREATE VIEW result_view AS
         SELECT r.id AS run_id, coalesce(r.label, r.host || ' ' || r.kernel) AS run, r.started_at,

@@ -71,8 +71,13 @@ fn a_run_round_trips_with_samples_and_warnings() {
         0.0,
     );
     store.save_result(run, &skipped).unwrap();
-    let w =
-        Warning { kind: "vm".into(), probe: None, severity: Severity::Info, message: "hi".into() };
+    let w = Warning {
+        kind: "vm".into(),
+        probe: None,
+        severity: Severity::Info,
+        message: "hi".into(),
+        advice: "do".into(),
+    };
     store.save_warnings(run, std::slice::from_ref(&w)).unwrap();
     store.finish_run(run, RunStatus::Complete).unwrap();
     drop(store);

@@ -214,7 +214,11 @@ impl Workload for Stream {
         let start = Instant::now();
         self.transfer(iters * XFER as u64)?;
         let elapsed = start.elapsed();
-        Ok(Timing { elapsed, migrated: sys::current_cpu() != Some(self.cpu), overhead: Duration::ZERO })
+        Ok(Timing {
+            elapsed,
+            migrated: sys::current_cpu() != Some(self.cpu),
+            overhead: Duration::ZERO,
+        })
     }
 }
 

@@ -283,8 +283,14 @@ mod tests {
                 })
             }
         }
-        let c = collect_in(&mut Fixed, &Settings::smoke(), &Calibration::zero(), Metric::per_ops(2.0), Unit::Micros)
-            .unwrap();
+        let c = collect_in(
+            &mut Fixed,
+            &Settings::smoke(),
+            &Calibration::zero(),
+            Metric::per_ops(2.0),
+            Unit::Micros,
+        )
+        .unwrap();
         assert_eq!(c.samples[0].elapsed_ns, 20_000);
         assert!((c.samples[0].value - 3.5).abs() < 1e-9, "(10 - 3) / 2 switches = 3.5 µs");
     }

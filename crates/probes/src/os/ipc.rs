@@ -243,7 +243,11 @@ impl Workload for Latency {
         let start = Instant::now();
         self.round_trips(iters)?;
         let elapsed = start.elapsed();
-        Ok(Timing { elapsed, migrated: sys::current_cpu() != Some(self.cpus.0), overhead: Duration::ZERO })
+        Ok(Timing {
+            elapsed,
+            migrated: sys::current_cpu() != Some(self.cpus.0),
+            overhead: Duration::ZERO,
+        })
     }
 }
 
