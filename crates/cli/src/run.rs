@@ -96,7 +96,7 @@ pub fn measure_one(
 }
 
 /// Widths of the live result rows (they are printed before the whole table is known).
-const LIVE_WIDTHS: &[usize] = &[22, 24, 11, 6, 6, 3, 0];
+const LIVE_WIDTHS: &[usize] = &[22, 28, 11, 6, 6, 3, 0];
 
 /// `schedlab run`.
 pub fn run(plan: RunPlan, store: &mut Store) -> Result<ExitCode> {
