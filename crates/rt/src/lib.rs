@@ -1,1 +1,115 @@
-//! schedlab-rt: being written (issue 3).
+//! schedlab-rt: a two-level (M:N) thread runtime in the spirit of scheduler
+//! activations.
+//!
+//! User threads, each with its own mmap'd stack and guard page, are
+//! multiplexed on `P` *virtual processors* (kernel threads). A user-level
+//! scheduler decides what runs where: a FIFO run queue per processor, an
+//! injection queue for work arriving from outside, work stealing between
+//! processors, and idle processors that search briefly and then sleep on a
+//! futex (an idle runtime uses no CPU). Context switches are a few lines of
+//! assembly (`arch/`). Scheduling is cooperative for now: a user thread runs
+//! until it yields, blocks on a runtime primitive, or ends. Preemption,
+//! blocking system calls and policies come in later issues; the per-processor
+//! state, its "no preemption here" counter and the [`Event`] stream are where
+//! they plug in.
+//!
+//! The API has the shape of `std::thread` and `std::sync`:
+//!
+//! ```
+//! use schedlab_rt::sync::{channel, Mutex};
+//! use schedlab_rt::{spawn, yield_now, Runtime};
+//! use std::sync::Arc;
+//!
+//! let rt = Runtime::builder().processors(2).build()?;
+//! let total = rt.block_on(|| {
+//!     let counter = Arc::new(Mutex::new(0u64));
+//!     let (tx, rx) = channel(16);
+//!     let workers: Vec<_> = (0..8)
+//!         .map(|i| {
+//!             let (counter, tx) = (counter.clone(), tx.clone());
+//!             spawn(move || {
+//!                 for _ in 0..100 {
+//!                     *counter.lock() += 1;
+//!                     yield_now();
+//!                 }
+//!                 tx.send(i).unwrap();
+//!             })
+//!         })
+//!         .collect();
+//!     drop(tx);
+//!     let sum_of_ids: u64 = rx.iter().sum();
+//!     for w in workers {
+//!         w.join().unwrap();
+//!     }
+//!     assert_eq!(sum_of_ids, (0..8).sum());
+//!     let total = *counter.lock();
+//!     total
+//! })?;
+//! assert_eq!(total, 800);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! What to know:
+//! - A panic in a user thread is caught at the thread's base and returned by
+//!   [`JoinHandle::join`]; the processor keeps running. (The panic message
+//!   names the processor's kernel thread, `schedlab-vp-N`, since Rust's panic
+//!   hook knows nothing of user threads.)
+//! - `thread_local!` inside a user thread is the *processor's*, and user
+//!   threads migrate between processors; use [`LocalKey`] (see [`local`])
+//!   for per-user-thread state.
+//! - Blocking in the kernel (file I/O, `std::sync::Mutex`, `std::thread::sleep`)
+//!   blocks the whole processor; use [`sync`] and [`sleep`].
+//! - Stack overflow hits a guard page and aborts with a message naming the
+//!   thread and its stack size.
+//! - [`Runtime::block_on`] returns [`Deadlock`] when every user thread is
+//!   parked for good, instead of hanging.
+
+#![deny(missing_docs)]
+
+#[cfg(not(target_os = "linux"))]
+compile_error!("schedlab-rt needs Linux (futex, MADV_GUARD_INSTALL)");
+
+mod loom;
+
+pub(crate) mod idle;
+pub(crate) mod park;
+
+#[cfg(not(loom))]
+mod arch;
+#[cfg(not(loom))]
+pub mod event;
+#[cfg(not(loom))]
+mod guard;
+#[cfg(not(loom))]
+pub mod local;
+#[cfg(not(loom))]
+mod processor;
+#[cfg(not(loom))]
+mod registry;
+#[cfg(not(loom))]
+mod runtime;
+#[cfg(not(loom))]
+mod spin;
+#[cfg(not(loom))]
+mod stack;
+#[cfg(not(loom))]
+pub mod sync;
+#[cfg(not(loom))]
+mod task;
+#[cfg(not(loom))]
+mod thread;
+#[cfg(not(loom))]
+mod timer;
+#[cfg(not(loom))]
+mod wait;
+
+#[cfg(not(loom))]
+pub use crate::{
+    event::Event,
+    local::LocalKey,
+    registry::ParkedThread,
+    runtime::{Deadlock, Runtime, RuntimeBuilder, DEFAULT_SPIN, DEFAULT_STACK_SIZE},
+    stack::MIN_STACK_SIZE,
+    task::{ThreadId, WaitReason},
+    thread::{current, park, sleep, spawn, try_current, yield_now, Builder, JoinHandle, Thread},
+};

@@ -1,0 +1,42 @@
+//! Synchronization for user threads: [`Mutex`], [`Condvar`], [`RwLock`],
+//! [`Semaphore`], [`Barrier`] and a bounded MPMC [`channel()`].
+//!
+//! Blocking parks the *user thread* (its processor runs other user threads
+//! meanwhile), never the kernel thread. Each primitive keeps its waiters in a
+//! FIFO queue of waiters (`wait.rs`) under a short spin lock; a waker
+//! dequeues a waiter and wakes it exactly once (`wait.rs`). They also work
+//! from ordinary OS threads, which block as they would on a `std` primitive,
+//! so a `main` thread can talk to user threads over a channel.
+//!
+//! Unlike `std::sync`, the locks do not poison: a panic while holding a
+//! guard unlocks as the guard drops.
+
+mod barrier;
+mod channel;
+mod condvar;
+mod mutex;
+mod rwlock;
+mod semaphore;
+
+pub use self::barrier::{Barrier, BarrierWaitResult};
+pub use self::channel::{
+    channel, Receiver, RecvError, SendError, Sender, TryRecvError, TrySendError,
+};
+pub use self::condvar::Condvar;
+pub use self::mutex::{Mutex, MutexGuard};
+pub use self::rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use self::semaphore::Semaphore;
+
+use crate::spin::SpinGuard;
+use crate::wait::WaiterRef;
+use std::collections::VecDeque;
+
+/// Wakes every waiter in `list` after releasing `guard`.
+fn wake_all<T>(guard: SpinGuard<'_, T>, list: VecDeque<WaiterRef>) {
+    drop(guard);
+    for w in list {
+        // SAFETY: each reference was dequeued under the lock, so it is woken
+        // only here, and its wait is in progress.
+        unsafe { w.wake() };
+    }
+}

@@ -1,0 +1,224 @@
+//! [`Mutex`]: a lock whose contended path parks the user thread.
+//!
+//! # The state byte
+//!
+//! | value             | meaning                                         |
+//! |-------------------|-------------------------------------------------|
+//! | 0                 | unlocked, nobody queued                         |
+//! | `LOCKED`          | locked, nobody queued                           |
+//! | `LOCKED \| PARKED` | locked, waiters queued                          |
+//! | `PARKED`          | unlocked, waiters queued (one was just woken)   |
+//!
+//! The uncontended paths are one compare-and-swap each (`0 -> LOCKED`,
+//! `LOCKED -> 0`). `PARKED` is set and cleared only under the queue's spin
+//! lock, which orders it against the queue's contents:
+//!
+//! Locking, slow path (after a short spin):
+//! 1. Take the queue lock. If the mutex is unlocked now, drop the queue lock
+//!    and try to take the mutex (keeping `PARKED`).
+//! 2. Set `PARKED` with a CAS (retry from 1 if the state moved), queue a
+//!    waiter, drop the queue lock, park.
+//! 3. Woken, try again from the top: a thread that arrives meanwhile may
+//!    take the lock first (no hand-off, so no convoys; as parking_lot).
+//!
+//! Unlocking, slow path (`PARKED` was set so the fast CAS failed):
+//! 1. Take the queue lock, dequeue the first waiter, store `PARKED` if more
+//!    remain or 0 otherwise (this also unlocks), drop the queue lock.
+//! 2. Wake the dequeued waiter.
+//!
+//! No waiter sleeps through an unlock: a waiter queues itself only while
+//! `LOCKED | PARKED` holds (step 2, under the queue lock), so that unlock
+//! must take the slow path, which cannot run before the queue lock is free.
+
+use crate::spin::SpinLock;
+use crate::task::WaitReason;
+use crate::wait::{Waiter, WaiterRef};
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+const LOCKED: u8 = 1;
+const PARKED: u8 = 2;
+
+/// Spins before queueing; useful only when the holder runs on another processor.
+const SPINS: u32 = 16;
+
+/// A mutual exclusion lock for user threads.
+pub struct Mutex<T> {
+    state: AtomicU8,
+    queue: SpinLock<VecDeque<WaiterRef>>,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the lock gives one thread at a time access to the value.
+unsafe impl<T: Send> Send for Mutex<T> {}
+// SAFETY: as above; sharing the mutex shares `&mut T` one holder at a time.
+unsafe impl<T: Send> Sync for Mutex<T> {}
+
+impl<T: Default> Default for Mutex<T> {
+    fn default() -> Self {
+        Mutex::new(T::default())
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Mutex<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.try_lock() {
+            Some(g) => f.debug_struct("Mutex").field("value", &*g).finish(),
+            None => f.debug_struct("Mutex").field("value", &"<locked>").finish(),
+        }
+    }
+}
+
+impl<T> Mutex<T> {
+    /// An unlocked mutex holding `value`.
+    pub const fn new(value: T) -> Mutex<T> {
+        Mutex {
+            state: AtomicU8::new(0),
+            queue: SpinLock::new(VecDeque::new()),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// Locks, parking the calling thread while another holds the lock.
+    #[inline]
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        if self
+            .state
+            .compare_exchange_weak(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_slow();
+        }
+        MutexGuard { mutex: self }
+    }
+
+    /// Locks if that needs no waiting.
+    #[inline]
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        let mut s = self.state.load(Ordering::Relaxed);
+        while s & LOCKED == 0 {
+            match self.state.compare_exchange_weak(
+                s,
+                s | LOCKED,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(MutexGuard { mutex: self }),
+                Err(now) => s = now,
+            }
+        }
+        None
+    }
+
+    #[cold]
+    fn lock_slow(&self) {
+        let mut spins = 0;
+        loop {
+            if let Some(g) = self.try_lock() {
+                // The caller builds its own guard.
+                std::mem::forget(g);
+                return;
+            }
+            if spins < SPINS {
+                spins += 1;
+                std::hint::spin_loop();
+                continue;
+            }
+            let waiter = Waiter::new();
+            {
+                // Step 1.
+                let mut q = self.queue.lock();
+                let s = self.state.load(Ordering::Relaxed);
+                if s & LOCKED == 0 {
+                    continue;
+                }
+                // Step 2.
+                if self
+                    .state
+                    .compare_exchange(s, s | PARKED, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+                {
+                    continue;
+                }
+                q.push_back(waiter.as_ref());
+            }
+            waiter.wait(WaitReason::Mutex(self as *const Self as usize));
+            // Step 3: go round again.
+        }
+    }
+
+    #[inline]
+    fn unlock(&self) {
+        if self.state.compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed).is_err() {
+            self.unlock_slow();
+        }
+    }
+
+    #[cold]
+    fn unlock_slow(&self) {
+        let mut q = self.queue.lock();
+        let w = q.pop_front();
+        self.state.store(if q.is_empty() { 0 } else { PARKED }, Ordering::Release);
+        drop(q);
+        if let Some(w) = w {
+            // SAFETY: dequeued under the lock: woken only here, wait in progress.
+            unsafe { w.wake() };
+        }
+    }
+
+    /// The value, through exclusive access to the mutex.
+    pub fn get_mut(&mut self) -> &mut T {
+        self.value.get_mut()
+    }
+
+    /// The value, consuming the mutex.
+    pub fn into_inner(self) -> T {
+        self.value.into_inner()
+    }
+}
+
+/// Holds a [`Mutex`] locked; unlocks on drop.
+#[must_use = "dropping the guard unlocks the mutex at once"]
+pub struct MutexGuard<'a, T> {
+    pub(crate) mutex: &'a Mutex<T>,
+}
+
+impl<'a, T> MutexGuard<'a, T> {
+    /// The mutex this guard holds.
+    pub(crate) fn mutex(&self) -> &'a Mutex<T> {
+        self.mutex
+    }
+}
+
+impl<T> Deref for MutexGuard<'_, T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the lock.
+        unsafe { &*self.mutex.value.get() }
+    }
+}
+
+impl<T> DerefMut for MutexGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard holds the lock, and `&mut self` is unique.
+        unsafe { &mut *self.mutex.value.get() }
+    }
+}
+
+impl<T> Drop for MutexGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.mutex.unlock();
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}

@@ -1,0 +1,266 @@
+//! The `std::thread`-shaped API for user threads: [`spawn`], [`Builder`],
+//! [`JoinHandle`], [`Thread`], [`current`], [`yield_now`], [`sleep`],
+//! [`park`].
+//!
+//! These functions act on the runtime of the calling user thread. Called from
+//! an ordinary OS thread, [`yield_now`] and [`sleep`] fall back to their
+//! `std::thread` counterparts, and [`spawn`], [`current`] and [`park`] panic
+//! (there is no runtime to spawn on, or no user thread to park); use
+//! [`Runtime::spawn`](crate::Runtime::spawn) from outside.
+
+use crate::park::Kind;
+use crate::processor;
+use crate::runtime::Shared;
+use crate::task::{
+    self, Task, TaskRef, ThreadId, WaitReason, JOIN_COMPLETE, JOIN_RUNNING, JOIN_WAITING,
+};
+use crate::wait::Waiter;
+use std::any::Any;
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A handle to a user thread.
+#[derive(Clone)]
+pub struct Thread {
+    task: TaskRef,
+}
+
+impl Thread {
+    /// The thread's identifier.
+    pub fn id(&self) -> ThreadId {
+        self.task.id
+    }
+
+    /// The thread's name, if it was given one.
+    pub fn name(&self) -> Option<&str> {
+        self.task.name()
+    }
+
+    /// Usable size of the thread's stack, in bytes.
+    pub fn stack_size(&self) -> usize {
+        self.task.stack_size
+    }
+
+    /// Makes the thread's park token available: a parked thread runs again,
+    /// and a running thread's next [`park`] returns at once. Can be called
+    /// from any thread, inside or outside the runtime.
+    pub fn unpark(&self) {
+        processor::unpark_user(&self.task);
+    }
+}
+
+impl fmt::Debug for Thread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Thread").field("id", &self.id()).field("name", &self.name()).finish()
+    }
+}
+
+/// Owned permission to join a user thread. Dropping it detaches the thread.
+pub struct JoinHandle<T> {
+    thread: Thread,
+    take: unsafe fn(&Task) -> std::thread::Result<T>,
+    _result: PhantomData<T>,
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle").field("thread", &self.thread).finish()
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// The thread this handle joins.
+    pub fn thread(&self) -> &Thread {
+        &self.thread
+    }
+
+    /// Whether the thread has finished (so `join` will not block).
+    pub fn is_finished(&self) -> bool {
+        self.thread.task.join.load(Ordering::Acquire) == JOIN_COMPLETE
+    }
+
+    /// Waits for the thread to finish and returns its result, or the payload
+    /// of the panic that ended it. On a user thread this parks the user
+    /// thread; on an OS thread it blocks the OS thread.
+    pub fn join(self) -> Result<T, Box<dyn Any + Send + 'static>> {
+        let task = &*self.thread.task;
+        if task.join.load(Ordering::Acquire) != JOIN_COMPLETE {
+            let waiter = Waiter::new();
+            // SAFETY: we are the only joiner (join consumes the handle), and
+            // the task reads `joiner` only after seeing JOIN_WAITING, which
+            // we publish below with release ordering.
+            unsafe { *task.joiner.get() = Some(waiter.as_ref()) };
+            if task
+                .join
+                .compare_exchange(JOIN_RUNNING, JOIN_WAITING, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                waiter.wait(WaitReason::Join(task.id));
+            }
+            // Otherwise it completed meanwhile and never looks at `joiner`.
+            debug_assert_eq!(task.join.load(Ordering::Acquire), JOIN_COMPLETE);
+        }
+        // SAFETY: JOIN_COMPLETE was read with acquire (above, or by the wake
+        // that ended our wait), and we are the only joiner.
+        unsafe { (self.take)(task) }
+    }
+}
+
+/// Spawns on `shared` with optional name and stack size. The common path of
+/// [`spawn`], [`Builder::spawn`] and [`Runtime::spawn`](crate::Runtime::spawn).
+pub(crate) fn spawn_on<F, T>(
+    shared: &Arc<Shared>,
+    name: Option<String>,
+    stack_size: Option<usize>,
+    f: F,
+) -> io::Result<JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let task = processor::spawn_task(shared, name, stack_size, f)?;
+    Ok(JoinHandle {
+        thread: Thread { task },
+        take: task::take_output::<F, T>,
+        _result: PhantomData,
+    })
+}
+
+fn current_shared() -> Arc<Shared> {
+    // SAFETY: used right away.
+    let vp = unsafe { processor::current() };
+    match vp {
+        Some(vp) if processor::current_task_ptr().is_some() => vp.shared.clone(),
+        _ => panic!("schedlab_rt::spawn called outside a user thread; use Runtime::spawn"),
+    }
+}
+
+/// Thread factory, to set the name and stack size of a new user thread.
+#[derive(Debug, Default)]
+pub struct Builder {
+    name: Option<String>,
+    stack_size: Option<usize>,
+}
+
+impl Builder {
+    /// A builder with no name and the runtime's default stack size.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Names the thread (shown in deadlock reports and overflow messages).
+    pub fn name(mut self, name: impl Into<String>) -> Builder {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Usable stack size in bytes (rounded up to pages, at least
+    /// [`MIN_STACK_SIZE`](crate::MIN_STACK_SIZE)). Stacks of the runtime's
+    /// default size come from a pool; others cost an `mmap` each.
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Spawns the thread on the calling user thread's runtime.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a user thread.
+    pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        spawn_on(&current_shared(), self.name, self.stack_size, f)
+    }
+
+    /// Spawns the thread on `runtime` (from anywhere).
+    pub fn spawn_on<F, T>(self, runtime: &crate::Runtime, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        runtime.spawn_with(self.name, self.stack_size, f)
+    }
+}
+
+/// Spawns a user thread on the calling user thread's runtime.
+///
+/// # Panics
+///
+/// When called outside a user thread, or when no stack can be mapped.
+pub fn spawn<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    // SAFETY: spawning does not switch; `vp` is used only here.
+    let vp = unsafe { processor::current() };
+    let shared = match vp {
+        Some(vp) if processor::current_task_ptr().is_some() => &vp.shared,
+        _ => panic!("schedlab_rt::spawn called outside a user thread; use Runtime::spawn"),
+    };
+    spawn_on(shared, None, None, f).expect("failed to map a stack for a user thread")
+}
+
+/// The calling user thread.
+///
+/// # Panics
+///
+/// When called outside a user thread; see [`try_current`].
+pub fn current() -> Thread {
+    try_current().expect("schedlab_rt::current called outside a user thread")
+}
+
+/// The calling user thread, or `None` on an ordinary OS thread.
+pub fn try_current() -> Option<Thread> {
+    processor::current_task_ref().map(|task| Thread { task })
+}
+
+/// Lets the processor run another runnable user thread, if there is one.
+/// On an OS thread, `std::thread::yield_now`.
+#[inline]
+pub fn yield_now() {
+    if !processor::yield_current() {
+        std::thread::yield_now();
+    }
+}
+
+/// Blocks the calling user thread until its park token is available (see
+/// [`Thread::unpark`]), consuming it. May also return spuriously, as
+/// `std::thread::park` may.
+///
+/// # Panics
+///
+/// When called outside a user thread.
+pub fn park() {
+    assert!(
+        processor::current_task_ptr().is_some(),
+        "schedlab_rt::park called outside a user thread"
+    );
+    processor::park_current(Kind::User, WaitReason::Park);
+}
+
+/// Puts the calling user thread to sleep for at least `d`; the processor runs
+/// other threads meanwhile. On an OS thread, `std::thread::sleep`.
+pub fn sleep(d: Duration) {
+    let Some(task) = processor::current_task_ref() else {
+        std::thread::sleep(d);
+        return;
+    };
+    if d.is_zero() {
+        yield_now();
+        return;
+    }
+    let deadline = Instant::now() + d;
+    task.shared.timers.insert(d, task.clone());
+    drop(task);
+    // Exactly one Sync token comes, from the timer.
+    processor::park_current(Kind::Sync, WaitReason::Sleep);
+    debug_assert!(Instant::now() >= deadline);
+}

@@ -1,0 +1,387 @@
+//! Behaviour of the runtime and the thread API: block_on, spawn/join,
+//! panics, yield, sleep, park/unpark, names, events, deadlock reports,
+//! user-thread-locals, and shutdown.
+
+mod common;
+
+use common::{runtime, watchdog, PROCESSORS};
+use schedlab_rt::sync::{channel, Mutex};
+use schedlab_rt::{
+    current, park, sleep, spawn, yield_now, Builder, Event, LocalKey, Runtime, WaitReason,
+};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::{Duration, Instant};
+
+#[test]
+fn block_on_returns_the_closures_value() {
+    watchdog(30, || {
+        for p in PROCESSORS {
+            let rt = runtime(p);
+            assert_eq!(rt.block_on(|| 6 * 7).unwrap(), 42);
+            assert_eq!(rt.block_on(|| "again").unwrap(), "again");
+        }
+    });
+}
+
+#[test]
+fn spawned_threads_return_their_results_through_join() {
+    watchdog(30, || {
+        for p in PROCESSORS {
+            let rt = runtime(p);
+            let sum = rt
+                .block_on(|| {
+                    let hs: Vec<_> = (0..100u64).map(|i| spawn(move || i * 2)).collect();
+                    hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+                })
+                .unwrap();
+            assert_eq!(sum, 9900);
+        }
+    });
+}
+
+#[test]
+fn a_panic_is_handed_to_join_and_the_processor_keeps_running() {
+    watchdog(30, || {
+        let rt = runtime(1);
+        let (msg, after) = rt
+            .block_on(|| {
+                let h = spawn(|| -> u32 { panic!("boom in a user thread") });
+                let err = h.join().unwrap_err();
+                let msg = err.downcast_ref::<&str>().copied().unwrap_or("?").to_owned();
+                (msg, spawn(|| 5).join().unwrap())
+            })
+            .unwrap();
+        assert_eq!(msg, "boom in a user thread");
+        assert_eq!(after, 5);
+    });
+}
+
+#[test]
+#[should_panic(expected = "main panics")]
+fn a_panic_in_the_main_thread_is_resumed_by_block_on() {
+    let rt = runtime(1);
+    let _ = rt.block_on(|| panic!("main panics"));
+}
+
+#[test]
+fn yield_now_round_robins_on_one_processor() {
+    watchdog(30, || {
+        let rt = runtime(1);
+        let log = rt
+            .block_on(|| {
+                let log = Arc::new(StdMutex::new(Vec::new()));
+                let hs: Vec<_> = (0..3)
+                    .map(|i| {
+                        let log = log.clone();
+                        spawn(move || {
+                            for round in 0..3 {
+                                log.lock().unwrap().push((round, i));
+                                yield_now();
+                            }
+                        })
+                    })
+                    .collect();
+                for h in hs {
+                    h.join().unwrap();
+                }
+                Arc::try_unwrap(log).unwrap().into_inner().unwrap()
+            })
+            .unwrap();
+        let mut sorted = log.clone();
+        sorted.sort();
+        assert_eq!(log, sorted, "FIFO run queue: each round completes before the next");
+    });
+}
+
+#[test]
+fn sleep_waits_at_least_the_duration_and_lets_others_run() {
+    watchdog(30, || {
+        let rt = runtime(1);
+        rt.block_on(|| {
+            let ran = Arc::new(AtomicUsize::new(0));
+            let r = ran.clone();
+            let other = spawn(move || r.fetch_add(1, Ordering::SeqCst));
+            let start = Instant::now();
+            sleep(Duration::from_millis(20));
+            assert!(start.elapsed() >= Duration::from_millis(20));
+            assert_eq!(ran.load(Ordering::SeqCst), 1, "the other thread ran meanwhile");
+            other.join().unwrap();
+        })
+        .unwrap();
+    });
+}
+
+#[test]
+fn current_reports_id_and_name() {
+    watchdog(30, || {
+        let rt = runtime(2);
+        rt.block_on(|| {
+            assert_eq!(current().name(), Some("main"));
+            let h = Builder::new()
+                .name("worker-7")
+                .stack_size(32 * 1024)
+                .spawn(|| {
+                    (current().id(), current().name().map(str::to_owned), current().stack_size())
+                })
+                .unwrap();
+            let expect_id = h.thread().id();
+            let (id, name, size) = h.join().unwrap();
+            assert_eq!(id, expect_id);
+            assert_eq!(name.as_deref(), Some("worker-7"));
+            assert_eq!(size, 32 * 1024);
+            assert_ne!(id, current().id());
+        })
+        .unwrap();
+    });
+}
+
+#[test]
+fn unpark_before_park_makes_park_return() {
+    watchdog(30, || {
+        let rt = runtime(1);
+        rt.block_on(|| {
+            current().unpark();
+            park();
+        })
+        .unwrap();
+    });
+}
+
+#[test]
+fn unpark_wakes_a_parked_thread() {
+    watchdog(30, || {
+        for p in PROCESSORS {
+            let rt = runtime(p);
+            rt.block_on(|| {
+                let flag = Arc::new(AtomicUsize::new(0));
+                let f = flag.clone();
+                let h = spawn(move || {
+                    while f.load(Ordering::Acquire) == 0 {
+                        park();
+                    }
+                });
+                yield_now();
+                flag.store(1, Ordering::Release);
+                h.thread().unpark();
+                h.join().unwrap();
+            })
+            .unwrap();
+        }
+    });
+}
+
+#[test]
+fn unpark_from_an_os_thread_wakes_a_user_thread() {
+    watchdog(30, || {
+        let rt = Runtime::builder().processors(2).deadlock_detection(false).build().unwrap();
+        let flag = Arc::new(AtomicUsize::new(0));
+        let f = flag.clone();
+        let h = rt.spawn(move || {
+            while f.load(Ordering::Acquire) == 0 {
+                park();
+            }
+            7
+        });
+        flag.store(1, Ordering::Release);
+        h.thread().unpark();
+        assert_eq!(h.join().unwrap(), 7, "join from an OS thread");
+    });
+}
+
+#[test]
+fn deadlock_is_reported_with_the_parked_threads() {
+    watchdog(30, || {
+        for p in PROCESSORS {
+            let rt = runtime(p);
+            let err = rt
+                .block_on(|| {
+                    let (tx, rx) = channel::<u32>(1);
+                    let h = Builder::new().name("receiver").spawn(move || rx.recv()).unwrap();
+                    let _ = h.join(); // never returns: we still hold `tx`
+                    drop(tx);
+                })
+                .unwrap_err();
+            assert_eq!(err.threads.len(), 2, "{err}");
+            assert_eq!(err.threads[0].name.as_deref(), Some("main"));
+            assert!(matches!(err.threads[0].waiting_on, WaitReason::Join(_)));
+            assert_eq!(err.threads[1].name.as_deref(), Some("receiver"));
+            assert!(matches!(err.threads[1].waiting_on, WaitReason::ChannelRecv(_)));
+            let text = err.to_string();
+            assert!(text.contains("'receiver' waits on channel receive"), "{text}");
+            // The runtime is still usable, and dropping it does not hang.
+            assert_eq!(rt.block_on(|| 1).unwrap(), 1);
+        }
+    });
+}
+
+#[test]
+fn lock_order_inversion_is_a_deadlock() {
+    watchdog(30, || {
+        let rt = runtime(2);
+        let err = rt
+            .block_on(|| {
+                let a = Arc::new(Mutex::new(()));
+                let b = Arc::new(Mutex::new(()));
+                let barrier = Arc::new(schedlab_rt::sync::Barrier::new(2));
+                let (a2, b2, bar2) = (a.clone(), b.clone(), barrier.clone());
+                let h = spawn(move || {
+                    let _gb = b2.lock();
+                    bar2.wait();
+                    let _ga = a2.lock();
+                });
+                let _ga = a.lock();
+                barrier.wait();
+                let _gb = b.lock();
+                drop(h);
+            })
+            .unwrap_err();
+        let mutexes =
+            err.threads.iter().filter(|t| matches!(t.waiting_on, WaitReason::Mutex(_))).count();
+        assert_eq!(mutexes, 2, "{err}");
+    });
+}
+
+#[test]
+fn sleeping_threads_are_not_a_deadlock() {
+    watchdog(30, || {
+        let rt = runtime(2);
+        rt.block_on(|| {
+            let h = spawn(|| sleep(Duration::from_millis(10)));
+            h.join().unwrap();
+        })
+        .unwrap();
+    });
+}
+
+#[test]
+fn events_trace_the_life_of_threads() {
+    watchdog(30, || {
+        let events = Arc::new(StdMutex::new(Vec::new()));
+        let e = events.clone();
+        let rt = Runtime::builder()
+            .processors(2)
+            .on_event(move |ev| e.lock().unwrap().push(ev.clone()))
+            .build()
+            .unwrap();
+        rt.block_on(|| {
+            let hs: Vec<_> = (0..10).map(|_| spawn(yield_now)).collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+        })
+        .unwrap();
+        drop(rt);
+        let events = events.lock().unwrap();
+        let count = |f: &dyn Fn(&Event) -> bool| events.iter().filter(|e| f(e)).count();
+        assert_eq!(count(&|e| matches!(e, Event::NewProcessor { .. })), 2);
+        assert_eq!(count(&|e| matches!(e, Event::Spawned { .. })), 11);
+        assert_eq!(count(&|e| matches!(e, Event::Exited { .. })), 11);
+        assert!(count(&|e| matches!(e, Event::Switched { .. })) >= 22);
+        let parked = count(&|e| matches!(e, Event::Parked { .. }));
+        let unparked = count(&|e| matches!(e, Event::Unparked { .. }));
+        assert_eq!(parked, unparked, "every park ended in an unpark");
+    });
+}
+
+#[test]
+fn user_thread_locals_are_per_thread_and_dropped_at_exit() {
+    struct Noisy(Arc<AtomicUsize>);
+    impl Drop for Noisy {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    static VALUE: LocalKey<Cell<u32>> = LocalKey::new(|| Cell::new(0));
+    static DROPS: LocalKey<StdMutex<Option<Noisy>>> = LocalKey::new(|| StdMutex::new(None));
+    watchdog(30, || {
+        let rt = runtime(2);
+        rt.block_on(|| {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let hs: Vec<_> = (0..20u32)
+                .map(|i| {
+                    let d = drops.clone();
+                    spawn(move || {
+                        DROPS.with(|n| *n.lock().unwrap() = Some(Noisy(d)));
+                        VALUE.with(|v| v.set(i));
+                        for _ in 0..5 {
+                            yield_now();
+                            assert_eq!(VALUE.with(Cell::get), i);
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            assert_eq!(drops.load(Ordering::SeqCst), 20, "destructors ran before join returned");
+        })
+        .unwrap();
+    });
+}
+
+#[test]
+fn dropping_a_runtime_with_blocked_and_runnable_threads_does_not_hang() {
+    watchdog(30, || {
+        for p in PROCESSORS {
+            let rt = Runtime::builder().processors(p).deadlock_detection(false).build().unwrap();
+            let (tx, rx) = channel::<()>(1);
+            let blocked = rt.spawn(move || rx.recv());
+            let spinning = rt.spawn(|| loop {
+                yield_now();
+            });
+            drop(rt);
+            drop((tx, blocked, spinning));
+        }
+    });
+}
+
+#[test]
+fn many_runtimes_can_coexist() {
+    watchdog(30, || {
+        // A user thread of `a` waits for one of `b`: a waker from outside
+        // `a`, so `a` must not take its parked main thread for a deadlock.
+        let a = Runtime::builder().processors(1).deadlock_detection(false).build().unwrap();
+        let b = runtime(2);
+        let hb = b.spawn(|| 2);
+        assert_eq!(a.block_on(move || hb.join().unwrap() + 1).unwrap(), 3);
+    });
+}
+
+#[test]
+fn invalid_processor_counts_are_refused() {
+    assert!(Runtime::builder().processors(0).build().is_err());
+    assert!(Runtime::builder().processors(65).build().is_err());
+}
+
+/// CPU time (user + system) this process has used so far.
+fn cpu_time() -> Duration {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct we pass.
+    let ru = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr());
+        ru.assume_init()
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+#[test]
+fn an_idle_runtime_uses_no_cpu() {
+    let rt = runtime(4);
+    rt.block_on(|| {
+        let hs: Vec<_> = (0..100).map(|_| spawn(yield_now)).collect();
+        hs.into_iter().for_each(|h| h.join().unwrap());
+    })
+    .unwrap();
+    // Let the processors finish their bounded spin and fall asleep.
+    std::thread::sleep(Duration::from_millis(50));
+    let before = cpu_time();
+    std::thread::sleep(Duration::from_millis(300));
+    let used = cpu_time() - before;
+    // Four spinning processors would burn ~1.2 s here; sleeping ones nothing.
+    // (Other tests in this binary run meanwhile, hence the slack.)
+    assert!(used < Duration::from_millis(250), "idle runtime used {used:?} of CPU");
+    drop(rt);
+}

@@ -1,0 +1,159 @@
+//! Stress: thousands of user threads with random yields and mutex, condvar
+//! and channel traffic, on 1, 2 and 4 processors. Every work item carries an
+//! identity; the checks are that each is produced once, consumed once, and
+//! that every thread ran its body exactly once. Nothing here depends on
+//! timing; the watchdog only catches hangs.
+
+mod common;
+
+use common::{runtime, watchdog, PROCESSORS};
+use schedlab_rt::sync::{channel, Condvar, Mutex};
+use schedlab_rt::{spawn, yield_now};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+/// A tiny deterministic generator (each thread seeds its own).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn maybe_yield(&mut self) {
+        for _ in 0..self.next() % 3 {
+            yield_now();
+        }
+    }
+}
+
+fn stress(processors: usize, threads: usize, items_per_thread: usize) {
+    let rt = runtime(processors);
+    rt.block_on(move || {
+        let ran: Arc<Vec<AtomicU8>> = Arc::new((0..threads).map(|_| AtomicU8::new(0)).collect());
+        let received: Arc<Vec<AtomicU8>> =
+            Arc::new((0..threads * items_per_thread).map(|_| AtomicU8::new(0)).collect());
+        let counter = Arc::new(Mutex::new(0usize));
+        let gate = Arc::new((Mutex::new(0usize), Condvar::new()));
+        let (tx, rx) = channel::<usize>(8);
+
+        // Consumers: drain the channel, marking each item once.
+        let consumers: Vec<_> = (0..4)
+            .map(|c| {
+                let (rx, received) = (rx.clone(), received.clone());
+                spawn(move || {
+                    let mut rng = Rng(0xC0FFEE + c);
+                    let mut n = 0;
+                    while let Ok(item) = rx.recv() {
+                        assert_eq!(
+                            received[item].fetch_add(1, Ordering::SeqCst),
+                            0,
+                            "item {item} twice"
+                        );
+                        n += 1;
+                        rng.maybe_yield();
+                    }
+                    n
+                })
+            })
+            .collect();
+        drop(rx);
+
+        // Producers: each runs once, bumps the counter, sends its items, and
+        // signals the gate.
+        let producers: Vec<_> = (0..threads)
+            .map(|t| {
+                let (ran, counter, gate, tx) =
+                    (ran.clone(), counter.clone(), gate.clone(), tx.clone());
+                spawn(move || {
+                    assert_eq!(ran[t].fetch_add(1, Ordering::SeqCst), 0, "thread {t} ran twice");
+                    let mut rng = Rng(t as u64 * 2 + 1);
+                    rng.maybe_yield();
+                    *counter.lock() += 1;
+                    for i in 0..items_per_thread {
+                        tx.send(t * items_per_thread + i).unwrap();
+                        rng.maybe_yield();
+                    }
+                    let (m, cv) = &*gate;
+                    *m.lock() += 1;
+                    cv.notify_all();
+                })
+            })
+            .collect();
+        drop(tx);
+
+        // Wait on the condvar until every producer signalled.
+        {
+            let (m, cv) = &*gate;
+            let g = cv.wait_while(m.lock(), |done| *done < threads);
+            assert_eq!(*g, threads);
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+        let consumed: usize = consumers.into_iter().map(|c| c.join().unwrap()).sum();
+        assert_eq!(consumed, threads * items_per_thread, "nothing lost");
+        assert_eq!(*counter.lock(), threads);
+        assert!(ran.iter().all(|r| r.load(Ordering::SeqCst) == 1), "every thread ran once");
+        assert!(received.iter().all(|r| r.load(Ordering::SeqCst) == 1), "every item received once");
+    })
+    .unwrap();
+}
+
+#[test]
+fn stress_thousands_of_threads_on_1_2_and_4_processors() {
+    watchdog(120, || {
+        for p in PROCESSORS {
+            stress(p, 2000, 4);
+        }
+    });
+}
+
+#[test]
+fn stress_spawn_and_join_in_waves() {
+    watchdog(120, || {
+        for p in PROCESSORS {
+            let rt = runtime(p);
+            let total = rt
+                .block_on(|| {
+                    let mut total = 0u64;
+                    for wave in 0..20u64 {
+                        let hs: Vec<_> = (0..500u64)
+                            .map(|i| {
+                                spawn(move || {
+                                    if i % 3 == 0 {
+                                        yield_now();
+                                    }
+                                    wave * 500 + i
+                                })
+                            })
+                            .collect();
+                        total += hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>();
+                    }
+                    total
+                })
+                .unwrap();
+            assert_eq!(total, (0..10_000u64).sum::<u64>());
+        }
+    });
+}
+
+#[test]
+fn nested_spawns_form_a_tree() {
+    fn tree(depth: u32) -> u64 {
+        if depth == 0 {
+            return 1;
+        }
+        let l = spawn(move || tree(depth - 1));
+        let r = spawn(move || tree(depth - 1));
+        yield_now();
+        l.join().unwrap() + r.join().unwrap()
+    }
+    watchdog(120, || {
+        for p in PROCESSORS {
+            let rt = runtime(p);
+            assert_eq!(rt.block_on(|| tree(10)).unwrap(), 1024);
+        }
+    });
+}
