@@ -43,7 +43,7 @@ pub enum Command {
 pub enum SuiteArg {
     /// Every probe once with tiny iteration counts: for tests and CI (seconds).
     Smoke,
-    /// The main parameter sets, 9 samples each (under a minute for the OS family).
+    /// The main parameter sets, 11 samples each (under a minute for the OS family).
     Quick,
     /// Every parameter set, 15 samples each.
     Full,
@@ -62,7 +62,7 @@ pub struct RunArgs {
     /// A label for this run, to find and compare it by name.
     #[arg(long, value_name = "TEXT")]
     pub label: Option<String>,
-    /// Samples per result [default: 15 for full, 9 for quick, 2 for smoke].
+    /// Samples per result [default: 15 for full, 11 for quick, 2 for smoke].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub samples: Option<u32>,
     /// Minimum duration of one sample in milliseconds [default: 10].
