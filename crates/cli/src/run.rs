@@ -12,7 +12,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -63,6 +63,7 @@ pub fn measure_one(
                     overhead_ns_per_iter: c.overhead_ns_per_iter,
                     samples: c.samples,
                     summary: Some(summary),
+                    noise: c.noise,
                     wall_s: wall,
                 },
                 None => Measurement::without_samples(
@@ -117,7 +118,8 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<ExitCode> {
         signal_hook::flag::register(sig, flag.clone()).context("installing signal handlers")?;
     }
 
-    let machine = Machine::fingerprint();
+    let mut machine = Machine::fingerprint();
+    machine.others_at_start = schedlab_measure::noise::others_share(Duration::from_millis(250));
     let cal = Calibration::measure();
     let mut meta = RunMeta {
         id: 0,

@@ -43,6 +43,11 @@ pub struct Machine {
     pub clocksource: Option<String>,
     /// Load averages (1, 5, 15 minutes) when the run started.
     pub loadavg: Option<[f64; 3]>,
+    /// Share of one CPU that other processes used just before the run (measured over a
+    /// quarter second by [`crate::noise::others_share`]); the load average lags by a minute
+    /// and still counts the previous run.
+    #[serde(default)]
+    pub others_at_start: Option<f64>,
     /// Kernel preemption model, from `uname -v` (PREEMPT, PREEMPT_DYNAMIC...).
     pub preempt: Option<String>,
 }
@@ -106,6 +111,7 @@ impl Machine {
                 "/sys/devices/system/clocksource/clocksource0/current_clocksource",
             ),
             loadavg: loadavg(),
+            others_at_start: None,
             preempt,
         }
     }

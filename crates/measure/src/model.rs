@@ -230,8 +230,9 @@ pub struct Sample {
     /// The value in the probe's unit, overhead subtracted.
     pub value: f64,
     /// CPU time other processes used on this machine while the sample ran, in nanoseconds
-    /// (from /proc/stat, so in clock ticks: coarse for short samples).
-    pub other_cpu_ns: Option<u64>,
+    /// (from /proc/stat, so in clock ticks: off by a tick either way for short samples,
+    /// hence signed).
+    pub other_cpu_ns: Option<i64>,
     /// A party of the measurement was found on another CPU than it was pinned to.
     pub migrated: bool,
 }
@@ -293,6 +294,8 @@ pub struct Measurement {
     pub samples: Vec<Sample>,
     /// Statistics over `samples[].value`; `None` unless the outcome is `Ok`.
     pub summary: Option<Summary>,
+    /// CPU taken by others and by the hypervisor while the samples were taken.
+    pub noise: Option<crate::noise::Noise>,
     /// Wall time the whole probe took, setup and calibration included, in seconds.
     pub wall_s: f64,
 }
@@ -317,6 +320,7 @@ impl Measurement {
             overhead_ns_per_iter: 0.0,
             samples: Vec::new(),
             summary: None,
+            noise: None,
             wall_s,
         }
     }

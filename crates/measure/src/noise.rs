@@ -47,11 +47,52 @@ impl CpuCounters {
     }
 
     /// Nanoseconds of CPU others used between `self` (before) and `after`.
-    pub fn other_ns(&self, after: &CpuCounters) -> u64 {
-        let busy = after.busy.saturating_sub(self.busy);
-        let own = after.own.saturating_sub(self.own);
-        busy.saturating_sub(own) * (1_000_000_000 / ticks_per_second())
+    ///
+    /// Signed on purpose: both counters are quantised to ticks, so over a short window the
+    /// difference is off by a tick either way. Clamping each window at zero would turn that
+    /// zero-mean error into a positive bias; summing signed values (or measuring one long
+    /// window) lets it cancel.
+    pub fn other_ns(&self, after: &CpuCounters) -> i64 {
+        let busy = after.busy as i64 - self.busy as i64;
+        let own = after.own as i64 - self.own as i64;
+        (busy - own) * tick_ns()
     }
+
+    /// Nanoseconds the hypervisor kept runnable vCPUs off the host CPU (steal time) between
+    /// `self` and `after`.
+    pub fn steal_ns(&self, after: &CpuCounters) -> i64 {
+        (after.steal as i64 - self.steal as i64) * tick_ns()
+    }
+}
+
+/// Nanoseconds per clock tick.
+pub fn tick_ns() -> i64 {
+    1_000_000_000 / ticks_per_second() as i64
+}
+
+/// What other processes and the hypervisor took while a probe sampled: one window from
+/// before the first sample to after the last, so tick quantisation errs by a tick or two in
+/// total rather than per sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Noise {
+    /// Wall time of the window, in ns.
+    pub window_ns: u64,
+    /// CPU time used by other processes (all CPUs) in the window, in ns; may read a tick
+    /// below zero.
+    pub other_cpu_ns: i64,
+    /// Steal time in the window, in ns (VMs only).
+    pub steal_ns: i64,
+}
+
+/// The share of one CPU that other processes use, measured over `window` (which this
+/// sleeps through). `None` where /proc is unavailable.
+pub fn others_share(window: std::time::Duration) -> Option<f64> {
+    let start = std::time::Instant::now();
+    let before = CpuCounters::read()?;
+    std::thread::sleep(window);
+    let after = CpuCounters::read()?;
+    let wall = start.elapsed().as_nanos() as f64;
+    Some((before.other_ns(&after) as f64 / wall).max(0.0))
 }
 
 /// utime + stime + cutime + cstime of one `/proc/<pid>/stat` text, and its parent pid.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::Calibration;
 use crate::model::{Metric, Sample, Unit};
-use crate::noise::CpuCounters;
+use crate::noise::{CpuCounters, Noise};
 use crate::{interrupt, ProbeError, Workload};
 
 /// How long and how often to sample.
@@ -74,6 +74,8 @@ pub struct Collected {
     pub iters: u64,
     /// Overhead subtracted per iteration, in ns (loop plus amortised clock read).
     pub overhead_ns_per_iter: f64,
+    /// CPU taken by others over the whole sampling window.
+    pub noise: Option<Noise>,
 }
 
 /// Runs the protocol above on `work`, converting timings with `metric` into `unit`.
@@ -129,6 +131,7 @@ pub fn collect_in(
         _ => 0.0,
     };
     let mut samples = Vec::with_capacity(settings.samples);
+    let window_start = (Instant::now(), CpuCounters::read());
     for _ in 0..settings.samples.max(1) {
         check()?;
         let before = CpuCounters::read();
@@ -144,7 +147,13 @@ pub fn collect_in(
             migrated: timing.migrated,
         });
     }
-    Ok(Collected { samples, iters, overhead_ns_per_iter: overhead })
+    let window_end = CpuCounters::read();
+    let noise = window_start.1.zip(window_end).map(|(b, a)| Noise {
+        window_ns: window_start.0.elapsed().as_nanos() as u64,
+        other_cpu_ns: b.other_ns(&a),
+        steal_ns: b.steal_ns(&a),
+    });
+    Ok(Collected { samples, iters, overhead_ns_per_iter: overhead, noise })
 }
 
 /// [`collect_in`] for a per-operation metric in nanoseconds.

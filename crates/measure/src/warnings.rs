@@ -18,14 +18,27 @@ pub fn machine_warnings(m: &Machine) -> Vec<Warning> {
     let mut push = |kind: &str, severity, message: String, advice: &str| {
         w.push(Warning { kind: kind.into(), probe: None, severity, message, advice: advice.into() })
     };
-    if let Some([one, _, _]) = m.loadavg {
-        if one > 0.5 {
-            push(
-                "load",
-                Severity::Warn,
-                format!("load average was {one:.2} at start: other work competes for the CPU"),
-                "close other programs or wait until the machine is idle",
-            );
+    let load = m.loadavg.map_or(String::new(), |l| format!(" (load average {:.2})", l[0]));
+    match m.others_at_start {
+        Some(share) if share > 0.10 => push(
+            "load",
+            Severity::Warn,
+            format!(
+                "other processes used {:.0}% of a CPU just before the run{load}: they compete for the CPU",
+                share * 100.0
+            ),
+            "close other programs or wait until the machine is idle",
+        ),
+        Some(_) => {}
+        None => {
+            if let Some([one, _, _]) = m.loadavg.filter(|l| l[0] > 1.0) {
+                push(
+                    "load",
+                    Severity::Warn,
+                    format!("load average was {one:.2} at start: other work competes for the CPU"),
+                    "close other programs or wait until the machine is idle",
+                );
+            }
         }
     }
     if m.hypervisor {
@@ -74,6 +87,7 @@ pub fn advice_for(kind: &str) -> &'static str {
         "high-variation" => "close other programs, or take more samples with --samples 30",
         "other-cpu" => "rerun on a quiet machine",
         "migrated" => "check that nothing restricts CPU affinity (cgroup cpusets, taskset)",
+        "steal" => "the host is overcommitted: rerun when it is quieter, or on dedicated vCPUs",
         _ => "",
     }
 }
@@ -98,20 +112,38 @@ pub fn measurement_warnings(m: &Measurement) -> Vec<Warning> {
     if s.n > 1 && s.cv > HIGH_CV {
         push("high-variation", format!("{name}: CV {:.1}%, {} outliers", s.cv * 100.0, s.outliers));
     }
-    let wall: u64 = m.samples.iter().map(|x| x.elapsed_ns).sum();
-    let other: u64 = m.samples.iter().filter_map(|x| x.other_cpu_ns).sum();
-    // /proc/stat counts 10 ms ticks: below ~10 ticks of sampling the figure is mostly
-    // quantisation, so only longer probes are judged.
-    let tick_ns = 1_000_000_000 / crate::noise::ticks_per_second();
-    if wall >= 10 * tick_ns && other as f64 > OTHER_CPU_SHARE * wall as f64 {
-        push(
-            "other-cpu",
-            format!(
-                "{name}: others used {:.0} ms of CPU in its {:.0} ms of samples",
-                other as f64 / 1e6,
-                wall as f64 / 1e6
-            ),
-        );
+    // One window over all samples: /proc/stat counts 10 ms ticks, so a short window is
+    // mostly quantisation; only windows of ten ticks or more are judged, and only a share
+    // above both 10 % and three ticks.
+    if let Some(n) = m.noise {
+        let tick = crate::noise::tick_ns();
+        let wall = n.window_ns as i64;
+        if wall >= 10 * tick
+            && n.other_cpu_ns > 3 * tick
+            && n.other_cpu_ns as f64 > OTHER_CPU_SHARE * wall as f64
+        {
+            push(
+                "other-cpu",
+                format!(
+                    "{name}: others used {:.0} ms of CPU in its {:.0} ms of sampling",
+                    n.other_cpu_ns as f64 / 1e6,
+                    wall as f64 / 1e6
+                ),
+            );
+        }
+        if wall >= 10 * tick
+            && n.steal_ns > 3 * tick
+            && n.steal_ns as f64 > OTHER_CPU_SHARE * wall as f64
+        {
+            push(
+                "steal",
+                format!(
+                    "{name}: the hypervisor stole {:.0} ms of CPU in its {:.0} ms of sampling",
+                    n.steal_ns as f64 / 1e6,
+                    wall as f64 / 1e6
+                ),
+            );
+        }
     }
     let migrated = m.samples.iter().filter(|x| x.migrated).count();
     if migrated > 0 {
@@ -132,6 +164,7 @@ pub fn kind_heading(kind: &str) -> &'static str {
         "high-variation" => "high variation (CV above 5%)",
         "other-cpu" => "CPU taken by other processes (over 10% of one CPU)",
         "migrated" => "samples that left their pinned CPU",
+        "steal" => "CPU stolen by the hypervisor (over 10% of the sampling time)",
         _ => "other",
     }
 }
@@ -142,7 +175,7 @@ mod tests {
     use crate::model::{Params, Sample, Unit};
     use crate::stats::Summary;
 
-    fn measurement(values: &[f64], other: u64, migrated: bool) -> Measurement {
+    fn measurement(values: &[f64], other: i64, migrated: bool) -> Measurement {
         let samples: Vec<Sample> = values
             .iter()
             .map(|&v| Sample {
@@ -153,9 +186,15 @@ mod tests {
                 migrated,
             })
             .collect();
+        let noise = crate::noise::Noise {
+            window_ns: 100_000_000 * values.len() as u64,
+            other_cpu_ns: other * values.len() as i64,
+            steal_ns: 0,
+        };
         Measurement {
             summary: Summary::of(values),
             samples,
+            noise: Some(noise),
             outcome: Outcome::Ok,
             ..Measurement::without_samples("os.x", Params::new(), Unit::Nanos, Outcome::Ok, 0.0)
         }
@@ -164,6 +203,13 @@ mod tests {
     #[test]
     fn quiet_measurement_has_no_warnings() {
         assert!(measurement_warnings(&measurement(&[10.0, 10.1, 9.9, 10.0], 0, false)).is_empty());
+    }
+
+    #[test]
+    fn a_tick_or_two_of_others_is_quantisation_not_noise() {
+        // 20 ms of others in 400 ms: 5 %, and two ticks: no warning.
+        assert!(measurement_warnings(&measurement(&[10.0, 10.1, 9.9, 10.0], 5_000_000, false))
+            .is_empty());
     }
 
     #[test]
@@ -177,7 +223,7 @@ mod tests {
     #[test]
     fn machine_warnings_flag_load_vm_and_governor() {
         let mut m = Machine::fingerprint();
-        m.loadavg = Some([3.0, 1.0, 1.0]);
+        m.others_at_start = Some(0.5);
         m.hypervisor = true;
         m.governor = Some("powersave".into());
         let kinds: Vec<String> = machine_warnings(&m).into_iter().map(|w| w.kind).collect();

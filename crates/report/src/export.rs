@@ -60,6 +60,7 @@ impl Format for Json {
                 o.insert("iters_per_sample".into(), json!(r.iters_per_sample));
                 o.insert("overhead_ns_per_iter".into(), json!(r.overhead_ns_per_iter));
                 o.insert("notes".into(), object(&r.notes));
+                o.insert("noise".into(), to_value(&r.noise));
                 o.insert("wall_s".into(), json!(r.wall_s));
                 o.insert("samples".into(), to_value(&r.samples));
                 Value::Object(o)

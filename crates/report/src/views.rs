@@ -96,7 +96,11 @@ pub fn run_header(meta: &RunMeta) -> Vec<String> {
             m.governor.as_deref().unwrap_or("n/a"),
             m.clocksource.as_deref().unwrap_or("?"),
             if m.hypervisor { "virtual machine" } else { "bare metal (no hypervisor flag)" },
-            m.loadavg.map(|l| format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2])).unwrap_or("?".into()),
+            m.loadavg.map(|l| format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2])).unwrap_or("?".into())
+                + &m.others_at_start.map_or(String::new(), |o| format!(
+                    ", others {:.0}% of a CPU at start",
+                    o * 100.0
+                )),
             meta.version,
             meta.git_rev
         ),

@@ -30,6 +30,7 @@ use schedlab_measure::clock::Calibration;
 use schedlab_measure::model::{
     Better, Measurement, Outcome, Params, Run, RunMeta, RunStatus, Sample, Severity, Unit, Warning,
 };
+use schedlab_measure::noise::Noise;
 use schedlab_measure::stats::Summary;
 
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
@@ -270,9 +271,11 @@ impl Store {
             tx.execute(
                 "INSERT INTO results (run_id, seq, probe, params, params_json, unit, better, status, reason,
                     notes, iters_per_sample, overhead_ns_per_iter, n, median, min, max, mean, stddev,
-                    p5, p95, ci_low, ci_high, ci_level, cv, outliers, wall_s, measured_at)
+                    p5, p95, ci_low, ci_high, ci_level, cv, outliers, wall_s, measured_at,
+                    window_ns, other_cpu_ns, steal_ns)
                  VALUES (?1, (SELECT count(*) FROM results WHERE run_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-                    ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)
+                    ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26,
+                    ?27, ?28, ?29)
                  ON CONFLICT (run_id, probe, params) DO NOTHING",
                 params![
                     run,
@@ -301,6 +304,9 @@ impl Store {
                     s.map(|s| s.outliers as i64),
                     m.wall_s,
                     now,
+                    m.noise.map(|n| n.window_ns as i64),
+                    m.noise.map(|n| n.other_cpu_ns),
+                    m.noise.map(|n| n.steal_ns),
                 ],
             )?;
             if tx.changes() == 0 {
@@ -321,7 +327,7 @@ impl Store {
                     x.iters as i64,
                     x.elapsed_ns as i64,
                     x.value,
-                    x.other_cpu_ns.map(|v| v as i64),
+                    x.other_cpu_ns,
                     x.migrated
                 ])?;
             }
@@ -471,7 +477,7 @@ impl Store {
         let mut stmt = self.sql(self.conn.prepare(
             "SELECT id, probe, params, unit, better, status, reason, notes, iters_per_sample,
                     overhead_ns_per_iter, n, median, min, max, mean, stddev, p5, p95, ci_low, ci_high,
-                    ci_level, cv, outliers, wall_s
+                    ci_level, cv, outliers, wall_s, window_ns, other_cpu_ns, steal_ns
              FROM results WHERE run_id = ?1 ORDER BY seq",
         ))?;
         let rows: Vec<(i64, Measurement)> = self.sql(
@@ -521,6 +527,14 @@ impl Store {
                         overhead_ns_per_iter: r.get(9)?,
                         samples: Vec::new(),
                         summary,
+                        noise: match r.get::<_, Option<i64>>(24)? {
+                            Some(window) => Some(Noise {
+                                window_ns: window as u64,
+                                other_cpu_ns: r.get::<_, Option<i64>>(25)?.unwrap_or(0),
+                                steal_ns: r.get::<_, Option<i64>>(26)?.unwrap_or(0),
+                            }),
+                            None => None,
+                        },
                         wall_s: r.get(23)?,
                     },
                 ))
@@ -539,7 +553,7 @@ impl Store {
                             iters: r.get::<_, i64>(0)? as u64,
                             elapsed_ns: r.get::<_, i64>(1)? as u64,
                             value: r.get(2)?,
-                            other_cpu_ns: r.get::<_, Option<i64>>(3)?.map(|v| v as u64),
+                            other_cpu_ns: r.get(3)?,
                             migrated: r.get(4)?,
                         })
                     })

@@ -62,6 +62,9 @@ const MIGRATIONS: &[&str] = &[
         ci_level             REAL,
         cv                   REAL,
         outliers             INTEGER,
+        window_ns            INTEGER,
+        other_cpu_ns         INTEGER,
+        steal_ns             INTEGER,
         wall_s               REAL NOT NULL,
         measured_at          TEXT NOT NULL,
         UNIQUE (run_id, probe, params)

@@ -35,7 +35,7 @@ fn measurement(probe: &str, params: Params, values: &[f64]) -> Measurement {
             iters: 100 + i as u64,
             elapsed_ns: 1_000_000,
             value: v,
-            other_cpu_ns: Some(10_000_000 * i as u64),
+            other_cpu_ns: Some(10_000_000 * i as i64 - 10_000_000),
             migrated: i == 1,
         })
         .collect();
@@ -50,6 +50,11 @@ fn measurement(probe: &str, params: Params, values: &[f64]) -> Measurement {
         overhead_ns_per_iter: 0.25,
         summary: Summary::of(values),
         samples,
+        noise: Some(schedlab_measure::noise::Noise {
+            window_ns: 30_000_000,
+            other_cpu_ns: -10_000_000,
+            steal_ns: 20_000_000,
+        }),
         wall_s: 0.5,
     }
 }
