@@ -68,31 +68,47 @@ fn param_space(p: &dyn Probe) -> String {
     keys.iter().map(|k| format!("{k}={}", values[k].join(","))).collect::<Vec<_>>().join("; ")
 }
 
-/// The catalog as a table (also docs/PROBES.md).
-pub fn catalog_table(probes: &[&dyn Probe], markdown: bool) -> Table {
-    let mut cols =
-        vec![("probe", Align::Left), ("unit", Align::Left), ("params (full suite)", Align::Left)];
-    if markdown {
-        cols.extend([
-            ("mirrors", Align::Left),
-            ("requires", Align::Left),
-            ("what it measures", Align::Left),
-        ]);
-    } else {
-        cols.push(("what it measures", Align::Left));
-    }
-    let mut t = Table::new(&cols);
+/// The catalog as a table: docs/PROBES.md.
+pub fn catalog_table(probes: &[&dyn Probe]) -> Table {
+    let mut t = Table::new(&[
+        ("probe", Align::Left),
+        ("unit", Align::Left),
+        ("params (full suite)", Align::Left),
+        ("mirrors", Align::Left),
+        ("requires", Align::Left),
+        ("what it measures", Align::Left),
+    ]);
     for p in probes {
         let i = p.info();
-        let mut row = vec![i.id.to_string(), i.unit.symbol().to_string(), param_space(*p)];
-        if markdown {
-            row.extend([i.mirrors.to_string(), i.requires.to_string(), i.doc.to_string()]);
-        } else {
-            row.push(i.doc.to_string());
-        }
-        t.row(row);
+        t.row(vec![
+            i.id.to_string(),
+            i.unit.symbol().to_string(),
+            param_space(*p),
+            i.mirrors.to_string(),
+            i.requires.to_string(),
+            i.doc.to_string(),
+        ]);
     }
     t
+}
+
+/// The catalog for a terminal: one block per probe, so long docs and mirror notes stay
+/// readable at any width.
+fn catalog_text(probes: &[&dyn Probe]) -> String {
+    let mut text = String::new();
+    for p in probes {
+        let i = p.info();
+        let space = param_space(*p);
+        let space = if space.is_empty() { String::new() } else { format!("  {space}") };
+        text.push_str(&format!("{}  [{}]{space}\n", i.id, i.unit.symbol()));
+        text.push_str(&format!("    {}\n", i.doc));
+        text.push_str(&format!("    mirrors: {}\n", i.mirrors));
+        if !i.requires.is_empty() {
+            text.push_str(&format!("    requires: {}\n", i.requires));
+        }
+    }
+    text.push_str(&format!("\n{} probes\n", probes.len()));
+    text
 }
 
 fn list(args: &ListArgs) -> Result<ExitCode> {
@@ -101,11 +117,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
     if args.markdown {
         out(&probes_markdown(&probes))?;
     } else {
-        out(&catalog_table(&probes, false).to_terminal())?;
-        out(&format!(
-            "\n{} probes; `schedlab list --markdown` adds what each mirrors and needs\n",
-            probes.len()
-        ))?;
+        out(&catalog_text(&probes))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -118,7 +130,7 @@ pub fn probes_markdown(probes: &[&dyn Probe]) -> String {
          hand (a test keeps this file in sync). Units: lower is better for times, higher for\n\
          bandwidths. Latencies between two parties pin both to one CPU by default\n\
          (`placement=same`) and record where they ran; `placement=cross` is the other-CPU case.\n\n{}",
-        catalog_table(probes, true).to_markdown()
+        catalog_table(probes).to_markdown()
     )
 }
 
