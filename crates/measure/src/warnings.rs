@@ -118,31 +118,23 @@ pub fn measurement_warnings(m: &Measurement) -> Vec<Warning> {
     if let Some(n) = m.noise {
         let tick = crate::noise::tick_ns();
         let wall = n.window_ns as i64;
-        if wall >= 10 * tick
-            && n.other_cpu_ns > 3 * tick
-            && n.other_cpu_ns as f64 > OTHER_CPU_SHARE * wall as f64
-        {
-            push(
-                "other-cpu",
-                format!(
-                    "{name}: others used {:.0} ms of CPU in its {:.0} ms of sampling",
-                    n.other_cpu_ns as f64 / 1e6,
-                    wall as f64 / 1e6
-                ),
-            );
-        }
-        if wall >= 10 * tick
-            && n.steal_ns > 3 * tick
-            && n.steal_ns as f64 > OTHER_CPU_SHARE * wall as f64
-        {
-            push(
-                "steal",
-                format!(
-                    "{name}: the hypervisor stole {:.0} ms of CPU in its {:.0} ms of sampling",
-                    n.steal_ns as f64 / 1e6,
-                    wall as f64 / 1e6
-                ),
-            );
+        let significant = |ns: i64| {
+            wall >= 10 * tick && ns > 3 * tick && ns as f64 > OTHER_CPU_SHARE * wall as f64
+        };
+        for (kind, ns, who) in [
+            ("other-cpu", n.other_cpu_ns, "others used"),
+            ("steal", n.steal_ns, "the hypervisor stole"),
+        ] {
+            if significant(ns) {
+                push(
+                    kind,
+                    format!(
+                        "{name}: {who} {:.0} ms of CPU in its {:.0} ms of sampling",
+                        ns as f64 / 1e6,
+                        wall as f64 / 1e6
+                    ),
+                );
+            }
         }
     }
     let migrated = m.samples.iter().filter(|x| x.migrated).count();

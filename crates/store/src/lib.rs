@@ -382,8 +382,7 @@ impl Store {
                     id: r.get(0)?,
                     label: r.get(1)?,
                     suite: r.get(2)?,
-                    status: RunStatus::from_key(&r.get::<_, String>(3)?)
-                        .unwrap_or(RunStatus::Interrupted),
+                    status: run_status(r.get(3)?),
                     started_at: r.get(4)?,
                     host: r.get(5)?,
                     kernel: r.get(6)?,
@@ -454,8 +453,7 @@ impl Store {
                     id: r.get(0)?,
                     label: r.get(1)?,
                     suite: r.get(2)?,
-                    status: RunStatus::from_key(&r.get::<_, String>(3)?)
-                        .unwrap_or(RunStatus::Interrupted),
+                    status: run_status(r.get(3)?),
                     started_at: r.get(4)?,
                     finished_at: r.get(5)?,
                     filters: serde_json::from_str(&filters).unwrap_or_default(),
@@ -583,6 +581,11 @@ impl Store {
         )?;
         Ok(Run { meta, results, warnings })
     }
+}
+
+/// A stored run status; anything unknown reads as interrupted (never as complete).
+fn run_status(key: String) -> RunStatus {
+    RunStatus::from_key(&key).unwrap_or(RunStatus::Interrupted)
 }
 
 /// Turns an SQLite error into one that names the file and says what to do.
