@@ -160,6 +160,38 @@ fn a_foreign_file_is_refused_and_left_untouched() {
 }
 
 #[test]
+fn an_unwritable_database_location_is_a_clear_failure() {
+    // Below a regular file nothing can be created, even as root.
+    let o = run(
+        Path::new("/dev/null/schedlab/results.db"),
+        &["run", "--suite", "smoke", "--filter", "os.syscall.null"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(err.contains("/dev/null/schedlab"), "{err}");
+}
+
+#[test]
+fn a_corrupt_database_is_reported_not_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    smoke(&db, "os.syscall", "ok");
+    let mut bytes = std::fs::read(&db).unwrap();
+    for b in bytes.iter_mut().skip(100) {
+        *b = 0x5A;
+    }
+    std::fs::write(&db, &bytes).unwrap();
+    for args in
+        [&["show", "latest"][..], &["run", "--suite", "smoke", "--filter", "os.syscall.null"]]
+    {
+        let o = run(&db, args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(text(&o.stderr).contains(db.to_str().unwrap()), "{}", text(&o.stderr));
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), bytes, "the file was modified");
+}
+
+#[test]
 fn the_database_path_comes_from_the_environment() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("env.db");
