@@ -36,6 +36,9 @@ pub enum Command {
     Export(ExportArgs),
     /// Runs side by side: one column per run, ratio against the baseline, noise verdicts.
     Compare(CompareArgs),
+    /// The memory-clearing lab: sweep clearing routines over sizes and alignments, store the
+    /// run, print crossover points and the best routine per size range, draw SVG charts.
+    Mem(MemArgs),
 }
 
 /// The suites.
@@ -121,6 +124,32 @@ pub struct CompareArgs {
     #[arg(long, short = 'f', value_name = "PATTERN", value_delimiter = ',')]
     pub filter: Vec<String>,
     /// Print Markdown instead of a terminal table.
+    #[arg(long)]
+    pub markdown: bool,
+}
+
+/// `schedlab mem`.
+#[derive(Debug, Args)]
+pub struct MemArgs {
+    /// Analyse this stored run (id, label, `latest`, `latest~N`) instead of measuring.
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
+    /// Which sweep to measure: smoke (every routine once), quick (under 2 minutes), full.
+    #[arg(long, value_enum, default_value_t = SuiteArg::Quick)]
+    pub suite: SuiteArg,
+    /// Write the SVG charts into DIR (created if needed).
+    #[arg(long, value_name = "DIR")]
+    pub svg_dir: Option<PathBuf>,
+    /// A label for the new run.
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
+    /// Samples per point [default: 9 for quick, 11 for full, 2 for smoke].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub samples: Option<u32>,
+    /// Minimum duration of one sample in milliseconds [default: 1 for quick, 2 for full].
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    pub target_ms: Option<u32>,
+    /// Print the tables as Markdown.
     #[arg(long)]
     pub markdown: bool,
 }

@@ -27,13 +27,14 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             let all = catalog();
             select(&all, &plan.filters).map_err(|e| UsageError(e.to_string()))?;
             let mut store = Store::open(&db)?;
-            crate::run::run(plan, &mut store)
+            Ok(crate::run::run(plan, &mut store)?.1)
         }
         Command::List(args) => list(&args),
         Command::Runs => runs(&open(&db)?),
         Command::Show { run } => show(&open(&db)?, &run),
         Command::Export(args) => export(&open(&db)?, &args),
         Command::Compare(args) => compare(&open(&db)?, &args),
+        Command::Mem(args) => crate::mem::mem(&args, &db),
     }
 }
 
@@ -65,7 +66,12 @@ fn param_space(p: &dyn Probe) -> String {
             }
         }
     }
-    keys.iter().map(|k| format!("{k}={}", values[k].join(","))).collect::<Vec<_>>().join("; ")
+    // A long sweep (mem.clear has ~180 sizes) is shown by its ends and its count.
+    let show = |v: &[String]| match v.len() {
+        0..=20 => v.join(","),
+        n => format!("{},…,{} ({n} values)", v[..6].join(","), v[n - 1]),
+    };
+    keys.iter().map(|k| format!("{k}={}", show(&values[k]))).collect::<Vec<_>>().join("; ")
 }
 
 /// The catalog as a table: docs/PROBES.md.
@@ -181,7 +187,7 @@ fn show(store: &Store, spec: &str) -> Result<ExitCode> {
     text.push_str(&views::run_table(&run).to_terminal());
     if !run.warnings.is_empty() {
         text.push_str("\nwarnings:\n");
-        for line in views::warning_lines(&run.warnings) {
+        for line in views::warning_lines(&run.warnings, usize::MAX) {
             text.push_str(&format!("  {line}\n"));
         }
     }

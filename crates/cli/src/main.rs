@@ -6,6 +6,7 @@
 
 mod args;
 mod commands;
+mod mem;
 mod run;
 mod settings;
 

@@ -99,8 +99,34 @@ pub fn measure_one(
 /// Widths of the live result rows (they are printed before the whole table is known).
 const LIVE_WIDTHS: &[usize] = &[22, 28, 11, 6, 6, 3, 0];
 
-/// `schedlab run`.
-pub fn run(plan: RunPlan, store: &mut Store) -> Result<ExitCode> {
+/// A probe with more parameter sets than this is a sweep: its points are summarised in one
+/// line instead of one row each (`schedlab show` and `export` still have every point).
+const SWEEP: usize = 40;
+
+/// One line for a sweep's points: how many were measured, skipped (by reason) and failed.
+fn sweep_line(id: &str, results: &[Measurement]) -> String {
+    let ok = results.iter().filter(|m| m.outcome == Outcome::Ok).count();
+    let mut line = format!("{id}: {} points, {ok} measured", results.len());
+    let mut reasons: Vec<(String, usize)> = Vec::new();
+    for m in results {
+        if let Some(r) = m.outcome.reason() {
+            let what =
+                format!("{} {}: {r}", m.params.get("routine").unwrap_or(""), m.outcome.key());
+            match reasons.iter_mut().find(|(w, _)| *w == what) {
+                Some(e) => e.1 += 1,
+                None => reasons.push((what, 1)),
+            }
+        }
+    }
+    for (what, n) in reasons {
+        line.push_str(&format!("; {n} {}", what.trim_start()));
+    }
+    line
+}
+
+/// `schedlab run` (and the measuring half of `schedlab mem`): measures `plan` into a new
+/// run of `store`, printing rows as it goes. Returns the run id and the exit code.
+pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
     let all = catalog();
     let selected = select(&all, &plan.filters).map_err(|e| UsageError(e.to_string()))?;
     let work: Vec<(&dyn Probe, Params)> = selected
@@ -132,8 +158,8 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<ExitCode> {
         version: env!("CARGO_PKG_VERSION").to_string(),
         git_rev: env!("SCHEDLAB_GIT_REV").to_string(),
         settings: Params::new()
-            .with("target_ms", plan.sampling.target.as_millis())
-            .with("samples", plan.sampling.samples)
+            .with("target_ms", plan.target.unwrap_or(plan.sampling.target).as_millis())
+            .with("samples", plan.samples.unwrap_or(plan.sampling.samples))
             .with("warmup_ms", plan.sampling.warmup.as_millis())
             .with(
                 "fixed_iters",
@@ -167,6 +193,12 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<ExitCode> {
 
     let mut all_warnings = warnings::machine_warnings(&machine);
     let (mut failed, mut interrupted) = (0usize, false);
+    let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (p, _) in &work {
+        *counts.entry(p.info().id).or_default() += 1;
+    }
+    let mut sweep: std::collections::HashMap<&str, Vec<Measurement>> =
+        std::collections::HashMap::new();
     for (probe, params) in &work {
         if interrupt::requested() {
             interrupted = true;
@@ -174,9 +206,9 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<ExitCode> {
         }
         let id = probe.info().id;
         pb.set_message(if params.is_empty() { id.to_string() } else { format!("{id} [{params}]") });
-        let m = measure_one(*probe, params, &plan.ctx, &plan.sampling, &cal);
+        let m = measure_one(*probe, params, &plan.ctx, &plan.sampling_for(*probe), &cal);
         store.save_result(run_id, &m).with_context(|| format!("storing {id}"))?;
-        match m.outcome {
+        match &m.outcome {
             Outcome::Failed(_) => failed += 1,
             Outcome::Interrupted => interrupted = true,
             _ => {}
@@ -186,9 +218,19 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<ExitCode> {
             all_warnings.extend(warnings::measurement_warnings(&m));
         }
         // A closed stdout must not stop the measurement: the database is the record.
-        let _ = pb.suspend(|| {
-            out(&format!("{}\n", table.terminal_line(&views::result_cells(&m), LIVE_WIDTHS)))
-        });
+        let variants = *counts.get(id).unwrap_or(&0);
+        if variants > SWEEP {
+            let done = sweep.entry(id).or_default();
+            done.push(m);
+            if done.len() == variants {
+                let line = sweep_line(id, done);
+                let _ = pb.suspend(|| out(&format!("{line}\n")));
+            }
+        } else {
+            let _ = pb.suspend(|| {
+                out(&format!("{}\n", table.terminal_line(&views::result_cells(&m), LIVE_WIDTHS)))
+            });
+        }
         pb.inc(1);
         if interrupted {
             break;
@@ -206,7 +248,7 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<ExitCode> {
 
     if !all_warnings.is_empty() {
         let mut text = String::from("\nwarnings:\n");
-        for line in views::warning_lines(&all_warnings) {
+        for line in views::warning_lines(&all_warnings, 12) {
             text.push_str(&format!("  {line}\n"));
         }
         let _ = out(&text);
@@ -214,14 +256,14 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<ExitCode> {
     let db = store.path().display();
     if status == RunStatus::Interrupted {
         eprintln!("\nschedlab: interrupted: everything measured so far is stored as run #{run_id} (marked interrupted) in {db}");
-        return Ok(ExitCode::from(1));
+        return Ok((run_id, ExitCode::from(1)));
     }
     let _ = out(&format!(
         "\nstored as run #{run_id} in {db}\nshow it: schedlab show {run_id}    compare: schedlab compare {run_id} <other run>\n"
     ));
     if failed > 0 {
         eprintln!("schedlab: {failed} probe(s) failed; their reasons are in the table above");
-        return Ok(ExitCode::from(1));
+        return Ok((run_id, ExitCode::from(1)));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok((run_id, ExitCode::SUCCESS))
 }

@@ -32,8 +32,13 @@ pub fn db_path(flag: Option<&Path>) -> Result<PathBuf> {
 pub struct RunPlan {
     /// The suite.
     pub suite: Suite,
-    /// Sampling settings after the user's overrides.
+    /// The suite's default sampling settings (a probe may adjust them, see
+    /// [`schedlab_probes::Probe::sampling`]).
     pub sampling: Settings,
+    /// `--samples`, which wins over the suite's and the probe's choice.
+    pub samples: Option<usize>,
+    /// `--target-ms`, which wins over the suite's and the probe's choice.
+    pub target: Option<std::time::Duration>,
     /// Filters (empty: everything).
     pub filters: Vec<String>,
     /// Label of the run.
@@ -43,6 +48,19 @@ pub struct RunPlan {
 }
 
 impl RunPlan {
+    /// The settings `probe` is sampled with: the suite's, adjusted by the probe, then the
+    /// user's overrides.
+    pub fn sampling_for(&self, probe: &dyn schedlab_probes::Probe) -> Settings {
+        let mut s = probe.sampling(self.suite, &self.sampling);
+        if let Some(n) = self.samples {
+            s.samples = n;
+        }
+        if let Some(t) = self.target {
+            s.target = t;
+        }
+        s
+    }
+
     /// Validates `args`.
     pub fn from_args(args: &RunArgs) -> Result<RunPlan> {
         let suite = match args.suite {
@@ -50,17 +68,13 @@ impl RunPlan {
             SuiteArg::Quick => Suite::Quick,
             SuiteArg::Full => Suite::Full,
         };
-        let mut sampling = match suite {
+        let sampling = match suite {
             Suite::Smoke => Settings::smoke(),
             Suite::Quick => Settings::quick(),
             Suite::Full => Settings::full(),
         };
-        if let Some(n) = args.samples {
-            sampling.samples = n as usize;
-        }
-        if let Some(ms) = args.target_ms {
-            sampling.target = std::time::Duration::from_millis(ms.into());
-        }
+        let samples = args.samples.map(|n| n as usize);
+        let target = args.target_ms.map(|ms| std::time::Duration::from_millis(ms.into()));
         let filters: Vec<String> =
             args.filter.iter().map(|f| f.trim().to_string()).filter(|f| !f.is_empty()).collect();
         if let Some(l) = &args.label {
@@ -80,6 +94,8 @@ impl RunPlan {
         Ok(RunPlan {
             suite,
             sampling,
+            samples,
+            target,
             filters,
             label: args.label.clone(),
             ctx: Context {

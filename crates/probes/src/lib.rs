@@ -20,12 +20,15 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod mem;
 pub mod os;
 pub mod sys;
+pub mod threads;
 
 use std::path::PathBuf;
 
 use schedlab_measure::model::{Metric, Params, Unit};
+use schedlab_measure::sampler::Settings;
 use schedlab_measure::{ProbeError, Workload};
 
 /// Which suite a run uses; probes offer more parameter variants in bigger suites.
@@ -109,6 +112,14 @@ pub trait Probe: Send + Sync {
         vec![Params::new()]
     }
 
+    /// The sampling settings for this probe in `suite`, given the suite's defaults. Most
+    /// probes take the defaults; a sweep of thousands of short, steady points (`mem.clear`)
+    /// takes lighter ones. The user's `--samples` and `--target-ms` still win.
+    fn sampling(&self, suite: Suite, default: &Settings) -> Settings {
+        let _ = suite;
+        default.clone()
+    }
+
     /// Sets the probe up for `params` (not timed).
     ///
     /// # Errors
@@ -121,6 +132,8 @@ pub trait Probe: Send + Sync {
 pub fn catalog() -> Vec<Box<dyn Probe>> {
     let mut all: Vec<Box<dyn Probe>> = Vec::new();
     all.extend(os::probes());
+    all.extend(threads::probes());
+    all.extend(mem::probes());
     all
 }
 

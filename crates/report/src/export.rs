@@ -153,7 +153,7 @@ impl Format for Markdown {
         out.push_str(&views::run_table(run).to_markdown());
         if !run.warnings.is_empty() {
             out.push_str("\n## Warnings\n\n");
-            for line in views::warning_lines(&run.warnings) {
+            for line in views::warning_lines(&run.warnings, usize::MAX) {
                 match line.strip_prefix("    ") {
                     Some(detail) => out.push_str(&format!("  - {detail}\n")),
                     None => out.push_str(&format!("- {line}\n")),

@@ -4,7 +4,10 @@
 //! share one [`table::Table`] builder; [`views`] builds the tables (a run's results, the
 //! side-by-side comparison of runs in the layout of seed 002's Table 2, the machine header);
 //! [`export`] holds one small type per file format. Values are kept raw in exports and scaled
-//! for people on screen ([`units`]). Nothing here measures or touches the database.
+//! for people on screen ([`units`]). [`mem`] analyses the memory-clearing lab's results
+//! (crossovers, best routine per size, bandwidth per cache level) and draws them with
+//! [`svg`], a small hand-written line-chart renderer. Nothing here measures or touches the
+//! database.
 //!
 //! ```
 //! use schedlab_report::table::{Align, Table};
@@ -15,6 +18,8 @@
 #![deny(missing_docs)]
 
 pub mod export;
+pub mod mem;
+pub mod svg;
 pub mod table;
 pub mod units;
 pub mod views;

@@ -190,8 +190,9 @@ pub fn compare_table(runs: &[Run], baseline: usize) -> Table {
 }
 
 /// Warnings as lines for people: machine warnings one per line, measurement warnings grouped
-/// by kind with the advice said once.
-pub fn warning_lines(warnings: &[Warning]) -> Vec<String> {
+/// by kind with the advice said once, at most `max_per_kind` listed per kind (a sweep can have
+/// hundreds; `schedlab show` passes `usize::MAX`).
+pub fn warning_lines(warnings: &[Warning], max_per_kind: usize) -> Vec<String> {
     let mut lines = Vec::new();
     for w in warnings.iter().filter(|w| w.probe.is_none()) {
         lines.push(format!("{}; {}", w.message, w.advice));
@@ -212,8 +213,14 @@ pub fn warning_lines(warnings: &[Warning]) -> Vec<String> {
             if group.len() == 1 { "" } else { "s" },
             group[0].advice
         ));
-        for w in group {
+        for w in group.iter().take(max_per_kind) {
             lines.push(format!("    {}", w.message));
+        }
+        if group.len() > max_per_kind {
+            lines.push(format!(
+                "    … and {} more (`schedlab show` lists them all)",
+                group.len() - max_per_kind
+            ));
         }
     }
     lines
@@ -275,12 +282,15 @@ mod tests {
             message: msg.into(),
             advice: format!("fix {kind}"),
         };
-        let lines = warning_lines(&[
-            w("vm", None, "a VM"),
-            w("high-variation", Some("a"), "a: CV 9%"),
-            w("other-cpu", Some("a"), "a: others"),
-            w("high-variation", Some("b"), "b: CV 7%"),
-        ]);
+        let lines = warning_lines(
+            &[
+                w("vm", None, "a VM"),
+                w("high-variation", Some("a"), "a: CV 9%"),
+                w("other-cpu", Some("a"), "a: others"),
+                w("high-variation", Some("b"), "b: CV 7%"),
+            ],
+            usize::MAX,
+        );
         assert_eq!(lines[0], "a VM; fix vm");
         assert!(
             lines[1].starts_with("high variation")

@@ -1,0 +1,184 @@
+//! Thread-operation probes: what creating, switching, locking, signalling and waking
+//! threads costs in three thread systems side by side — kernel threads (`backend=os`),
+//! schedlab-rt user threads (`backend=rt`) and tokio tasks (`backend=tokio`, the
+//! ecosystem's reference) — so `compare` and the report can line the backends up.
+//!
+//! The rows mirror seed 003's table (thread create, mutex, context switch: the scheduler
+//! activations library against GNU PTH and LinuxThreads) and seed 002's Table 1 thread
+//! rows. One file per family: creation, hand-offs on one processor (switch, condvar and
+//! channel ping-pong), mutexes, cross-CPU wake-up, and the Table 1 rows; `backend` holds
+//! what they share.
+//!
+//! Setup creates the runtimes and helper threads, never timed; teardown (the instance's
+//! `Drop`) shuts runtimes down and joins every thread, because the `schedlab` binary runs
+//! the OS probes single-threaded. Probes that say "one processor" pin every party to one
+//! CPU and note it; the cross-CPU probes pin each party to its own.
+
+mod backend;
+mod compute;
+mod create;
+mod handoff;
+mod mutex;
+mod wake;
+
+use crate::Probe;
+
+/// The thread probes, in catalog order.
+pub fn probes() -> Vec<Box<dyn Probe>> {
+    let mut v: Vec<Box<dyn Probe>> = Vec::new();
+    v.extend(create::probes());
+    v.extend(handoff::probes());
+    v.extend(mutex::probes());
+    v.extend(wake::probes());
+    v.extend(compute::probes());
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    //! Every thread probe runs once in smoke settings, produces finite, non-negative values
+    //! (or a skip with a reason) and leaves no thread behind: the probes' behaviour, not
+    //! their speed.
+    use super::*;
+    use crate::{Context, Suite};
+    use schedlab_measure::clock::Calibration;
+    use schedlab_measure::sampler::{self, Settings};
+    use schedlab_measure::ProbeError;
+    use std::time::{Duration, Instant};
+
+    /// Names of the live threads of this process that a threads probe started by name
+    /// (helpers, crews, tokio workers, schedlab-rt processors).
+    fn probe_threads() -> Vec<String> {
+        let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+        dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+            .map(|c| c.trim().to_string())
+            .filter(|c| c.starts_with(backend::THREAD_PREFIX) || c.starts_with("schedlab-vp"))
+            .collect()
+    }
+
+    /// Waits (a little) for exited threads to leave /proc, then returns those still there.
+    fn leftover_threads() -> Vec<String> {
+        let until = Instant::now() + Duration::from_secs(2);
+        loop {
+            let left = probe_threads();
+            if left.is_empty() || Instant::now() > until {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn every_threads_probe_runs_in_smoke_settings_and_leaves_no_thread() {
+        let ctx = Context::for_tests();
+        for p in probes() {
+            let info = p.info();
+            for params in p.variants(Suite::Smoke) {
+                let started = Instant::now();
+                let mut inst = match p.setup(&params, &ctx) {
+                    Ok(i) => i,
+                    Err(ProbeError::Skip(why)) => {
+                        eprintln!("{} [{params}] skipped: {why}", info.id);
+                        continue;
+                    }
+                    Err(e) => panic!("{} [{params}] setup: {e}", info.id),
+                };
+                let metric = inst.metric();
+                let c = sampler::collect_in(
+                    &mut *inst,
+                    &Settings::smoke(),
+                    &Calibration::zero(),
+                    metric,
+                    info.unit,
+                )
+                .unwrap_or_else(|e| panic!("{} [{params}]: {e}", info.id));
+                assert!(!c.samples.is_empty());
+                for s in &c.samples {
+                    assert!(
+                        s.value.is_finite() && s.value >= 0.0,
+                        "{} [{params}] value {}",
+                        info.id,
+                        s.value
+                    );
+                    assert!(s.elapsed_ns > 0, "{} [{params}] measured no time", info.id);
+                }
+                assert!(inst.notes().get("cpus").is_some(), "{} [{params}] notes no cpus", info.id);
+                drop(inst);
+                let left = leftover_threads();
+                assert!(left.is_empty(), "{} [{params}] left threads behind: {left:?}", info.id);
+                eprintln!("{} [{params}] {:.3}s", info.id, started.elapsed().as_secs_f64());
+            }
+        }
+    }
+
+    #[test]
+    fn every_probe_offers_all_three_backends_in_every_suite() {
+        for p in probes() {
+            for suite in [Suite::Smoke, Suite::Quick, Suite::Full] {
+                let mut seen: Vec<&str> = Vec::new();
+                let variants = p.variants(suite);
+                for v in &variants {
+                    let b = v.get("backend").expect("every variant names its backend");
+                    if !seen.contains(&b) {
+                        seen.push(b);
+                    }
+                }
+                seen.sort_unstable();
+                assert_eq!(seen, ["os", "rt", "tokio"], "{} in {suite:?}", p.info().id);
+            }
+        }
+    }
+
+    #[test]
+    fn a_bad_backend_is_refused_with_the_choices() {
+        let p = &probes()[0];
+        let params = schedlab_measure::model::Params::new().with("backend", "green");
+        let Err(ProbeError::Failed(msg)) = p.setup(&params, &Context::for_tests()) else {
+            panic!("backend=green accepted")
+        };
+        assert!(msg.contains("os, rt or tokio"), "{msg}");
+    }
+
+    /// Developer aid, not a check: prints quick-suite medians for the probes matching
+    /// `SCHEDLAB_FILTER` (default `threads`). Run with
+    /// `SCHEDLAB_FILTER=threads.switch cargo test --release -p schedlab-probes -- --ignored --nocapture threads::tests::print_medians`.
+    #[test]
+    #[ignore = "measures; prints figures for a developer to read"]
+    fn print_medians() {
+        let filter = std::env::var("SCHEDLAB_FILTER").unwrap_or_else(|_| "threads".into());
+        let ctx = Context { suite: Suite::Quick, ..Context::for_tests() };
+        let cal = Calibration::measure();
+        for p in probes() {
+            let info = p.info();
+            if !crate::matches(&filter, info.id) {
+                continue;
+            }
+            for params in p.variants(Suite::Quick) {
+                let started = Instant::now();
+                let res = p.setup(&params, &ctx).and_then(|mut inst| {
+                    let metric = inst.metric();
+                    let c = sampler::collect_in(
+                        &mut *inst,
+                        &Settings::quick(),
+                        &cal,
+                        metric,
+                        info.unit,
+                    )?;
+                    Ok((c, inst.notes()))
+                });
+                match res {
+                    Ok((c, notes)) => {
+                        let v: Vec<f64> = c.samples.iter().map(|s| s.value).collect();
+                        let s = schedlab_measure::stats::Summary::of(&v).unwrap();
+                        eprintln!(
+                            "{:26} {:26} {:>12.3} {:3} [{:.3} .. {:.3}] cv {:4.1}% iters {} ({:.2}s) {}",
+                            info.id, params.key(), s.median, info.unit.symbol(), s.ci_low, s.ci_high,
+                            s.cv * 100.0, c.iters, started.elapsed().as_secs_f64(), notes
+                        );
+                    }
+                    Err(e) => eprintln!("{:26} {:26} {e}", info.id, params.key()),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,603 @@
+//! Line charts as standalone SVG, written by hand: no plotting dependency, a few hundred
+//! bytes of markup per series.
+//!
+//! The look follows the charts of seed 004 (spreadsheet line charts: one coloured line with
+//! point markers per routine, a legend on the right, a title above, smaller is better on
+//! the y axis). Axes are linear or logarithmic; byte sizes get `KiB`/`MiB` ticks; vertical
+//! markers can show thresholds such as cache sizes. Every data series is exactly one
+//! `<path class="series">`, so a test (or a script) can count them.
+//!
+//! Rendering is a pure function of the [`Chart`] value: same input, same bytes.
+
+use std::fmt::Write as _;
+
+/// How tick labels on an axis are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ticks {
+    /// Plain numbers (`0.5`, `20`, `1500`, `2e6`).
+    Number,
+    /// Byte counts (`64 B`, `4 KiB`, `64 MiB`); linear axes step by powers of two.
+    Bytes,
+    /// Durations given in microseconds (`500 µs`, `2 ms`, `10 s`).
+    Micros,
+}
+
+/// One axis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Axis {
+    /// The label under (x) or beside (y) the axis.
+    pub label: String,
+    /// Logarithmic scale (values must be positive; others are dropped).
+    pub log: bool,
+    /// How ticks are labelled.
+    pub ticks: Ticks,
+}
+
+/// One line of the chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Legend text.
+    pub name: String,
+    /// (x, y) points; drawn in x order.
+    pub points: Vec<(f64, f64)>,
+    /// Dashed (used for the misaligned twin of a routine).
+    pub dashed: bool,
+    /// Index into the palette; twins share a colour.
+    pub color: usize,
+}
+
+/// A vertical marker line at `x` with a label (a cache size, say).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Marker {
+    /// Position on the x axis.
+    pub x: f64,
+    /// Short label drawn at the top of the line.
+    pub label: String,
+}
+
+/// A line chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chart {
+    /// Title above the plot.
+    pub title: String,
+    /// A smaller line under the title (machine, run, what is better).
+    pub subtitle: String,
+    /// The x axis.
+    pub x: Axis,
+    /// The y axis.
+    pub y: Axis,
+    /// The lines.
+    pub series: Vec<Series>,
+    /// Vertical markers.
+    pub markers: Vec<Marker>,
+}
+
+/// Colours that stay apart from each other on white (Tableau 10 plus six more).
+const PALETTE: &[&str] = &[
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf", "#000000", "#a05195", "#665191", "#f95d6a", "#2f4b7c", "#ffa600",
+];
+
+/// The palette colour for index `i`.
+pub fn color(i: usize) -> &'static str {
+    PALETTE[i % PALETTE.len()]
+}
+
+const W: f64 = 980.0;
+const H: f64 = 600.0;
+const LEFT: f64 = 90.0;
+const RIGHT: f64 = 210.0;
+const TOP: f64 = 70.0;
+const BOTTOM: f64 = 60.0;
+
+/// Escapes text for SVG content and attribute values.
+pub fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// A byte count for a tick or a table: `512 B`, `4 KiB`, `1.5 MiB`. Pure.
+pub fn bytes_label(v: f64) -> String {
+    let units = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (name, size) in units {
+        let size = size as f64;
+        if v >= size {
+            let x = v / size;
+            return if (x - x.round()).abs() < 1e-9 {
+                format!("{} {name}", x.round())
+            } else {
+                format!("{x:.1} {name}")
+            };
+        }
+    }
+    format!("{} B", v.round())
+}
+
+/// A plain tick number, short. Pure.
+fn number_label(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e6 {
+        format!("{v:.0e}")
+    } else if a >= 1.0 && (v - v.round()).abs() < 1e-9 {
+        format!("{}", v.round())
+    } else if a >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').to_string()
+    }
+}
+
+/// A duration in microseconds for a tick: `500 µs`, `2 ms`, `10 s`. Pure.
+fn micros_label(v: f64) -> String {
+    let (x, unit) = match v.abs() {
+        a if a >= 1e6 => (v / 1e6, "s"),
+        a if a >= 1e3 => (v / 1e3, "ms"),
+        _ => (v, "µs"),
+    };
+    format!("{} {unit}", number_label(x))
+}
+
+/// Tick positions for a linear axis over [lo, hi]: steps of 1, 2 or 5 × 10^k, or of a
+/// power of two for bytes. Pure.
+fn linear_ticks(lo: f64, hi: f64, ticks: Ticks) -> Vec<f64> {
+    let span = (hi - lo).max(1e-12);
+    let step = if ticks == Ticks::Bytes {
+        2f64.powf((span / 8.0).log2().ceil()).max(1.0)
+    } else {
+        let mag = 10f64.powf((span / 6.0).log10().floor());
+        [1.0, 2.0, 5.0, 10.0]
+            .iter()
+            .map(|m| m * mag)
+            .find(|s| span / s <= 8.0)
+            .unwrap_or(mag * 10.0)
+    };
+    let mut v = Vec::new();
+    let mut t = (lo / step).ceil() * step;
+    while t <= hi + step * 1e-9 {
+        v.push(if t.abs() < step * 1e-9 { 0.0 } else { t });
+        t += step;
+    }
+    v
+}
+
+/// Tick positions for a log axis over [lo, hi]: powers of 10 (numbers) or of 4 (bytes),
+/// thinned to at most ten. Pure.
+fn log_ticks(lo: f64, hi: f64, ticks: Ticks) -> Vec<f64> {
+    let base: f64 = if ticks == Ticks::Bytes { 4.0 } else { 10.0 };
+    let mut v = Vec::new();
+    let mut t = base.powf((lo.log(base) - 1e-9).ceil());
+    while t <= hi * (1.0 + 1e-9) {
+        v.push(t);
+        t *= base;
+    }
+    while v.len() > 10 {
+        v = v.into_iter().step_by(2).collect();
+    }
+    v
+}
+
+/// Maps data values to pixels along one axis.
+struct Scale {
+    lo: f64,
+    hi: f64,
+    log: bool,
+    from: f64,
+    to: f64,
+}
+
+impl Scale {
+    fn new(
+        values: impl Iterator<Item = f64>,
+        axis: &Axis,
+        from: f64,
+        to: f64,
+        zero: bool,
+    ) -> Scale {
+        let log = axis.log;
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for v in values.filter(|v| v.is_finite() && (!log || *v > 0.0)) {
+            lo = lo.min(v);
+            hi = hi.max(v);
+        }
+        if !lo.is_finite() {
+            (lo, hi) = (1.0, 10.0);
+        }
+        if log {
+            // Whole decades around the data; whole powers of two for byte sizes.
+            let base: f64 = if axis.ticks == Ticks::Bytes { 2.0 } else { 10.0 };
+            lo = base.powf(lo.log(base).floor());
+            hi = base.powf(hi.log(base).ceil());
+            if hi <= lo {
+                hi = lo * base;
+            }
+        } else {
+            if zero {
+                lo = lo.min(0.0);
+            }
+            if hi <= lo {
+                hi = lo + 1.0;
+            }
+            let step =
+                linear_ticks(lo, hi, axis.ticks).windows(2).next().map_or(1.0, |w| w[1] - w[0]);
+            hi = (hi / step).ceil() * step;
+        }
+        Scale { lo, hi, log, from, to }
+    }
+
+    fn px(&self, v: f64) -> f64 {
+        let f = if self.log {
+            (v.log10() - self.lo.log10()) / (self.hi.log10() - self.lo.log10())
+        } else {
+            (v - self.lo) / (self.hi - self.lo)
+        };
+        self.from + f * (self.to - self.from)
+    }
+}
+
+impl Chart {
+    /// Renders the chart as a standalone SVG document.
+    pub fn to_svg(&self) -> String {
+        let keep = |log: bool, v: f64| v.is_finite() && (!log || v > 0.0);
+        let series: Vec<(&Series, Vec<(f64, f64)>)> = self
+            .series
+            .iter()
+            .map(|s| {
+                let mut pts: Vec<(f64, f64)> = s
+                    .points
+                    .iter()
+                    .copied()
+                    .filter(|&(x, y)| keep(self.x.log, x) && keep(self.y.log, y))
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                (s, pts)
+            })
+            .collect();
+        let xs = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.0));
+        let ys = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.1));
+        let sx = Scale::new(xs, &self.x, LEFT, W - RIGHT, false);
+        let sy = Scale::new(ys, &self.y, H - BOTTOM, TOP, true);
+
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            r##"<?xml version="1.0" encoding="UTF-8"?>
+<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="Helvetica, Arial, sans-serif" font-size="12">
+<rect x="0" y="0" width="{W}" height="{H}" fill="white"/>
+<text x="{}" y="26" font-size="17" font-weight="bold" text-anchor="middle">{}</text>
+<text x="{}" y="46" font-size="12" fill="#555" text-anchor="middle">{}</text>"##,
+            (LEFT + W - RIGHT) / 2.0,
+            escape(&self.title),
+            (LEFT + W - RIGHT) / 2.0,
+            escape(&self.subtitle)
+        );
+
+        // Grid and ticks.
+        let fmt = |t: Ticks, v: f64| match t {
+            Ticks::Bytes => bytes_label(v),
+            Ticks::Number => number_label(v),
+            Ticks::Micros => micros_label(v),
+        };
+        let ticks = |s: &Scale, t: Ticks| {
+            if s.log {
+                log_ticks(s.lo, s.hi, t)
+            } else {
+                linear_ticks(s.lo, s.hi, t)
+            }
+        };
+        let xt = ticks(&sx, self.x.ticks);
+        let yt = ticks(&sy, self.y.ticks);
+        o.push_str(r##"<g stroke="#ddd" stroke-width="1">"##);
+        o.push('\n');
+        for &t in &xt {
+            let x = sx.px(t);
+            let _ =
+                writeln!(o, r#"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{}"/>"#, H - BOTTOM);
+        }
+        for &t in &yt {
+            let y = sy.px(t);
+            let _ =
+                writeln!(o, r#"<line x1="{LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}"/>"#, W - RIGHT);
+        }
+        o.push_str("</g>\n");
+        o.push_str(r##"<g fill="#333">"##);
+        o.push('\n');
+        for &t in &xt {
+            let _ = writeln!(
+                o,
+                r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
+                sx.px(t),
+                H - BOTTOM + 18.0,
+                escape(&fmt(self.x.ticks, t))
+            );
+        }
+        for &t in &yt {
+            let _ = writeln!(
+                o,
+                r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
+                LEFT - 8.0,
+                sy.px(t) + 4.0,
+                escape(&fmt(self.y.ticks, t))
+            );
+        }
+        o.push_str("</g>\n");
+        let _ = writeln!(
+            o,
+            r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#333"/>
+<text x="{}" y="{}" text-anchor="middle">{}</text>
+<text x="20" y="{}" text-anchor="middle" transform="rotate(-90 20 {})">{}</text>"##,
+            W - RIGHT - LEFT,
+            H - BOTTOM - TOP,
+            (LEFT + W - RIGHT) / 2.0,
+            H - 16.0,
+            escape(&self.x.label),
+            (TOP + H - BOTTOM) / 2.0,
+            (TOP + H - BOTTOM) / 2.0,
+            escape(&self.y.label)
+        );
+
+        // Markers (cache sizes).
+        for m in self.markers.iter().filter(|m| keep(sx.log, m.x) && m.x >= sx.lo && m.x <= sx.hi) {
+            let x = sx.px(m.x);
+            let _ = writeln!(
+                o,
+                r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{}" stroke="#999" stroke-dasharray="2 3"/>
+<text x="{:.1}" y="{}" font-size="11" fill="#666">{}</text>"##,
+                H - BOTTOM,
+                x + 3.0,
+                TOP + 12.0,
+                escape(&m.label)
+            );
+        }
+
+        // Series: one path each, then its point markers.
+        for (s, pts) in &series {
+            if pts.is_empty() {
+                continue;
+            }
+            let mut d = String::new();
+            for (i, &(x, y)) in pts.iter().enumerate() {
+                let _ =
+                    write!(d, "{}{:.1} {:.1}", if i == 0 { "M" } else { " L" }, sx.px(x), sy.px(y));
+            }
+            let dash = if s.dashed { r#" stroke-dasharray="6 4""# } else { "" };
+            let _ = writeln!(
+                o,
+                r#"<path class="series" d="{d}" fill="none" stroke="{}" stroke-width="1.8"{dash}><title>{}</title></path>"#,
+                color(s.color),
+                escape(&s.name)
+            );
+            if pts.len() <= 64 {
+                let fill = if s.dashed { "white" } else { color(s.color) };
+                let _ = write!(o, r#"<g fill="{fill}" stroke="{}">"#, color(s.color));
+                for &(x, y) in pts {
+                    let _ =
+                        write!(o, r#"<circle cx="{:.1}" cy="{:.1}" r="2.2"/>"#, sx.px(x), sy.px(y));
+                }
+                o.push_str("</g>\n");
+            }
+        }
+
+        // Legend.
+        let lx = W - RIGHT + 16.0;
+        for (i, (s, _)) in series.iter().enumerate() {
+            let y = TOP + 8.0 + i as f64 * 18.0;
+            let dash = if s.dashed { r#" stroke-dasharray="6 4""# } else { "" };
+            let _ = writeln!(
+                o,
+                r#"<line x1="{lx}" y1="{y}" x2="{}" y2="{y}" stroke="{}" stroke-width="2.5"{dash}/><text x="{}" y="{}">{}</text>"#,
+                lx + 26.0,
+                color(s.color),
+                lx + 32.0,
+                y + 4.0,
+                escape(&s.name)
+            );
+        }
+        o.push_str("</svg>\n");
+        o
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Checks that `doc` is well-formed XML in the subset we write: balanced elements, quoted
+    /// attributes, no raw `<` or bare `&` in text, one root. Returns the element names in
+    /// document order.
+    pub(crate) fn well_formed(doc: &str) -> Result<Vec<String>, String> {
+        let mut stack: Vec<String> = Vec::new();
+        let mut names = Vec::new();
+        let mut roots = 0;
+        let mut rest = doc;
+        while let Some(lt) = rest.find('<') {
+            let text = &rest[..lt];
+            check_text(text)?;
+            rest = &rest[lt..];
+            if let Some(r) = rest.strip_prefix("<?") {
+                let end = r.find("?>").ok_or("unterminated <?")?;
+                rest = &r[end + 2..];
+                continue;
+            }
+            if let Some(r) = rest.strip_prefix("<!--") {
+                let end = r.find("-->").ok_or("unterminated comment")?;
+                rest = &r[end + 3..];
+                continue;
+            }
+            let end = tag_end(rest).ok_or("unterminated tag")?;
+            let tag = &rest[1..end];
+            rest = &rest[end + 1..];
+            if let Some(name) = tag.strip_prefix('/') {
+                let open = stack.pop().ok_or(format!("</{name}> closes nothing"))?;
+                if open != name.trim() {
+                    return Err(format!("<{open}> closed by </{name}>"));
+                }
+                continue;
+            }
+            let self_closing = tag.ends_with('/');
+            let body = tag.trim_end_matches('/');
+            let name: String = body.chars().take_while(|c| !c.is_whitespace()).collect();
+            if name.is_empty()
+                || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == ':' || c == '-')
+            {
+                return Err(format!("bad element name in <{tag}>"));
+            }
+            check_attributes(&body[name.len()..])?;
+            if stack.is_empty() {
+                roots += 1;
+            }
+            names.push(name.clone());
+            if !self_closing {
+                stack.push(name);
+            }
+        }
+        check_text(rest)?;
+        if !stack.is_empty() {
+            return Err(format!("unclosed elements: {stack:?}"));
+        }
+        if roots != 1 {
+            return Err(format!("{roots} root elements"));
+        }
+        Ok(names)
+    }
+
+    fn tag_end(s: &str) -> Option<usize> {
+        let mut quote: Option<char> = None;
+        for (i, c) in s.char_indices() {
+            match (quote, c) {
+                (None, '"' | '\'') => quote = Some(c),
+                (Some(q), c) if c == q => quote = None,
+                (None, '>') => return Some(i),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    fn check_text(t: &str) -> Result<(), String> {
+        let mut rest = t;
+        while let Some(i) = rest.find('&') {
+            let after = &rest[i + 1..];
+            let semi = after.find(';').ok_or(format!("bare & in {t:?}"))?;
+            let ent = &after[..semi];
+            if !matches!(ent, "amp" | "lt" | "gt" | "quot" | "apos") && !ent.starts_with('#') {
+                return Err(format!("unknown entity &{ent};"));
+            }
+            rest = &after[semi..];
+        }
+        if t.contains('>') && !t.trim().is_empty() && t.contains('<') {
+            return Err(format!("stray markup in text {t:?}"));
+        }
+        Ok(())
+    }
+
+    fn check_attributes(mut s: &str) -> Result<(), String> {
+        loop {
+            s = s.trim_start();
+            if s.is_empty() {
+                return Ok(());
+            }
+            let eq = s.find('=').ok_or(format!("attribute without value: {s:?}"))?;
+            let name = &s[..eq];
+            if name.is_empty() || name.contains(char::is_whitespace) {
+                return Err(format!("bad attribute name {name:?}"));
+            }
+            let v = &s[eq + 1..];
+            let q = v
+                .chars()
+                .next()
+                .filter(|c| *c == '"' || *c == '\'')
+                .ok_or(format!("unquoted value for {name}"))?;
+            let close = v[1..].find(q).ok_or(format!("unterminated value for {name}"))?;
+            let value = &v[1..1 + close];
+            if value.contains('<') {
+                return Err(format!("< in attribute {name}"));
+            }
+            check_text(value)?;
+            s = &v[close + 2..];
+        }
+    }
+
+    fn chart(x_log: bool, y_log: bool) -> Chart {
+        Chart {
+            title: "Clearing <1000 calls> & more".into(),
+            subtitle: "test".into(),
+            x: Axis { label: "size".into(), log: x_log, ticks: Ticks::Bytes },
+            y: Axis { label: "µs".into(), log: y_log, ticks: Ticks::Number },
+            series: vec![
+                Series {
+                    name: "a".into(),
+                    points: vec![(1.0, 2.0), (64.0, 40.0), (4096.0, 900.0)],
+                    dashed: false,
+                    color: 0,
+                },
+                Series {
+                    name: "a+1".into(),
+                    points: vec![(1.0, 3.0), (64.0, 45.0), (4096.0, 1000.0)],
+                    dashed: true,
+                    color: 0,
+                },
+                Series { name: "empty".into(), points: vec![], dashed: false, color: 1 },
+            ],
+            markers: vec![
+                Marker { x: 48.0 * 1024.0, label: "L1d".into() },
+                Marker { x: 100.0, label: "x".into() },
+            ],
+        }
+    }
+
+    #[test]
+    fn charts_are_well_formed_with_one_path_per_drawn_series() {
+        for (xl, yl) in [(false, false), (true, true), (true, false)] {
+            let svg = chart(xl, yl).to_svg();
+            let names = well_formed(&svg).unwrap_or_else(|e| panic!("{e}\n{svg}"));
+            assert_eq!(names[0], "svg");
+            assert_eq!(svg.matches(r#"<path class="series""#).count(), 2, "{svg}");
+            assert!(svg.contains("&lt;1000 calls&gt; &amp; more"));
+            assert!(svg.contains(r#"stroke-dasharray="6 4""#));
+        }
+    }
+
+    #[test]
+    fn the_checker_rejects_broken_markup() {
+        assert!(well_formed("<svg><g></svg>").is_err());
+        assert!(well_formed("<svg a=1/>").is_err());
+        assert!(well_formed("<svg>&</svg>").is_err());
+        assert!(well_formed("<svg/><svg/>").is_err());
+        assert!(well_formed(r#"<svg a="x"><g/></svg>"#).is_ok());
+    }
+
+    #[test]
+    fn log_points_that_cannot_be_drawn_are_dropped_not_drawn_at_infinity() {
+        let mut c = chart(true, true);
+        c.series[0].points.push((0.0, 5.0));
+        c.series[0].points.push((8.0, -1.0));
+        let svg = c.to_svg();
+        assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+    }
+
+    #[test]
+    fn ticks_are_round_and_labels_readable() {
+        assert_eq!(
+            linear_ticks(0.0, 100.0, Ticks::Number),
+            vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]
+        );
+        assert_eq!(
+            linear_ticks(0.0, 128.0, Ticks::Bytes),
+            vec![0.0, 16.0, 32.0, 48.0, 64.0, 80.0, 96.0, 112.0, 128.0]
+        );
+        assert_eq!(micros_label(500.0), "500 µs");
+        assert_eq!(micros_label(2000.0), "2 ms");
+        assert_eq!(micros_label(1e7), "10 s");
+        assert_eq!(micros_label(0.5), "0.5 µs");
+        assert_eq!(log_ticks(1.0, 1000.0, Ticks::Number), vec![1.0, 10.0, 100.0, 1000.0]);
+        assert!(log_ticks(1.0, 1e8, Ticks::Bytes).len() <= 10);
+        assert_eq!(bytes_label(48.0 * 1024.0), "48 KiB");
+        assert_eq!(bytes_label(64.0 * 1048576.0), "64 MiB");
+        assert_eq!(bytes_label(1536.0), "1.5 KiB");
+        assert_eq!(bytes_label(100.0), "100 B");
+        assert_eq!(number_label(0.25), "0.25");
+        assert_eq!(number_label(20.0), "20");
+    }
+}
