@@ -142,7 +142,7 @@ pub fn measurement_warnings(m: &Measurement) -> Vec<Warning> {
         push(
             "migrated",
             format!(
-                "{name}: {migrated} of {} samples ran partly off its pinned CPU",
+                "{name}: {migrated} of {} samples changed CPU while running",
                 m.samples.len()
             ),
         );
@@ -155,7 +155,7 @@ pub fn kind_heading(kind: &str) -> &'static str {
     match kind {
         "high-variation" => "high variation (CV above 5%)",
         "other-cpu" => "CPU taken by other processes (over 10% of one CPU)",
-        "migrated" => "samples that left their pinned CPU",
+        "migrated" => "samples that changed CPU mid-measurement",
         "steal" => "CPU stolen by the hypervisor (over 10% of the sampling time)",
         _ => "other",
     }

@@ -225,6 +225,11 @@ impl Probe for ClearProbe {
         if let Some(thp) = thp_mode() {
             notes.set("thp", thp);
         }
+        // Pinned for the point's life: a move to the other CPU mid-sample would land on cold
+        // caches and count as this routine's time. The buffer is touched on this CPU.
+        let cpu = sys::allowed_cpus()[0];
+        let pin = sys::PinGuard::pin(cpu)?;
+        notes.set("cpu", cpu);
         Ok(Box::new(Clear {
             body,
             align,
@@ -233,6 +238,7 @@ impl Probe for ClearProbe {
             notes,
             faults: 0,
             calls_done: 0,
+            _pin: pin,
         }))
     }
 }
@@ -250,6 +256,8 @@ struct Clear {
     notes: Params,
     faults: u64,
     calls_done: u64,
+    /// Restores the thread's CPU mask when the point is done (last field: dropped last).
+    _pin: sys::PinGuard,
 }
 
 impl Workload for Clear {
