@@ -44,7 +44,7 @@
 //! parker keeps a notification that arrives before `P` sleeps. `loom`
 //! checks this below.
 
-use crate::loom::{fence, AtomicU32, AtomicUsize, Mutex, Ordering};
+use crate::loom::{fence, AtomicBool, AtomicU32, AtomicUsize, Mutex, Ordering};
 use std::time::Duration;
 
 /// The idle bookkeeping shared by all processors of a runtime.
@@ -134,8 +134,53 @@ impl Idle {
     }
 
     /// Number of processors asleep or about to sleep.
+    #[cfg_attr(loom, allow(dead_code))] // used by the runtime, not the models
     pub(crate) fn sleeping(&self) -> usize {
         self.sleeping.load(Ordering::SeqCst)
+    }
+}
+
+/// Holds processors off while the deadlock check reads what they would
+/// change (the protocol is in `registry.rs`, "Reading the slots safely").
+#[derive(Debug, Default)]
+pub(crate) struct CheckGate {
+    checking: AtomicBool,
+}
+
+impl CheckGate {
+    /// A closed gate: nobody checking.
+    pub(crate) fn new() -> CheckGate {
+        CheckGate::default()
+    }
+
+    /// Step 1: announces a check, then returns `true` if every one of the
+    /// `n` processors is still asleep (the caller may read), `false` if not.
+    /// Either way the caller must call [`CheckGate::end`] afterwards.
+    pub(crate) fn begin(&self, idle: &Idle, n: usize) -> bool {
+        self.checking.store(true, Ordering::Relaxed);
+        // Dekker with `wait`: each side writes, fences, then reads the other.
+        fence(Ordering::SeqCst);
+        idle.sleeping.load(Ordering::Relaxed) == n
+    }
+
+    /// Ends a check (release: what the check read happens before what a
+    /// held-off processor does next).
+    pub(crate) fn end(&self) {
+        self.checking.store(false, Ordering::Release);
+    }
+
+    /// Step 2: a processor that stopped sleeping (`sleeping` already
+    /// decremented, by it or its waker, which happens before this call)
+    /// waits for a check in progress.
+    #[inline]
+    pub(crate) fn wait(&self) {
+        fence(Ordering::SeqCst);
+        while self.checking.load(Ordering::Acquire) {
+            #[cfg(not(loom))]
+            std::thread::yield_now();
+            #[cfg(loom)]
+            loom::thread::yield_now();
+        }
     }
 }
 
@@ -311,6 +356,67 @@ mod loom_tests {
             m.parker.park(None);
             m.idle.after_wake(0);
         }
+    }
+
+    /// Model of the deadlock check's hold-off (`registry.rs`): a processor
+    /// asleep is woken by a producer and then "runs a thread" (writes the
+    /// cell, as an exit would free a task) while a checker that found every
+    /// processor asleep reads it. loom fails the model if the read and the
+    /// write can overlap.
+    #[test]
+    fn loom_deadlock_check_holds_off_a_waking_processor() {
+        loom::model(|| {
+            let m = Arc::new(Model {
+                idle: Idle::new(),
+                parker: Parker::new(),
+                queue: Mutex::new(VecDeque::new()),
+            });
+            let gate = Arc::new(CheckGate::new());
+            let task = Arc::new(loom::cell::UnsafeCell::new(0u32));
+            // The processor has searched and is going to sleep.
+            m.idle.start_searching();
+            let p = {
+                let (m, gate, task) = (m.clone(), gate.clone(), task.clone());
+                loom::thread::spawn(move || {
+                    // `Processor::search`, with the gate where it has it.
+                    let x = loop {
+                        if let Some(x) = m.queue.lock().unwrap().pop_front() {
+                            m.idle.stop_searching();
+                            break x;
+                        }
+                        m.idle.prepare_sleep(0);
+                        if let Some(x) = m.queue.lock().unwrap().pop_front() {
+                            m.idle.cancel_sleep(0);
+                            gate.wait();
+                            break x;
+                        }
+                        m.parker.park(None);
+                        m.idle.after_wake(0);
+                        gate.wait();
+                    };
+                    // Runs the thread, which exits and is freed.
+                    // SAFETY: loom checks this write against the checker's read.
+                    task.with_mut(|t| unsafe { *t = x });
+                })
+            };
+            let checker = {
+                let (m, gate, task) = (m.clone(), gate.clone(), task.clone());
+                loom::thread::spawn(move || {
+                    if gate.begin(&m.idle, 1) {
+                        // SAFETY: loom checks this read against the write above.
+                        task.with(|t| unsafe { *t });
+                    }
+                    gate.end();
+                })
+            };
+            // A producer outside the runtime queues work and wakes it.
+            m.queue.lock().unwrap().push_back(1);
+            if m.idle.notify_one().is_some() {
+                m.parker.unpark();
+            }
+            checker.join().unwrap();
+            p.join().unwrap();
+        });
     }
 
     #[test]

@@ -72,6 +72,7 @@ compile_error!("schedlab-rt needs Linux (futex, MADV_GUARD_INSTALL)");
 mod loom;
 
 pub(crate) mod idle;
+pub(crate) mod lifecycle;
 pub(crate) mod park;
 
 #[cfg(not(loom))]
@@ -84,6 +85,8 @@ mod guard;
 pub mod local;
 #[cfg(not(loom))]
 mod processor;
+#[cfg(not(loom))]
+mod queue;
 #[cfg(not(loom))]
 mod registry;
 #[cfg(not(loom))]

@@ -71,7 +71,7 @@ impl<T: 'static> LocalKey<T> {
                 let ptr: *const dyn Any = &*boxed;
                 // SAFETY: only the task itself touches its locals, and no
                 // other borrow of the map is live.
-                unsafe { (*task.locals.get()).push((key, boxed)) };
+                unsafe { (*task.locals.get()).get_or_insert_with(Box::default).push((key, boxed)) };
                 ptr
             }
         };
@@ -87,7 +87,7 @@ impl<T: 'static> LocalKey<T> {
 fn find(task: &Task, key: usize) -> Option<*const dyn Any> {
     // SAFETY: only the task itself touches its locals; the borrow ends here.
     let map: &LocalMap = unsafe { &*task.locals.get() };
-    map.iter().find(|(k, _)| *k == key).map(|(_, v)| &**v as *const dyn Any)
+    map.as_ref()?.iter().find(|(k, _)| *k == key).map(|(_, v)| &**v as *const dyn Any)
 }
 
 /// Drops the thread's local values, on the thread, at its end. Destructors
@@ -95,10 +95,7 @@ fn find(task: &Task, key: usize) -> Option<*const dyn Any> {
 pub(crate) fn destroy_all(task: &Task) {
     for _ in 0..8 {
         // SAFETY: only the task itself touches its locals; no borrow is live.
-        let map = unsafe { std::mem::take(&mut *task.locals.get()) };
-        if map.is_empty() {
-            return;
-        }
+        let Some(map) = (unsafe { (*task.locals.get()).take() }) else { return };
         drop(map);
     }
 }

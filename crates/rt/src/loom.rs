@@ -2,17 +2,18 @@
 //! protocols written against them run unchanged under the `loom` model
 //! checker (`RUSTFLAGS="--cfg loom"`).
 //!
-//! Only the protocol modules (`park.rs`, `idle.rs`) go through this facade;
+//! Only the protocol modules (`park.rs`, `idle.rs`, `lifecycle.rs`) go
+//! through this facade;
 //! they are small and self-contained so loom can explore them exhaustively.
 //! The rest of the runtime (assembly, crossbeam queues) is not compiled under
 //! loom.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize, Ordering};
 #[cfg(loom)]
 pub(crate) use loom::sync::{Condvar, Mutex};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::sync::Mutex;

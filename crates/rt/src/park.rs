@@ -150,6 +150,7 @@ impl ParkState {
     }
 
     /// Whether the thread is parked (for the deadlock detector).
+    #[cfg_attr(loom, allow(dead_code))] // used by the runtime, not the models
     pub(crate) fn is_parked(&self) -> bool {
         self.word.load(Ordering::Acquire) & (PARKED_USER | PARKED_SYNC) != 0
     }

@@ -4,12 +4,14 @@
 //!
 //! [`Shared`] is the state all processors of one runtime share: the
 //! injection queue, the stealers of every processor's queue, the idle set and
-//! parkers, timers, the registry of live threads, and the configuration.
+//! parkers, timers, the registry of stacks (through which the deadlock
+//! detector finds live threads), and the configuration.
 //!
 //! # Deadlock detection
 //!
 //! When the last processor is about to sleep with no timer pending, it asks
-//! the registry whether every live user thread is parked. If so, no user
+//! the registry (`registry.rs`, which also says how the check reads it
+//! safely) whether every live user thread is parked. If so, no user
 //! thread can ever wake another, and every [`Runtime::block_on`] in progress
 //! returns [`Deadlock`] listing the parked threads and what they wait on.
 //! The check assumes that user threads are woken only by user threads and
@@ -20,19 +22,22 @@
 //! [`RuntimeBuilder::deadlock_detection`].
 
 use crate::event::{Event, Hook};
-use crate::idle::{Idle, Parker};
+use crate::idle::{CheckGate, Idle, Parker};
 use crate::processor;
+use crate::queue::RunQueue;
 use crate::registry::{ParkedThread, Registry};
 use crate::stack::{rounded_size, Depot, MIN_STACK_SIZE};
 use crate::task::TaskRef;
 use crate::thread::JoinHandle;
 use crate::timer::Timers;
+use crossbeam_deque::Steal;
 use crossbeam_deque::{Injector, Stealer, Worker};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::io;
 use std::panic::resume_unwind;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle as OsJoinHandle;
 use std::time::Duration;
@@ -48,6 +53,27 @@ pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 const STACK_DEPOT_CAP: usize = 4096;
 
 /// State shared by the processors of one runtime.
+///
+/// # Lifetime
+///
+/// `Shared` lives in an `Arc` held by the [`Runtime`] and by each processor.
+/// Tasks reach it through a [`SharedRef`], which is *not* an `Arc` clone:
+/// cloning and dropping an `Arc` per task were two locked instructions
+/// (~11 ns) of every spawn+join. Instead, task references are counted in
+/// `task_refs`, by *biased* reference counting (Choi, Shull and Torrellas,
+/// PACT 2018): a processor takes references in batches (one atomic add per
+/// [`CREDIT_BATCH`] spawns) and keeps them in a plain per-processor counter,
+/// its credits; a task spawned there takes a credit, and a task freed there
+/// gives one back, with no atomic operation. References made or dropped
+/// anywhere else are counted atomically, one by one. So:
+///
+/// `task_refs` = live tasks + credits held by processors + 1 while the
+/// [`Runtime`] exists.
+///
+/// The whole population of task references owns one strong count of the
+/// `Arc` (taken in `build`), released when `task_refs` drops to zero: when
+/// the runtime is gone, its processors have returned their credits and the
+/// last task is freed. Until then every `SharedRef` points to live memory.
 pub(crate) struct Shared {
     pub(crate) nprocs: usize,
     pub(crate) stack_size: usize,
@@ -59,11 +85,17 @@ pub(crate) struct Shared {
     pub(crate) parkers: Box<[CachePadded<Parker>]>,
     pub(crate) idle: Idle,
     pub(crate) timers: Timers,
-    pub(crate) registry: Registry,
     pub(crate) depot: Depot,
     pub(crate) shutdown: AtomicBool,
+    /// See "Lifetime" above.
+    task_refs: CachePadded<AtomicUsize>,
+    /// Holds processors off while a deadlock check reads the registry.
+    check_gate: CheckGate,
     blocking: Mutex<Blocking>,
     blocking_cv: Condvar,
+    /// The stacks of the runtime. Last, so it is dropped after everything
+    /// that may hold a registered stack (the depot, queued tasks, timers).
+    pub(crate) registry: Registry,
 }
 
 #[derive(Default)]
@@ -74,6 +106,47 @@ struct Blocking {
 }
 
 impl Shared {
+    /// A runtime's shared state with no processor started, for unit tests.
+    /// Its `Runtime` token is never released: it is leaked.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Arc<Shared> {
+        let shared = Arc::new(Runtime::builder().processors(1).shared(Vec::new()));
+        std::mem::forget(Arc::clone(&shared));
+        shared
+    }
+
+    /// Adds `n` task references (credits for a processor, or one for a task
+    /// made outside the processors).
+    #[inline]
+    pub(crate) fn acquire_refs(&self, n: usize) {
+        // Relaxed, as `Arc::clone`: made while holding a counted reference
+        // (the runtime, a processor, or a task).
+        if self.task_refs.fetch_add(n, Ordering::Relaxed) > isize::MAX as usize {
+            std::process::abort();
+        }
+    }
+
+    /// Drops `n` task references; the last one releases the population's
+    /// strong count of the `Arc`.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns `n` references, and does not use `this` afterwards
+    /// unless it holds another reference.
+    pub(crate) unsafe fn release_refs(this: NonNull<Shared>, n: usize) {
+        if n == 0 {
+            return;
+        }
+        // SAFETY: the caller's references keep it alive until this decrement.
+        let refs = unsafe { &this.as_ref().task_refs };
+        if refs.fetch_sub(n, Ordering::Release) == n {
+            fence(Ordering::Acquire);
+            // SAFETY: the last task reference: the population's strong count
+            // (taken in `build`) is ours to release.
+            unsafe { Arc::decrement_strong_count(this.as_ptr()) };
+        }
+    }
+
     /// Producer step 2 of `idle.rs`: wake a processor if nobody searches.
     #[inline]
     pub(crate) fn notify(&self) {
@@ -94,13 +167,29 @@ impl Shared {
         if self.timers.pending() || !self.injector.is_empty() {
             return;
         }
-        if let Some(parked) = self.registry.all_parked() {
+        // Hold the processors off (`registry.rs`, step 1).
+        let parked = if self.check_gate.begin(&self.idle, self.nprocs) {
+            // SAFETY: every processor is asleep, and any that wakes waits
+            // for the gate to open before it runs a thread.
+            unsafe { self.registry.all_parked() }
+        } else {
+            None
+        };
+        self.check_gate.end();
+        if let Some(parked) = parked {
             let mut b = self.blocking.lock().unwrap();
             b.epoch += 1;
             b.report = parked;
             drop(b);
             self.blocking_cv.notify_all();
         }
+    }
+
+    /// Step 2 of `registry.rs`: called by a processor that stops sleeping,
+    /// before it runs a thread.
+    #[inline]
+    pub(crate) fn wait_for_check(&self) {
+        self.check_gate.wait();
     }
 
     fn signal_done(&self) {
@@ -202,6 +291,28 @@ impl RuntimeBuilder {
         self
     }
 
+    fn shared(self, stealers: Vec<Stealer<TaskRef>>) -> Shared {
+        Shared {
+            nprocs: self.processors,
+            stack_size: rounded_size(self.stack_size.max(MIN_STACK_SIZE)),
+            spin: self.spin,
+            deadlock_detection: self.deadlock_detection,
+            hook: self.hook,
+            injector: Injector::new(),
+            stealers,
+            parkers: (0..self.processors).map(|_| CachePadded::new(Parker::new())).collect(),
+            idle: Idle::new(),
+            timers: Timers::new(),
+            depot: Depot::new(STACK_DEPOT_CAP),
+            shutdown: AtomicBool::new(false),
+            task_refs: CachePadded::new(AtomicUsize::new(1)),
+            check_gate: CheckGate::new(),
+            blocking: Mutex::new(Blocking::default()),
+            blocking_cv: Condvar::new(),
+            registry: Registry::new(),
+        }
+    }
+
     /// Starts the processors.
     pub fn build(self) -> io::Result<Runtime> {
         if !(1..=64).contains(&self.processors) {
@@ -211,32 +322,22 @@ impl RuntimeBuilder {
             ));
         }
         crate::guard::install_handler();
-        let workers: Vec<Worker<TaskRef>> =
-            (0..self.processors).map(|_| Worker::new_fifo()).collect();
-        let shared = Arc::new(Shared {
-            nprocs: self.processors,
-            stack_size: rounded_size(self.stack_size.max(MIN_STACK_SIZE)),
-            spin: self.spin,
-            deadlock_detection: self.deadlock_detection,
-            hook: self.hook,
-            injector: Injector::new(),
-            stealers: workers.iter().map(Worker::stealer).collect(),
-            parkers: (0..self.processors).map(|_| CachePadded::new(Parker::new())).collect(),
-            idle: Idle::new(),
-            timers: Timers::new(),
-            registry: Registry::new(self.processors),
-            depot: Depot::new(STACK_DEPOT_CAP),
-            shutdown: AtomicBool::new(false),
-            blocking: Mutex::new(Blocking::default()),
-            blocking_cv: Condvar::new(),
-        });
+        // With one processor nobody steals: its whole run queue is private.
+        // With more, nothing is (`queue.rs`).
+        let private_cap = if self.processors == 1 { usize::MAX } else { 0 };
+        let queues: Vec<RunQueue> =
+            (0..self.processors).map(|_| RunQueue::new(Worker::new_fifo(), private_cap)).collect();
+        let shared = Arc::new(self.shared(queues.iter().map(RunQueue::stealer).collect()));
+        // The strong count owned by the population of task references
+        // (`Shared`, "Lifetime"); released by `Shared::release_refs`.
+        std::mem::forget(Arc::clone(&shared));
         let mut runtime = Runtime { shared: shared.clone(), threads: Vec::new() };
-        for (index, worker) in workers.into_iter().enumerate() {
+        for (index, queue) in queues.into_iter().enumerate() {
             let shared = shared.clone();
             // If this fails, dropping `runtime` stops the processors started so far.
             let t = std::thread::Builder::new()
                 .name(format!("schedlab-vp-{index}"))
-                .spawn(move || processor::processor_main(index, shared, worker))?;
+                .spawn(move || processor::processor_main(index, shared, queue))?;
             runtime.threads.push(t);
         }
         Ok(runtime)
@@ -349,21 +450,93 @@ impl Drop for Runtime {
             let _ = t.join();
         }
         self.shared.timers.clear();
-        // SAFETY: no processor runs any more, so no registered task can run
-        // or exit while we look at it.
-        unsafe {
-            self.shared.registry.drain(|task| {
-                if !task.park.is_parked() {
+        // The processors moved their queued threads here (shutdown step 2).
+        loop {
+            match self.shared.injector.steal() {
+                Steal::Success(task) => {
                     // Queued, never to run again: nothing points into its
-                    // stack (a queued thread has no registered waiter).
-                    drop((*task.stack.get()).take());
+                    // stack (a queued thread has no registered waiter), and
+                    // no processor runs any more.
+                    // SAFETY: the stack is taken by whoever runs the thread's
+                    // exit, and nobody will.
+                    drop(unsafe { (*task.stack.get()).take() });
                 }
-            });
-        }
-        while !self.shared.injector.is_empty() {
-            drop(self.shared.injector.steal());
+                Steal::Empty => break,
+                Steal::Retry => {}
+            }
         }
         self.shared.depot.clear();
+        // SAFETY: the runtime's own task reference (`Shared`, "Lifetime");
+        // `self.shared` is a separate strong count.
+        unsafe { Shared::release_refs(NonNull::from(&*self.shared), 1) };
+    }
+}
+
+/// A task's reference to its runtime's [`Shared`], counted in
+/// `Shared::task_refs` (see "Lifetime" there), not in the `Arc`.
+pub(crate) struct SharedRef(NonNull<Shared>);
+
+// SAFETY: a counted pointer to `Shared`, which is `Send + Sync`.
+unsafe impl Send for SharedRef {}
+// SAFETY: as above.
+unsafe impl Sync for SharedRef {}
+
+impl SharedRef {
+    /// A reference to `shared` for which the caller has already counted one
+    /// in `task_refs` (a processor's credit, or [`Shared::acquire_refs`]).
+    ///
+    /// # Safety
+    ///
+    /// That reference must be counted and not owned by anything else.
+    #[inline]
+    pub(crate) unsafe fn counted(shared: &Shared) -> SharedRef {
+        SharedRef(NonNull::from(shared))
+    }
+
+    /// Another counted reference, made with an atomic increment.
+    pub(crate) fn clone_counted(&self) -> SharedRef {
+        self.acquire_refs(1);
+        SharedRef(self.0)
+    }
+
+    /// Whether this refers to `shared`.
+    #[inline]
+    pub(crate) fn is(&self, shared: &Shared) -> bool {
+        std::ptr::eq(self.0.as_ptr(), shared)
+    }
+}
+
+impl std::ops::Deref for SharedRef {
+    type Target = Shared;
+    #[inline]
+    fn deref(&self) -> &Shared {
+        // SAFETY: a counted reference keeps `Shared` alive ("Lifetime").
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl Drop for SharedRef {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: used right away, on this kernel thread.
+        let vp = unsafe { processor::current() };
+        if !processor::take_back_ref(self, vp) {
+            // SAFETY: we own this counted reference and drop it.
+            unsafe { Shared::release_refs(self.0, 1) };
+        }
+    }
+}
+
+impl SharedRef {
+    /// Drops the reference as a credit of `vp` if it runs this runtime,
+    /// else atomically (`Drop`, with the processor already looked up).
+    #[inline]
+    pub(crate) fn release_on(self, vp: Option<&processor::Processor>) {
+        let this = std::mem::ManuallyDrop::new(self);
+        if !processor::take_back_ref(&this, vp) {
+            // SAFETY: we own this counted reference and drop it.
+            unsafe { Shared::release_refs(this.0, 1) };
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 //! A small spin lock for the runtime's short internal critical sections
-//! (wait queues of the `sync` primitives, the task registry).
+//! (wait queues of the `sync` primitives).
 //!
 //! Held only for a few dozen instructions and never across a context switch.
 //! A holder can still lose its CPU to the kernel, so a waiter that has spun
@@ -10,6 +10,7 @@
 use crossbeam_utils::Backoff;
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A spin lock protecting a `T`.
@@ -65,6 +66,31 @@ impl<T> SpinLock<T> {
 /// Holds a [`SpinLock`]; unlocks on drop.
 pub(crate) struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
+}
+
+impl<T> SpinGuard<'_, T> {
+    /// Gives up the guard *without* unlocking; returns the lock word, which
+    /// the caller must later unlock with [`unlock_word`] (`wait.rs`: a user
+    /// thread parks holding its wait queue's lock, and the next context on
+    /// its processor unlocks it).
+    #[inline]
+    pub(crate) fn into_locked_word(self) -> NonNull<AtomicBool> {
+        let word = NonNull::from(&self.lock.locked);
+        std::mem::forget(self);
+        word
+    }
+}
+
+/// Unlocks a lock given up by [`SpinGuard::into_locked_word`].
+///
+/// # Safety
+///
+/// `word` must come from `into_locked_word` and be unlocked once; its lock
+/// must be alive (its owner cannot free it while it is locked).
+#[inline]
+pub(crate) unsafe fn unlock_word(word: NonNull<AtomicBool>) {
+    // SAFETY: the caller's guarantee.
+    unsafe { word.as_ref() }.store(false, Ordering::Release);
 }
 
 impl<T> Deref for SpinGuard<'_, T> {

@@ -19,6 +19,8 @@
 //! [`StackPool`] keeps stacks of one size for reuse so that spawning a thread
 //! costs no system call; each processor owns one (no locking).
 
+use crate::registry::{Registry, Slot};
+use crate::task::Task;
 use std::io;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,6 +62,8 @@ pub struct Stack {
     len: usize,
     /// Length of the guard region at `base`.
     guard: usize,
+    /// Its slot in a runtime's registry (`registry.rs`), if registered.
+    slot: Option<NonNull<Slot>>,
 }
 
 // SAFETY: a Stack is an owned region of memory with no thread affinity; the
@@ -93,9 +97,31 @@ impl Stack {
         }
         let base = NonNull::new(ptr.cast::<u8>()).expect("mmap never returns null on success");
         // From here on `stack` owns the mapping: an early return unmaps it.
-        let stack = Stack { base, len, guard: page };
+        let stack = Stack { base, len, guard: page, slot: None };
         stack.install_guard()?;
         Ok(stack)
+    }
+
+    /// [`Stack::new`], registered in `registry` (see `registry.rs`).
+    ///
+    /// # Safety
+    ///
+    /// The registry must outlive the stack.
+    pub(crate) unsafe fn new_registered(size: usize, registry: &Registry) -> io::Result<Stack> {
+        let mut stack = Stack::new(size)?;
+        // SAFETY: forwarded from the caller.
+        stack.slot = Some(unsafe { registry.register() });
+        Ok(stack)
+    }
+
+    /// Records `task` (null: nobody) as the thread that owns this stack, if
+    /// it is registered.
+    #[inline]
+    pub(crate) fn set_owner(&self, task: *const Task) {
+        if let Some(slot) = self.slot {
+            // SAFETY: our slot is registered until we drop.
+            unsafe { crate::registry::set_owner(slot, task) };
+        }
     }
 
     fn install_guard(&self) -> io::Result<()> {
@@ -135,6 +161,11 @@ impl Stack {
 
 impl Drop for Stack {
     fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            // SAFETY: registered by `new_registered`, whose caller keeps the
+            // registry alive; the slot dies with the stack.
+            unsafe { Registry::unregister(slot) };
+        }
         // SAFETY: we own the whole mapping and nobody runs on it any more
         // (a stack is only dropped once its thread has switched away for good).
         let rc = unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
@@ -169,16 +200,22 @@ impl StackPool {
         self.size
     }
 
-    /// A stack from the pool, else from the depot, else a new one.
+    /// A stack from the pool, else from the depot, else a new one
+    /// registered in `registry`.
+    ///
+    /// # Safety
+    ///
+    /// `registry` must outlive the stack (see [`Stack::new_registered`]).
     #[inline]
-    pub(crate) fn get(&mut self, depot: &Depot) -> io::Result<Stack> {
+    pub(crate) unsafe fn get(&mut self, depot: &Depot, registry: &Registry) -> io::Result<Stack> {
         if let Some(s) = self.free.pop() {
             return Ok(s);
         }
         depot.refill(&mut self.free, self.cap.div_ceil(2));
         match self.free.pop() {
             Some(s) => Ok(s),
-            None => Stack::new(self.size),
+            // SAFETY: forwarded from the caller.
+            None => unsafe { Stack::new_registered(self.size, registry) },
         }
     }
 
@@ -193,6 +230,20 @@ impl StackPool {
             depot.spill(&mut self.free, self.cap.div_ceil(2));
         }
         self.free.push(stack);
+    }
+
+    /// Takes `stack` back if that needs neither the depot nor an unmap
+    /// (it has the pool's size and the pool has room); gives it back
+    /// otherwise. Unlike [`StackPool::put`], nothing leaves the pool's owner,
+    /// so the owner may hand back a stack it still runs on, provided it
+    /// switches away before it takes a stack from the pool again.
+    #[inline]
+    pub(crate) fn put_local(&mut self, stack: Stack) -> Result<(), Stack> {
+        if stack.size() != self.size || self.free.len() >= self.cap {
+            return Err(stack);
+        }
+        self.free.push(stack);
+        Ok(())
     }
 
     /// Number of stacks kept.
@@ -271,12 +322,15 @@ mod tests {
     #[test]
     fn pool_reuses_stacks_of_its_size_and_drops_others() {
         let depot = Depot::new(0);
+        let registry = Registry::new();
         let mut pool = StackPool::new(MIN_STACK_SIZE, 2);
-        let a = pool.get(&depot).unwrap();
+        // SAFETY: the registry outlives the pool and its stacks.
+        let a = unsafe { pool.get(&depot, &registry) }.unwrap();
         let a_top = a.top();
         pool.put(a, &depot);
         assert_eq!(pool.len(), 1);
-        assert_eq!(pool.get(&depot).unwrap().top(), a_top);
+        // SAFETY: as above.
+        assert_eq!(unsafe { pool.get(&depot, &registry) }.unwrap().top(), a_top);
         pool.put(Stack::new(MIN_STACK_SIZE * 4).unwrap(), &depot);
         assert_eq!(pool.len(), 0, "a stack of another size is not kept");
         for _ in 0..3 {
@@ -294,7 +348,9 @@ mod tests {
             full.put(Stack::new(MIN_STACK_SIZE).unwrap(), &depot);
         }
         assert_eq!(full.len(), 3, "spilled 2 of 4, then kept the fifth");
-        let s = empty.get(&depot).unwrap();
+        let registry = Registry::new();
+        // SAFETY: the registry outlives the stack.
+        let s = unsafe { empty.get(&depot, &registry) }.unwrap();
         assert_eq!(empty.len(), 1, "refilled 2 from the depot, handed out one");
         drop(s);
     }

@@ -1,33 +1,38 @@
-//! The user thread as the scheduler sees it: [`Task`], one heap allocation
+//! The user thread as the scheduler sees it: [`Task`], one allocation
 //! holding the saved context, the park word, the stack, the join state and
 //! the closure with its result.
 //!
-//! A task is shared through [`TaskRef`] (an `Arc`). The fields in
+//! A task is shared through [`TaskRef`], a thin counted pointer. Its memory
+//! is a fixed-size block recycled by the processors ([`BlockCache`]), so
+//! spawning on a processor does not call the allocator. The fields in
 //! `UnsafeCell`s are each owned by one party at a time, by protocol:
 //! - `ctx`: written by `arch::switch` when the task is suspended, read by the
 //!   processor that resumes it; the hand-over goes through a run queue or the
 //!   park word (`park.rs`), both release/acquire.
 //! - `stack`: set at spawn, taken once by the processor that runs the task's
 //!   exit (after its last switch), or at shutdown.
-//! - `joiner`: written once by the joining thread before it publishes
-//!   `JOIN_WAITING`, read by the exiting task after it sees that state.
+//! - `joiner`: written once by (or for) the joining thread before it
+//!   registers in `state`, read by the exiting task after it sees that.
 //! - the body's closure and result: the closure is taken by the task itself;
-//!   the result is written by the task before `JOIN_COMPLETE` (release) and
-//!   read by the joiner after it (acquire).
+//!   the result is written by the task before it completes (`state`,
+//!   release) and read by the joiner after it (acquire).
 //! - `locals`: touched only by the task itself, while it runs.
 
 use crate::arch::StackPointer;
+use crate::lifecycle::TaskState;
 use crate::park::ParkState;
-use crate::runtime::Shared;
+use crate::runtime::SharedRef;
 use crate::stack::Stack;
 use crate::wait::WaiterRef;
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::num::NonZeroU64;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 /// A user thread's identifier, unique within the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -61,12 +66,33 @@ pub(crate) fn reserve_ids(n: u64) -> u64 {
     NEXT_ID.fetch_add(n, Ordering::Relaxed)
 }
 
-/// `join` word: the task has not finished and nobody waits.
-pub(crate) const JOIN_RUNNING: u32 = 0;
-/// `join` word: a joiner registered in `joiner` and waits.
-pub(crate) const JOIN_WAITING: u32 = 1;
-/// `join` word: the result is written.
-pub(crate) const JOIN_COMPLETE: u32 = 2;
+// Joining: the task's state word (`lifecycle.rs`) holds the join state and
+// the reference count. A joiner registers in `joiner`, then in the word:
+// - an OS thread registers a `Waiter` and blocks on it;
+// - a user thread registers *itself* and is parked by the state word: it
+//   switches away first, and the next context on its processor writes
+//   `joiner` and registers (the pending action `Join` of processor.rs); on
+//   success the word owns the joiner's reference, as a park word would
+//   (park.rs), and the joiner's `parked_in_queue` flag is set for the
+//   deadlock detector; on failure (completed meanwhile) the joiner goes
+//   straight back to a run queue.
+// The exit wakes the registered joiner: wakes the `Waiter`, or clears the
+// joiner's flag and queues it, taking over the reference the word owned.
+// So a user thread joining costs one atomic operation and the exit one,
+// where a join through a `Waiter` also parked and unparked through the park
+// word (two more locked instructions, ~11 ns).
+
+/// Who waits for a task to complete (see above).
+#[derive(Clone, Copy)]
+pub(crate) enum Joiner {
+    /// Nobody registered.
+    None,
+    /// An OS thread, woken through its `Waiter`.
+    Waiter(WaiterRef),
+    /// A user thread parked in the task's state word, which owns this
+    /// reference (made by `TaskRef::into_raw`).
+    Task(NonNull<Task>),
+}
 
 /// What a user thread waits on, kept for the deadlock report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,148 +180,372 @@ impl fmt::Display for WaitReason {
     }
 }
 
-/// The type-erased part of a task: its closure and result.
-pub(crate) trait Body: Send + Sync + 'static {
-    /// Runs the closure, catching a panic, and stores the outcome. Called
-    /// once, by the task itself.
-    fn run(&self);
-    /// For the typed downcast in [`JoinHandle`](crate::JoinHandle).
-    fn as_any(&self) -> &dyn Any;
-}
-
-/// The body of a task spawned with closure `F` returning `T`.
+/// The closure of a task spawned with `F` returning `T`, then its result.
 pub(crate) struct Closure<F, T> {
     f: UnsafeCell<Option<F>>,
     out: UnsafeCell<Option<std::thread::Result<T>>>,
 }
 
-impl<F, T> Closure<F, T> {
-    pub(crate) fn new(f: F) -> Closure<F, T> {
-        Closure { f: UnsafeCell::new(Some(f)), out: UnsafeCell::new(None) }
-    }
+/// What the type-erased header needs to know about its body: a hand-made
+/// vtable, so that a task is a thin pointer (an `Arc<Task<dyn Body>>` was a
+/// fat one, and every field access computed the header's offset from the
+/// vtable's alignment).
+pub(crate) struct BodyVTable {
+    /// Runs the closure, catching a panic, and stores the outcome. Called
+    /// once, by the task itself.
+    run: unsafe fn(NonNull<Task>),
+    /// Drops the closure (if it never ran) and the result (if never taken).
+    drop_body: unsafe fn(NonNull<Task>),
+    /// Layout of the whole allocation ([`TaskCell`]).
+    layout: Layout,
 }
 
-// SAFETY: `f` is moved into the task at spawn and taken once by the task
-// itself; `out` is written by the task before `JOIN_COMPLETE` and read by the
-// single joiner after it (see the module docs). No `&F`/`&T` is ever shared.
-unsafe impl<F: Send, T: Send> Sync for Closure<F, T> {}
+/// The allocation of a task: the header, then the typed body.
+#[repr(C)]
+struct TaskCell<F, T> {
+    task: Task,
+    body: Closure<F, T>,
+}
 
-impl<F, T> Body for Closure<F, T>
+impl<F, T> TaskCell<F, T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn run(&self) {
-        // SAFETY: only the task itself calls `run`, once (module docs).
-        let f = unsafe { (*self.f.get()).take() }.expect("a task body runs once");
-        let result = catch_unwind(AssertUnwindSafe(f));
-        // SAFETY: the joiner reads `out` only after JOIN_COMPLETE, which the
-        // task publishes after this write.
-        unsafe { *self.out.get() = Some(result) };
+    const VTABLE: BodyVTable =
+        BodyVTable { run: Self::run, drop_body: Self::drop_body, layout: Layout::new::<Self>() };
+
+    /// The typed body of the task at `t`.
+    ///
+    /// # Safety
+    ///
+    /// `t` must be a live task spawned with this `F` and `T`.
+    #[inline]
+    unsafe fn body<'a>(t: NonNull<Task>) -> &'a Closure<F, T> {
+        // SAFETY: `TaskCell` is `repr(C)` with the header first, so the task
+        // pointer is the cell pointer; the caller vouches for the types.
+        unsafe { &(*t.as_ptr().cast::<Self>()).body }
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
+    unsafe fn run(t: NonNull<Task>) {
+        // SAFETY: called through this type's vtable, so the types match.
+        let body = unsafe { Self::body(t) };
+        // SAFETY: only the task itself calls `run`, once (module docs).
+        let f = unsafe { (*body.f.get()).take() }.expect("a task body runs once");
+        let result = catch_unwind(AssertUnwindSafe(f));
+        // SAFETY: the joiner reads `out` only after the completion, which the
+        // task publishes after this write.
+        unsafe { *body.out.get() = Some(result) };
+    }
+
+    unsafe fn drop_body(t: NonNull<Task>) {
+        // SAFETY: called by `Task::free` with the last reference, through
+        // this type's vtable; nothing uses the body afterwards.
+        unsafe {
+            std::ptr::drop_in_place(std::ptr::addr_of_mut!((*t.as_ptr().cast::<Self>()).body))
+        };
     }
 }
+
+// SAFETY: `f` is moved into the task at spawn and taken once by the task
+// itself; `out` is written by the task before it completes and read by the
+// single joiner after that (see the module docs). No `&F`/`&T` is ever shared.
+unsafe impl<F: Send, T: Send> Sync for Closure<F, T> {}
 
 /// Takes the result out of a finished task spawned with `F` returning `T`.
 ///
 /// # Safety
 ///
-/// The task's `join` word must be `JOIN_COMPLETE` (read with acquire), and
-/// the caller must be the task's only joiner.
+/// The task must be complete (`state`, read with acquire), the
+/// caller must be the task's only joiner, and the task must have been
+/// spawned with this `F` and `T`.
 pub(crate) unsafe fn take_output<F, T>(task: &Task) -> std::thread::Result<T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let body = task
-        .body
-        .as_any()
-        .downcast_ref::<Closure<F, T>>()
-        .expect("JoinHandle<T> always matches its task's body type");
+    // SAFETY: the caller vouches for the types.
+    let body = unsafe { TaskCell::<F, T>::body(NonNull::from(task)) };
     // SAFETY: the caller guarantees the task finished and we are the only reader.
     unsafe { (*body.out.get()).take() }.expect("a task's result is taken once")
 }
 
 /// Map of user-thread-local values (see `local.rs`), keyed by the address
-/// of their `LocalKey`.
-pub(crate) type LocalMap = Vec<(usize, Box<dyn Any>)>;
+/// of their `LocalKey`; boxed on first use, so that a thread that uses none
+/// (most) pays one null test at its end, not an empty `Vec`'s drop.
+pub(crate) type LocalMap = Option<Box<Vec<(usize, Box<dyn Any>)>>>;
 
-/// A user thread.
-pub(crate) struct Task<B: ?Sized = dyn Body> {
+/// A user thread: the header of its allocation (the typed body follows it).
+#[repr(C)]
+pub(crate) struct Task {
     /// Saved stack pointer while suspended.
     pub(crate) ctx: UnsafeCell<StackPointer>,
     /// The park word (`park.rs`).
     pub(crate) park: ParkState,
+    /// Join state and reference count (`lifecycle.rs`).
+    pub(crate) state: TaskState,
     /// Identifier.
     pub(crate) id: ThreadId,
+    /// The body's vtable.
+    vtable: &'static BodyVTable,
+    /// The stack, until the task has exited. Declared before `shared`: a
+    /// stack still here when the task is freed unregisters from its
+    /// runtime's registry as it drops, so the runtime must still be alive.
+    pub(crate) stack: UnsafeCell<Option<Stack>>,
+    /// The runtime the task belongs to (released by `Task::free`, with the
+    /// processor it already looked up, hence not dropped with the rest).
+    pub(crate) shared: ManuallyDrop<SharedRef>,
     /// Name given by `Builder::name`.
     pub(crate) name: Option<Box<str>>,
-    /// The runtime the task belongs to.
-    pub(crate) shared: Arc<Shared>,
-    /// The stack, until the task has exited.
-    pub(crate) stack: UnsafeCell<Option<Stack>>,
     /// Usable size of the stack (kept after the stack is gone, for messages).
     pub(crate) stack_size: usize,
-    /// `JOIN_RUNNING` / `JOIN_WAITING` / `JOIN_COMPLETE`.
-    pub(crate) join: AtomicU32,
-    /// The joiner's waiter, valid while `join == JOIN_WAITING`.
-    pub(crate) joiner: UnsafeCell<Option<WaiterRef>>,
+    /// The registered joiner, valid once it registered in `state`.
+    pub(crate) joiner: UnsafeCell<Joiner>,
+    /// This task is parked in a wait queue (`wait.rs`) or in some other
+    /// task's `join` word, rather than on its park word.
+    pub(crate) parked_in_queue: AtomicBool,
     /// What the task waits on ([`WaitReason`] encoded), for deadlock reports.
     wait_kind: AtomicU8,
     wait_arg: AtomicU64,
-    /// Slot in the runtime's registry of live tasks.
-    pub(crate) registry_slot: AtomicU32,
     /// User-thread-local values.
     pub(crate) locals: UnsafeCell<LocalMap>,
-    /// Closure and result.
-    pub(crate) body: B,
 }
 
 // SAFETY: every `UnsafeCell` field is owned by one party at a time by the
 // protocols in the module docs; the rest are atomics or immutable. The
 // user-thread-local values may be `!Send`, but they are only touched by the
 // task itself and move across kernel threads together with its whole stack,
-// which is what running a user thread on any processor already means.
-unsafe impl<B: ?Sized + Sync> Sync for Task<B> {}
+// which is what running a user thread on any processor already means. The
+// body is `Send` (the spawn bounds) and reached only by the protocols above.
+unsafe impl Sync for Task {}
 // SAFETY: as above.
-unsafe impl<B: ?Sized + Send> Send for Task<B> {}
+unsafe impl Send for Task {}
 
-/// A counted reference to a task.
-pub(crate) type TaskRef = Arc<Task>;
+/// Size of the blocks processors recycle for task allocations: a header and
+/// a closure capturing a few words fit. Larger tasks use the global
+/// allocator directly.
+pub(crate) const BLOCK: Layout = match Layout::from_size_align(384, 64) {
+    Ok(l) => l,
+    Err(_) => panic!("a valid layout"),
+};
+
+/// The layout actually allocated for a task whose cell has `layout`: one
+/// block if it fits, so blocks can be recycled between task types.
+#[inline]
+fn alloc_layout(layout: Layout) -> Layout {
+    if layout.size() <= BLOCK.size() && layout.align() <= BLOCK.align() {
+        BLOCK
+    } else {
+        layout
+    }
+}
+
+/// A cache of free task blocks, owned by one processor (not `Sync`).
+#[derive(Default)]
+pub(crate) struct BlockCache {
+    free: UnsafeCell<Vec<NonNull<u8>>>,
+}
+
+/// Blocks a processor keeps for reuse.
+const BLOCK_CACHE_CAP: usize = 1024;
+
+impl BlockCache {
+    #[allow(clippy::mut_from_ref)] // owner-only access, see the type docs
+    #[inline]
+    fn free(&self) -> &mut Vec<NonNull<u8>> {
+        // SAFETY: only the owning processor's kernel thread uses the cache,
+        // and no method calls out while holding this borrow.
+        unsafe { &mut *self.free.get() }
+    }
+
+    #[inline]
+    fn get(&self) -> Option<NonNull<u8>> {
+        self.free().pop()
+    }
+
+    /// Keeps `block` (allocated with [`BLOCK`]), or gives it back.
+    #[inline]
+    fn put(&self, block: NonNull<u8>) {
+        let free = self.free();
+        if free.len() < BLOCK_CACHE_CAP {
+            free.push(block);
+        } else {
+            // SAFETY: allocated with `BLOCK` by `Task::new`, no longer used.
+            unsafe { dealloc(block.as_ptr(), BLOCK) };
+        }
+    }
+}
+
+impl Drop for BlockCache {
+    fn drop(&mut self) {
+        for b in self.free.get_mut().drain(..) {
+            // SAFETY: every cached block was allocated with `BLOCK` and is unused.
+            unsafe { dealloc(b.as_ptr(), BLOCK) };
+        }
+    }
+}
+
+/// A counted reference to a task (a thin pointer).
+///
+/// Dropping the last one frees the task: its header fields, its body, and
+/// its memory (into the dropping processor's [`BlockCache`] when it runs on
+/// one). The last owner is usually alone by then, so `drop` first looks
+/// whether the count is 1 and, if so, frees without a locked instruction
+/// (nobody else holds a reference, so nobody can make a new one).
+pub(crate) struct TaskRef(NonNull<Task>);
+
+// SAFETY: a `TaskRef` is an `Arc`-like counted pointer to a `Task`, which is
+// `Send + Sync`.
+unsafe impl Send for TaskRef {}
+// SAFETY: as above.
+unsafe impl Sync for TaskRef {}
+
+impl std::ops::Deref for TaskRef {
+    type Target = Task;
+    #[inline]
+    fn deref(&self) -> &Task {
+        // SAFETY: a counted reference keeps the task alive.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl Clone for TaskRef {
+    #[inline]
+    fn clone(&self) -> TaskRef {
+        self.state.acquire_ref();
+        TaskRef(self.0)
+    }
+}
+
+impl Drop for TaskRef {
+    #[inline]
+    fn drop(&mut self) {
+        if self.state.release_ref() {
+            // SAFETY: this was the last reference.
+            unsafe { Task::free(self.0) };
+        }
+    }
+}
+
+impl TaskRef {
+    /// Gives up the reference without dropping it (see [`TaskRef::from_raw`]).
+    #[inline]
+    pub(crate) fn into_raw(self) -> NonNull<Task> {
+        let p = self.0;
+        std::mem::forget(self);
+        p
+    }
+
+    /// Takes back a reference given up by [`TaskRef::into_raw`].
+    ///
+    /// # Safety
+    ///
+    /// `p` must come from `into_raw`, and each such reference be taken back once.
+    #[inline]
+    pub(crate) unsafe fn from_raw(p: NonNull<Task>) -> TaskRef {
+        TaskRef(p)
+    }
+
+    /// The task's address.
+    #[inline]
+    pub(crate) fn as_ptr(&self) -> NonNull<Task> {
+        self.0
+    }
+}
 
 impl Task {
-    /// A new task with `body`, not yet runnable (its context is null).
-    pub(crate) fn new<F, T>(
+    /// A new task running `f`, not yet runnable (its context is null), with
+    /// two references: both returned, one for the run queue and one for the
+    /// spawner. Its memory comes from `cache` when given and possible.
+    pub(crate) fn allocate<F, T>(
         id: ThreadId,
         name: Option<Box<str>>,
-        shared: Arc<Shared>,
+        shared: SharedRef,
         stack: Stack,
         f: F,
-    ) -> TaskRef
+        cache: Option<&BlockCache>,
+    ) -> (TaskRef, TaskRef)
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        let vtable = &TaskCell::<F, T>::VTABLE;
+        let layout = alloc_layout(vtable.layout);
+        let mem = match cache {
+            Some(c) if layout == BLOCK => c.get(),
+            _ => None,
+        };
+        let mem = mem.unwrap_or_else(|| {
+            // SAFETY: the layout has a non-zero size (the header alone).
+            NonNull::new(unsafe { alloc(layout) }).unwrap_or_else(|| handle_alloc_error(layout))
+        });
+        let cell = mem.cast::<TaskCell<F, T>>();
         let stack_size = stack.size();
-        Arc::new(Task {
-            ctx: UnsafeCell::new(std::ptr::null_mut()),
-            park: ParkState::new(),
-            id,
-            name,
-            shared,
-            stack: UnsafeCell::new(Some(stack)),
-            stack_size,
-            join: AtomicU32::new(JOIN_RUNNING),
-            joiner: UnsafeCell::new(None),
-            wait_kind: AtomicU8::new(0),
-            wait_arg: AtomicU64::new(0),
-            registry_slot: AtomicU32::new(u32::MAX),
-            locals: UnsafeCell::new(Vec::new()),
-            body: Closure::<F, T>::new(f),
-        })
+        // SAFETY: `mem` is fresh memory with room and alignment for a
+        // `TaskCell<F, T>` (`alloc_layout` is at least its layout).
+        unsafe {
+            cell.as_ptr().write(TaskCell {
+                task: Task {
+                    ctx: UnsafeCell::new(std::ptr::null_mut()),
+                    park: ParkState::new(),
+                    state: TaskState::new(),
+                    id,
+                    vtable,
+                    stack: UnsafeCell::new(Some(stack)),
+                    shared: ManuallyDrop::new(shared),
+                    name,
+                    stack_size,
+                    joiner: UnsafeCell::new(Joiner::None),
+                    parked_in_queue: AtomicBool::new(false),
+                    wait_kind: AtomicU8::new(0),
+                    wait_arg: AtomicU64::new(0),
+                    locals: UnsafeCell::new(None),
+                },
+                body: Closure { f: UnsafeCell::new(Some(f)), out: UnsafeCell::new(None) },
+            })
+        };
+        let t = cell.cast::<Task>();
+        (TaskRef(t), TaskRef(t))
+    }
+
+    /// Runs the task's closure and stores its outcome. Called once, by the
+    /// task itself.
+    pub(crate) fn run_body(&self) {
+        // SAFETY: the vtable is the body's; `run` is called once, by the task.
+        unsafe { (self.vtable.run)(NonNull::from(self)) }
+    }
+
+    /// Drops everything the task owns and frees its memory.
+    ///
+    /// # Safety
+    ///
+    /// `t` must be live, and the caller must have held its last reference.
+    #[inline(never)]
+    pub(crate) unsafe fn free(t: NonNull<Task>) {
+        // SAFETY: the last reference: nobody else touches the task.
+        let vtable = unsafe { t.as_ref() }.vtable;
+        // SAFETY: as above; the body first, the header after (the body's
+        // vtable is read above, out of the header), the runtime reference
+        // last (the header's stack, if still there, unregisters from it).
+        let shared = unsafe {
+            (vtable.drop_body)(t);
+            let shared = ManuallyDrop::take(&mut (*t.as_ptr()).shared);
+            std::ptr::drop_in_place(t.as_ptr());
+            shared
+        };
+        // SAFETY: used right away, on this kernel thread (user code in the
+        // body's destructors ran above, before the lookup).
+        let vp = unsafe { crate::processor::current() };
+        crate::processor::release_task_ref(shared, vp);
+        let layout = alloc_layout(vtable.layout);
+        if layout == BLOCK {
+            if let Some(vp) = vp {
+                vp.blocks().put(t.cast());
+                return;
+            }
+        }
+        // SAFETY: allocated in `Task::new` with this layout.
+        unsafe { dealloc(t.as_ptr().cast(), layout) };
     }
 
     /// Records what the task is about to wait on.
@@ -312,6 +562,13 @@ impl Task {
             self.wait_kind.load(Ordering::Relaxed),
             self.wait_arg.load(Ordering::Relaxed),
         )
+    }
+
+    /// Whether the task is parked, on its park word, in a wait queue or in
+    /// another task's state word (for
+    /// the deadlock detector).
+    pub(crate) fn is_parked(&self) -> bool {
+        self.park.is_parked() || self.parked_in_queue.load(Ordering::Acquire)
     }
 
     /// The thread's name, if it has one.

@@ -11,15 +11,12 @@
 use crate::park::Kind;
 use crate::processor;
 use crate::runtime::Shared;
-use crate::task::{
-    self, Task, TaskRef, ThreadId, WaitReason, JOIN_COMPLETE, JOIN_RUNNING, JOIN_WAITING,
-};
+use crate::task::{self, Joiner, Task, TaskRef, ThreadId, WaitReason};
 use crate::wait::Waiter;
 use std::any::Any;
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -80,7 +77,7 @@ impl<T> JoinHandle<T> {
 
     /// Whether the thread has finished (so `join` will not block).
     pub fn is_finished(&self) -> bool {
-        self.thread.task.join.load(Ordering::Acquire) == JOIN_COMPLETE
+        self.thread.task.state.is_complete()
     }
 
     /// Waits for the thread to finish and returns its result, or the payload
@@ -88,24 +85,22 @@ impl<T> JoinHandle<T> {
     /// thread; on an OS thread it blocks the OS thread.
     pub fn join(self) -> Result<T, Box<dyn Any + Send + 'static>> {
         let task = &*self.thread.task;
-        if task.join.load(Ordering::Acquire) != JOIN_COMPLETE {
+        if !task.state.is_complete() && !processor::join_park(task) {
+            // An OS thread: wait through a `Waiter` (the protocol in
+            // lifecycle.rs and task.rs).
             let waiter = Waiter::new();
             // SAFETY: we are the only joiner (join consumes the handle), and
-            // the task reads `joiner` only after seeing JOIN_WAITING, which
+            // the task reads `joiner` only after seeing us registered, which
             // we publish below with release ordering.
-            unsafe { *task.joiner.get() = Some(waiter.as_ref()) };
-            if task
-                .join
-                .compare_exchange(JOIN_RUNNING, JOIN_WAITING, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                waiter.wait(WaitReason::Join(task.id));
+            unsafe { *task.joiner.get() = Joiner::Waiter(waiter.as_ref()) };
+            if task.state.register_joiner() {
+                waiter.wait_os();
             }
             // Otherwise it completed meanwhile and never looks at `joiner`.
-            debug_assert_eq!(task.join.load(Ordering::Acquire), JOIN_COMPLETE);
         }
-        // SAFETY: JOIN_COMPLETE was read with acquire (above, or by the wake
-        // that ended our wait), and we are the only joiner.
+        debug_assert!(task.state.is_complete());
+        // SAFETY: the completion was seen with acquire (above, or by the
+        // wake that ended our wait), and we are the only joiner.
         unsafe { (self.take)(task) }
     }
 }
@@ -200,12 +195,13 @@ where
     T: Send + 'static,
 {
     // SAFETY: spawning does not switch; `vp` is used only here.
-    let vp = unsafe { processor::current() };
-    let shared = match vp {
-        Some(vp) if processor::current_task_ptr().is_some() => &vp.shared,
+    let vp = match unsafe { processor::current() } {
+        Some(vp) if vp.current_task_ptr().is_some() => vp,
         _ => panic!("schedlab_rt::spawn called outside a user thread; use Runtime::spawn"),
     };
-    spawn_on(shared, None, None, f).expect("failed to map a stack for a user thread")
+    let task = processor::spawn_task_on(Some(vp), &vp.shared, None, None, f)
+        .expect("failed to map a stack for a user thread");
+    JoinHandle { thread: Thread { task }, take: task::take_output::<F, T>, _result: PhantomData }
 }
 
 /// The calling user thread.
@@ -224,7 +220,10 @@ pub fn try_current() -> Option<Thread> {
 
 /// Lets the processor run another runnable user thread, if there is one.
 /// On an OS thread, `std::thread::yield_now`.
-#[inline]
+///
+/// Always inlined: the switch happens in the caller's own frame, where the
+/// CPU predicts the return into it best (see `processor.rs`).
+#[inline(always)]
 pub fn yield_now() {
     if !processor::yield_current() {
         std::thread::yield_now();

@@ -2,21 +2,41 @@
 //! runtime uses, for user threads and for ordinary OS threads alike.
 //!
 //! A blocking operation puts a `Waiter` on its own stack, registers a
-//! [`WaiterRef`] to it in some queue (under that queue's lock), releases the
-//! lock and calls [`Waiter::wait`]. Whoever dequeues the reference later
-//! calls [`WaiterRef::wake`] exactly once.
+//! [`WaiterRef`] to it in some queue under that queue's spin lock, and calls
+//! [`Waiter::wait_unlocking`] with the lock still held. Whoever dequeues the
+//! reference later (under the same lock) calls [`WaiterRef::wake`] exactly
+//! once, after releasing the lock.
 //!
-//! - On a user thread, `wait` parks the user thread for a `Sync` token
-//!   (`park.rs`) and the processor runs something else. `wake` delivers the
-//!   token; by the argument in `park.rs` the waiter and its task stay alive
-//!   until that delivery, which is the waker's last access to them.
-//! - On an OS thread outside any runtime (a `main` thread receiving from a
-//!   channel, say), `wait` parks the kernel thread with `std::thread::park`
-//!   until a flag is set. `wake` clones the `std::thread::Thread` handle first,
-//!   then sets the flag, then unparks the clone: after the flag is set the
-//!   waiter may return and free its frame, so it is not touched again.
+//! # A user thread parks holding the queue's lock
+//!
+//! 1. The thread `T` registers itself under the lock and switches away
+//!    *without unlocking*; the pending action of the switch (`processor.rs`)
+//!    hands `T`'s reference to the queue entry, marks `T` parked
+//!    (`Task::parked_in_queue`, for the deadlock detector), and only then
+//!    unlocks.
+//! 2. A waker takes the lock, so it can dequeue `T` only after step 1: `T`'s
+//!    context is saved and published (the unlock is a release, the lock an
+//!    acquire). It wakes `T` after unlocking: it clears the flag and puts `T`
+//!    in a run queue with the reference the entry held.
+//!
+//! So a wait and its wake-up cost no atomic operation beyond the lock, where
+//! parking on the park word (`park.rs`) adds a compare-and-swap on each side
+//! (~11 ns on the lab machine): the park word exists to close the window
+//! between registering and switching, and here the lock closes it. The price
+//! is that the lock stays held for the switch (a few ns, on the waiter's
+//! processor only). The waiter and its task stay alive until the wake-up,
+//! which is the waker's last access to them.
+//!
+//! # An OS thread outside any runtime
+//!
+//! (A `main` thread receiving from a channel, say.) `wait_unlocking` drops
+//! the lock and parks the kernel thread with `std::thread::park` until a flag
+//! is set. `wake` clones the `std::thread::Thread` handle first, then sets
+//! the flag, then unparks the clone: after the flag is set the waiter may
+//! return and free its frame, so it is not touched again.
 
 use crate::processor;
+use crate::spin::SpinGuard;
 use crate::task::{Task, WaitReason};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,12 +70,30 @@ impl Waiter {
         WaiterRef(NonNull::from(self))
     }
 
-    /// Blocks until the registered reference is woken. Must be called exactly
-    /// once per registration, after the reference is visible to wakers.
+    /// Releases `guard` (the lock of the queue this waiter was just
+    /// registered in) and blocks until the registered reference is woken.
+    /// Must be called exactly once per registration, by the registering
+    /// thread, with no switch in between (module docs).
     #[inline]
-    pub(crate) fn wait(&self, reason: WaitReason) {
+    pub(crate) fn wait_unlocking<T>(&self, guard: SpinGuard<'_, T>, reason: WaitReason) {
         match &self.who {
-            Who::Task(_) => processor::park_current(crate::park::Kind::Sync, reason),
+            Who::Task(_) => processor::park_unlocking(guard.into_locked_word(), reason),
+            Who::Os { .. } => {
+                drop(guard);
+                self.wait_os();
+            }
+        }
+    }
+
+    /// Blocks an OS-thread waiter until woken, for a registration published
+    /// without a lock (a task's state word, `thread.rs`).
+    ///
+    /// # Panics
+    ///
+    /// On a user thread, which waits only through `wait_unlocking`.
+    pub(crate) fn wait_os(&self) {
+        match &self.who {
+            Who::Task(_) => unreachable!("a user thread waits through wait_unlocking"),
             Who::Os { woken, .. } => {
                 while !woken.load(Ordering::Acquire) {
                     std::thread::park();
@@ -89,8 +127,9 @@ impl WaiterRef {
         match &waiter.who {
             Who::Task(t) => {
                 let t = *t;
-                // SAFETY: the task waits for this token, so it is alive (park.rs).
-                unsafe { processor::unpark_sync(t) };
+                // SAFETY: the task is parked in the queue we dequeued it from,
+                // which owned its reference (module docs).
+                unsafe { processor::wake_queued(t) };
             }
             Who::Os { thread, woken } => {
                 let thread = thread.clone();

@@ -5,14 +5,43 @@
 //! CARGO_TARGET_DIR=target-rt cargo test --release -p schedlab-rt --test bench -- --ignored --nocapture
 //! ```
 //!
-//! `SCHEDLAB_RT_BENCH=yield` (any part of a name) runs only matching figures.
+//! `SCHEDLAB_RT_BENCH=yield` (any part of a name) runs only matching figures;
+//! `SCHEDLAB_RT_BENCH_P=1` only the runs with that many processors.
+//! `SCHEDLAB_RT_BENCH_CLOCK=thread` times with the CPU time of the timing
+//! kernel thread instead of the wall clock: with one processor that is all
+//! the work, and time other processes take from this CPU is not counted
+//! (for A/B comparisons on a busy machine).
 //! Each figure is the median of 7 samples; setup (building the runtime,
 //! warming the stack pool) is outside the timed part.
 
 use schedlab_rt::sync::{channel, Mutex};
 use schedlab_rt::{spawn, yield_now, Runtime};
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// A start time, on the clock chosen by `SCHEDLAB_RT_BENCH_CLOCK`.
+#[derive(Clone, Copy)]
+struct Instant(std::time::Instant, Option<Duration>);
+
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes the current thread's CPU time into `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+impl Instant {
+    fn now() -> Instant {
+        let cpu = std::env::var("SCHEDLAB_RT_BENCH_CLOCK").is_ok_and(|c| c == "thread");
+        Instant(std::time::Instant::now(), cpu.then(thread_cpu_time))
+    }
+    fn elapsed(&self) -> Duration {
+        match self.1 {
+            Some(start) => thread_cpu_time() - start,
+            None => self.0.elapsed(),
+        }
+    }
+}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -48,6 +77,27 @@ fn yield_pair(n: u64) -> Duration {
     for _ in 0..n / 2 {
         yield_now();
     }
+    let d = t.elapsed();
+    partner.join().unwrap();
+    d
+}
+
+/// The loop both sides of [`yield_same_site`] run.
+#[inline(never)]
+fn yield_loop(n: u64) {
+    for _ in 0..n {
+        yield_now();
+    }
+}
+
+fn yield_same_site(n: u64) -> Duration {
+    // As `yield_pair`, but both threads yield from the same instruction, so
+    // the return after each switch is predicted (the floor under `yield_pair`,
+    // whose two threads return to different places).
+    let partner = spawn(move || yield_loop(n / 2));
+    yield_now();
+    let t = Instant::now();
+    yield_loop(n / 2);
     let d = t.elapsed();
     partner.join().unwrap();
     d
@@ -115,13 +165,19 @@ fn mutex_uncontended(n: u64) -> Duration {
 #[test]
 #[ignore = "benchmark: run with --ignored --nocapture in release mode"]
 fn bench_thread_operations() {
+    let only_p: Option<usize> =
+        std::env::var("SCHEDLAB_RT_BENCH_P").ok().and_then(|v| v.parse().ok());
     for p in [1, 2] {
+        if only_p.is_some_and(|o| o != p) {
+            continue;
+        }
         let rt = Runtime::builder().processors(p).build().unwrap();
         println!("-- {p} processor(s)");
         if p == 1 {
             // With two processors the two threads usually end up on different
             // processors, and a yield with nothing else to run does not switch.
             report("yield (per switch, 2 threads)", &rt, 2_000_000, yield_pair);
+            report("yield, same call site (per switch)", &rt, 2_000_000, yield_same_site);
         }
         report("spawn+join, one at a time", &rt, 200_000, spawn_join_one);
         report("spawn+join, batches of 1000", &rt, 200_000, spawn_join_batch);

@@ -9,7 +9,7 @@ mod common;
 use common::{runtime, watchdog, PROCESSORS};
 use schedlab_rt::sync::{channel, Condvar, Mutex};
 use schedlab_rt::{spawn, yield_now};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A tiny deterministic generator (each thread seeds its own).
@@ -154,6 +154,93 @@ fn nested_spawns_form_a_tree() {
         for p in PROCESSORS {
             let rt = runtime(p);
             assert_eq!(rt.block_on(|| tree(10)).unwrap(), 1024);
+        }
+    });
+}
+
+/// Drops its counter's count when dropped, wherever that happens (on the
+/// exiting thread, on a joiner, on another processor): every value must be
+/// dropped exactly once.
+struct Counted(Arc<AtomicUsize>);
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn stress_detached_and_joined_threads_race_their_exits() {
+    // Threads whose handles are dropped before, during or after their exit,
+    // joined by the spawner or by another user thread (often on another
+    // processor), with `Thread` handles that outlive them and get unparked
+    // late, and results that must be dropped exactly once.
+    watchdog(120, || {
+        for p in PROCESSORS {
+            let rt = runtime(p);
+            let live = Arc::new(AtomicUsize::new(0));
+            let ran = Arc::new(AtomicUsize::new(0));
+            let (l, r) = (live.clone(), ran.clone());
+            rt.block_on(move || {
+                let mut rng = Rng(p as u64 + 7);
+                let (tx, rx) = channel::<schedlab_rt::JoinHandle<Counted>>(0);
+                // A joiner thread that joins what it is handed.
+                let joiner = spawn(move || {
+                    let mut n = 0;
+                    for h in rx.iter() {
+                        drop(h.join().unwrap());
+                        n += 1;
+                    }
+                    n
+                });
+                let mut threads = Vec::new();
+                let mut handed = 0;
+                for i in 0..3000u64 {
+                    let (l2, r2) = (l.clone(), r.clone());
+                    l.fetch_add(1, Ordering::SeqCst);
+                    let h = spawn(move || {
+                        if i % 4 == 0 {
+                            yield_now();
+                        }
+                        // Last: once all have counted, none switches again
+                        // before it completes.
+                        r2.fetch_add(1, Ordering::SeqCst);
+                        Counted(l2)
+                    });
+                    threads.push(h.thread().clone());
+                    match rng.next() % 4 {
+                        0 => drop(h), // detached at once
+                        1 => drop(h.join().unwrap()),
+                        2 => {
+                            tx.send(h).unwrap();
+                            handed += 1;
+                        }
+                        _ => {
+                            // Detached after a yield: often while it runs or exits.
+                            yield_now();
+                            drop(h);
+                        }
+                    }
+                    rng.maybe_yield();
+                }
+                drop(tx);
+                assert_eq!(joiner.join().unwrap(), handed);
+                // Unparking threads long gone is harmless.
+                for t in &threads {
+                    t.unpark();
+                }
+                // Let detached stragglers finish.
+                while r.load(Ordering::SeqCst) < 3000 {
+                    yield_now();
+                }
+            })
+            .unwrap();
+            drop(rt);
+            assert_eq!(ran.load(Ordering::SeqCst), 3000, "every thread ran once ({p} processors)");
+            assert_eq!(
+                live.load(Ordering::SeqCst),
+                0,
+                "every result dropped once ({p} processors)"
+            );
         }
     });
 }

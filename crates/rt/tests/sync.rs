@@ -9,7 +9,7 @@ use schedlab_rt::sync::{
     channel, Barrier, Condvar, Mutex, RecvError, RwLock, Semaphore, TryRecvError, TrySendError,
 };
 use schedlab_rt::{spawn, yield_now, Runtime};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 #[test]
@@ -310,5 +310,131 @@ fn os_threads_and_user_threads_share_a_channel() {
         }
         drop(to_user);
         h.join().unwrap();
+    });
+}
+
+#[test]
+fn a_rendezvous_channel_completes_a_send_only_when_a_receiver_takes_it() {
+    watchdog(30, || {
+        for p in PROCESSORS {
+            let rt = runtime(p);
+            rt.block_on(|| {
+                let (tx, rx) = channel::<u32>(0);
+                assert!(matches!(tx.try_send(7), Err(TrySendError::Full(7))), "nobody receives");
+                let taken = Arc::new(AtomicBool::new(false));
+                let t = taken.clone();
+                let sender = spawn(move || {
+                    tx.send(1).unwrap();
+                    // The send returned: the value was taken, not buffered.
+                    assert!(t.load(Ordering::Acquire));
+                    tx.send(2).unwrap();
+                    tx
+                });
+                // Let the sender block (on 1 processor it runs now).
+                for _ in 0..10 {
+                    yield_now();
+                }
+                taken.store(true, Ordering::Release);
+                assert_eq!(rx.recv(), Ok(1));
+                assert_eq!(rx.recv(), Ok(2));
+                let tx = sender.join().unwrap();
+                assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+                drop(tx);
+                assert_eq!(rx.recv(), Err(RecvError));
+            })
+            .unwrap();
+        }
+    });
+}
+
+#[test]
+fn rendezvous_ping_pong_and_mpmc_deliver_every_value_once() {
+    watchdog(60, || {
+        for p in PROCESSORS {
+            let rt = runtime(p);
+            let total = rt
+                .block_on(|| {
+                    let (tx, rx) = channel::<u64>(0);
+                    let producers: Vec<_> = (0..3u64)
+                        .map(|k| {
+                            let tx = tx.clone();
+                            spawn(move || {
+                                for i in 0..500 {
+                                    tx.send(k * 500 + i).unwrap();
+                                }
+                            })
+                        })
+                        .collect();
+                    drop(tx);
+                    let consumers: Vec<_> = (0..2)
+                        .map(|_| {
+                            let rx = rx.clone();
+                            spawn(move || rx.iter().collect::<Vec<u64>>())
+                        })
+                        .collect();
+                    drop(rx);
+                    producers.into_iter().for_each(|h| h.join().unwrap());
+                    let mut all: Vec<u64> =
+                        consumers.into_iter().flat_map(|c| c.join().unwrap()).collect();
+                    all.sort_unstable();
+                    assert_eq!(all, (0..1500).collect::<Vec<u64>>(), "each value exactly once");
+                    // Ping-pong over two rendezvous channels.
+                    let (to_echo, from_main) = channel::<u64>(0);
+                    let (to_main, from_echo) = channel::<u64>(0);
+                    let echo = spawn(move || {
+                        while let Ok(v) = from_main.recv() {
+                            to_main.send(v * 2).unwrap();
+                        }
+                    });
+                    let mut total = 0;
+                    for i in 0..1000 {
+                        to_echo.send(i).unwrap();
+                        total += from_echo.recv().unwrap();
+                    }
+                    drop(to_echo);
+                    echo.join().unwrap();
+                    total
+                })
+                .unwrap();
+            assert_eq!(total, 2 * (0..1000u64).sum::<u64>());
+        }
+    });
+}
+
+#[test]
+fn a_sender_blocked_on_a_rendezvous_gets_its_value_back_when_receivers_go() {
+    watchdog(30, || {
+        let rt = runtime(1);
+        rt.block_on(|| {
+            let (tx, rx) = channel::<String>(0);
+            let h = spawn(move || tx.send("kept".to_string()));
+            yield_now(); // the sender blocks
+            drop(rx);
+            assert_eq!(h.join().unwrap().unwrap_err().0, "kept");
+        })
+        .unwrap();
+    });
+}
+
+#[test]
+fn a_full_channel_hands_a_blocked_senders_value_to_the_buffer_in_order() {
+    watchdog(30, || {
+        let rt = runtime(1);
+        rt.block_on(|| {
+            let (tx, rx) = channel::<u32>(2);
+            tx.send(0).unwrap();
+            tx.send(1).unwrap();
+            let senders: Vec<_> = (2..5)
+                .map(|v| {
+                    let tx = tx.clone();
+                    spawn(move || tx.send(v).unwrap())
+                })
+                .collect();
+            yield_now(); // all three block, in order, on the full buffer
+            let got: Vec<u32> = (0..5).map(|_| rx.recv().unwrap()).collect();
+            assert_eq!(got, [0, 1, 2, 3, 4]);
+            senders.into_iter().for_each(|h| h.join().unwrap());
+        })
+        .unwrap();
     });
 }

@@ -54,8 +54,7 @@ impl Barrier {
             return BarrierWaitResult(true);
         }
         g.waiters.push_back(waiter.as_ref());
-        drop(g);
-        waiter.wait(WaitReason::Barrier(self as *const Self as usize));
+        waiter.wait_unlocking(g, WaitReason::Barrier(self as *const Self as usize));
         BarrierWaitResult(false)
     }
 }

@@ -1,16 +1,29 @@
-//! A bounded multi-producer multi-consumer [`channel`] for user threads.
+//! A bounded multi-producer multi-consumer [`channel`] for user threads,
+//! including rendezvous channels (capacity 0).
 //!
 //! One ring buffer and two waiter queues under a spin lock. A sender that
-//! finds the buffer full, or a receiver that finds it empty, queues itself
-//! and parks; every successful send wakes one queued receiver and every
-//! successful receive wakes one queued sender. A woken thread tries again
-//! (another thread may have taken the slot or the value first), so nothing
-//! is handed over behind the lock's back and no value can be lost: values
-//! only ever enter and leave the buffer under the lock.
+//! finds no receiver waiting and the buffer full, or a receiver that finds
+//! no value, queues itself with a *slot* on its own stack and parks. Values
+//! are handed over under the lock, as Go's channels do (`runtime/chan.go`),
+//! so a woken thread never takes the lock again to finish its operation:
+//! - a sender that finds a receiver waiting puts the value in the receiver's
+//!   slot (the buffer is then empty: receivers wait only on an empty one);
+//! - a receiver that finds a sender waiting takes the head of the buffer and
+//!   moves the sender's value in at the tail (FIFO is kept), or, with an
+//!   empty buffer (capacity 0), takes the sender's value from its slot.
 //!
-//! Dropping the last [`Sender`] wakes every receiver (they drain the buffer,
-//! then see [`RecvError`]); dropping the last [`Receiver`] wakes every sender
-//! (they get their value back in [`SendError`]).
+//! Either way the waiting side is dequeued under the lock, then woken after
+//! the lock is released; its slot (filled, or emptied) says that its
+//! operation is done. Values only ever move under the lock, so none is lost
+//! or duplicated; the slot is read by its owner only after the wake-up,
+//! which orders it after the write (park.rs).
+//!
+//! Dropping the last [`Sender`] wakes every receiver with an empty slot
+//! (they drain the buffer, then see [`RecvError`]); dropping the last
+//! [`Receiver`] wakes every sender with its value still in its slot (they
+//! get it back in [`SendError`]). Handing over a value per operation means
+//! one lock acquisition per send or receive, where a woken thread used to
+//! retry under the lock (channel ping-pong: 43.5 ns per switch before).
 
 use crate::spin::SpinLock;
 use crate::sync::wake_all;
@@ -20,26 +33,38 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 
+/// A queued waiter and its slot: for a receiver, where a sender puts the
+/// value it hands over; for a sender, the value it offers, which a receiver
+/// takes (leaving `None`).
+struct Waiting<T> {
+    waiter: WaiterRef,
+    slot: *mut Option<T>,
+}
+
 struct Inner<T> {
     buf: VecDeque<T>,
     cap: usize,
     senders: usize,
     receivers: usize,
-    send_waiters: VecDeque<WaiterRef>,
-    recv_waiters: VecDeque<WaiterRef>,
+    send_waiters: VecDeque<Waiting<T>>,
+    recv_waiters: VecDeque<Waiting<T>>,
 }
 
 struct Chan<T> {
     inner: SpinLock<Inner<T>>,
 }
 
-/// Creates a channel holding at most `capacity` values in flight.
-///
-/// # Panics
-///
-/// If `capacity` is 0 (rendezvous channels are not implemented).
+// SAFETY: the raw slot pointers in the waiter queues are only dereferenced
+// under the lock, while their waiters wait (module docs); values of `T` move
+// between threads, hence `T: Send`.
+unsafe impl<T: Send> Send for Chan<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Chan<T> {}
+
+/// Creates a channel holding at most `capacity` values in flight; with
+/// `capacity` 0, a rendezvous channel: a send completes only when a receiver
+/// takes the value.
 pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
-    assert!(capacity > 0, "channel capacity must be at least 1");
     let chan = Arc::new(Chan {
         inner: SpinLock::new(Inner {
             buf: VecDeque::with_capacity(capacity.min(1024)),
@@ -115,87 +140,161 @@ impl<T> fmt::Debug for TrySendError<T> {
     }
 }
 
-fn wake_one(w: Option<WaiterRef>) {
-    if let Some(w) = w {
-        // SAFETY: dequeued under the channel lock: woken only here.
-        unsafe { w.wake() };
+/// Wakes a dequeued waiter.
+#[inline]
+fn wake(w: WaiterRef) {
+    // SAFETY: dequeued under the channel lock: woken only here, once.
+    unsafe { w.wake() };
+}
+
+impl<T> Inner<T> {
+    /// Hands `value` to the first waiting receiver, if any (its wake-up is
+    /// returned: to do after unlocking); gives the value back otherwise.
+    #[inline]
+    fn hand_to_receiver(&mut self, value: T) -> Result<WaiterRef, T> {
+        match self.recv_waiters.pop_front() {
+            Some(w) => {
+                // SAFETY: the receiver waits, so its slot (on its stack) is
+                // alive, and we hold the lock its slot is written under.
+                unsafe { *w.slot = Some(value) };
+                Ok(w.waiter)
+            }
+            None => Err(value),
+        }
+    }
+
+    /// Takes the value of the first waiting sender, if any, with its
+    /// wake-up (to do after unlocking).
+    #[inline]
+    fn take_from_sender(&mut self) -> Option<(T, WaiterRef)> {
+        let w = self.send_waiters.pop_front()?;
+        // SAFETY: as in `hand_to_receiver`; a queued sender's slot holds its value.
+        let v = unsafe { (*w.slot).take() }.expect("a waiting sender offers a value");
+        Some((v, w.waiter))
+    }
+
+    /// Receives under the lock: the head of the buffer (refilled from a
+    /// waiting sender) or, with the buffer empty, a waiting sender's value.
+    #[inline]
+    fn take(&mut self) -> Option<(T, Option<WaiterRef>)> {
+        match self.buf.pop_front() {
+            Some(v) => {
+                let woken = self.take_from_sender().map(|(sv, w)| {
+                    self.buf.push_back(sv);
+                    w
+                });
+                Some((v, woken))
+            }
+            None => self.take_from_sender().map(|(v, w)| (v, Some(w))),
+        }
     }
 }
 
 impl<T> Sender<T> {
-    /// Sends `value`, parking while the buffer is full.
+    /// Sends `value`, parking while the buffer is full (on a rendezvous
+    /// channel, until a receiver takes it).
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+        let mut value = value;
         loop {
             let waiter: Waiter;
+            let mut slot: Option<T>;
             {
-                // One lock acquisition decides: send, fail, or queue.
+                // One lock acquisition decides: hand over, buffer, fail, or queue.
                 let mut g = self.chan.inner.lock();
                 if g.receivers == 0 {
                     return Err(SendError(value));
                 }
+                value = match g.hand_to_receiver(value) {
+                    Ok(w) => {
+                        drop(g);
+                        wake(w);
+                        return Ok(());
+                    }
+                    Err(v) => v,
+                };
                 if g.buf.len() < g.cap {
                     g.buf.push_back(value);
-                    let w = g.recv_waiters.pop_front();
-                    drop(g);
-                    wake_one(w);
                     return Ok(());
                 }
                 waiter = Waiter::new();
-                g.send_waiters.push_back(waiter.as_ref());
+                slot = Some(value);
+                let slot_ptr = std::ptr::addr_of_mut!(slot);
+                g.send_waiters.push_back(Waiting { waiter: waiter.as_ref(), slot: slot_ptr });
+                waiter.wait_unlocking(g, WaitReason::ChannelSend(Arc::as_ptr(&self.chan) as usize));
             }
-            waiter.wait(WaitReason::ChannelSend(Arc::as_ptr(&self.chan) as usize));
+            // A receiver took the value (the slot is empty), or every
+            // receiver is gone and we were woken with it still there.
+            match slot.take() {
+                None => return Ok(()),
+                Some(v) => value = v,
+            }
         }
     }
 
-    /// Sends `value` if there is room now.
+    /// Sends `value` if that needs no waiting: a receiver waits, or the
+    /// buffer has room.
     pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
         let mut g = self.chan.inner.lock();
         if g.receivers == 0 {
             return Err(TrySendError::Disconnected(value));
         }
+        let value = match g.hand_to_receiver(value) {
+            Ok(w) => {
+                drop(g);
+                wake(w);
+                return Ok(());
+            }
+            Err(v) => v,
+        };
         if g.buf.len() >= g.cap {
             return Err(TrySendError::Full(value));
         }
         g.buf.push_back(value);
-        let w = g.recv_waiters.pop_front();
-        drop(g);
-        wake_one(w);
         Ok(())
     }
 }
 
 impl<T> Receiver<T> {
-    /// Receives a value, parking while the buffer is empty.
+    /// Receives a value, parking while there is none.
     pub fn recv(&self) -> Result<T, RecvError> {
         loop {
             let waiter: Waiter;
+            let mut slot: Option<T> = None;
             {
                 // One lock acquisition decides: receive, fail, or queue.
                 let mut g = self.chan.inner.lock();
-                if let Some(v) = g.buf.pop_front() {
-                    let w = g.send_waiters.pop_front();
+                if let Some((v, woken)) = g.take() {
                     drop(g);
-                    wake_one(w);
+                    if let Some(w) = woken {
+                        wake(w);
+                    }
                     return Ok(v);
                 }
                 if g.senders == 0 {
                     return Err(RecvError);
                 }
                 waiter = Waiter::new();
-                g.recv_waiters.push_back(waiter.as_ref());
+                let slot_ptr = std::ptr::addr_of_mut!(slot);
+                g.recv_waiters.push_back(Waiting { waiter: waiter.as_ref(), slot: slot_ptr });
+                waiter.wait_unlocking(g, WaitReason::ChannelRecv(Arc::as_ptr(&self.chan) as usize));
             }
-            waiter.wait(WaitReason::ChannelRecv(Arc::as_ptr(&self.chan) as usize));
+            // A sender handed us a value, or every sender is gone.
+            if let Some(v) = slot.take() {
+                return Ok(v);
+            }
         }
     }
 
-    /// Receives a value if one is there now.
+    /// Receives a value if one is there now (in the buffer, or offered by a
+    /// waiting sender).
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
         let mut g = self.chan.inner.lock();
-        match g.buf.pop_front() {
-            Some(v) => {
-                let w = g.send_waiters.pop_front();
+        match g.take() {
+            Some((v, woken)) => {
                 drop(g);
-                wake_one(w);
+                if let Some(w) = woken {
+                    wake(w);
+                }
                 Ok(v)
             }
             None if g.senders == 0 => Err(TryRecvError::Disconnected),
@@ -228,7 +327,7 @@ impl<T> Drop for Sender<T> {
         let mut g = self.chan.inner.lock();
         g.senders -= 1;
         if g.senders == 0 {
-            let all = std::mem::take(&mut g.recv_waiters);
+            let all: VecDeque<WaiterRef> = g.recv_waiters.drain(..).map(|w| w.waiter).collect();
             wake_all(g, all);
         }
     }
@@ -239,7 +338,7 @@ impl<T> Drop for Receiver<T> {
         let mut g = self.chan.inner.lock();
         g.receivers -= 1;
         if g.receivers == 0 {
-            let all = std::mem::take(&mut g.send_waiters);
+            let all: VecDeque<WaiterRef> = g.send_waiters.drain(..).map(|w| w.waiter).collect();
             wake_all(g, all);
         }
     }

@@ -35,9 +35,13 @@ impl Condvar {
     pub fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
         let mutex = guard.mutex();
         let waiter = Waiter::new();
-        self.queue.lock().push_back(waiter.as_ref());
+        let mut q = self.queue.lock();
+        q.push_back(waiter.as_ref());
+        // Unlock the mutex while queued: a notify from now on finds us. (The
+        // condvar's lock is held meanwhile; the mutex's unlock may take the
+        // mutex's own queue lock: always in this order, never the other.)
         drop(guard);
-        waiter.wait(WaitReason::Condvar(self as *const Self as usize));
+        waiter.wait_unlocking(q, WaitReason::Condvar(self as *const Self as usize));
         mutex.lock()
     }
 

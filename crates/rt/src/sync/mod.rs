@@ -1,10 +1,14 @@
 //! Synchronization for user threads: [`Mutex`], [`Condvar`], [`RwLock`],
-//! [`Semaphore`], [`Barrier`] and a bounded MPMC [`channel()`].
+//! [`Semaphore`], [`Barrier`] and a bounded MPMC [`channel()`] (capacity 0:
+//! rendezvous).
 //!
 //! Blocking parks the *user thread* (its processor runs other user threads
 //! meanwhile), never the kernel thread. Each primitive keeps its waiters in a
-//! FIFO queue of waiters (`wait.rs`) under a short spin lock; a waker
-//! dequeues a waiter and wakes it exactly once (`wait.rs`). They also work
+//! FIFO queue of waiters (`wait.rs`) under a short spin lock; a user thread
+//! parks still holding that lock, which its processor releases after the
+//! switch, and a waker dequeues a waiter and wakes it exactly once
+//! (`wait.rs`). Uncontended, the `Mutex` costs two locked instructions, its
+//! lock and its unlock (~10 ns on the lab machine; see `mutex.rs`). They also work
 //! from ordinary OS threads, which block as they would on a `std` primitive,
 //! so a `main` thread can talk to user threads over a channel.
 //!

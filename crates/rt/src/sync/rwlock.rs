@@ -64,32 +64,28 @@ impl<T> RwLock<T> {
     /// Locks for reading, parking while a writer holds or waits for the lock.
     pub fn read(&self) -> RwLockReadGuard<'_, T> {
         let waiter = Waiter::new();
-        {
-            let mut s = self.state.lock();
-            if !s.writer && s.waiting_writers.is_empty() {
-                s.readers += 1;
-                return RwLockReadGuard { lock: self };
-            }
-            s.waiting_readers.push_back(waiter.as_ref());
+        let mut s = self.state.lock();
+        if !s.writer && s.waiting_writers.is_empty() {
+            s.readers += 1;
+            return RwLockReadGuard { lock: self };
         }
-        // The waker counted us as a reader.
-        waiter.wait(WaitReason::RwLockRead(self as *const Self as usize));
+        s.waiting_readers.push_back(waiter.as_ref());
+        // The waker counts us as a reader.
+        waiter.wait_unlocking(s, WaitReason::RwLockRead(self as *const Self as usize));
         RwLockReadGuard { lock: self }
     }
 
     /// Locks for writing, parking while anyone holds the lock.
     pub fn write(&self) -> RwLockWriteGuard<'_, T> {
         let waiter = Waiter::new();
-        {
-            let mut s = self.state.lock();
-            if !s.writer && s.readers == 0 {
-                s.writer = true;
-                return RwLockWriteGuard { lock: self };
-            }
-            s.waiting_writers.push_back(waiter.as_ref());
+        let mut s = self.state.lock();
+        if !s.writer && s.readers == 0 {
+            s.writer = true;
+            return RwLockWriteGuard { lock: self };
         }
-        // The waker made us the writer.
-        waiter.wait(WaitReason::RwLockWrite(self as *const Self as usize));
+        s.waiting_writers.push_back(waiter.as_ref());
+        // The waker makes us the writer.
+        waiter.wait_unlocking(s, WaitReason::RwLockWrite(self as *const Self as usize));
         RwLockWriteGuard { lock: self }
     }
 

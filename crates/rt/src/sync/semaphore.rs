@@ -35,16 +35,14 @@ impl Semaphore {
     /// Takes a permit, parking until one is available.
     pub fn acquire(&self) {
         let waiter = Waiter::new();
-        {
-            let mut g = self.inner.lock();
-            if g.permits > 0 {
-                g.permits -= 1;
-                return;
-            }
-            g.waiters.push_back(waiter.as_ref());
+        let mut g = self.inner.lock();
+        if g.permits > 0 {
+            g.permits -= 1;
+            return;
         }
+        g.waiters.push_back(waiter.as_ref());
         // The releaser hands us its permit.
-        waiter.wait(WaitReason::Semaphore(self as *const Self as usize));
+        waiter.wait_unlocking(g, WaitReason::Semaphore(self as *const Self as usize));
     }
 
     /// Takes a permit if one is available now.
