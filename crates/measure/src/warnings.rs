@@ -141,10 +141,7 @@ pub fn measurement_warnings(m: &Measurement) -> Vec<Warning> {
     if migrated > 0 {
         push(
             "migrated",
-            format!(
-                "{name}: {migrated} of {} samples changed CPU while running",
-                m.samples.len()
-            ),
+            format!("{name}: {migrated} of {} samples changed CPU while running", m.samples.len()),
         );
     }
     w
