@@ -39,6 +39,9 @@ pub enum Command {
     /// The memory-clearing lab: sweep clearing routines over sizes and alignments, store the
     /// run, print crossover points and the best routine per size range, draw SVG charts.
     Mem(MemArgs),
+    /// Scheduler timelines: who ran when in the seed's ThreadTest scenarios, per-thread CPU
+    /// share, time slices and gaps, stored as a run; terminal lanes, SVG and Perfetto.
+    Timeline(TimelineArgs),
 }
 
 /// The suites.
@@ -152,4 +155,27 @@ pub struct MemArgs {
     /// Print the tables as Markdown.
     #[arg(long)]
     pub markdown: bool,
+}
+
+/// `schedlab timeline`.
+#[derive(Debug, Args)]
+pub struct TimelineArgs {
+    /// The scenario: its number (`3`) or name (`two-equal`); `--list` shows them.
+    #[arg(required_unless_present = "list")]
+    pub scenario: Option<String>,
+    /// List the scenarios.
+    #[arg(long)]
+    pub list: bool,
+    /// Also write the timeline as Chrome trace event JSON (loads in ui.perfetto.dev).
+    #[arg(long, value_name = "FILE")]
+    pub perfetto: Option<PathBuf>,
+    /// Also draw the timeline as an SVG picture.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Also record sched_switch/sched_wakeup with the kernel's tracefs (root).
+    #[arg(long)]
+    pub kernel: bool,
+    /// A label for the stored run.
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
 }

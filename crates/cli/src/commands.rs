@@ -35,6 +35,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Export(args) => export(&open(&db)?, &args),
         Command::Compare(args) => compare(&open(&db)?, &args),
         Command::Mem(args) => crate::mem::mem(&args, &db),
+        Command::Timeline(args) => crate::timeline::timeline(&args, &db),
     }
 }
 

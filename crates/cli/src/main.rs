@@ -9,6 +9,7 @@ mod commands;
 mod mem;
 mod run;
 mod settings;
+mod timeline;
 
 use std::io::{self, Write};
 use std::process::ExitCode;

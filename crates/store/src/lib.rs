@@ -77,6 +77,20 @@ pub struct Store {
     path: PathBuf,
 }
 
+/// A scenario's raw timeline as stored (schema version 2): the store keeps the JSON opaque,
+/// `schedlab-trace` defines it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredTimeline {
+    /// The scenario (`3 two-equal`).
+    pub scenario: String,
+    /// The recorder that made it: `sampling`, `kernel`, `rt`.
+    pub recorder: String,
+    /// The recorded window, ns.
+    pub window_ns: u64,
+    /// The timeline as JSON.
+    pub data: String,
+}
+
 /// One line of `schedlab runs`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunSummary {
@@ -356,6 +370,34 @@ impl Store {
         })();
         res.map_err(|e| sql_error(&path, e))?;
         tx.commit().map_err(|e| sql_error(&path, e))
+    }
+
+    /// Stores a scenario's raw timeline (`data`: the timeline as JSON) with its run.
+    /// Returns the timeline's id.
+    pub fn save_timeline(&self, run: i64, t: &StoredTimeline) -> Result<i64> {
+        self.sql(self.conn.execute(
+            "INSERT INTO timelines (run_id, scenario, recorder, window_ns, data) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![run, t.scenario, t.recorder, t.window_ns as i64, t.data],
+        ))?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// The timelines stored with a run, in the order they were stored.
+    pub fn timelines(&self, run: i64) -> Result<Vec<StoredTimeline>> {
+        let mut stmt = self.sql(self.conn.prepare(
+            "SELECT scenario, recorder, window_ns, data FROM timelines WHERE run_id = ?1 ORDER BY id",
+        ))?;
+        self.sql(
+            stmt.query_map([run], |r| {
+                Ok(StoredTimeline {
+                    scenario: r.get(0)?,
+                    recorder: r.get(1)?,
+                    window_ns: r.get::<_, i64>(2)? as u64,
+                    data: r.get(3)?,
+                })
+            })
+            .and_then(|m| m.collect()),
+        )
     }
 
     /// Sets a run's final status and end time.

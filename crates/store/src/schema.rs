@@ -94,6 +94,19 @@ const MIGRATIONS: &[&str] = &[
                x.probe, x.params, x.status, x.median, x.ci_low, x.ci_high, x.cv, x.unit, x.better
         FROM results x JOIN runs r ON r.id = x.run_id;
     "#,
+    // 1 -> 2: timelines (`schedlab timeline`): a scenario's raw record, one row per recorder,
+    // the timeline model as JSON (lanes, runs, marks; see schedlab-trace's model).
+    r#"
+    CREATE TABLE timelines (
+        id         INTEGER PRIMARY KEY,
+        run_id     INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        scenario   TEXT NOT NULL,
+        recorder   TEXT NOT NULL,
+        window_ns  INTEGER NOT NULL,
+        data       TEXT NOT NULL,
+        UNIQUE (run_id, scenario, recorder)
+    );
+    "#,
 ];
 
 /// Brings a database at `from` up to [`SCHEMA_VERSION`], each step in its own transaction,

@@ -227,3 +227,41 @@ fn an_unwritable_location_is_a_clear_error() {
     assert!(matches!(err, StoreError::Open(..)), "{err}");
     assert!(err.to_string().contains("/dev/null/schedlab"));
 }
+
+#[test]
+fn a_timeline_is_stored_with_its_run_and_read_back() {
+    use schedlab_store::StoredTimeline;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("t.db")).unwrap();
+    let run = store.begin_run(&meta(Some("tl"))).unwrap();
+    let t = StoredTimeline {
+        scenario: "3 two-equal".into(),
+        recorder: "sampling".into(),
+        window_ns: 600_000_000,
+        data: r#"{"lanes":[]}"#.into(),
+    };
+    store.save_timeline(run, &t).unwrap();
+    assert_eq!(store.timelines(run).unwrap(), vec![t.clone()]);
+    // One timeline per scenario and recorder in a run.
+    assert!(store.save_timeline(run, &t).is_err());
+    assert!(store.timelines(run + 1).unwrap().is_empty());
+}
+
+#[test]
+fn a_version_1_database_is_migrated_to_version_2_keeping_its_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    let id = {
+        let store = Store::open(&path).unwrap();
+        store.begin_run(&meta(Some("old"))).unwrap()
+    };
+    {
+        // Turn it back into a version 1 file, as an older schedlab left it.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("DROP TABLE timelines; PRAGMA user_version = 1;").unwrap();
+    }
+    let store = Store::open_existing(&path).unwrap();
+    assert_eq!(SCHEMA_VERSION, 2);
+    assert_eq!(store.resolve("old").unwrap(), id);
+    assert!(store.timelines(id).unwrap().is_empty());
+}

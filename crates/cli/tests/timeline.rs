@@ -1,0 +1,86 @@
+//! `schedlab timeline` end to end: the scenario list, a recorded scenario stored as a run
+//! with its raw timeline, and the Perfetto and SVG files it writes. Nothing here depends on
+//! how the scheduler shares the CPU, only on the shape of what is produced.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn run(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_schedlab"))
+        .env_remove("SCHEDLAB_DB")
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn the_list_names_every_scenario_by_number_and_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&dir.path().join("r.db"), &["timeline", "--list"]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = text(&o.stdout);
+    for name in ["one-busy", "two-equal", "four-equal", "nice", "yield", "idle", "budget", "sleep"]
+    {
+        assert!(out.contains(name), "{name} missing from\n{out}");
+    }
+}
+
+#[test]
+fn an_unknown_scenario_is_a_usage_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&dir.path().join("r.db"), &["timeline", "42"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("\"42\""), "{}", text(&o.stderr));
+}
+
+#[test]
+fn a_scenario_is_stored_shown_and_exported_to_perfetto_and_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let json = dir.path().join("t.json");
+    let svg = dir.path().join("t.svg");
+    let o = run(
+        &db,
+        &[
+            "timeline",
+            "two-equal",
+            "--label",
+            "tl",
+            "--perfetto",
+            json.to_str().unwrap(),
+            "--svg",
+            svg.to_str().unwrap(),
+        ],
+    );
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
+    assert!(out.contains("verdict:"), "{out}");
+    for line in out.lines().filter(|l| l.contains('|')) {
+        assert!(line.chars().count() <= 100, "lane wider than 100 columns: {line}");
+    }
+
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    schedlab_trace::perfetto::validate(&doc).expect("a valid trace");
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("time (ms)"));
+
+    let o = run(&db, &["show", "tl"]);
+    let shown = text(&o.stdout);
+    assert!(shown.contains("sched.timeline.slice") && shown.contains("thread=a"), "{shown}");
+    assert!(shown.contains("sched.timeline.work"), "{shown}");
+
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (scenario, data): (String, String) = conn
+        .query_row("SELECT scenario, data FROM timelines", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap();
+    assert_eq!(scenario, "3 two-equal");
+    let t: schedlab_trace::Timeline = serde_json::from_str(&data).unwrap();
+    assert_eq!(t.lanes.len(), 2);
+    t.check().unwrap();
+}

@@ -1,0 +1,229 @@
+//! SVG pictures of a timeline, like the seed's figures: the title on top, one lane per
+//! thread with its runs as filled bars, a time axis in ms, and a legend with each thread's
+//! setup and CPU share.
+//!
+//! Runs closer together than a pixel are merged into one bar so the file stays small even
+//! for thousands of slices; the picture is exact to the pixel.
+
+use std::fmt::Write as _;
+
+use crate::model::{Span, Timeline};
+use crate::stats::lane_stats;
+
+const WIDTH: f64 = 1000.0;
+const LEFT: f64 = 130.0;
+const RIGHT: f64 = 20.0;
+const TOP: f64 = 50.0;
+const LANE: f64 = 34.0;
+const BAR: f64 = 22.0;
+const COLORS: &[&str] = &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// A "nice" tick step (1, 2, 5 × 10^k ms) giving about `target` ticks over `span_ms`.
+fn tick_step(span_ms: f64, target: f64) -> f64 {
+    let raw = span_ms / target;
+    let mag = 10f64.powf(raw.log10().floor());
+    let norm = raw / mag;
+    let step = if norm < 1.5 {
+        1.0
+    } else if norm < 3.5 {
+        2.0
+    } else if norm < 7.5 {
+        5.0
+    } else {
+        10.0
+    };
+    step * mag
+}
+
+/// Merges runs closer than `px_ns` apart.
+fn merge(runs: &[Span], px_ns: u64) -> Vec<Span> {
+    let mut out: Vec<Span> = Vec::new();
+    for r in runs {
+        match out.last_mut() {
+            Some(last) if r.start_ns <= last.end_ns + px_ns => {
+                last.end_ns = last.end_ns.max(r.end_ns)
+            }
+            _ => out.push(*r),
+        }
+    }
+    out
+}
+
+/// Each lane's colour and opacity: a lane named `X kernel` (the kernel's record of thread X,
+/// drawn under X's sampled lane) takes X's colour, lighter.
+fn styles(t: &Timeline) -> Vec<(&'static str, f64)> {
+    let mut out: Vec<(&'static str, f64)> = Vec::new();
+    let mut next = 0;
+    for (i, lane) in t.lanes.iter().enumerate() {
+        let paired = i > 0 && lane.name == format!("{} kernel", t.lanes[i - 1].name);
+        if paired {
+            out.push((out[i - 1].0, 0.55));
+        } else {
+            out.push((COLORS[next % COLORS.len()], 1.0));
+            next += 1;
+        }
+    }
+    out
+}
+
+/// The timeline as a standalone SVG document.
+pub fn to_svg(t: &Timeline, subtitle: &str) -> String {
+    let n = t.lanes.len() as f64;
+    let plot_w = WIDTH - LEFT - RIGHT;
+    let axis_y = TOP + n * LANE + 6.0;
+    let legend_y = axis_y + 40.0;
+    let height = legend_y + n * 18.0 + 16.0;
+    let window = t.window_ns.max(1) as f64;
+    let x = |ns: u64| LEFT + ns as f64 / window * plot_w;
+    let px_ns = (window / plot_w) as u64;
+    let styles = styles(t);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="{LEFT}" y="20" font-size="16" font-weight="bold">{}</text>
+<text x="{LEFT}" y="38" fill="#555">{}</text>
+"##,
+        esc(&t.title),
+        esc(subtitle)
+    );
+    for (i, lane) in t.lanes.iter().enumerate() {
+        let y = TOP + i as f64 * LANE;
+        let (color, opacity) = styles[i];
+        let _ = writeln!(
+            s,
+            r##"<rect x="{LEFT}" y="{y}" width="{plot_w}" height="{BAR}" fill="#f2f2f2"/>"##
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+            LEFT - 8.0,
+            y + BAR * 0.7,
+            esc(&lane.name)
+        );
+        for r in merge(&lane.runs, px_ns) {
+            let w = (x(r.end_ns) - x(r.start_ns)).max(0.5);
+            let _ = writeln!(
+                s,
+                r#"<rect x="{:.2}" y="{y}" width="{w:.2}" height="{BAR}" fill="{color}" fill-opacity="{opacity}"/>"#,
+                x(r.start_ns)
+            );
+        }
+    }
+    for m in &t.marks {
+        let mx = x(m.at_ns);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{mx:.2}" y1="{}" x2="{mx:.2}" y2="{axis_y}" stroke="#000" stroke-dasharray="4 3"/><text x="{:.2}" y="{}" font-size="10">{}</text>"##,
+            TOP - 4.0,
+            mx + 3.0,
+            TOP - 4.0,
+            esc(&m.name)
+        );
+    }
+    // Axis in ms.
+    let span_ms = window / 1e6;
+    let step = tick_step(span_ms, 10.0);
+    let _ = writeln!(
+        s,
+        r##"<line x1="{LEFT}" y1="{axis_y}" x2="{}" y2="{axis_y}" stroke="#000"/>"##,
+        LEFT + plot_w
+    );
+    let mut tick = 0.0;
+    while tick <= span_ms + 1e-9 {
+        let tx = LEFT + tick / span_ms * plot_w;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{tx:.2}" y1="{axis_y}" x2="{tx:.2}" y2="{}" stroke="#000"/><text x="{tx:.2}" y="{}" text-anchor="middle">{}</text>"##,
+            axis_y + 5.0,
+            axis_y + 18.0,
+            if step < 1.0 { format!("{tick:.1}") } else { format!("{tick:.0}") }
+        );
+        tick += step;
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">time (ms)</text>"#,
+        LEFT + plot_w / 2.0,
+        axis_y + 32.0
+    );
+    // Legend.
+    for (i, lane) in t.lanes.iter().enumerate() {
+        let y = legend_y + i as f64 * 18.0;
+        let st = lane_stats(lane);
+        let _ = writeln!(
+            s,
+            r#"<rect x="{LEFT}" y="{}" width="12" height="12" fill="{}" fill-opacity="{}"/><text x="{}" y="{}">{}: {} — CPU {:.1}%, {} runs, {:.0} inverses/s</text>"#,
+            y - 10.0,
+            styles[i].0,
+            styles[i].1,
+            LEFT + 18.0,
+            y,
+            esc(&lane.name),
+            esc(&lane.detail),
+            st.cpu_share * 100.0,
+            st.runs,
+            st.work_rate
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Lane, Mark};
+
+    #[test]
+    fn the_svg_has_title_lanes_axis_and_legend() {
+        let mut a = Lane::new("a<b", "busy");
+        a.runs = vec![
+            Span { start_ns: 0, end_ns: 1_000_000 },
+            Span { start_ns: 1_000_010, end_ns: 2_000_000 },
+        ];
+        let t = Timeline {
+            scenario: "3 two-equal".into(),
+            title: "3. Two & two".into(),
+            recorder: "sampling".into(),
+            window_ns: 10_000_000,
+            threshold_ns: 1,
+            interval_ns: 1,
+            lanes: vec![a],
+            marks: vec![Mark { at_ns: 5_000_000, name: "half".into() }],
+        };
+        let svg = to_svg(&t, "sub");
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+        assert!(svg.contains("3. Two &amp; two"));
+        assert!(svg.contains("a&lt;b"));
+        assert!(svg.contains("time (ms)"));
+        // The two runs 10 ns apart are one bar at this scale.
+        assert_eq!(svg.matches("fill=\"#1f77b4\"").count(), 2, "one bar plus the legend swatch");
+    }
+
+    #[test]
+    fn a_kernel_lane_takes_its_threads_colour_lighter() {
+        let t = Timeline {
+            scenario: "x".into(),
+            title: "x".into(),
+            recorder: "sampling".into(),
+            window_ns: 1,
+            threshold_ns: 1,
+            interval_ns: 1,
+            lanes: vec![Lane::new("a", ""), Lane::new("a kernel", ""), Lane::new("b", "")],
+            marks: vec![],
+        };
+        assert_eq!(styles(&t), vec![(COLORS[0], 1.0), (COLORS[0], 0.55), (COLORS[1], 1.0)]);
+    }
+
+    #[test]
+    fn tick_steps_are_round() {
+        assert_eq!(tick_step(600.0, 10.0), 50.0);
+        assert_eq!(tick_step(20.0, 10.0), 2.0);
+    }
+}
