@@ -23,6 +23,8 @@
 pub mod mem;
 pub mod os;
 pub mod sys;
+#[cfg(test)]
+mod testkit;
 pub mod threads;
 
 use std::path::PathBuf;

@@ -183,6 +183,7 @@ mod tests {
     //! Every memory probe runs once in smoke settings (behaviour, not speed), and the pure
     //! helpers do what their docs say.
     use super::*;
+    use crate::testkit;
     use crate::{Context, Suite};
     use schedlab_measure::clock::Calibration;
     use schedlab_measure::sampler::{self, Settings};
@@ -193,24 +194,7 @@ mod tests {
         for p in probes() {
             let info = p.info();
             for params in p.variants(Suite::Smoke) {
-                let mut inst = match p.setup(&params, &ctx) {
-                    Ok(i) => i,
-                    Err(ProbeError::Skip(why)) => {
-                        eprintln!("{} [{params}] skipped: {why}", info.id);
-                        continue;
-                    }
-                    Err(e) => panic!("{} [{params}] setup: {e}", info.id),
-                };
-                let metric = inst.metric();
-                let c = sampler::collect_in(
-                    &mut *inst,
-                    &Settings::smoke(),
-                    &Calibration::zero(),
-                    metric,
-                    info.unit,
-                )
-                .unwrap_or_else(|e| panic!("{} [{params}]: {e}", info.id));
-                assert!(c.samples.iter().all(|s| s.value.is_finite() && s.value > 0.0));
+                let Some(inst) = testkit::smoke_one(&*p, &params, &ctx) else { continue };
                 let notes = inst.notes();
                 assert!(notes.get("calls_per_iter").is_some(), "{} [{params}] {notes}", info.id);
             }

@@ -40,9 +40,8 @@ mod tests {
     //! (or a skip with a reason) and leaves no thread behind: the probes' behaviour, not
     //! their speed.
     use super::*;
+    use crate::testkit;
     use crate::{Context, Suite};
-    use schedlab_measure::clock::Calibration;
-    use schedlab_measure::sampler::{self, Settings};
     use schedlab_measure::ProbeError;
     use std::time::{Duration, Instant};
 
@@ -75,33 +74,7 @@ mod tests {
             let info = p.info();
             for params in p.variants(Suite::Smoke) {
                 let started = Instant::now();
-                let mut inst = match p.setup(&params, &ctx) {
-                    Ok(i) => i,
-                    Err(ProbeError::Skip(why)) => {
-                        eprintln!("{} [{params}] skipped: {why}", info.id);
-                        continue;
-                    }
-                    Err(e) => panic!("{} [{params}] setup: {e}", info.id),
-                };
-                let metric = inst.metric();
-                let c = sampler::collect_in(
-                    &mut *inst,
-                    &Settings::smoke(),
-                    &Calibration::zero(),
-                    metric,
-                    info.unit,
-                )
-                .unwrap_or_else(|e| panic!("{} [{params}]: {e}", info.id));
-                assert!(!c.samples.is_empty());
-                for s in &c.samples {
-                    assert!(
-                        s.value.is_finite() && s.value >= 0.0,
-                        "{} [{params}] value {}",
-                        info.id,
-                        s.value
-                    );
-                    assert!(s.elapsed_ns > 0, "{} [{params}] measured no time", info.id);
-                }
+                let Some(inst) = testkit::smoke_one(&*p, &params, &ctx) else { continue };
                 assert!(inst.notes().get("cpus").is_some(), "{} [{params}] notes no cpus", info.id);
                 drop(inst);
                 let left = leftover_threads();
@@ -145,40 +118,6 @@ mod tests {
     #[test]
     #[ignore = "measures; prints figures for a developer to read"]
     fn print_medians() {
-        let filter = std::env::var("SCHEDLAB_FILTER").unwrap_or_else(|_| "threads".into());
-        let ctx = Context { suite: Suite::Quick, ..Context::for_tests() };
-        let cal = Calibration::measure();
-        for p in probes() {
-            let info = p.info();
-            if !crate::matches(&filter, info.id) {
-                continue;
-            }
-            for params in p.variants(Suite::Quick) {
-                let started = Instant::now();
-                let res = p.setup(&params, &ctx).and_then(|mut inst| {
-                    let metric = inst.metric();
-                    let c = sampler::collect_in(
-                        &mut *inst,
-                        &Settings::quick(),
-                        &cal,
-                        metric,
-                        info.unit,
-                    )?;
-                    Ok((c, inst.notes()))
-                });
-                match res {
-                    Ok((c, notes)) => {
-                        let v: Vec<f64> = c.samples.iter().map(|s| s.value).collect();
-                        let s = schedlab_measure::stats::Summary::of(&v).unwrap();
-                        eprintln!(
-                            "{:26} {:26} {:>12.3} {:3} [{:.3} .. {:.3}] cv {:4.1}% iters {} ({:.2}s) {}",
-                            info.id, params.key(), s.median, info.unit.symbol(), s.ci_low, s.ci_high,
-                            s.cv * 100.0, c.iters, started.elapsed().as_secs_f64(), notes
-                        );
-                    }
-                    Err(e) => eprintln!("{:26} {:26} {e}", info.id, params.key()),
-                }
-            }
-        }
+        testkit::print_medians(probes(), "threads");
     }
 }
