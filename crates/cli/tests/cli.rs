@@ -2,23 +2,13 @@
 //! database left intact, exports that programs can read, and Ctrl-C that loses nothing.
 //! Nothing here depends on how fast anything is.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_schedlab"));
-    c.env_remove("SCHEDLAB_DB");
-    c
-}
-
-fn run(db: &Path, args: &[&str]) -> Output {
-    bin().arg("--db").arg(db).args(args).output().expect("the binary runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use common::{bin, run, text};
 
 fn smoke(db: &Path, filter: &str, label: &str) -> Output {
     let o = run(db, &["run", "--suite", "smoke", "--filter", filter, "--label", label]);

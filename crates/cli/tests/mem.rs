@@ -3,22 +3,9 @@
 //! hold one line per routine, and a stored run can be analysed again without measuring.
 //! Nothing here depends on how fast anything is.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn run(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_schedlab"))
-        .env_remove("SCHEDLAB_DB")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use common::{run, text};
 
 #[test]
 fn mem_lab_measures_stores_analyses_and_draws() {

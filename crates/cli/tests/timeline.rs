@@ -2,22 +2,9 @@
 //! with its raw timeline, and the Perfetto and SVG files it writes. Nothing here depends on
 //! how the scheduler shares the CPU, only on the shape of what is produced.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn run(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_schedlab"))
-        .env_remove("SCHEDLAB_DB")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use common::{run, text};
 
 #[test]
 fn the_list_names_every_scenario_by_number_and_name() {

@@ -1,0 +1,23 @@
+//! What the CLI integration tests share: running the real binary against a database.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// The `schedlab` binary, with no database chosen by the environment.
+pub fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_schedlab"));
+    c.env_remove("SCHEDLAB_DB");
+    c
+}
+
+/// Runs `schedlab --db DB ARGS...` to completion.
+pub fn run(db: &Path, args: &[&str]) -> Output {
+    bin().arg("--db").arg(db).args(args).output().expect("the binary runs")
+}
+
+/// Output bytes as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
