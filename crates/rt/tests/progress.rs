@@ -50,3 +50,44 @@ fn a_spawned_thread_runs_on_an_idle_processor_while_its_spawner_spins() {
         "{stranded} of 200 spawned threads waited 2 s beside an idle processor"
     );
 }
+
+/// Threads spawned together from outside the runtime take turns from the start: on one
+/// processor, with a yield after every step, each runs once per round. (The injection queue
+/// used to hand over half its backlog and leave the rest for the next maintenance poll, 61
+/// decisions later.) Deterministic: it counts turns, not time.
+#[test]
+fn threads_spawned_together_from_outside_take_turns_from_the_start() {
+    let order = watchdog(60, || {
+        let rt = runtime(1);
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        // The spawner is an OS thread outside the runtime: the threads start once all three
+        // are spawned, so the test sees the queueing, not the race with the spawner.
+        let go = Arc::new(AtomicBool::new(false));
+        let handles: Vec<_> = (0..3)
+            .map(|i| {
+                let (log, go) = (log.clone(), go.clone());
+                rt.spawn(move || {
+                    while !go.load(Ordering::Acquire) {
+                        yield_now();
+                    }
+                    for _ in 0..20 {
+                        log.lock().unwrap().push(i);
+                        yield_now();
+                    }
+                })
+            })
+            .collect();
+        go.store(true, Ordering::Release);
+        for h in handles {
+            h.join().unwrap();
+        }
+        let order = log.lock().unwrap().clone();
+        order
+    });
+    assert_eq!(order.len(), 60);
+    for (round, turn) in order.chunks(3).enumerate() {
+        let mut seen = turn.to_vec();
+        seen.sort_unstable();
+        assert_eq!(seen, [0, 1, 2], "round {round} was {turn:?}; whole order {order:?}");
+    }
+}
