@@ -78,7 +78,7 @@ impl Probe for HandoffProbe {
                 id: "threads.channel.pingpong",
                 doc: "Two threads on one processor bounce a u64 over two channels of capacity 1 (os: std::sync::mpsc::sync_channel); per one-way message",
                 unit: Unit::Nanos,
-                mirrors: "the Go channel ping-pong (unbuffered channels there; capacity 1 here, schedlab-rt has no rendezvous channel); both parties pinned to one CPU",
+                mirrors: "the Go channel ping-pong (unbuffered channels there; capacity 1 here for all three backends, as tokio has no rendezvous channel); both parties pinned to one CPU",
                 requires: "",
             },
         }
