@@ -23,7 +23,7 @@
 
 use crate::event::{Event, Hook};
 use crate::idle::{CheckGate, Idle, Parker};
-use crate::processor;
+use crate::processor::{self, SpawnOptions, Target};
 use crate::queue::RunQueue;
 use crate::registry::{ParkedThread, Registry};
 use crate::stack::{rounded_size, Depot, MIN_STACK_SIZE};
@@ -385,7 +385,8 @@ impl Runtime {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        crate::thread::spawn_on(&self.shared, None, None, f).expect("failed to spawn a user thread")
+        processor::spawn(Target::Runtime(&self.shared), SpawnOptions::default(), f)
+            .expect("failed to spawn a user thread")
     }
 
     /// Runs `f` as a user thread named `main` and waits for it, blocking the
@@ -415,7 +416,8 @@ impl Runtime {
         let done = Arc::new(AtomicBool::new(false));
         let signal = Done(self.shared.clone(), done.clone());
         let start = self.shared.blocking.lock().unwrap().epoch;
-        let handle = crate::thread::spawn_on(&self.shared, Some("main".into()), None, move || {
+        let opts = SpawnOptions { name: Some("main".into()), ..SpawnOptions::default() };
+        let handle = processor::spawn(Target::Runtime(&self.shared), opts, move || {
             let _signal = signal;
             f()
         })
@@ -541,17 +543,8 @@ impl SharedRef {
 }
 
 impl Runtime {
-    /// [`Builder::spawn_on`](crate::Builder::spawn_on) without the builder.
-    pub(crate) fn spawn_with<F, T>(
-        &self,
-        name: Option<String>,
-        stack_size: Option<usize>,
-        f: F,
-    ) -> io::Result<JoinHandle<T>>
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-    {
-        crate::thread::spawn_on(&self.shared, name, stack_size, f)
+    /// The state shared by the runtime's processors.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 }

@@ -9,15 +9,13 @@
 //! [`Runtime::spawn`](crate::Runtime::spawn) from outside.
 
 use crate::park::Kind;
-use crate::processor;
-use crate::runtime::Shared;
+use crate::processor::{self, SpawnOptions, Target};
 use crate::task::{self, Joiner, Task, TaskRef, ThreadId, WaitReason};
 use crate::wait::Waiter;
 use std::any::Any;
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A handle to a user thread.
@@ -70,6 +68,19 @@ impl<T> fmt::Debug for JoinHandle<T> {
 }
 
 impl<T> JoinHandle<T> {
+    /// The handle of `task`, a thread running a closure of type `F`.
+    pub(crate) fn new<F>(task: TaskRef) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        JoinHandle {
+            thread: Thread { task },
+            take: task::take_output::<F, T>,
+            _result: PhantomData,
+        }
+    }
+
     /// The thread this handle joins.
     pub fn thread(&self) -> &Thread {
         &self.thread
@@ -105,40 +116,10 @@ impl<T> JoinHandle<T> {
     }
 }
 
-/// Spawns on `shared` with optional name and stack size. The common path of
-/// [`spawn`], [`Builder::spawn`] and [`Runtime::spawn`](crate::Runtime::spawn).
-pub(crate) fn spawn_on<F, T>(
-    shared: &Arc<Shared>,
-    name: Option<String>,
-    stack_size: Option<usize>,
-    f: F,
-) -> io::Result<JoinHandle<T>>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    let task = processor::spawn_task(shared, name, stack_size, f)?;
-    Ok(JoinHandle {
-        thread: Thread { task },
-        take: task::take_output::<F, T>,
-        _result: PhantomData,
-    })
-}
-
-fn current_shared() -> Arc<Shared> {
-    // SAFETY: used right away.
-    let vp = unsafe { processor::current() };
-    match vp {
-        Some(vp) if processor::current_task_ptr().is_some() => vp.shared.clone(),
-        _ => panic!("schedlab_rt::spawn called outside a user thread; use Runtime::spawn"),
-    }
-}
-
 /// Thread factory, to set the name and stack size of a new user thread.
 #[derive(Debug, Default)]
 pub struct Builder {
-    name: Option<String>,
-    stack_size: Option<usize>,
+    opts: SpawnOptions,
 }
 
 impl Builder {
@@ -149,7 +130,7 @@ impl Builder {
 
     /// Names the thread (shown in deadlock reports and overflow messages).
     pub fn name(mut self, name: impl Into<String>) -> Builder {
-        self.name = Some(name.into());
+        self.opts.name = Some(name.into());
         self
     }
 
@@ -157,7 +138,7 @@ impl Builder {
     /// [`MIN_STACK_SIZE`](crate::MIN_STACK_SIZE)). Stacks of the runtime's
     /// default size come from a pool; others cost an `mmap` each.
     pub fn stack_size(mut self, bytes: usize) -> Builder {
-        self.stack_size = Some(bytes);
+        self.opts.stack_size = Some(bytes);
         self
     }
 
@@ -171,7 +152,7 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        spawn_on(&current_shared(), self.name, self.stack_size, f)
+        processor::spawn(Target::Current, self.opts, f)
     }
 
     /// Spawns the thread on `runtime` (from anywhere).
@@ -180,7 +161,7 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        runtime.spawn_with(self.name, self.stack_size, f)
+        processor::spawn(Target::Runtime(runtime.shared()), self.opts, f)
     }
 }
 
@@ -194,14 +175,8 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    // SAFETY: spawning does not switch; `vp` is used only here.
-    let vp = match unsafe { processor::current() } {
-        Some(vp) if vp.current_task_ptr().is_some() => vp,
-        _ => panic!("schedlab_rt::spawn called outside a user thread; use Runtime::spawn"),
-    };
-    let task = processor::spawn_task_on(Some(vp), &vp.shared, None, None, f)
-        .expect("failed to map a stack for a user thread");
-    JoinHandle { thread: Thread { task }, take: task::take_output::<F, T>, _result: PhantomData }
+    processor::spawn(Target::Current, SpawnOptions::default(), f)
+        .expect("failed to map a stack for a user thread")
 }
 
 /// The calling user thread.

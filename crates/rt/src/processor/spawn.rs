@@ -1,0 +1,103 @@
+//! Creating a user thread: the one function behind every way of spawning
+//! ([`crate::spawn`], [`crate::Builder::spawn`], [`crate::Builder::spawn_on`],
+//! [`crate::Runtime::spawn`] and the main thread of `block_on`).
+
+use super::{current, Processor};
+use crate::arch;
+use crate::event::Event;
+use crate::runtime::{Shared, SharedRef};
+use crate::stack::Stack;
+use crate::task::{self, Task, ThreadId};
+use crate::thread::JoinHandle;
+use std::io;
+use std::sync::Arc;
+
+/// What a new user thread is given besides its closure.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SpawnOptions {
+    pub(crate) name: Option<String>,
+    pub(crate) stack_size: Option<usize>,
+}
+
+/// Which runtime a new user thread joins.
+pub(crate) enum Target<'a> {
+    /// The calling user thread's (panics on an OS thread).
+    Current,
+    /// The given one, from anywhere.
+    Runtime(&'a Arc<Shared>),
+}
+
+/// Creates a user thread running `f` and makes it runnable: queued on the
+/// calling processor when it belongs to the target runtime, else injected.
+///
+/// # Panics
+///
+/// With [`Target::Current`] outside a user thread.
+#[inline]
+pub(crate) fn spawn<F, T>(target: Target<'_>, opts: SpawnOptions, f: F) -> io::Result<JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    // SAFETY: spawning never switches; `vp` is used only in this call.
+    let vp = unsafe { current() };
+    let (vp, shared) = match target {
+        Target::Current => match vp {
+            Some(vp) if vp.current_task_ptr().is_some() => (Some(vp), &vp.shared),
+            _ => panic!("schedlab_rt::spawn called outside a user thread; use Runtime::spawn"),
+        },
+        Target::Runtime(shared) => (vp.filter(|vp| Arc::ptr_eq(&vp.shared, shared)), shared),
+    };
+    let size = opts.stack_size.map_or(shared.stack_size, crate::stack::rounded_size);
+    let stack = match vp {
+        Some(vp) => vp.stack(size)?,
+        // SAFETY: as in `Processor::stack`.
+        None => unsafe { Stack::new_registered(size, &shared.registry)? },
+    };
+    let top = stack.top();
+    debug_assert!(stack.size() > arch::INIT_STACK_BYTES);
+    let id = match vp {
+        Some(vp) => vp.next_id(),
+        None => ThreadId::from_u64(task::reserve_ids(1)).expect("ids start at 1"),
+    };
+    let shared_ref = match vp {
+        Some(vp) => vp.task_ref(),
+        None => {
+            shared.acquire_refs(1);
+            // SAFETY: just counted.
+            unsafe { SharedRef::counted(shared) }
+        }
+    };
+    let (task, queued) = Task::allocate(
+        id,
+        opts.name.map(String::into_boxed_str),
+        shared_ref,
+        stack,
+        f,
+        vp.map(Processor::blocks),
+    );
+    // SAFETY: `top` is the aligned end of the task's fresh stack, which it
+    // owns until it exits; `task_entry` never returns. Nobody else sees the
+    // task yet, so writing its context is unshared.
+    unsafe {
+        *task.ctx.get() = arch::init_stack(top, super::entry::task_entry, std::ptr::null_mut())
+    };
+    // SAFETY: nobody else sees the task yet.
+    if let Some(stack) = unsafe { (*task.stack.get()).as_ref() } {
+        stack.set_owner(task.as_ptr().as_ptr());
+    }
+    let event = || Event::Spawned { thread: id, processor: vp.map(|vp| vp.index) };
+    match vp {
+        Some(vp) => {
+            vp.emit(event);
+            vp.schedule(queued);
+        }
+        None => {
+            if let Some(h) = &shared.hook {
+                h(&event());
+            }
+            shared.inject(queued);
+        }
+    }
+    Ok(JoinHandle::new::<F>(task))
+}

@@ -1,0 +1,478 @@
+//! The context switches of user threads: the pending-action protocol, yield, park and join.
+//!
+//! # Switching: the pending-action hand-off
+//!
+//! A user thread that stops running (yield, park, exit) must not become
+//! visible to other processors before its registers are saved, or another
+//! processor could resume it from a stale stack pointer. So the switch is
+//! done in three steps:
+//! 1. The leaving thread `A` picks the next context `B` (a thread from the
+//!    local queue, or the processor's scheduler context), stores "what to do
+//!    with `A`" as the processor's pending action, and calls `arch::switch`,
+//!    which saves `A`'s registers and stack pointer.
+//! 2. `B` starts running on the same kernel thread. The first thing every
+//!    resumed context does (`after_switch`, also at the top of a new
+//!    thread's entry and after the scheduler's own switches) is run the
+//!    pending action: push `A` to the shared run queue (`Requeue`), commit
+//!    its park on its park word (`Park`, park.rs), register it in the state
+//!    word of the thread it joins (`Join`, lifecycle.rs), release the lock
+//!    of the wait queue it registered in (`ParkUnlock`, wait.rs), or recycle
+//!    the stack of an exited thread (`Exit`).
+//! 3. Only now can `A` be seen by others; the queue push, the park or state
+//!    word, or the lock release publishes its saved context with release
+//!    ordering.
+//!
+//! An exiting thread completes (hands its result over and drops its own
+//! reference, `lifecycle.rs`) *before* its last switch, having taken its
+//! stack out of the task: the task may be freed at once by its joiner, and
+//! the last switch saves into a scratch slot of the processor, touching only
+//! the stack, which the pending `Exit` then recycles.
+//!
+//! A yield that keeps `A` in the *private* part of the run queue skips the
+//! pending action: nobody but this processor can see that part, and this
+//! processor looks at it again only after the switch has saved `A`. So a
+//! yield on a runtime of one processor (the only kind with a private part)
+//! queues `A` *before* the switch and leaves nothing pending, and the resumed
+//! context's `after_switch` is one test of an empty slot.
+//!
+//! A user thread migrates between processors, so code on a user thread must
+//! not keep a reference to "its" processor across a switch. The switch itself
+//! hands the resumed context the processor it now runs on (`arch::switch`
+//! passes a value; every switch passes the processor that makes it, and a
+//! switch never leaves its kernel thread). Elsewhere the thread-local pointer
+//! is read through a function the compiler cannot inline (LLVM may otherwise
+//! reuse a thread-local address computed before a switch, on the old kernel
+//! thread), except at the top of the `#[inline(never)]` entry points of the
+//! switch path, which never read it again (`current_at_entry`).
+//!
+//! # Return prediction
+//!
+//! After a switch, the resumed thread returns through *its* frames while the
+//! CPU's return-stack predictor still holds the *leaving* thread's return
+//! addresses, so every return whose address differs between the two call
+//! chains is mispredicted (~6.5 ns each here: see `arch/x86_64.rs`, whose
+//! switch therefore resumes with a predicted jump rather than a return). An
+//! `#[inline]` function is compiled into each codegen unit that calls it, so
+//! two user threads yielding from two places used to run two copies of the
+//! switch path, with two or three mispredicted returns per switch (yield:
+//! 26.5 ns per switch; 9.2 ns when both threads yield from the same
+//! instruction). So:
+//! - the park paths — [`park_current`], [`park_unlocking`],
+//!   [`Processor::switch_away`] — exist in exactly one copy
+//!   (`#[inline(never)]`), so a thread resumed by another that parked the
+//!   same way only misses its return into the user's own code;
+//! - a yield does its bookkeeping out of line ([`yield_prepare`]) but its
+//!   switch inline, in the frame of the caller of `yield_now`
+//!   ([`yield_current`]), so two threads yielding in loops switch straight
+//!   from one loop to the other with no return at all (yield: 15.4 ns per
+//!   switch before, with the yield going through `switch_away`); a join's
+//!   park does the same in `JoinHandle::join` ([`join_park`]).
+//!
+
+use super::{current, current_at_entry, Processor};
+use crate::arch::{self, StackPointer};
+use crate::event::Event;
+use crate::park::Kind;
+use crate::stack::Stack;
+use crate::task::{Joiner, Task, TaskRef, WaitReason};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What the next context must do with the thread that just left (step 2 of
+/// the switching protocol).
+pub(super) enum Pending {
+    None,
+    Requeue(TaskRef),
+    Park(TaskRef, Kind),
+    /// Park the thread in the state word of the task it joins (task.rs,
+    /// lifecycle.rs).
+    Join(TaskRef, NonNull<Task>),
+    /// The thread is registered in a wait queue whose spin lock it holds:
+    /// mark it parked and unlock (wait.rs).
+    ParkUnlock(TaskRef, NonNull<AtomicBool>),
+    /// Recycle the stack of a thread that has exited.
+    Exit(Stack),
+}
+
+/// What the leaving thread asks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Leave {
+    Yield,
+    Park(Kind),
+    Join(NonNull<Task>),
+    ParkUnlock(NonNull<AtomicBool>),
+}
+
+impl Processor {
+    /// Runs the pending action left by the context that switched to us.
+    #[inline]
+    fn run_pending(&self) {
+        // SAFETY: only this kernel thread touches `pending`, and not re-entrantly.
+        if !matches!(unsafe { &*self.pending.get() }, Pending::None) {
+            self.run_pending_action();
+        }
+    }
+
+    #[inline(never)]
+    fn run_pending_action(&self) {
+        // SAFETY: only this kernel thread touches `pending`, and not re-entrantly.
+        let pending = unsafe { std::mem::replace(&mut *self.pending.get(), Pending::None) };
+        match pending {
+            Pending::None => {}
+            Pending::Requeue(t) => self.queue.push_shared(t),
+            Pending::Park(t, kind) => {
+                let id = t.id;
+                let raw = t.into_raw();
+                // SAFETY: `raw` is the reference we own. If `commit` parks the
+                // thread, the park word owns that reference from now on and we
+                // do not touch `raw` again.
+                if unsafe { raw.as_ref() }.park.commit(kind) {
+                    self.emit(|| Event::Parked { thread: id, processor: self.index });
+                } else {
+                    // SAFETY: not parked: the reference is still ours.
+                    self.enqueue(unsafe { TaskRef::from_raw(raw) });
+                }
+            }
+            Pending::Join(t, target) => {
+                let id = t.id;
+                let raw = t.into_raw();
+                // SAFETY: the joiner holds the `JoinHandle` of `target` on
+                // its (saved) stack, so `target` is alive; we are the only
+                // writer of `joiner` (task.rs), and publish it with the CAS.
+                let target = unsafe { target.as_ref() };
+                // SAFETY: as above.
+                unsafe { *target.joiner.get() = Joiner::Task(raw) };
+                // Set before the CAS: once it succeeds the joiner may be
+                // woken, and its waker clears the flag.
+                // SAFETY: `raw` is the joiner, alive (we hold its reference).
+                unsafe { raw.as_ref() }.parked_in_queue.store(true, Ordering::Relaxed);
+                if target.state.register_joiner() {
+                    // The state word owns the reference now; `target` may be
+                    // gone from here on.
+                    self.emit(|| Event::Parked { thread: id, processor: self.index });
+                } else {
+                    // Completed meanwhile: it never looks at `joiner`.
+                    // SAFETY: not parked: the reference is still ours.
+                    unsafe { raw.as_ref() }.parked_in_queue.store(false, Ordering::Relaxed);
+                    // SAFETY: as above.
+                    self.enqueue(unsafe { TaskRef::from_raw(raw) });
+                }
+            }
+            Pending::ParkUnlock(t, lock) => {
+                let id = t.id;
+                // The queue entry owns the reference from now on (wait.rs).
+                let raw = t.into_raw();
+                // SAFETY: alive: nobody can dequeue and wake it before the
+                // unlock below.
+                unsafe { raw.as_ref() }.parked_in_queue.store(true, Ordering::Relaxed);
+                self.emit(|| Event::Parked { thread: id, processor: self.index });
+                // SAFETY: the lock the thread held when it switched away;
+                // its queue is alive while a waiter is registered in it.
+                unsafe { crate::spin::unlock_word(lock) };
+            }
+            Pending::Exit(stack) => {
+                // The thread has switched away for the last time: nobody runs
+                // on its stack any more.
+                // SAFETY: as in `stack`.
+                unsafe { (*self.pool.get()).put(stack, &self.shared.depot) };
+            }
+        }
+    }
+
+    /// Switches from the running user thread to the next context (steps 1 and
+    /// 2 of the module docs). For `Leave::Yield` with nothing else to run,
+    /// returns at once.
+    ///
+    /// Never inlined, and so are its callers [`park_current`] and
+    /// [`join_park`]: see "Return prediction" in the module docs.
+    #[inline(never)]
+    fn switch_away(&self, leave: Leave) {
+        let Some((save, load)) = self.prepare_switch(leave) else { return };
+        // SAFETY: `save` points into the leaving task, kept alive by the
+        // pending action (or the private queue) until after the switch;
+        // `load` is a saved context nobody else resumes (see
+        // `prepare_switch`).
+        let vp = unsafe { arch::switch(save, load, self.as_pass()) };
+        // Resumed, perhaps on another kernel thread: `self` may be stale, and
+        // `vp` is the processor that resumed us.
+        // SAFETY: every switch passes the processor making it (`as_pass`).
+        unsafe { after_switch(vp) };
+    }
+
+    /// Step 1 of the switching protocol for the running user thread: picks
+    /// the next context and settles what becomes of the leaving one. Returns
+    /// where to save the leaving context and the context to load, or `None`
+    /// for a yield with nothing else to run (the caller goes on).
+    #[inline(always)]
+    fn prepare_switch(&self, leave: Leave) -> Option<(*mut StackPointer, StackPointer)> {
+        let next = self.next_local();
+        if leave == Leave::Yield && next.is_none() && !self.shared.shutdown.load(Ordering::Relaxed)
+        {
+            // Nothing else to run: keep going (unless shutting down, when the
+            // scheduler context must get the processor back).
+            return None;
+        }
+        // SAFETY: only this kernel thread touches `current`.
+        let cur = unsafe { (*self.current.get()).take() }.expect("switch_away on a user thread");
+        let save = cur.ctx.get();
+        let from = cur.id;
+        let load = match next {
+            Some(n) => {
+                // SAFETY: `n` came out of a run queue, so its context was saved
+                // and published (step 3) and nobody else resumes it.
+                let sp = unsafe { *n.ctx.get() };
+                self.emit(|| Event::Switched {
+                    from: Some(from),
+                    to: Some(n.id),
+                    processor: self.index,
+                });
+                // SAFETY: as above for `current`.
+                unsafe { *self.current.get() = Some(n) };
+                sp
+            }
+            None => {
+                self.emit(|| Event::Switched { from: Some(from), to: None, processor: self.index });
+                // SAFETY: the scheduler context is suspended while a user
+                // thread runs on this processor; its pointer is ours to read.
+                unsafe { *self.sched_ctx.get() }
+            }
+        };
+        let pending = match leave {
+            // Kept private: queued now, nothing pending (module docs).
+            Leave::Yield if self.solo => {
+                self.queue.push_private(cur);
+                None
+            }
+            Leave::Yield => Some(Pending::Requeue(cur)),
+            Leave::Park(kind) => Some(Pending::Park(cur, kind)),
+            Leave::Join(target) => Some(Pending::Join(cur, target)),
+            Leave::ParkUnlock(lock) => Some(Pending::ParkUnlock(cur, lock)),
+        };
+        if let Some(pending) = pending {
+            // SAFETY: only this kernel thread touches `pending`; it is empty
+            // (every resumed context empties it first), so nothing is lost.
+            unsafe { std::ptr::write(self.pending.get(), pending) };
+        }
+        self.enter_no_preempt();
+        Some((save, load))
+    }
+
+    /// Runs `t` from the scheduler context until it switches back here.
+    pub(super) fn run_task(&self, t: TaskRef) {
+        // SAFETY: `t` came out of a run queue: saved, published, ours.
+        let load = unsafe { *t.ctx.get() };
+        self.emit(|| Event::Switched { from: None, to: Some(t.id), processor: self.index });
+        // SAFETY: only this kernel thread touches `current`.
+        unsafe { *self.current.get() = Some(t) };
+        self.enter_no_preempt();
+        // SAFETY: `sched_ctx` belongs to this processor; `load` as above.
+        // What comes back is `self` again: only this processor resumes its
+        // scheduler context.
+        unsafe { arch::switch(self.sched_ctx.get(), load, self.as_pass()) };
+        // The scheduler context never migrates: `self` is still ours.
+        self.exit_no_preempt();
+        self.run_pending();
+    }
+}
+
+/// Step 2 of the switching protocol, for a context that just resumed.
+///
+/// # Safety
+///
+/// `vp` must be the value the switch to this context passed, which is always
+/// the processor that made it ([`Processor::as_pass`]): a switch never leaves
+/// its kernel thread, so that is the processor the context now runs on. No
+/// thread-local lookup is needed, which matters on the hottest path.
+#[inline]
+pub(super) unsafe fn after_switch(vp: *mut u8) {
+    // SAFETY: by the contract above, a live processor of this kernel thread;
+    // the reference is dropped before any further switch.
+    let vp = unsafe { &*vp.cast_const().cast::<Processor>() };
+    vp.exit_no_preempt();
+    vp.run_pending();
+}
+
+/// Gives up the processor to the next runnable thread, if any. Returns
+/// `false` on an OS thread.
+///
+/// Always inlined, so that with `yield_now` the switch itself lands in the
+/// caller's own frame: see "Return prediction" in the module docs.
+#[inline(always)]
+pub(crate) fn yield_current() -> bool {
+    yield_prepare().switch_here()
+}
+
+/// What `yield_prepare` or `join_prepare` settled: where to save the leaving
+/// context, the context to load, and the value to pass (the processor). A
+/// null `save`: not on a user thread; a null `load`: nothing else to run.
+#[repr(C)]
+pub(crate) struct YieldTo {
+    save: *mut StackPointer,
+    load: StackPointer,
+    pass: *mut u8,
+}
+
+impl YieldTo {
+    /// Makes the switch settled, in the caller's frame (always inlined; see
+    /// "Return prediction" in the module docs). Returns `false` if not on a
+    /// user thread (nothing done).
+    #[inline(always)]
+    pub(crate) fn switch_here(self) -> bool {
+        if self.save.is_null() {
+            return false;
+        }
+        if !self.load.is_null() {
+            // SAFETY: as in `Processor::switch_away`, which the `*_prepare`
+            // functions stand for up to the switch.
+            let vp = unsafe { arch::switch(self.save, self.load, self.pass) };
+            // SAFETY: every switch passes the processor making it.
+            unsafe { after_switch(vp) };
+        }
+        true
+    }
+}
+
+/// Everything a yield does before its switch (one copy, out of line).
+#[inline(never)]
+fn yield_prepare() -> YieldTo {
+    let null = std::ptr::null_mut();
+    // SAFETY: `vp` is not used after this function returns, and the switch
+    // happens in the caller; an entry point.
+    match unsafe { current_at_entry() } {
+        Some(vp) if vp.current_task().is_some() => match vp.prepare_switch(Leave::Yield) {
+            Some((save, load)) => YieldTo { save, load, pass: vp.as_pass() },
+            // On a user thread, but nothing to switch to.
+            None => YieldTo { save: NonNull::dangling().as_ptr(), load: null, pass: null },
+        },
+        _ => YieldTo { save: std::ptr::null_mut(), load: null, pass: null },
+    }
+}
+
+/// Parks the running user thread until a token of `kind` (park.rs).
+///
+/// Never inlined: see "Return prediction" in the module docs.
+#[inline(never)]
+pub(crate) fn park_current(kind: Kind, reason: WaitReason) {
+    // SAFETY: `vp` is not used after `switch_away`; an entry point.
+    let vp = unsafe { current_at_entry() }.expect("park_current on a user thread");
+    let task = vp.current_task().expect("park_current on a user thread");
+    if task.park.try_take(kind) {
+        return;
+    }
+    task.set_wait_reason(reason);
+    vp.switch_away(Leave::Park(kind));
+}
+
+/// Parks the running user thread in the state word of `target` until it
+/// completes (the protocol in task.rs and lifecycle.rs). Returns `false`,
+/// doing nothing, on an OS thread.
+///
+/// Always inlined: the switch lands in the joiner's frame, like a yield's
+/// (see "Return prediction" in the module docs): a joiner woken by the exit
+/// of the thread it joins used to return through three frames the exited
+/// thread's calls had not pushed, each return a misprediction.
+#[inline(always)]
+pub(crate) fn join_park(target: &Task) -> bool {
+    join_prepare(target).switch_here()
+}
+
+/// Everything a join's park does before its switch (one copy, out of line).
+#[inline(never)]
+fn join_prepare(target: &Task) -> YieldTo {
+    const NOT_A_USER_THREAD: YieldTo = YieldTo {
+        save: std::ptr::null_mut(),
+        load: std::ptr::null_mut(),
+        pass: std::ptr::null_mut(),
+    };
+    // SAFETY: `vp` is not used after this function returns, and the switch
+    // happens in the caller; an entry point.
+    match unsafe { current_at_entry() } {
+        Some(vp) => match vp.current_task() {
+            Some(task) => {
+                task.set_wait_reason(WaitReason::Join(target.id));
+                let (save, load) = vp
+                    .prepare_switch(Leave::Join(NonNull::from(target)))
+                    .expect("a join always switches");
+                YieldTo { save, load, pass: vp.as_pass() }
+            }
+            None => NOT_A_USER_THREAD,
+        },
+        None => NOT_A_USER_THREAD,
+    }
+}
+
+/// Parks the running user thread, registered in a wait queue whose spin lock
+/// (`lock`) it holds; the lock is released after the switch (wait.rs).
+///
+/// Never inlined: see "Return prediction" in the module docs.
+#[inline(never)]
+pub(crate) fn park_unlocking(lock: NonNull<AtomicBool>, reason: WaitReason) {
+    // SAFETY: `vp` is not used after `switch_away`; an entry point.
+    let vp = unsafe { current_at_entry() }.expect("park_unlocking on a user thread");
+    vp.current_task().expect("park_unlocking on a user thread").set_wait_reason(reason);
+    vp.switch_away(Leave::ParkUnlock(lock));
+}
+
+/// Wakes `t`, parked in a wait queue it was just dequeued from (wait.rs).
+///
+/// # Safety
+///
+/// `t` must be parked through [`park_unlocking`], and dequeued by the
+/// caller, which takes over the reference the queue held.
+#[inline]
+pub(crate) unsafe fn wake_queued(t: NonNull<Task>) {
+    // SAFETY: the caller's guarantee.
+    let t = unsafe { TaskRef::from_raw(t) };
+    t.parked_in_queue.store(false, Ordering::Relaxed);
+    make_runnable(t);
+}
+
+/// Delivers a `Sync` token to `t` and schedules it if it was parked.
+///
+/// # Safety
+///
+/// `t` must be alive: in practice, it waits for exactly this token.
+#[inline]
+pub(crate) unsafe fn unpark_sync(t: NonNull<Task>) {
+    // SAFETY: alive by the caller's guarantee; we touch it only through the
+    // atomic delivery, and afterwards only if we own the parked reference.
+    if unsafe { t.as_ref() }.park.unpark(Kind::Sync) {
+        // SAFETY: `unpark` returned true: the park word's reference is ours.
+        make_runnable(unsafe { TaskRef::from_raw(t) });
+    }
+}
+
+/// Delivers a `User` token to `t` and schedules it if it was parked.
+pub(crate) fn unpark_user(t: &TaskRef) {
+    if t.park.unpark(Kind::User) {
+        // SAFETY: `unpark` returned true: the park word's reference is ours.
+        make_runnable(unsafe { TaskRef::from_raw(t.as_ptr()) });
+    }
+}
+
+/// Queues a thread that was just unparked: on the calling processor if it
+/// belongs to the thread's runtime, else on the runtime's injection queue.
+fn make_runnable(t: TaskRef) {
+    // SAFETY: used right away.
+    make_runnable_on(unsafe { current() }, t);
+}
+
+/// [`make_runnable`], with the calling processor (if any) looked up.
+#[inline]
+pub(super) fn make_runnable_on(vp: Option<&Processor>, t: TaskRef) {
+    match vp {
+        Some(vp) if t.shared.is(&vp.shared) => {
+            vp.emit(|| Event::Unparked { thread: t.id, processor: Some(vp.index) });
+            vp.schedule(t);
+        }
+        _ => {
+            if let Some(h) = &t.shared.hook {
+                h(&Event::Unparked { thread: t.id, processor: None });
+            }
+            // Our own reference: `t` may be run and freed by the time
+            // `inject` wakes a processor.
+            let shared = t.shared.clone_counted();
+            shared.inject(t);
+        }
+    }
+}
