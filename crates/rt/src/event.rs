@@ -9,11 +9,25 @@
 //! locking of `sync` primitives). Record and return. Without a hook, emitting
 //! an event costs one predictable branch.
 //!
-//! Later issues add the upcalls of the blocking and preemption paths
-//! (`Preempted`, `Blocked`, `Unblocked`); the enum is `#[non_exhaustive]` for that.
+//! The upcalls of the preemption and blocking paths (`Preempted`, `Blocked`,
+//! `Unblocked`) are delivered the same way: `Preempted` on the preempted
+//! thread's processor, `Blocked` from the monitor thread, `Unblocked` on the
+//! kernel thread that returned from the kernel. The enum is
+//! `#[non_exhaustive]`: more may come.
 
 use crate::task::ThreadId;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How the runtime learned that a user thread blocked in the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detection {
+    /// The thread said so: [`blocking`](crate::blocking()) or a wrapper of
+    /// [`mod@crate::blocking`].
+    Explicit,
+    /// The monitor saw its kernel thread stop running (CPU clock still).
+    Transparent,
+}
 
 /// Something the scheduler did. `processor` is the index of a virtual
 /// processor, `0..processors`.
@@ -56,6 +70,36 @@ pub enum Event {
         thread: ThreadId,
         /// The processor that woke it, `None` from outside the runtime.
         processor: Option<usize>,
+    },
+    /// A user thread ran past its quantum while work waited and was switched
+    /// away by the preemption signal (seed 003's PREEMPTED upcall).
+    Preempted {
+        /// The thread.
+        thread: ThreadId,
+        /// The processor it ran on.
+        processor: usize,
+        /// How long it had run, as the monitor saw it.
+        ran: Duration,
+    },
+    /// A user thread blocked in the kernel and its processor went to another
+    /// kernel thread (seed 003's BLOCKED upcall). Emitted by the monitor.
+    Blocked {
+        /// The thread.
+        thread: ThreadId,
+        /// The processor it left, which runs on.
+        processor: usize,
+        /// Explicit or transparent.
+        detection: Detection,
+    },
+    /// A user thread that blocked in the kernel returned (seed 003's
+    /// UNBLOCKED upcall).
+    Unblocked {
+        /// The thread.
+        thread: ThreadId,
+        /// The processor it took back at once, or `None`: it was queued.
+        processor: Option<usize>,
+        /// How its blocking was detected.
+        detection: Detection,
     },
     /// A user thread finished (returned or panicked).
     Exited {

@@ -78,11 +78,19 @@ pub(crate) mod park;
 #[cfg(not(loom))]
 mod arch;
 #[cfg(not(loom))]
+pub mod blocking;
+#[cfg(not(loom))]
 pub mod event;
 #[cfg(not(loom))]
 mod guard;
 #[cfg(not(loom))]
 pub mod local;
+#[cfg(not(loom))]
+mod machine;
+#[cfg(not(loom))]
+mod monitor;
+#[cfg(not(loom))]
+pub mod preempt;
 #[cfg(not(loom))]
 mod processor;
 #[cfg(not(loom))]
@@ -108,8 +116,11 @@ mod wait;
 
 #[cfg(not(loom))]
 pub use crate::{
-    event::Event,
+    blocking::blocking,
+    event::{Detection, Event},
     local::LocalKey,
+    monitor::DEFAULT_BLOCK_THRESHOLD,
+    preempt::{no_preempt, Preemption, DEFAULT_QUANTUM},
     registry::ParkedThread,
     runtime::{Deadlock, Runtime, RuntimeBuilder, DEFAULT_SPIN, DEFAULT_STACK_SIZE},
     stack::MIN_STACK_SIZE,

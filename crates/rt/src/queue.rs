@@ -36,6 +36,7 @@ use crate::task::TaskRef;
 use crossbeam_deque::{Stealer, Worker};
 use std::cell::{Cell, UnsafeCell};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One processor's run queue. See the module docs.
 ///
@@ -51,6 +52,9 @@ pub(crate) struct RunQueue {
     shared_used: Cell<bool>,
     private: UnsafeCell<VecDeque<TaskRef>>,
     private_cap: usize,
+    /// Length of the private part, for other threads (the monitor): one
+    /// plain store per push and pop, read as a hint.
+    private_len: AtomicUsize,
 }
 
 impl RunQueue {
@@ -62,6 +66,7 @@ impl RunQueue {
             shared,
             private: UnsafeCell::new(VecDeque::with_capacity(private_cap.min(256))),
             private_cap,
+            private_len: AtomicUsize::new(0),
         }
     }
 
@@ -94,7 +99,16 @@ impl RunQueue {
             }
             self.shared_used.set(false);
         }
-        self.private().pop_front()
+        let private = self.private();
+        let t = private.pop_front();
+        self.private_len.store(private.len(), Ordering::Relaxed);
+        t
+    }
+
+    /// Threads waiting in the private part (a hint, for another thread; the
+    /// shared part is seen through its `Stealer`).
+    pub(crate) fn len_hint(&self) -> usize {
+        self.private_len.load(Ordering::Relaxed)
     }
 
     /// Appends `t`, keeping it private if the private part has room (else
@@ -105,6 +119,7 @@ impl RunQueue {
         let private = self.private();
         if private.len() < self.private_cap {
             private.push_back(t);
+            self.private_len.store(private.len(), Ordering::Relaxed);
             return false;
         }
         if let Some(oldest) = private.pop_front() {
@@ -126,6 +141,7 @@ impl RunQueue {
         while let Some(p) = private.pop_front() {
             self.shared.push(p);
         }
+        self.private_len.store(0, Ordering::Relaxed);
         self.shared.push(t);
         self.shared_used.set(true);
     }

@@ -23,7 +23,10 @@
 
 use crate::event::{Event, Hook};
 use crate::idle::{CheckGate, Idle, Parker};
-use crate::processor::{self, SpawnOptions, Target};
+use crate::machine::Machine;
+use crate::monitor::{MonitorCtl, DEFAULT_BLOCK_THRESHOLD};
+use crate::preempt::Preemption;
+use crate::processor::{self, ProcPtr, Processor, SpawnOptions, Target};
 use crate::queue::RunQueue;
 use crate::registry::{ParkedThread, Registry};
 use crate::stack::{rounded_size, Depot, MIN_STACK_SIZE};
@@ -38,7 +41,7 @@ use std::io;
 use std::panic::resume_unwind;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle as OsJoinHandle;
 use std::time::Duration;
 
@@ -93,6 +96,24 @@ pub(crate) struct Shared {
     check_gate: CheckGate,
     blocking: Mutex<Blocking>,
     blocking_cv: Condvar,
+    /// How user threads share a processor.
+    pub(crate) preemption: Preemption,
+    /// How long a kernel thread must have been blocked before its processor
+    /// is handed off.
+    pub(crate) block_threshold: Duration,
+    /// Whether the monitor looks for kernel threads blocked outside
+    /// [`blocking`](crate::blocking()).
+    pub(crate) transparent_blocking: bool,
+    /// The processors (owned by the `Runtime`, set once at build).
+    procs: OnceLock<Box<[ProcPtr]>>,
+    /// Every running kernel thread of the runtime, for the monitor.
+    pub(crate) machines: MachineSet,
+    /// Kernel threads waiting for a processor (`blocking.rs`).
+    pub(crate) spares: Spares,
+    /// The monitor's wake-up word.
+    pub(crate) monitor: MonitorCtl,
+    /// Kernel threads started after `build` (spares), joined at drop.
+    extra_threads: Mutex<Vec<OsJoinHandle<()>>>,
     /// The stacks of the runtime. Last, so it is dropped after everything
     /// that may hold a registered stack (the depot, queued tasks, timers).
     pub(crate) registry: Registry,
@@ -159,6 +180,44 @@ impl Shared {
     pub(crate) fn inject(&self, t: TaskRef) {
         self.injector.push(t);
         self.notify();
+        self.monitor.work_arrived();
+    }
+
+    /// The processors.
+    pub(crate) fn processors(&self) -> &[ProcPtr] {
+        self.procs.get().map_or(&[], |p| &p[..])
+    }
+
+    /// A new `Arc` of this `Shared` (which always lives in one).
+    pub(crate) fn arc(&self) -> Arc<Shared> {
+        let p: *const Shared = self;
+        // SAFETY: every `Shared` is made inside an `Arc` (`build`), and the
+        // caller's reference keeps that alive while the count goes up.
+        unsafe {
+            Arc::increment_strong_count(p);
+            Arc::from_raw(p)
+        }
+    }
+
+    /// Starts a kernel thread running `first`, or as a spare.
+    pub(crate) fn start_machine(&self, first: Option<ProcPtr>) {
+        let shared = self.arc();
+        let n = self.machines.len();
+        match std::thread::Builder::new()
+            .name(format!("schedlab-m{n}"))
+            .spawn(move || processor::machine_main(shared, first))
+        {
+            Ok(t) => self.extra_threads.lock().unwrap().push(t),
+            Err(_) => {
+                // No thread: put the processor back for someone else.
+                if let Some(p) = first {
+                    // SAFETY: a processor of this runtime.
+                    let vp = unsafe { &*p.0 };
+                    vp.machine.store(std::ptr::null_mut(), Ordering::Relaxed);
+                    vp.status.store(crate::blocking::RELEASED, Ordering::Release);
+                }
+            }
+        }
     }
 
     /// Run by the last processor going to sleep (module docs).
@@ -229,6 +288,9 @@ pub struct RuntimeBuilder {
     spin: Duration,
     deadlock_detection: bool,
     hook: Option<Hook>,
+    preemption: Preemption,
+    block_threshold: Duration,
+    transparent_blocking: bool,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -239,6 +301,9 @@ impl fmt::Debug for RuntimeBuilder {
             .field("spin", &self.spin)
             .field("deadlock_detection", &self.deadlock_detection)
             .field("hook", &self.hook.is_some())
+            .field("preemption", &self.preemption)
+            .field("block_threshold", &self.block_threshold)
+            .field("transparent_blocking", &self.transparent_blocking)
             .finish()
     }
 }
@@ -251,6 +316,9 @@ impl Default for RuntimeBuilder {
             spin: DEFAULT_SPIN,
             deadlock_detection: true,
             hook: None,
+            preemption: Preemption::Cooperative,
+            block_threshold: DEFAULT_BLOCK_THRESHOLD,
+            transparent_blocking: false,
         }
     }
 }
@@ -284,6 +352,33 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How user threads share a processor (default
+    /// [`Preemption::Cooperative`] while preemption is experimental: it does
+    /// not yet pass the runtime's stress test, see [`crate::preempt`]).
+    pub fn preemption(mut self, p: Preemption) -> Self {
+        self.preemption = p;
+        self
+    }
+
+    /// How long a kernel thread must have been blocked in the kernel, with
+    /// work waiting, before its processor goes to another kernel thread
+    /// (default [`DEFAULT_BLOCK_THRESHOLD`](crate::DEFAULT_BLOCK_THRESHOLD)).
+    pub fn block_threshold(mut self, d: Duration) -> Self {
+        self.block_threshold = d.max(Duration::from_micros(1));
+        self
+    }
+
+    /// Whether the monitor finds kernel threads blocked in calls the program
+    /// did not wrap in [`blocking`](crate::blocking()) (`std::thread::sleep`,
+    /// `std::fs`, a `std` mutex, a C library) and hands their processors off
+    /// too. Default off while this is experimental (it does not yet pass the
+    /// runtime's stress test); off, only [`blocking`](crate::blocking())
+    /// hands off.
+    pub fn transparent_blocking(mut self, on: bool) -> Self {
+        self.transparent_blocking = on;
+        self
+    }
+
     /// Calls `hook` for every scheduling [`Event`]. See [`crate::event`] for
     /// the rules a hook must follow.
     pub fn on_event(mut self, hook: impl Fn(&Event) + Send + Sync + 'static) -> Self {
@@ -309,6 +404,14 @@ impl RuntimeBuilder {
             check_gate: CheckGate::new(),
             blocking: Mutex::new(Blocking::default()),
             blocking_cv: Condvar::new(),
+            preemption: self.preemption,
+            block_threshold: self.block_threshold,
+            transparent_blocking: self.transparent_blocking,
+            procs: OnceLock::new(),
+            machines: MachineSet::default(),
+            spares: Spares::default(),
+            monitor: MonitorCtl::default(),
+            extra_threads: Mutex::new(Vec::new()),
             registry: Registry::new(),
         }
     }
@@ -322,6 +425,7 @@ impl RuntimeBuilder {
             ));
         }
         crate::guard::install_handler();
+        crate::preempt::install_handler();
         // With one processor nobody steals: its whole run queue is private.
         // With more, nothing is (`queue.rs`).
         let private_cap = if self.processors == 1 { usize::MAX } else { 0 };
@@ -331,16 +435,118 @@ impl RuntimeBuilder {
         // The strong count owned by the population of task references
         // (`Shared`, "Lifetime"); released by `Shared::release_refs`.
         std::mem::forget(Arc::clone(&shared));
-        let mut runtime = Runtime { shared: shared.clone(), threads: Vec::new() };
-        for (index, queue) in queues.into_iter().enumerate() {
+        let processors: Box<[Processor]> = queues
+            .into_iter()
+            .enumerate()
+            .map(|(index, queue)| Processor::new(index, shared.clone(), queue))
+            .collect();
+        let ptrs: Box<[ProcPtr]> = processors.iter().map(|p| ProcPtr(p)).collect();
+        let _ = shared.procs.set(ptrs.clone());
+        let mut runtime =
+            Runtime { shared: shared.clone(), threads: Vec::new(), processors, monitor: None };
+        let watch = shared.preemption != Preemption::Cooperative || shared.nprocs > 0;
+        for (index, p) in ptrs.iter().enumerate() {
             let shared = shared.clone();
+            let p = *p;
             // If this fails, dropping `runtime` stops the processors started so far.
             let t = std::thread::Builder::new()
                 .name(format!("schedlab-vp-{index}"))
-                .spawn(move || processor::processor_main(index, shared, queue))?;
+                .spawn(move || processor::machine_main(shared, Some(p)))?;
             runtime.threads.push(t);
         }
+        if watch {
+            let s = shared.clone();
+            runtime.monitor = Some(
+                std::thread::Builder::new()
+                    .name("schedlab-monitor".into())
+                    .spawn(move || crate::monitor::monitor_main(s))?,
+            );
+            // One spare ahead, so the first hand-off need not create a thread.
+            shared.start_machine(None);
+        }
         Ok(runtime)
+    }
+}
+
+/// The running kernel threads of a runtime.
+#[derive(Default)]
+pub(crate) struct MachineSet {
+    list: Mutex<Vec<usize>>,
+}
+
+impl MachineSet {
+    /// Adds the calling thread's machine; returns the key to remove it with.
+    pub(crate) fn register(&self, m: &'static Machine) -> usize {
+        let key = m as *const Machine as usize;
+        self.list.lock().unwrap().push(key);
+        key
+    }
+
+    pub(crate) fn unregister(&self, key: usize) {
+        self.list.lock().unwrap().retain(|&k| k != key);
+    }
+
+    pub(crate) fn contains(&self, key: usize) -> bool {
+        self.list.lock().unwrap().contains(&key)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.list.lock().unwrap().len()
+    }
+
+    /// Calls `f` for each machine (under the set's lock: a machine cannot
+    /// exit meanwhile).
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Machine)) {
+        for &k in self.list.lock().unwrap().iter() {
+            // SAFETY: a registered machine's thread is alive until it
+            // unregisters, which waits for this lock.
+            f(unsafe { &*(k as *const Machine) });
+        }
+    }
+}
+
+/// Spare kernel threads waiting for a processor (`blocking.rs`).
+#[derive(Default)]
+pub(crate) struct Spares {
+    list: Mutex<Vec<usize>>,
+}
+
+/// Spares kept beyond this many exit instead of waiting.
+const MAX_SPARES: usize = 8;
+
+impl Spares {
+    /// Adds `m`; `false` if enough spares wait already (`m` should exit).
+    pub(crate) fn add(&self, m: &'static Machine) -> bool {
+        let mut l = self.list.lock().unwrap();
+        if l.len() >= MAX_SPARES {
+            return false;
+        }
+        l.push(m as *const Machine as usize);
+        true
+    }
+
+    pub(crate) fn remove(&self, m: &Machine) {
+        let key = m as *const Machine as usize;
+        self.list.lock().unwrap().retain(|&k| k != key);
+    }
+
+    /// Takes a waiting spare.
+    pub(crate) fn take(&self) -> Option<&'static Machine> {
+        // SAFETY: a spare waits (alive) until it is taken or removes itself,
+        // both under this lock.
+        self.list.lock().unwrap().pop().map(|k| unsafe { &*(k as *const Machine) })
+    }
+
+    /// Wakes every waiting spare (shutdown).
+    fn wake_all(&self) {
+        for &k in self.list.lock().unwrap().iter() {
+            // SAFETY: as in `take`.
+            unsafe { &*(k as *const Machine) }.notify();
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.list.lock().unwrap().is_empty()
     }
 }
 
@@ -355,6 +561,9 @@ impl RuntimeBuilder {
 pub struct Runtime {
     shared: Arc<Shared>,
     threads: Vec<OsJoinHandle<()>>,
+    /// The processors; freed after every kernel thread has stopped.
+    processors: Box<[Processor]>,
+    monitor: Option<OsJoinHandle<()>>,
 }
 
 impl fmt::Debug for Runtime {
@@ -447,9 +656,29 @@ impl Drop for Runtime {
         for p in self.shared.parkers.iter() {
             p.unpark();
         }
+        self.shared.monitor.poke();
+        if let Some(m) = self.monitor.take() {
+            let _ = m.join();
+        }
         // Step 3.
         for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+        loop {
+            self.shared.spares.wake_all();
+            let extra = std::mem::take(&mut *self.shared.extra_threads.lock().unwrap());
+            if extra.is_empty() && self.shared.spares.is_empty() {
+                break;
+            }
+            for t in extra {
+                let _ = t.join();
+            }
+        }
+        // Every kernel thread has stopped: the processors are ours. Those
+        // left released (their machine lost them) are shut down here.
+        for p in self.processors.iter() {
+            p.shut_down();
+            p.return_credits();
         }
         self.shared.timers.clear();
         // The processors moved their queued threads here (shutdown step 2).
@@ -520,9 +749,8 @@ impl std::ops::Deref for SharedRef {
 impl Drop for SharedRef {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: used right away, on this kernel thread.
-        let vp = unsafe { processor::current() };
-        if !processor::take_back_ref(self, vp) {
+        let vp = processor::enter();
+        if !processor::take_back_ref(self, vp.as_deref()) {
             // SAFETY: we own this counted reference and drop it.
             unsafe { Shared::release_refs(self.0, 1) };
         }

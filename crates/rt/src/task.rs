@@ -32,7 +32,7 @@ use std::mem::ManuallyDrop;
 use std::num::NonZeroU64;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// A user thread's identifier, unique within the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -306,6 +306,12 @@ pub(crate) struct Task {
     pub(crate) parked_in_queue: AtomicBool,
     /// What the task waits on ([`WaitReason`] encoded), for deadlock reports.
     wait_kind: AtomicU8,
+    /// Not preemptible (`Builder::preemptible(false)`).
+    no_preempt_ever: AtomicBool,
+    /// Depth of [`no_preempt`](crate::no_preempt) regions, plus `DEFERRED`
+    /// when a preemption arrived inside one. Touched only by the task itself
+    /// and the signal handler interrupting it.
+    region: AtomicU32,
     wait_arg: AtomicU64,
     /// User-thread-local values.
     pub(crate) locals: UnsafeCell<LocalMap>,
@@ -446,6 +452,18 @@ impl TaskRef {
         TaskRef(p)
     }
 
+    /// A new counted reference to a task known to be alive.
+    ///
+    /// # Safety
+    ///
+    /// `p` must point to a live task (someone holds a reference meanwhile).
+    #[inline]
+    pub(crate) unsafe fn clone_from_raw(p: NonNull<Task>) -> TaskRef {
+        // SAFETY: alive by the caller's guarantee.
+        unsafe { p.as_ref() }.state.acquire_ref();
+        TaskRef(p)
+    }
+
     /// The task's address.
     #[inline]
     pub(crate) fn as_ptr(&self) -> NonNull<Task> {
@@ -498,6 +516,8 @@ impl Task {
                     joiner: UnsafeCell::new(Joiner::None),
                     parked_in_queue: AtomicBool::new(false),
                     wait_kind: AtomicU8::new(0),
+                    no_preempt_ever: AtomicBool::new(false),
+                    region: AtomicU32::new(0),
                     wait_arg: AtomicU64::new(0),
                     locals: UnsafeCell::new(None),
                 },
@@ -533,19 +553,72 @@ impl Task {
             std::ptr::drop_in_place(t.as_ptr());
             shared
         };
-        // SAFETY: used right away, on this kernel thread (user code in the
-        // body's destructors ran above, before the lookup).
-        let vp = unsafe { crate::processor::current() };
-        crate::processor::release_task_ref(shared, vp);
+        // A runtime section (user code in the body's destructors ran above).
+        let vp = crate::processor::enter();
+        crate::processor::release_task_ref(shared, vp.as_deref());
         let layout = alloc_layout(vtable.layout);
         if layout == BLOCK {
-            if let Some(vp) = vp {
+            if let Some(vp) = &vp {
                 vp.blocks().put(t.cast());
                 return;
             }
         }
         // SAFETY: allocated in `Task::new` with this layout.
         unsafe { dealloc(t.as_ptr().cast(), layout) };
+    }
+
+    /// Makes the task never preemptible (at spawn, before it is published).
+    pub(crate) fn set_preemptible(&self, on: bool) {
+        self.no_preempt_ever.store(!on, Ordering::Relaxed);
+    }
+
+    /// Whether the task may be preempted at all.
+    #[inline]
+    pub(crate) fn preemptible(&self) -> bool {
+        !self.no_preempt_ever.load(Ordering::Relaxed)
+    }
+
+    /// Whether the task is inside a `no_preempt` region.
+    #[inline]
+    pub(crate) fn in_no_preempt(&self) -> bool {
+        self.region.load(Ordering::Relaxed) & !crate::machine::DEFERRED != 0
+    }
+
+    /// Remembers a preemption for the end of the region (signal handler).
+    #[inline]
+    pub(crate) fn defer_preemption(&self) {
+        let r = self.region.load(Ordering::Relaxed);
+        self.region.store(r | crate::machine::DEFERRED, Ordering::Relaxed);
+    }
+
+    /// Enters a `no_preempt` region (the task itself).
+    #[inline]
+    pub(crate) fn enter_no_preempt(&self) {
+        let r = self.region.load(Ordering::Relaxed);
+        self.region.store(r + 1, Ordering::Relaxed);
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    }
+
+    /// Leaves a `no_preempt` region; returns whether a preemption deferred
+    /// inside it is now due.
+    #[inline]
+    pub(crate) fn leave_no_preempt(&self) -> bool {
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        let r = self.region.load(Ordering::Relaxed) - 1;
+        if r == crate::machine::DEFERRED {
+            self.region.store(0, Ordering::Relaxed);
+            return true;
+        }
+        self.region.store(r, Ordering::Relaxed);
+        false
+    }
+
+    /// The lowest usable address of the task's stack (above its guard page),
+    /// while it has one. Read by the signal handler on the task's own thread.
+    pub(crate) fn stack_low(&self) -> Option<usize> {
+        // SAFETY: the stack is taken only by the task's own exit, which does
+        // not run while the task is interrupted here.
+        unsafe { (*self.stack.get()).as_ref() }.map(|s| s.guard_range().end)
     }
 
     /// Records what the task is about to wait on.

@@ -142,6 +142,15 @@ impl Builder {
         self
     }
 
+    /// Whether the thread may be preempted (default `true`). A thread that
+    /// holds kernel-thread-affine state across long stretches of code (see
+    /// [`crate::preempt`]) can opt out; it still switches when it yields or
+    /// blocks on a runtime primitive.
+    pub fn preemptible(mut self, on: bool) -> Builder {
+        self.opts.not_preemptible = !on;
+        self
+    }
+
     /// Spawns the thread on the calling user thread's runtime.
     ///
     /// # Panics

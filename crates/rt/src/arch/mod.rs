@@ -31,7 +31,9 @@ pub(crate) type EntryFn = unsafe extern "C" fn(passed: *mut u8, arg: *mut u8) ->
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 #[cfg(target_arch = "x86_64")]
-pub(crate) use self::x86_64::{init_stack, switch, INIT_STACK_BYTES};
+pub(crate) use self::x86_64::{
+    init_preemption, init_stack, preempt_trampoline, switch, xsave_area_bytes, INIT_STACK_BYTES,
+};
 
 #[cfg(not(target_arch = "x86_64"))]
 compile_error!(

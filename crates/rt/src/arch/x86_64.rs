@@ -198,3 +198,126 @@ pub(crate) unsafe fn switch(save: *mut StackPointer, load: StackPointer, pass: *
     }
     passed
 }
+
+// ---------------------------------------------------------------------------
+// Preemption (`preempt.rs`): the trampoline a preempted thread is redirected
+// into by the signal handler, as if the interrupted instruction had called
+// it from below its red zone.
+//
+// The interrupted thread's stack when the trampoline starts, and what it adds
+// (addresses grow up; S is the interrupted stack pointer):
+//
+// ```text
+//  S - 128 .. S      | red zone of the interrupted code  |  untouched
+//  S - 136           | interrupted rip                   |  written by the handler
+//  S - 144           | rflags                            |  pushfq
+//  S - 152 .. S - 264| rax rcx rdx rsi rdi r8-r15 rbx rbp |  15 pushes (rbx keeps the
+//                    |                                   |  frame's address below)
+//  (64-aligned)      | xsave area (x87, SSE, AVX, ...)   |  xsave64, all components
+//                    | frames of the yield               |  schedlab_rt_preempted
+// ```
+//
+// `ret 128` at the end pops the interrupted rip and skips the red zone, so
+// the thread resumes with every register, the flags and the stack pointer
+// exactly as they were.
+// ---------------------------------------------------------------------------
+
+/// Size of the `xsave` area for the components enabled in XCR0 (CPUID leaf
+/// 0xD), rounded up to 64 bytes; read by the trampoline.
+#[no_mangle]
+static mut SCHEDLAB_RT_XSAVE_BYTES: u64 = 4096;
+
+global_asm!(
+    ".text",
+    ".globl schedlab_rt_preempt",
+    ".hidden schedlab_rt_preempt",
+    ".type schedlab_rt_preempt,@function",
+    ".p2align 4",
+    "schedlab_rt_preempt:",
+    "pushfq",                 // the interrupted flags
+    "push rax",               // every general-purpose register but rsp
+    "push rcx",
+    "push rdx",
+    "push rsi",
+    "push rdi",
+    "push r8",
+    "push r9",
+    "push r10",
+    "push r11",
+    "push r12",
+    "push r13",
+    "push r14",
+    "push r15",
+    "push rbx",
+    "push rbp",
+    "mov rbx, rsp",           // rbx (callee-saved) remembers the frame
+    "sub rsp, qword ptr [rip + {bytes}]", // room for the xsave area...
+    "and rsp, -64",           // ...64-byte aligned, as xsave requires
+    "xor eax, eax",           // xsave leaves the header's reserved bytes as it
+    "mov [rsp + 512], rax",   // finds them and xrstor faults on garbage there:
+    "mov [rsp + 520], rax",   // zero the 64-byte header first
+    "mov [rsp + 528], rax",
+    "mov [rsp + 536], rax",
+    "mov [rsp + 544], rax",
+    "mov [rsp + 552], rax",
+    "mov [rsp + 560], rax",
+    "mov [rsp + 568], rax",
+    "mov eax, -1",            // save every component XCR0 enables
+    "mov edx, -1",
+    "xsave64 [rsp]",
+    "cld",                    // the ABI wants DF clear at a call
+    "call {entry}",           // yield; returns when resumed (any kernel thread)
+    "mov eax, -1",
+    "mov edx, -1",
+    "xrstor64 [rsp]",         // vector and x87 state, MXCSR included
+    "mov rsp, rbx",
+    "pop rbp",
+    "pop rbx",
+    "pop r15",
+    "pop r14",
+    "pop r13",
+    "pop r12",
+    "pop r11",
+    "pop r10",
+    "pop r9",
+    "pop r8",
+    "pop rdi",
+    "pop rsi",
+    "pop rdx",
+    "pop rcx",
+    "pop rax",
+    "popfq",
+    "ret 128",                // the interrupted rip; rsp back above the red zone
+    ".size schedlab_rt_preempt, . - schedlab_rt_preempt",
+    bytes = sym SCHEDLAB_RT_XSAVE_BYTES,
+    entry = sym crate::preempt::schedlab_rt_preempted,
+);
+
+extern "C" {
+    fn schedlab_rt_preempt();
+}
+
+/// The address the signal handler redirects a preempted thread to.
+pub(crate) fn preempt_trampoline() -> usize {
+    schedlab_rt_preempt as *const () as usize
+}
+
+/// Bytes of the `xsave` area the trampoline reserves.
+pub(crate) fn xsave_area_bytes() -> usize {
+    // SAFETY: written once by `init_preemption` before any handler runs.
+    unsafe { std::ptr::addr_of!(SCHEDLAB_RT_XSAVE_BYTES).read() as usize }
+}
+
+/// Sizes the `xsave` area (once, before the handler is installed). Panics if
+/// the CPU or kernel lacks XSAVE (every x86_64 CPU since 2011 has it).
+pub(crate) fn init_preemption() {
+    use std::arch::x86_64::__cpuid_count;
+    // cpuid is available on every x86_64 CPU.
+    let leaf1 = __cpuid_count(1, 0);
+    assert!(leaf1.ecx & (1 << 27) != 0, "schedlab-rt preemption needs XSAVE enabled by the OS");
+    // Leaf 0xD exists when XSAVE does.
+    let leaf_d = __cpuid_count(0xD, 0);
+    let bytes = (u64::from(leaf_d.ebx) + 63) & !63;
+    // SAFETY: written before any reader (the handler is installed after).
+    unsafe { std::ptr::addr_of_mut!(SCHEDLAB_RT_XSAVE_BYTES).write(bytes.max(576)) };
+}

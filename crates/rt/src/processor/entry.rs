@@ -2,7 +2,7 @@
 //! with its completion, and the last switch that recycles the stack.
 
 use super::switch::{after_switch, make_runnable_on, Pending};
-use super::{current, Processor};
+use super::Processor;
 use crate::arch;
 use crate::event::Event;
 use crate::stack::Stack;
@@ -20,8 +20,11 @@ pub(super) unsafe extern "C" fn task_entry(passed: *mut u8, _arg: *mut u8) -> ! 
         .current_task_ptr()
         .expect("task_entry runs a user thread");
     let (vp, stack, id) = run_body(task);
-    // SAFETY: `run_body` returns the processor it completed on, and nothing
-    // switches in between.
+    if vp.is_null() {
+        crate::blocking::exit_detached(stack, id);
+    }
+    // SAFETY: `run_body` returns the processor it completed on, in a raised
+    // section, and nothing switches in between.
     exit_current(unsafe { &*vp }, stack, id)
 }
 
@@ -31,6 +34,7 @@ pub(super) unsafe extern "C" fn task_entry(passed: *mut u8, _arg: *mut u8) -> ! 
 /// Returns the thread's stack, which it still runs on, for the exit switch.
 /// May switch any number of times before the completion, never after.
 #[inline(never)]
+#[link_section = "schedlab_rt_np"]
 fn run_body(task: NonNull<Task>) -> (*const Processor, Stack, ThreadId) {
     {
         // SAFETY: the running thread is kept alive by the `current` slot of
@@ -39,12 +43,17 @@ fn run_body(task: NonNull<Task>) -> (*const Processor, Stack, ThreadId) {
         task.run_body();
         crate::local::destroy_all(task);
     }
-    // SAFETY: used before any further switch.
-    let vp = unsafe { current() }.expect("a user thread runs on a processor");
+    // The exit is one runtime section up to the last switch, whose resumed
+    // context ends it.
+    // SAFETY: used before any further switch; `run_body` is never inlined.
+    let vp = unsafe { super::enter_raw() };
     // The running reference: `complete` drops it. From here the exit never
     // touches the task again, except as `complete` allows.
-    // SAFETY: only this kernel thread touches `current`.
-    let running = unsafe { (*vp.current.get()).take() }.expect("exit on a user thread");
+    let running = match vp {
+        // SAFETY: only this kernel thread touches `current`.
+        Some(vp) => unsafe { (*vp.current.get()).take() }.expect("exit on a user thread"),
+        None => crate::blocking::take_detached().expect("exit on a user thread"),
+    };
     debug_assert_eq!(running.as_ptr(), task);
     let raw = running.into_raw();
     // SAFETY: alive until `complete` below.
@@ -65,7 +74,7 @@ fn run_body(task: NonNull<Task>) -> (*const Processor, Stack, ThreadId) {
                 // joiner (task.rs); it is ours now.
                 let j = unsafe { TaskRef::from_raw(j) };
                 j.parked_in_queue.store(false, Ordering::Relaxed);
-                make_runnable_on(Some(vp), j);
+                make_runnable_on(vp, j);
             }
             Joiner::None => unreachable!("a waiting joiner with no joiner registered"),
         }
@@ -74,7 +83,7 @@ fn run_body(task: NonNull<Task>) -> (*const Processor, Stack, ThreadId) {
         // is out of it, so freeing it leaves the stack we run on alone.
         unsafe { Task::free(raw) };
     }
-    (vp, stack, id)
+    (vp.map_or(std::ptr::null(), |vp| vp as *const Processor), stack, id)
 }
 
 /// The last switch of a user thread, which has completed (`run_body`) and
@@ -92,9 +101,10 @@ fn exit_current(vp: &Processor, stack: Stack, id: ThreadId) -> ! {
         }
         None => {
             vp.emit(|| Event::Switched { from: Some(id), to: None, processor: vp.index });
+            vp.in_user.store(false, Ordering::Relaxed);
             // SAFETY: the scheduler context is suspended while a user thread
             // runs on this processor.
-            unsafe { *vp.sched_ctx.get() }
+            unsafe { *vp.machine().sched_ctx.get() }
         }
     };
     // The stack we still run on goes back to this processor's pool now if
@@ -106,7 +116,7 @@ fn exit_current(vp: &Processor, stack: Stack, id: ThreadId) -> ! {
         // SAFETY: only this kernel thread touches `pending`; it is empty.
         unsafe { std::ptr::write(vp.pending.get(), Pending::Exit(stack)) };
     }
-    vp.enter_no_preempt();
+    vp.count_switch();
     // SAFETY: `load` is a saved context nobody else resumes; our own context
     // is never resumed, so it is saved into the processor's scratch slot.
     unsafe { arch::switch(vp.exit_ctx.get(), load, vp.as_pass()) };

@@ -41,13 +41,14 @@ mod spawn;
 mod switch;
 
 pub(crate) use self::spawn::{spawn, SpawnOptions, Target};
-use self::switch::Pending;
+pub(crate) use self::switch::{after_switch, complete_leave, Pending};
 pub(crate) use self::switch::{
     join_park, park_current, park_unlocking, unpark_sync, unpark_user, wake_queued, yield_current,
 };
 
 use crate::arch::StackPointer;
 use crate::event::{Event, Hook};
+use crate::machine::Machine;
 use crate::queue::RunQueue;
 use crate::runtime::{Shared, SharedRef};
 use crate::stack::{Stack, StackPool};
@@ -56,7 +57,7 @@ use crossbeam_deque::Steal;
 use std::cell::{Cell, UnsafeCell};
 use std::io;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -75,33 +76,85 @@ const INJECT_DRAIN: usize = 256;
 /// the pages their threads touched resident.
 const STACK_POOL_CAP: usize = 1024;
 
-thread_local! {
-    /// The processor run by this kernel thread, or null.
-    static CURRENT: Cell<*const Processor> = const { Cell::new(std::ptr::null()) };
-}
-
-/// The processor of the calling kernel thread, as a raw pointer.
+/// The processor of the calling kernel thread with the runtime-section
+/// counter raised (`machine.rs`), or `None` (counter untouched) on a kernel
+/// thread that runs no processor. Dropping it lowers the counter.
 ///
 /// Never inlined: a user thread calling this before and after a context
 /// switch may be on two different kernel threads, and the thread-local
 /// address must be computed afresh each time.
 #[inline(never)]
-fn current_raw() -> *const Processor {
-    CURRENT.with(Cell::get)
+#[link_section = "schedlab_rt_np"]
+pub(crate) fn enter<'a>() -> Option<Entered<'a>> {
+    // SAFETY: used within this call, on this thread.
+    unsafe { enter_at_entry() }
 }
 
-/// The processor of the calling kernel thread.
+/// A runtime section on the processor of the calling kernel thread (see
+/// [`enter`]). Must be dropped on the same kernel thread, with no switch in
+/// between (the raised counter rules out preemption and hand-off meanwhile).
+pub(crate) struct Entered<'a>(&'a Processor);
+
+impl<'a> std::ops::Deref for Entered<'a> {
+    type Target = Processor;
+    #[inline]
+    fn deref(&self) -> &Processor {
+        self.0
+    }
+}
+
+impl<'a> Entered<'a> {
+    /// The processor, for as long as the section lasts.
+    #[inline]
+    pub(crate) fn processor(&self) -> &'a Processor {
+        self.0
+    }
+}
+
+impl Drop for Entered<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.machine().lower();
+    }
+}
+
+/// [`enter_at_entry`] without the guard object: the caller ends the section
+/// (`Machine::lower`) or hands it to the context it switches to.
 ///
 /// # Safety
 ///
-/// The reference must not be used after the calling user thread switches
-/// away (it may resume on another processor, and this one may be gone).
-#[inline]
-pub(crate) unsafe fn current<'a>() -> Option<&'a Processor> {
-    // SAFETY: the pointer is set by the processor's kernel thread to a
-    // `Processor` that outlives every context it runs; the caller keeps the
-    // reference within the current stint on this kernel thread.
-    unsafe { current_raw().as_ref() }
+/// As for [`enter_at_entry`].
+#[inline(always)]
+unsafe fn enter_raw<'a>() -> Option<&'a Processor> {
+    // SAFETY: forwarded.
+    unsafe { enter_at_entry() }.map(|e| {
+        let p = e.processor();
+        std::mem::forget(e);
+        p
+    })
+}
+
+/// [`enter`], inline, for the `#[inline(never)]` entry points of the switch
+/// path.
+///
+/// # Safety
+///
+/// The calling function must be `#[inline(never)]` and must not look up the
+/// machine again after it switches, so that no thread-local address computed
+/// here is reused on another kernel thread (see the module docs).
+#[inline(always)]
+unsafe fn enter_at_entry<'a>() -> Option<Entered<'a>> {
+    let m = Machine::here();
+    m.raise();
+    let p = m.processor();
+    if p.is_null() {
+        m.lower_quietly();
+        return None;
+    }
+    // SAFETY: the machine's processor outlives its binding (processors are
+    // freed only after every machine has stopped), and with the counter
+    // raised it cannot be handed away while the section lasts.
+    Some(Entered(unsafe { &*p }))
 }
 
 /// One virtual processor. See the module docs for what it owns.
@@ -114,7 +167,6 @@ pub(crate) struct Processor {
     queue: RunQueue,
     current: UnsafeCell<Option<TaskRef>>,
     pending: UnsafeCell<Pending>,
-    sched_ctx: UnsafeCell<StackPointer>,
     /// Where an exiting thread's last switch saves a context nobody resumes.
     exit_ctx: UnsafeCell<StackPointer>,
     pool: UnsafeCell<StackPool>,
@@ -123,16 +175,28 @@ pub(crate) struct Processor {
     /// Task references to `shared` this processor holds (`runtime.rs`,
     /// `Shared`, "Lifetime").
     credits: Cell<usize>,
-    /// Nesting depth of regions that must not be preempted (read by the
-    /// future preemption signal handler on this same kernel thread).
-    pub(crate) no_preempt: AtomicU32,
+    /// The machine running this processor: written by the machine that
+    /// binds it, read by the monitor (null while released, `blocking.rs`).
+    pub(crate) machine: AtomicPtr<Machine>,
+    /// Scheduling decisions made here; changes whenever another user thread
+    /// (or the scheduler context) starts running. Read by the monitor.
+    pub(crate) switches: AtomicU32,
+    /// A user thread (not the scheduler context) runs here. Read by the monitor.
+    pub(crate) in_user: AtomicBool,
+    /// Who may use the processor (`blocking.rs`: RUNNING, SYSCALL, RELEASED).
+    pub(crate) status: AtomicU32,
+    /// How long the thread the monitor last asked to preempt had run, in ns.
+    pub(crate) preempt_ran: AtomicU64,
+    /// The user thread last detached from this processor (for the monitor's
+    /// `Blocked` event).
+    pub(crate) detached_id: AtomicU64,
     tick: Cell<u32>,
     ids: Cell<(u64, u64)>,
     rng: Cell<u64>,
 }
 
 impl Processor {
-    fn new(index: usize, shared: Arc<Shared>, queue: RunQueue) -> Processor {
+    pub(crate) fn new(index: usize, shared: Arc<Shared>, queue: RunQueue) -> Processor {
         Processor {
             index,
             solo: shared.nprocs == 1,
@@ -142,11 +206,15 @@ impl Processor {
             queue,
             current: UnsafeCell::new(None),
             pending: UnsafeCell::new(Pending::None),
-            sched_ctx: UnsafeCell::new(std::ptr::null_mut()),
             exit_ctx: UnsafeCell::new(std::ptr::null_mut()),
             blocks: BlockCache::default(),
             credits: Cell::new(0),
-            no_preempt: AtomicU32::new(0),
+            machine: AtomicPtr::new(std::ptr::null_mut()),
+            switches: AtomicU32::new(0),
+            in_user: AtomicBool::new(false),
+            status: AtomicU32::new(crate::blocking::RUNNING),
+            preempt_ran: AtomicU64::new(0),
+            detached_id: AtomicU64::new(0),
             tick: Cell::new(0),
             ids: Cell::new((0, 0)),
             rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
@@ -159,26 +227,30 @@ impl Processor {
         (self as *const Processor).cast_mut().cast()
     }
 
-    /// Enters a region the (future) preemption signal must not interrupt.
-    ///
-    /// Only this kernel thread writes the counter and only a signal handler on
-    /// this same thread will read it, so a plain load and store suffice: a
-    /// `fetch_add` would be a locked instruction (~6 ns) on every switch.
-    #[inline]
-    fn enter_no_preempt(&self) {
-        let n = self.no_preempt.load(Ordering::Relaxed);
-        self.no_preempt.store(n + 1, Ordering::Relaxed);
+    /// The machine running this processor (the calling kernel thread's,
+    /// for code running on the processor).
+    #[inline(always)]
+    pub(crate) fn machine(&self) -> &Machine {
+        // SAFETY: set by the machine that bound this processor before it ran
+        // anything on it; machines outlive the processors' use.
+        unsafe { &*self.machine.load(Ordering::Relaxed) }
     }
 
-    /// Leaves a region entered with [`Processor::enter_no_preempt`].
-    #[inline]
-    fn exit_no_preempt(&self) {
-        let n = self.no_preempt.load(Ordering::Relaxed);
-        self.no_preempt.store(n - 1, Ordering::Relaxed);
+    /// Counts a scheduling decision, for the monitor.
+    #[inline(always)]
+    pub(crate) fn count_switch(&self) {
+        let n = self.switches.load(Ordering::Relaxed);
+        self.switches.store(n.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// Whether work waits here besides the running thread (for the monitor;
+    /// a hint, read without synchronisation).
+    pub(crate) fn has_waiting(&self) -> bool {
+        self.queue.len_hint() > 0 || !self.shared.stealers[self.index].is_empty()
     }
 
     #[inline]
-    fn emit(&self, e: impl FnOnce() -> Event) {
+    pub(crate) fn emit(&self, e: impl FnOnce() -> Event) {
         if let Some(h) = &self.hook {
             h(&e());
         }
@@ -186,11 +258,24 @@ impl Processor {
 
     /// The running user thread, if any.
     #[inline]
-    fn current_task(&self) -> Option<&Task> {
+    pub(crate) fn current_task(&self) -> Option<&Task> {
         // SAFETY: `current` is only replaced by this kernel thread, in the
         // switch paths, which hold no other reference to it; the task it
         // holds stays alive at least until the next switch.
         unsafe { (*self.current.get()).as_deref() }
+    }
+
+    /// Takes the running user thread out of the processor (a detach,
+    /// `blocking.rs`). Only the machine running the processor calls it.
+    pub(crate) fn take_current(&self) -> Option<TaskRef> {
+        // SAFETY: only this processor's machine touches `current`.
+        unsafe { (*self.current.get()).take() }
+    }
+
+    /// Makes `t` the running user thread (a rejoin, `blocking.rs`).
+    pub(crate) fn set_current(&self, t: TaskRef) {
+        // SAFETY: as in `take_current`; it was empty.
+        unsafe { *self.current.get() = Some(t) };
     }
 
     /// The running user thread's address, if any.
@@ -226,7 +311,7 @@ impl Processor {
     }
 
     /// Returns the processor's credits to `task_refs` (at exit).
-    fn return_credits(&self) {
+    pub(crate) fn return_credits(&self) {
         let c = self.credits.replace(0);
         // SAFETY: the processor owns its `c` credits; `self.shared` (an
         // `Arc`) keeps `Shared` alive beyond this call.
@@ -263,6 +348,7 @@ impl Processor {
         if self.enqueue(t) {
             self.shared.notify();
         }
+        self.shared.monitor.work_arrived();
     }
 
     /// Queues a saved, runnable thread on this processor: privately when no
@@ -270,7 +356,7 @@ impl Processor {
     /// thieves can. Returns `true` if the caller should let an idle
     /// processor know.
     #[inline]
-    fn enqueue(&self, t: TaskRef) -> bool {
+    pub(crate) fn enqueue(&self, t: TaskRef) -> bool {
         if self.solo {
             self.queue.push_private(t);
             false
@@ -348,6 +434,7 @@ impl Processor {
     }
 
     /// A timer fired for `t` (which the heap held a reference to).
+    #[inline]
     fn wake_timer(&self, t: TaskRef) {
         let ptr = NonNull::from(&*t);
         drop(t);
@@ -357,15 +444,6 @@ impl Processor {
     }
 
     // --- the scheduler context: loop, search, steal, shutdown ---
-
-    /// The scheduler loop of the processor's kernel thread.
-    fn run(&self) {
-        while !self.shared.shutdown.load(Ordering::Acquire) {
-            if let Some(t) = self.next_local().or_else(|| self.search()) {
-                self.run_task(t);
-            }
-        }
-    }
 
     /// Looks for work until some turns up, or shutdown; sleeps in between.
     fn search(&self) -> Option<TaskRef> {
@@ -457,7 +535,7 @@ impl Processor {
     }
 
     /// Shutdown step 2.
-    fn shut_down(&self) {
+    pub(crate) fn shut_down(&self) {
         for t in self.queue.drain() {
             self.shared.injector.push(t);
         }
@@ -467,16 +545,90 @@ impl Processor {
     }
 }
 
-/// Body of a processor's kernel thread.
-pub(crate) fn processor_main(index: usize, shared: Arc<Shared>, queue: RunQueue) {
+/// A timer fired for `t` on a thread that runs no processor (the monitor).
+pub(crate) fn wake_timer_from_outside(t: TaskRef) {
+    let ptr = NonNull::from(&*t);
+    drop(t);
+    // SAFETY: as in `Processor::wake_timer`.
+    unsafe { unpark_sync(ptr) };
+}
+
+/// A processor handed from one thread to another (processors are owned by
+/// the `Runtime` and freed after every machine has stopped).
+#[derive(Clone, Copy)]
+pub(crate) struct ProcPtr(pub(crate) *const Processor);
+
+// SAFETY: a processor is used by one machine at a time, by the binding
+// protocol (`blocking.rs`); the pointer only carries it to that machine.
+unsafe impl Send for ProcPtr {}
+// SAFETY: other threads only read its atomics through it.
+unsafe impl Sync for ProcPtr {}
+
+/// Body of every kernel thread of a runtime ("machine"): runs `first` (a
+/// processor of its own at start) or, as a spare, whatever processor the
+/// monitor hands it, until shutdown.
+pub(crate) fn machine_main(shared: Arc<Shared>, first: Option<ProcPtr>) {
     let _altstack = crate::guard::AltStack::install();
-    let vp = Processor::new(index, shared, queue);
-    CURRENT.with(|c| c.set(&vp));
-    vp.emit(|| Event::NewProcessor { processor: index });
-    vp.run();
-    vp.shut_down();
-    CURRENT.with(|c| c.set(std::ptr::null()));
-    vp.return_credits();
+    let m = Machine::here();
+    m.init_identity();
+    crate::preempt::init_thread();
+    let registered = shared.machines.register(m);
+    let mut next = first.map(|p| p.0);
+    if let Some(p) = next {
+        // SAFETY: a live processor of this runtime.
+        let index = unsafe { &*p }.index;
+        if let Some(h) = &shared.hook {
+            h(&Event::NewProcessor { processor: index });
+        }
+    }
+    loop {
+        let p = match next.take() {
+            Some(p) => p,
+            None => match crate::blocking::wait_as_spare(m, &shared) {
+                Some(p) => p,
+                None => break,
+            },
+        };
+        bind(m, p);
+        if !run_loop(m) {
+            break;
+        }
+        // Lost the processor to a hand-off (`blocking.rs`): become a spare.
+    }
+    shared.machines.unregister(registered);
+}
+
+/// Makes `p` the processor of the calling machine `m`.
+pub(crate) fn bind(m: &Machine, p: *const Processor) {
+    // SAFETY: a live processor that nobody else runs (it was released or
+    // handed to us).
+    let vp = unsafe { &*p };
+    vp.machine.store((m as *const Machine).cast_mut(), Ordering::Relaxed);
+    m.set_processor(p);
+    vp.count_switch();
+}
+
+/// The scheduler loop of a machine, on its native stack: runs the machine's
+/// processor (which may change while a detached user thread rejoins another
+/// one, `blocking.rs`). Returns `false` at shutdown, `true` when the machine
+/// has no processor any more.
+fn run_loop(m: &Machine) -> bool {
+    loop {
+        let p = m.processor();
+        if p.is_null() {
+            return true;
+        }
+        // SAFETY: our processor; bound to this machine until we give it up.
+        let vp = unsafe { &*p };
+        if vp.shared.shutdown.load(Ordering::Acquire) {
+            vp.shut_down();
+            m.set_processor(std::ptr::null());
+            return false;
+        }
+        if let Some(t) = vp.next_local().or_else(|| vp.search()) {
+            vp.run_task(t);
+        }
+    }
 }
 
 /// Drops a task's reference to its runtime, on `vp` (the calling
@@ -512,42 +664,29 @@ pub(crate) fn take_back_ref(r: &SharedRef, vp: Option<&Processor>) -> bool {
     }
 }
 
-/// The running user thread, or `None` on an OS thread (or a scheduler context).
+/// The running user thread, or `None` on an OS thread (or a scheduler
+/// context). A detached user thread (`blocking.rs`) counts as running.
 #[inline]
 pub(crate) fn current_task_ptr() -> Option<NonNull<Task>> {
-    // SAFETY: used right away.
-    unsafe { current() }.and_then(|vp| vp.current_task()).map(NonNull::from)
+    match enter() {
+        Some(vp) => vp.current_task().map(NonNull::from),
+        None => crate::blocking::detached_task(),
+    }
 }
 
 /// A counted reference to the running user thread.
 pub(crate) fn current_task_ref() -> Option<TaskRef> {
-    // SAFETY: used right away.
-    let vp = unsafe { current() }?;
-    // SAFETY: as in `Processor::current_task`.
-    unsafe { (*vp.current.get()).clone() }
-}
-
-/// The processor of the calling kernel thread, read inline, for the entry
-/// points of the switch path.
-///
-/// # Safety
-///
-/// Besides the contract of [`current`]: the calling function must be
-/// `#[inline(never)]` and must not look up the processor again after it
-/// switches, so that no thread-local address computed here is reused on
-/// another kernel thread (see the module docs). This saves a call on the
-/// hottest paths.
-#[inline(always)]
-unsafe fn current_at_entry<'a>() -> Option<&'a Processor> {
-    // SAFETY: as in `current`.
-    unsafe { CURRENT.with(Cell::get).as_ref() }
+    let task = current_task_ptr()?;
+    // SAFETY: the running thread is alive while it runs; we take a new
+    // counted reference to it.
+    Some(unsafe { TaskRef::clone_from_raw(task) })
 }
 
 /// The guard-page range, name and stack size of the running user thread, for
 /// the overflow handler. Async-signal-safe: reads only.
 pub(crate) fn overflow_info() -> Option<(std::ops::Range<usize>, Option<&'static str>, usize, u64)>
 {
-    let vp = CURRENT.with(Cell::get);
+    let vp = Machine::here().processor();
     if vp.is_null() {
         return None;
     }

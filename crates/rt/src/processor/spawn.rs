@@ -2,7 +2,7 @@
 //! ([`crate::spawn`], [`crate::Builder::spawn`], [`crate::Builder::spawn_on`],
 //! [`crate::Runtime::spawn`] and the main thread of `block_on`).
 
-use super::{current, Processor};
+use super::{enter, Processor};
 use crate::arch;
 use crate::event::Event;
 use crate::runtime::{Shared, SharedRef};
@@ -17,6 +17,8 @@ use std::sync::Arc;
 pub(crate) struct SpawnOptions {
     pub(crate) name: Option<String>,
     pub(crate) stack_size: Option<usize>,
+    /// `Builder::preemptible(false)` sets this.
+    pub(crate) not_preemptible: bool,
 }
 
 /// Which runtime a new user thread joins.
@@ -39,14 +41,26 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    // SAFETY: spawning never switches; `vp` is used only in this call.
-    let vp = unsafe { current() };
+    // A runtime section: spawning never switches.
+    let entered = enter();
+    let detached_shared;
     let (vp, shared) = match target {
-        Target::Current => match vp {
+        Target::Current => match entered.as_deref() {
             Some(vp) if vp.current_task_ptr().is_some() => (Some(vp), &vp.shared),
-            _ => panic!("schedlab_rt::spawn called outside a user thread; use Runtime::spawn"),
+            _ => match crate::blocking::detached_shared() {
+                // A detached user thread (`blocking.rs`) spawns from outside.
+                Some(s) => {
+                    detached_shared = s;
+                    (None, &detached_shared)
+                }
+                None => {
+                    panic!("schedlab_rt::spawn called outside a user thread; use Runtime::spawn")
+                }
+            },
         },
-        Target::Runtime(shared) => (vp.filter(|vp| Arc::ptr_eq(&vp.shared, shared)), shared),
+        Target::Runtime(shared) => {
+            (entered.as_deref().filter(|vp| Arc::ptr_eq(&vp.shared, shared)), shared)
+        }
     };
     let size = opts.stack_size.map_or(shared.stack_size, crate::stack::rounded_size);
     let stack = match vp {
@@ -82,6 +96,7 @@ where
     unsafe {
         *task.ctx.get() = arch::init_stack(top, super::entry::task_entry, std::ptr::null_mut())
     };
+    task.set_preemptible(!opts.not_preemptible);
     // SAFETY: nobody else sees the task yet.
     if let Some(stack) = unsafe { (*task.stack.get()).as_ref() } {
         stack.set_owner(task.as_ptr().as_ptr());

@@ -69,7 +69,7 @@
 //!   park does the same in `JoinHandle::join` ([`join_park`]).
 //!
 
-use super::{current, current_at_entry, Processor};
+use super::{enter_raw, Processor};
 use crate::arch::{self, StackPointer};
 use crate::event::Event;
 use crate::park::Kind;
@@ -80,7 +80,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What the next context must do with the thread that just left (step 2 of
 /// the switching protocol).
-pub(super) enum Pending {
+pub(crate) enum Pending {
     None,
     Requeue(TaskRef),
     Park(TaskRef, Kind),
@@ -96,7 +96,7 @@ pub(super) enum Pending {
 
 /// What the leaving thread asks for.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Leave {
+pub(crate) enum Leave {
     Yield,
     Park(Kind),
     Join(NonNull<Task>),
@@ -117,66 +117,7 @@ impl Processor {
     fn run_pending_action(&self) {
         // SAFETY: only this kernel thread touches `pending`, and not re-entrantly.
         let pending = unsafe { std::mem::replace(&mut *self.pending.get(), Pending::None) };
-        match pending {
-            Pending::None => {}
-            Pending::Requeue(t) => self.queue.push_shared(t),
-            Pending::Park(t, kind) => {
-                let id = t.id;
-                let raw = t.into_raw();
-                // SAFETY: `raw` is the reference we own. If `commit` parks the
-                // thread, the park word owns that reference from now on and we
-                // do not touch `raw` again.
-                if unsafe { raw.as_ref() }.park.commit(kind) {
-                    self.emit(|| Event::Parked { thread: id, processor: self.index });
-                } else {
-                    // SAFETY: not parked: the reference is still ours.
-                    self.enqueue(unsafe { TaskRef::from_raw(raw) });
-                }
-            }
-            Pending::Join(t, target) => {
-                let id = t.id;
-                let raw = t.into_raw();
-                // SAFETY: the joiner holds the `JoinHandle` of `target` on
-                // its (saved) stack, so `target` is alive; we are the only
-                // writer of `joiner` (task.rs), and publish it with the CAS.
-                let target = unsafe { target.as_ref() };
-                // SAFETY: as above.
-                unsafe { *target.joiner.get() = Joiner::Task(raw) };
-                // Set before the CAS: once it succeeds the joiner may be
-                // woken, and its waker clears the flag.
-                // SAFETY: `raw` is the joiner, alive (we hold its reference).
-                unsafe { raw.as_ref() }.parked_in_queue.store(true, Ordering::Relaxed);
-                if target.state.register_joiner() {
-                    // The state word owns the reference now; `target` may be
-                    // gone from here on.
-                    self.emit(|| Event::Parked { thread: id, processor: self.index });
-                } else {
-                    // Completed meanwhile: it never looks at `joiner`.
-                    // SAFETY: not parked: the reference is still ours.
-                    unsafe { raw.as_ref() }.parked_in_queue.store(false, Ordering::Relaxed);
-                    // SAFETY: as above.
-                    self.enqueue(unsafe { TaskRef::from_raw(raw) });
-                }
-            }
-            Pending::ParkUnlock(t, lock) => {
-                let id = t.id;
-                // The queue entry owns the reference from now on (wait.rs).
-                let raw = t.into_raw();
-                // SAFETY: alive: nobody can dequeue and wake it before the
-                // unlock below.
-                unsafe { raw.as_ref() }.parked_in_queue.store(true, Ordering::Relaxed);
-                self.emit(|| Event::Parked { thread: id, processor: self.index });
-                // SAFETY: the lock the thread held when it switched away;
-                // its queue is alive while a waiter is registered in it.
-                unsafe { crate::spin::unlock_word(lock) };
-            }
-            Pending::Exit(stack) => {
-                // The thread has switched away for the last time: nobody runs
-                // on its stack any more.
-                // SAFETY: as in `stack`.
-                unsafe { (*self.pool.get()).put(stack, &self.shared.depot) };
-            }
-        }
+        complete_leave(pending, Some(self));
     }
 
     /// Switches from the running user thread to the next context (steps 1 and
@@ -232,11 +173,13 @@ impl Processor {
             }
             None => {
                 self.emit(|| Event::Switched { from: Some(from), to: None, processor: self.index });
-                // SAFETY: the scheduler context is suspended while a user
-                // thread runs on this processor; its pointer is ours to read.
-                unsafe { *self.sched_ctx.get() }
+                self.in_user.store(false, Ordering::Relaxed);
+                // SAFETY: the scheduler context of the machine running this
+                // processor is suspended while a user thread runs here.
+                unsafe { *self.machine().sched_ctx.get() }
             }
         };
+        self.count_switch();
         let pending = match leave {
             // Kept private: queued now, nothing pending (module docs).
             Leave::Yield if self.solo => {
@@ -253,25 +196,122 @@ impl Processor {
             // (every resumed context empties it first), so nothing is lost.
             unsafe { std::ptr::write(self.pending.get(), pending) };
         }
-        self.enter_no_preempt();
         Some((save, load))
     }
 
     /// Runs `t` from the scheduler context until it switches back here.
     pub(super) fn run_task(&self, t: TaskRef) {
+        // The section starts before `current` is set: the signal handler
+        // takes a processor with a current thread and no open section for
+        // one interrupted in that thread's code.
+        let m = self.machine();
+        m.raise();
         // SAFETY: `t` came out of a run queue: saved, published, ours.
         let load = unsafe { *t.ctx.get() };
         self.emit(|| Event::Switched { from: None, to: Some(t.id), processor: self.index });
         // SAFETY: only this kernel thread touches `current`.
         unsafe { *self.current.get() = Some(t) };
-        self.enter_no_preempt();
-        // SAFETY: `sched_ctx` belongs to this processor; `load` as above.
-        // What comes back is `self` again: only this processor resumes its
-        // scheduler context.
-        unsafe { arch::switch(self.sched_ctx.get(), load, self.as_pass()) };
-        // The scheduler context never migrates: `self` is still ours.
-        self.exit_no_preempt();
-        self.run_pending();
+        self.count_switch();
+        self.in_user.store(true, Ordering::Relaxed);
+        // SAFETY: `sched_ctx` belongs to this machine; `load` as above.
+        let passed = unsafe { arch::switch(m.sched_ctx.get(), load, self.as_pass()) };
+        // The scheduler context never migrates: `m` is still ours. Its
+        // processor may have changed, or be gone (`blocking.rs`).
+        if passed.is_null() {
+            // A detached user thread left this kernel thread.
+            crate::blocking::after_detached_leave(m);
+            return;
+        }
+        // SAFETY: every switch passes the processor making it.
+        unsafe { after_switch(passed) };
+    }
+}
+
+/// Step 2 of the switching protocol: does what the leaving thread asked for.
+/// `home` is the processor of the resuming context, or `None` when a detached
+/// user thread left its kernel thread (`blocking.rs`): then a thread that
+/// stays runnable goes to the runtime's injection queue.
+pub(crate) fn complete_leave(pending: Pending, home: Option<&Processor>) {
+    let requeue = |t: TaskRef| match home {
+        Some(vp) => {
+            vp.enqueue(t);
+        }
+        None => {
+            // Our own reference: `t` may be run and freed by the time
+            // `inject` wakes a processor.
+            let shared = t.shared.clone_counted();
+            shared.inject(t);
+        }
+    };
+    let emit = |e: Event| {
+        if let Some(vp) = home {
+            vp.emit(|| e);
+        }
+    };
+    let index = home.map_or(usize::MAX, |vp| vp.index);
+    match pending {
+        Pending::None => {}
+        Pending::Requeue(t) => match home {
+            Some(vp) => vp.queue.push_shared(t),
+            None => requeue(t),
+        },
+        Pending::Park(t, kind) => {
+            let id = t.id;
+            let raw = t.into_raw();
+            // SAFETY: `raw` is the reference we own. If `commit` parks the
+            // thread, the park word owns that reference from now on and we
+            // do not touch `raw` again.
+            if unsafe { raw.as_ref() }.park.commit(kind) {
+                emit(Event::Parked { thread: id, processor: index });
+            } else {
+                // SAFETY: not parked: the reference is still ours.
+                requeue(unsafe { TaskRef::from_raw(raw) });
+            }
+        }
+        Pending::Join(t, target) => {
+            let id = t.id;
+            let raw = t.into_raw();
+            // SAFETY: the joiner holds the `JoinHandle` of `target` on
+            // its (saved) stack, so `target` is alive; we are the only
+            // writer of `joiner` (task.rs), and publish it with the CAS.
+            let target = unsafe { target.as_ref() };
+            // SAFETY: as above.
+            unsafe { *target.joiner.get() = Joiner::Task(raw) };
+            // Set before the CAS: once it succeeds the joiner may be
+            // woken, and its waker clears the flag.
+            // SAFETY: `raw` is the joiner, alive (we hold its reference).
+            unsafe { raw.as_ref() }.parked_in_queue.store(true, Ordering::Relaxed);
+            if target.state.register_joiner() {
+                // The state word owns the reference now; `target` may be
+                // gone from here on.
+                emit(Event::Parked { thread: id, processor: index });
+            } else {
+                // Completed meanwhile: it never looks at `joiner`.
+                // SAFETY: not parked: the reference is still ours.
+                unsafe { raw.as_ref() }.parked_in_queue.store(false, Ordering::Relaxed);
+                // SAFETY: as above.
+                requeue(unsafe { TaskRef::from_raw(raw) });
+            }
+        }
+        Pending::ParkUnlock(t, lock) => {
+            let id = t.id;
+            // The queue entry owns the reference from now on (wait.rs).
+            let raw = t.into_raw();
+            // SAFETY: alive: nobody can dequeue and wake it before the
+            // unlock below.
+            unsafe { raw.as_ref() }.parked_in_queue.store(true, Ordering::Relaxed);
+            emit(Event::Parked { thread: id, processor: index });
+            // SAFETY: the lock the thread held when it switched away;
+            // its queue is alive while a waiter is registered in it.
+            unsafe { crate::spin::unlock_word(lock) };
+        }
+        Pending::Exit(stack) => match home {
+            // The thread has switched away for the last time: nobody runs
+            // on its stack any more.
+            // SAFETY: as in `Processor::stack`.
+            Some(vp) => unsafe { (*vp.pool.get()).put(stack, &vp.shared.depot) },
+            None => drop(stack),
+        },
     }
 }
 
@@ -284,12 +324,13 @@ impl Processor {
 /// its kernel thread, so that is the processor the context now runs on. No
 /// thread-local lookup is needed, which matters on the hottest path.
 #[inline]
-pub(super) unsafe fn after_switch(vp: *mut u8) {
+pub(crate) unsafe fn after_switch(vp: *mut u8) {
     // SAFETY: by the contract above, a live processor of this kernel thread;
     // the reference is dropped before any further switch.
     let vp = unsafe { &*vp.cast_const().cast::<Processor>() };
-    vp.exit_no_preempt();
     vp.run_pending();
+    // The section the leaving context raised ends here (`machine.rs`).
+    vp.machine().lower();
 }
 
 /// Gives up the processor to the next runnable thread, if any. Returns
@@ -334,17 +375,30 @@ impl YieldTo {
 
 /// Everything a yield does before its switch (one copy, out of line).
 #[inline(never)]
+#[link_section = "schedlab_rt_np"]
 fn yield_prepare() -> YieldTo {
     let null = std::ptr::null_mut();
     // SAFETY: `vp` is not used after this function returns, and the switch
-    // happens in the caller; an entry point.
-    match unsafe { current_at_entry() } {
+    // happens in the caller; an entry point. The raised section is handed to
+    // the context the caller switches to, or ended here.
+    match unsafe { enter_raw() } {
         Some(vp) if vp.current_task().is_some() => match vp.prepare_switch(Leave::Yield) {
             Some((save, load)) => YieldTo { save, load, pass: vp.as_pass() },
             // On a user thread, but nothing to switch to.
-            None => YieldTo { save: NonNull::dangling().as_ptr(), load: null, pass: null },
+            None => {
+                vp.machine().lower();
+                YieldTo { save: NonNull::dangling().as_ptr(), load: null, pass: null }
+            }
         },
-        _ => YieldTo { save: std::ptr::null_mut(), load: null, pass: null },
+        Some(vp) => {
+            vp.machine().lower();
+            YieldTo { save: std::ptr::null_mut(), load: null, pass: null }
+        }
+        None if crate::blocking::is_detached() => {
+            crate::blocking::detached_yield();
+            YieldTo { save: NonNull::dangling().as_ptr(), load: null, pass: null }
+        }
+        None => YieldTo { save: std::ptr::null_mut(), load: null, pass: null },
     }
 }
 
@@ -352,11 +406,15 @@ fn yield_prepare() -> YieldTo {
 ///
 /// Never inlined: see "Return prediction" in the module docs.
 #[inline(never)]
+#[link_section = "schedlab_rt_np"]
 pub(crate) fn park_current(kind: Kind, reason: WaitReason) {
     // SAFETY: `vp` is not used after `switch_away`; an entry point.
-    let vp = unsafe { current_at_entry() }.expect("park_current on a user thread");
+    let Some(vp) = (unsafe { enter_raw() }) else {
+        return crate::blocking::detached_park(kind, reason);
+    };
     let task = vp.current_task().expect("park_current on a user thread");
     if task.park.try_take(kind) {
+        vp.machine().lower();
         return;
     }
     task.set_wait_reason(reason);
@@ -378,6 +436,7 @@ pub(crate) fn join_park(target: &Task) -> bool {
 
 /// Everything a join's park does before its switch (one copy, out of line).
 #[inline(never)]
+#[link_section = "schedlab_rt_np"]
 fn join_prepare(target: &Task) -> YieldTo {
     const NOT_A_USER_THREAD: YieldTo = YieldTo {
         save: std::ptr::null_mut(),
@@ -386,7 +445,7 @@ fn join_prepare(target: &Task) -> YieldTo {
     };
     // SAFETY: `vp` is not used after this function returns, and the switch
     // happens in the caller; an entry point.
-    match unsafe { current_at_entry() } {
+    match unsafe { enter_raw() } {
         Some(vp) => match vp.current_task() {
             Some(task) => {
                 task.set_wait_reason(WaitReason::Join(target.id));
@@ -395,8 +454,19 @@ fn join_prepare(target: &Task) -> YieldTo {
                     .expect("a join always switches");
                 YieldTo { save, load, pass: vp.as_pass() }
             }
-            None => NOT_A_USER_THREAD,
+            None => {
+                vp.machine().lower();
+                NOT_A_USER_THREAD
+            }
         },
+        None if crate::blocking::is_detached() => {
+            crate::blocking::detached_join(target);
+            YieldTo {
+                save: NonNull::dangling().as_ptr(),
+                load: std::ptr::null_mut(),
+                pass: std::ptr::null_mut(),
+            }
+        }
         None => NOT_A_USER_THREAD,
     }
 }
@@ -406,9 +476,12 @@ fn join_prepare(target: &Task) -> YieldTo {
 ///
 /// Never inlined: see "Return prediction" in the module docs.
 #[inline(never)]
+#[link_section = "schedlab_rt_np"]
 pub(crate) fn park_unlocking(lock: NonNull<AtomicBool>, reason: WaitReason) {
     // SAFETY: `vp` is not used after `switch_away`; an entry point.
-    let vp = unsafe { current_at_entry() }.expect("park_unlocking on a user thread");
+    let Some(vp) = (unsafe { enter_raw() }) else {
+        return crate::blocking::detached_park_unlocking(lock, reason);
+    };
     vp.current_task().expect("park_unlocking on a user thread").set_wait_reason(reason);
     vp.switch_away(Leave::ParkUnlock(lock));
 }
@@ -453,8 +526,8 @@ pub(crate) fn unpark_user(t: &TaskRef) {
 /// Queues a thread that was just unparked: on the calling processor if it
 /// belongs to the thread's runtime, else on the runtime's injection queue.
 fn make_runnable(t: TaskRef) {
-    // SAFETY: used right away.
-    make_runnable_on(unsafe { current() }, t);
+    let vp = super::enter();
+    make_runnable_on(vp.as_deref(), t);
 }
 
 /// [`make_runnable`], with the calling processor (if any) looked up.

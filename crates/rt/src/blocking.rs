@@ -1,0 +1,416 @@
+//! A processor that stays busy while a user thread blocks in the kernel: the
+//! hand-off of a virtual processor to a spare kernel thread, the explicit
+//! [`blocking`] call, and the detached state of a user thread whose kernel
+//! thread lost its processor.
+//!
+//! Linux has no upcalls (seed 003's BLOCKED/UNBLOCKED; UMCG was never
+//! merged), so the runtime does what the Go runtime does (`entersyscall`,
+//! `exitsyscall`, sysmon's `retake` and `handoffp`; docs/SOURCES.md): a
+//! monitor thread (`monitor.rs`) notices a kernel thread that stopped running
+//! while work waits, and gives its processor to another kernel thread.
+//!
+//! # States of a processor (`Processor::status`)
+//!
+//! | state      | who may use the processor                                        |
+//! |------------|------------------------------------------------------------------|
+//! | `RUNNING`  | the machine in `Processor::machine` (scheduler or user code)     |
+//! | `SYSCALL`  | nobody: its machine is inside [`blocking`], its user thread      |
+//! |            | detached; the machine may take it back, the monitor may retake it |
+//! | `RELEASED` | nobody: no machine; whoever wins the CAS to `RUNNING` binds it    |
+//!
+//! # The hand-off, explicit and transparent
+//!
+//! 1. **Detach.** The kernel thread `K` running user thread `T` on processor
+//!    `P` takes `T` out of `P.current` into `K`'s machine (`detached`) and
+//!    forgets `P` (`Machine::processor` = null). Explicitly, in [`blocking`]
+//!    before the call, leaving `P` in `SYSCALL`. Transparently, in `K`'s
+//!    signal handler, when the monitor saw `K` blocked (its CPU clock stopped
+//!    while `T` was current and work waited) and asked (`REQ_RELEASE`): the
+//!    handler runs only where no runtime section is open on `K` (the
+//!    counter of `machine.rs` is zero), so nothing on `K`'s stack holds `P`;
+//!    it leaves `P` `RELEASED`.
+//! 2. **Retake.** The monitor moves `P` from `SYSCALL` to `RELEASED` by CAS
+//!    (a `blocking` call that lasted past the threshold with work waiting);
+//!    `K` is still blocked, and promised not to touch `P` unless its own CAS
+//!    from `SYSCALL` succeeds, so exactly one of the two owns `P`.
+//! 3. **Hand-off.** The monitor moves `P` from `RELEASED` to `RUNNING` by CAS
+//!    and gives it to a spare machine, kept ahead in a small pool (like
+//!    NetBSD's pre-allocated spare LWP, seed 003) so that the hand-off never
+//!    waits for thread creation. The spare binds `P` (`Processor::machine`)
+//!    and runs its scheduler loop on its own native stack: `P`'s queue runs on.
+//! 4. **Return.** When the call returns, `K` runs `T` with no processor.
+//!    Explicitly, [`blocking`]'s CAS `SYSCALL` → `RUNNING` fails; `K` tries to
+//!    take a `RELEASED` processor (its own first: the monitor may not have
+//!    handed it yet); failing that, it queues `T` on the runtime's injection
+//!    queue and parks as a spare. Transparently, `T`'s next runtime call does
+//!    the same (every entry point checks for a detached thread on its slow
+//!    path), or the monitor, seeing `K`'s CPU clock run again, asks it to
+//!    rejoin (`REQ_REJOIN`) and the preemption trampoline does it at a safe
+//!    point. So the kernel threads running user code stay `P`, up to the
+//!    monitor's reaction time for a thread that returns and computes.
+//!
+//! Why it is correct: a processor is used by at most one machine, because
+//! each transition that gives it a user is a CAS that only one party wins
+//! (`SYSCALL` → `RUNNING` by the blocked machine or → `RELEASED` by the
+//! monitor; `RELEASED` → `RUNNING` by a spare or a returning machine), and the
+//! one that gives it up (detach) is done by its only user. A detached thread
+//! is run by exactly one kernel thread, its own, until it leaves it through
+//! the switch protocol (`processor/switch.rs`), with its pending action kept
+//! by the machine and run by that machine's native context, which queues it
+//! on the injection queue instead of a processor's.
+
+//! # Status: experimental
+//!
+//! The explicit path has no test yet. The transparent path is off by
+//! default (`RuntimeBuilder::transparent_blocking`): with it on, the stress
+//! test fails about one run in four (a user thread finds itself on no
+//! processor and not detached). The monitor also takes a kernel thread that
+//! is runnable but not running (more runtime threads than CPUs) for a blocked
+//! one; the `/proc/self/task/TID/stat` state (`S`/`D` versus `R`) should be
+//! checked before asking for a release.
+
+use crate::event::{Detection, Event};
+use crate::machine::Machine;
+use crate::park::Kind;
+use crate::processor::{self, bind, complete_leave, Pending, ProcPtr, Processor};
+use crate::runtime::Shared;
+use crate::stack::Stack;
+use crate::task::{Task, TaskRef, ThreadId, WaitReason};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A machine runs the processor.
+pub(crate) const RUNNING: u32 = 0;
+/// The processor's machine is inside [`blocking`].
+pub(crate) const SYSCALL: u32 = 1;
+/// The processor has no machine.
+pub(crate) const RELEASED: u32 = 2;
+
+/// Runs `f`, a call that may block in the kernel, without holding up the
+/// calling user thread's processor: if `f` blocks for longer than the
+/// runtime's detection threshold while other work waits, the processor goes
+/// to another kernel thread, and this user thread queues for a processor
+/// again when `f` returns. A call that returns quickly costs a few atomic
+/// operations and no system call of ours. On an OS thread, just calls `f`.
+///
+/// Inside `f` the calling thread behaves as a detached one: runtime calls
+/// work, but a wake-up it causes goes through the injection queue.
+#[inline]
+pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    let entered = enter_syscall();
+    let r = f();
+    if entered {
+        exit_syscall();
+    }
+    r
+}
+
+/// Step 1 (explicit): detach the current user thread, leaving its processor
+/// in `SYSCALL`. Returns `false` (nothing done) when not on a processor.
+#[inline(never)]
+#[link_section = "schedlab_rt_np"]
+fn enter_syscall() -> bool {
+    let m = Machine::here();
+    m.raise();
+    let p = m.processor();
+    if p.is_null() {
+        m.lower_quietly();
+        return false;
+    }
+    // SAFETY: our processor, within a raised section.
+    let vp = unsafe { &*p };
+    let Some(t) = vp.take_current() else {
+        m.lower_quietly();
+        return false;
+    };
+    m.detached.store(t.into_raw().as_ptr(), Ordering::Relaxed);
+    m.last_processor.store(p.cast_mut(), Ordering::Relaxed);
+    m.explicit.store(true, Ordering::Relaxed);
+    m.set_processor(std::ptr::null());
+    // SAFETY: the thread just detached: the caller, alive.
+    let id = unsafe { &*m.detached.load(Ordering::Relaxed) }.id;
+    vp.detached_id.store(id.as_u64(), Ordering::Relaxed);
+    vp.count_switch();
+    // Publishes the detach to the monitor's CAS (step 2).
+    vp.status.store(SYSCALL, Ordering::Release);
+    // A preemption deferred inside this section is moot: the thread is about
+    // to block, and has no processor to give up.
+    m.clear_deferred();
+    m.lower_quietly();
+    true
+}
+
+/// Step 4 (explicit): take the processor back, or another, or queue.
+#[inline(never)]
+#[link_section = "schedlab_rt_np"]
+fn exit_syscall() {
+    let m = Machine::here();
+    m.raise();
+    m.explicit.store(false, Ordering::Relaxed);
+    let p = m.last_processor.load(Ordering::Relaxed);
+    // SAFETY: processors outlive the machines' use of them.
+    let vp = unsafe { &*p };
+    if vp.status.compare_exchange(SYSCALL, RUNNING, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+        let t = m.detached.swap(std::ptr::null_mut(), Ordering::Relaxed);
+        // SAFETY: the reference `enter_syscall` stored.
+        vp.set_current(unsafe { TaskRef::from_raw(NonNull::new_unchecked(t)) });
+        m.set_processor(p);
+        vp.count_switch();
+        m.lower();
+        return;
+    }
+    m.lower_quietly();
+    rejoin(Detection::Explicit);
+}
+
+/// Whether the calling kernel thread runs a detached user thread.
+#[inline]
+pub(crate) fn is_detached() -> bool {
+    !Machine::here_fresh().detached.load(Ordering::Relaxed).is_null()
+}
+
+/// The detached user thread of the calling kernel thread, if any.
+pub(crate) fn detached_task() -> Option<NonNull<Task>> {
+    NonNull::new(Machine::here_fresh().detached.load(Ordering::Relaxed))
+}
+
+/// The runtime of the calling kernel thread's detached user thread.
+pub(crate) fn detached_shared() -> Option<Arc<Shared>> {
+    let t = detached_task()?;
+    // SAFETY: the detached thread is the caller: alive.
+    let shared: &Shared = unsafe { &t.as_ref().shared };
+    Some(shared.arc())
+}
+
+/// Takes the detached thread's running reference (at its exit).
+pub(crate) fn take_detached() -> Option<TaskRef> {
+    let t = Machine::here_fresh().detached.swap(std::ptr::null_mut(), Ordering::Relaxed);
+    // SAFETY: the owned reference stored at the detach.
+    NonNull::new(t).map(|t| unsafe { TaskRef::from_raw(t) })
+}
+
+/// Step 4 for a detached thread at a safe point (a runtime call, or the
+/// preemption trampoline after `REQ_REJOIN`): binds a released processor and
+/// goes on, or queues itself and leaves its kernel thread to be a spare.
+#[inline(never)]
+#[link_section = "schedlab_rt_np"]
+pub(crate) fn rejoin(how: Detection) {
+    let m = Machine::here();
+    m.raise();
+    let t = m.detached.load(Ordering::Relaxed);
+    if t.is_null() {
+        m.lower();
+        return;
+    }
+    // SAFETY: the detached thread is the caller: alive.
+    let task = unsafe { &*t };
+    let shared: &Shared = &task.shared;
+    let last = m.last_processor.load(Ordering::Relaxed);
+    if let Some(vp) = take_released(shared, last) {
+        m.detached.store(std::ptr::null_mut(), Ordering::Relaxed);
+        bind(m, vp);
+        // SAFETY: the reference stored at the detach.
+        vp.set_current(unsafe { TaskRef::from_raw(NonNull::new_unchecked(t)) });
+        vp.in_user.store(true, Ordering::Relaxed);
+        vp.emit(|| Event::Unblocked { thread: task.id, processor: Some(vp.index), detection: how });
+        m.lower();
+        return;
+    }
+    if let Some(h) = &shared.hook {
+        h(&Event::Unblocked { thread: task.id, processor: None, detection: how });
+    }
+    leave(m, Pending::Requeue);
+}
+
+/// Binds a `RELEASED` processor of `shared`: `first` if it is, else any.
+fn take_released(shared: &Shared, first: *mut Processor) -> Option<&Processor> {
+    let try_take = |p: *const Processor| {
+        // SAFETY: processors live as long as the runtime's machines.
+        let vp = unsafe { &*p };
+        vp.status
+            .compare_exchange(RELEASED, RUNNING, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then_some(vp)
+    };
+    // SAFETY: as above.
+    if !first.is_null() && std::ptr::eq(unsafe { &*first }.shared.as_ref(), shared) {
+        if let Some(vp) = try_take(first) {
+            return Some(vp);
+        }
+    }
+    shared.processors().iter().find_map(|p| try_take(p.0))
+}
+
+/// Leaves the calling kernel thread: the detached thread switches to its
+/// machine's native context, which completes `make(thread)` with no
+/// processor (queues it on the injection queue when it stays runnable).
+/// Returns when the thread is resumed, on some processor. The caller has
+/// raised the section counter; the resuming context lowers it.
+fn leave(m: &Machine, make: impl FnOnce(TaskRef) -> Pending) {
+    let t = m.detached.swap(std::ptr::null_mut(), Ordering::Relaxed);
+    // SAFETY: the reference stored at the detach.
+    let t = unsafe { TaskRef::from_raw(NonNull::new_unchecked(t)) };
+    let save = t.ctx.get();
+    // SAFETY: only this kernel thread touches `leave`; the native context
+    // takes it right after the switch.
+    unsafe { (*m.leave.get()).write(make(t)) };
+    // SAFETY: `save` is the leaving thread's slot, kept alive by the pending
+    // action; the native context of this machine is suspended (a detached
+    // machine's only other context) and resumes knowing nothing is passed.
+    let vp = unsafe { crate::arch::switch(save, *m.sched_ctx.get(), std::ptr::null_mut()) };
+    // SAFETY: resumed by a processor, which passes itself.
+    unsafe { processor::after_switch(vp) };
+}
+
+/// The native context's half of [`leave`] (run right after the switch).
+pub(crate) fn after_detached_leave(m: &Machine) {
+    // SAFETY: written by `leave` just before the switch that resumed us.
+    let pending = unsafe { (*m.leave.get()).assume_init_read() };
+    complete_leave(pending, None);
+    m.lower_quietly();
+}
+
+/// A detached thread's yield.
+pub(crate) fn detached_yield() {
+    rejoin(Detection::Transparent);
+}
+
+/// A detached thread's park: rejoin a processor if one is free, else leave
+/// the kernel thread parked.
+#[link_section = "schedlab_rt_np"]
+pub(crate) fn detached_park(kind: Kind, reason: WaitReason) {
+    let m = Machine::here_fresh();
+    m.raise();
+    let Some(t) = NonNull::new(m.detached.load(Ordering::Relaxed)) else {
+        m.lower();
+        panic!("park_current outside a user thread");
+    };
+    // SAFETY: the caller.
+    let task = unsafe { t.as_ref() };
+    if task.park.try_take(kind) {
+        m.lower();
+        return;
+    }
+    task.set_wait_reason(reason);
+    leave(m, |t| Pending::Park(t, kind));
+}
+
+/// A detached thread's join.
+#[link_section = "schedlab_rt_np"]
+pub(crate) fn detached_join(target: &Task) {
+    let m = Machine::here_fresh();
+    m.raise();
+    let Some(t) = NonNull::new(m.detached.load(Ordering::Relaxed)) else {
+        m.lower();
+        return;
+    };
+    // SAFETY: the caller.
+    unsafe { t.as_ref() }.set_wait_reason(WaitReason::Join(target.id));
+    leave(m, |t| Pending::Join(t, NonNull::from(target)));
+}
+
+/// A detached thread's park in a wait queue whose lock it holds.
+#[link_section = "schedlab_rt_np"]
+pub(crate) fn detached_park_unlocking(lock: NonNull<AtomicBool>, reason: WaitReason) {
+    let m = Machine::here_fresh();
+    m.raise();
+    let t =
+        NonNull::new(m.detached.load(Ordering::Relaxed)).expect("park_unlocking on a user thread");
+    // SAFETY: the caller.
+    unsafe { t.as_ref() }.set_wait_reason(reason);
+    leave(m, |t| Pending::ParkUnlock(t, lock));
+}
+
+/// The last switch of a detached thread that has completed (`entry.rs`).
+#[link_section = "schedlab_rt_np"]
+pub(crate) fn exit_detached(stack: Stack, id: ThreadId) -> ! {
+    let _ = id;
+    let m = Machine::here_fresh();
+    m.raise();
+    let mut scratch: crate::arch::StackPointer = std::ptr::null_mut();
+    // SAFETY: only this kernel thread touches `leave`.
+    unsafe { (*m.leave.get()).write(Pending::Exit(stack)) };
+    // SAFETY: our context is never resumed (saved into a local of the stack
+    // being recycled, written before the switch and never read); the native
+    // context frees the stack after the switch.
+    unsafe { crate::arch::switch(&mut scratch, *m.sched_ctx.get(), std::ptr::null_mut()) };
+    unreachable!("an exited user thread was resumed")
+}
+
+/// Step 1 (transparent), in the signal handler of a kernel thread the monitor
+/// saw blocked. Async-signal-safe: atomics and one futex wake.
+pub(crate) fn release_from_signal(m: &Machine, pc: usize) {
+    if m.guard_word() != 0 || crate::preempt::in_section_opener(pc) {
+        // Blocked inside a runtime section (or one is open): not now.
+        return;
+    }
+    let p = m.processor();
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: our processor; no runtime section is open on this thread, so
+    // the interrupted code holds no reference into it.
+    let vp = unsafe { &*p };
+    let Some(t) = vp.take_current() else { return };
+    m.detached.store(t.into_raw().as_ptr(), Ordering::Relaxed);
+    m.last_processor.store(p.cast_mut(), Ordering::Relaxed);
+    m.set_processor(std::ptr::null());
+    // SAFETY: the thread just detached, alive.
+    vp.detached_id
+        .store(unsafe { &*m.detached.load(Ordering::Relaxed) }.id.as_u64(), Ordering::Relaxed);
+    vp.in_user.store(false, Ordering::Relaxed);
+    vp.machine.store(std::ptr::null_mut(), Ordering::Relaxed);
+    vp.count_switch();
+    vp.status.store(RELEASED, Ordering::Release);
+    vp.shared.monitor.poke();
+}
+
+/// A spare machine's wait for a processor (step 3); `None` at shutdown.
+pub(crate) fn wait_as_spare(m: &'static Machine, shared: &Shared) -> Option<*const Processor> {
+    if !shared.spares.add(m) {
+        return None;
+    }
+    loop {
+        if shared.shutdown.load(Ordering::Acquire) {
+            shared.spares.remove(m);
+            return None;
+        }
+        let p = m.assigned.swap(std::ptr::null_mut(), Ordering::Acquire);
+        if !p.is_null() {
+            return Some(p);
+        }
+        m.wait_assigned(Some(Duration::from_millis(100)));
+    }
+}
+
+/// Step 3, by the monitor: gives `p` (`RELEASED`) to a spare, or to a new
+/// kernel thread when no spare waits. Returns `false` if someone took it
+/// meanwhile.
+pub(crate) fn hand_off(shared: &Arc<Shared>, p: ProcPtr) -> bool {
+    // SAFETY: a processor of the runtime.
+    let vp = unsafe { &*p.0 };
+    if vp.status.compare_exchange(RELEASED, RUNNING, Ordering::Acquire, Ordering::Relaxed).is_err()
+    {
+        return false;
+    }
+    match shared.spares.take() {
+        Some(spare) => {
+            spare.assigned.store(p.0.cast_mut(), Ordering::Release);
+            spare.notify();
+        }
+        None => shared.start_machine(Some(p)),
+    }
+    true
+}
+
+/// Step 2, by the monitor: retakes `p` from a machine in [`blocking`].
+pub(crate) fn retake(p: &Processor) -> bool {
+    if p.status.compare_exchange(SYSCALL, RELEASED, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+        return false;
+    }
+    p.machine.store(std::ptr::null_mut(), Ordering::Relaxed);
+    p.in_user.store(false, Ordering::Relaxed);
+    true
+}

@@ -1,0 +1,320 @@
+//! The monitor: one kernel thread per runtime that watches the processors
+//! from outside, as the Go runtime's sysmon does (docs/SOURCES.md), and acts
+//! only when work waits:
+//!
+//! - **quanta**: a user thread that has run past the quantum while work waits
+//!   gets the preemption signal (`preempt.rs`), retried shortly while it is
+//!   not at a safe point;
+//! - **blocked kernel threads**: a processor in an explicit `blocking` call
+//!   past the threshold is retaken; a processor whose kernel thread's CPU
+//!   clock stopped while a user thread was current is asked to release
+//!   itself (`blocking.rs`); released processors go to spare kernel threads;
+//! - **detached kernel threads running again** are asked to rejoin;
+//! - **timers** of sleeping user threads are fired when every processor is
+//!   busy (idle processors fire their own).
+//!
+//! # Cost
+//!
+//! The monitor sleeps without a deadline while no work waits anywhere (a
+//! producer that queues work pokes it with one futex wake, and only then).
+//! While work waits it wakes at the next quantum deadline, and, for the
+//! blocked-thread check, first `threshold` after a thread starts and then at
+//! doubling intervals up to [`MAX_POLL`] while the thread keeps running: a
+//! thread that blocks soon after it got the CPU (the usual case: it was woken
+//! to do I/O) is found within tens of µs; one that blocks after computing for
+//! a long time, within [`MAX_POLL`]. The time a processor's thread started is
+//! when the monitor first saw its switch counter change, as in Go, so a
+//! quantum may run up to one polling interval long.
+
+use crate::blocking::{self, RELEASED, RUNNING, SYSCALL};
+use crate::event::{Detection, Event};
+use crate::machine::{Machine, REQ_PREEMPT, REQ_REJOIN, REQ_RELEASE};
+use crate::preempt::{signal_thread, Preemption};
+use crate::runtime::Shared;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Longest interval between two checks of a busy processor for a blocked
+/// kernel thread.
+pub(crate) const MAX_POLL: Duration = Duration::from_millis(2);
+
+/// How soon a signal is sent again to a thread that was not at a safe point.
+const RETRY: Duration = Duration::from_micros(100);
+
+/// After this long with no work waiting anywhere, the monitor sleeps until poked.
+const IDLE_AFTER: Duration = Duration::from_millis(20);
+
+/// Default threshold for declaring a kernel thread blocked.
+pub const DEFAULT_BLOCK_THRESHOLD: Duration = Duration::from_micros(50);
+
+/// The monitor's wake-up word.
+#[derive(Default)]
+pub(crate) struct MonitorCtl {
+    word: AtomicU32,
+    /// The monitor sleeps with no deadline: producers of work poke it.
+    pub(crate) idle: AtomicBool,
+}
+
+impl MonitorCtl {
+    /// Wakes the monitor. Async-signal-safe.
+    pub(crate) fn poke(&self) {
+        self.word.store(1, Ordering::Release);
+        // SAFETY: FUTEX_WAKE only uses the address as a key.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.word.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                1,
+            );
+        }
+    }
+
+    /// Pokes the monitor if it sleeps without a deadline (cheap otherwise:
+    /// one load of a line that rarely changes).
+    #[inline]
+    pub(crate) fn work_arrived(&self) {
+        if self.idle.load(Ordering::Relaxed) {
+            self.idle.store(false, Ordering::Relaxed);
+            self.poke();
+        }
+    }
+
+    fn wait(&self, timeout: Option<Duration>) {
+        if self.word.swap(0, Ordering::Acquire) == 1 {
+            return;
+        }
+        let ts = timeout.map(|d| libc::timespec {
+            tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        });
+        let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: FUTEX_WAIT reads our own atomic; the timespec is on our stack.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                0,
+                ts_ptr,
+            );
+        }
+        self.word.store(0, Ordering::Relaxed);
+    }
+}
+
+/// What the monitor last saw of one processor.
+#[derive(Clone, Copy)]
+struct Seen {
+    switches: u32,
+    status: u32,
+    since: Instant,
+    /// CPU time of its kernel thread at a given moment, for the blocked check.
+    cpu: Option<(u64, Instant)>,
+    signalled: Option<Instant>,
+    poll: Duration,
+}
+
+/// Body of the monitor thread.
+pub(crate) fn monitor_main(shared: Arc<Shared>) {
+    // SAFETY: sets this thread's timer slack (1 ns), so its deadlines are kept
+    // to the µs rather than the default 50 µs.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
+    let procs = shared.processors();
+    let quantum = match shared.preemption {
+        Preemption::Quantum(q) => Some(q),
+        Preemption::Cooperative => None,
+    };
+    let threshold = shared.block_threshold;
+    let transparent = shared.transparent_blocking;
+    let start = Instant::now();
+    let fresh = |sw, st, now| Seen {
+        switches: sw,
+        status: st,
+        since: now,
+        cpu: None,
+        signalled: None,
+        poll: threshold,
+    };
+    let mut seen: Vec<Seen> = vec![fresh(u32::MAX, u32::MAX, start); procs.len()];
+    let mut detached: Vec<(usize, u64, Instant, Option<Instant>)> = Vec::new();
+    let mut last_waiting = start;
+    while !shared.shutdown.load(Ordering::Acquire) {
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        let mut want = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
+        let busy = procs.iter().any(|p| {
+            // SAFETY: processors outlive the monitor.
+            let vp = unsafe { &*p.0 };
+            vp.in_user.load(Ordering::Relaxed) || vp.status.load(Ordering::Relaxed) != RUNNING
+        });
+        if busy {
+            // Idle processors fire their own timers; busy ones only at their
+            // next decision, which a spinning thread may never make.
+            shared.timers.fire(crate::processor::wake_timer_from_outside);
+            if let Some(d) = shared.timers.until_next() {
+                want(now + d);
+            }
+        }
+        let global = !shared.injector.is_empty();
+        let mut any_waiting = global;
+        for (i, p) in procs.iter().enumerate() {
+            // SAFETY: processors outlive the monitor.
+            let vp = unsafe { &*p.0 };
+            let status = vp.status.load(Ordering::Acquire);
+            let sw = vp.switches.load(Ordering::Relaxed);
+            let s = &mut seen[i];
+            let changed = sw != s.switches || status != s.status;
+            if changed {
+                if status == RELEASED && s.status == RUNNING {
+                    // Released by its own signal handler (transparent).
+                    emit_blocked(&shared, vp, Detection::Transparent);
+                }
+                let poll = if s.status == status && status == RUNNING {
+                    // Progress since the last look: back off.
+                    (s.poll * 2).min(MAX_POLL.max(threshold))
+                } else {
+                    threshold
+                };
+                *s = Seen { poll, ..fresh(sw, status, now) };
+            }
+            let waiting = global || vp.has_waiting();
+            any_waiting |= waiting;
+            match status {
+                SYSCALL if waiting => {
+                    if now - s.since >= threshold {
+                        if blocking::retake(vp) {
+                            emit_blocked(&shared, vp, Detection::Explicit);
+                            blocking::hand_off(&shared, *p);
+                        }
+                    } else {
+                        want(s.since + threshold);
+                    }
+                }
+                RELEASED if waiting => {
+                    blocking::hand_off(&shared, *p);
+                }
+                RUNNING if waiting && vp.in_user.load(Ordering::Relaxed) => {
+                    let m = vp.machine.load(Ordering::Relaxed);
+                    if m.is_null() {
+                        continue;
+                    }
+                    // SAFETY: machines outlive the monitor.
+                    let m: &Machine = unsafe { &*m };
+                    let ran = now - s.since;
+                    if let Some(q) = quantum {
+                        if ran >= q {
+                            if s.signalled.is_none_or(|t| now - t >= RETRY) {
+                                vp.preempt_ran.store(ran.as_nanos() as u64, Ordering::Relaxed);
+                                m.request.store(REQ_PREEMPT, Ordering::Release);
+                                signal_thread(m.tid.load(Ordering::Relaxed));
+                                s.signalled = Some(now);
+                            }
+                            want(now + RETRY);
+                        } else {
+                            want(s.since + q);
+                        }
+                    }
+                    if transparent {
+                        if ran >= threshold {
+                            let cpu = m.cpu_time_ns();
+                            match (s.cpu, cpu) {
+                                (Some((c0, t0)), Some(c))
+                                    if c == c0 && now - t0 >= threshold / 2 =>
+                                {
+                                    // Its CPU clock stood still: blocked.
+                                    m.request.store(REQ_RELEASE, Ordering::Release);
+                                    signal_thread(m.tid.load(Ordering::Relaxed));
+                                    s.cpu = Some((c, now));
+                                    want(now + RETRY);
+                                }
+                                (_, Some(c)) => {
+                                    let confirm = s.cpu.is_none();
+                                    s.cpu = Some((c, now));
+                                    if confirm {
+                                        want(now + threshold / 2);
+                                    } else {
+                                        want(now + s.poll);
+                                        s.poll = (s.poll * 2).min(MAX_POLL.max(threshold));
+                                    }
+                                }
+                                _ => {}
+                            }
+                        } else {
+                            want(s.since + threshold);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Detached kernel threads running user code again: ask them to
+        // rejoin, so the kernel threads running user code stay P.
+        detached.retain(|d| shared.machines.contains(d.0));
+        shared.machines.for_each(|m| {
+            let key = m as *const Machine as usize;
+            let det = !m.detached.load(Ordering::Relaxed).is_null()
+                && m.processor().is_null()
+                && !m.explicit.load(Ordering::Relaxed);
+            let pos = detached.iter().position(|d| d.0 == key);
+            if !det {
+                if let Some(i) = pos {
+                    detached.swap_remove(i);
+                }
+                return;
+            }
+            let Some(cpu) = m.cpu_time_ns() else { return };
+            match pos {
+                None => detached.push((key, cpu, now, None)),
+                Some(i) => {
+                    let d = &mut detached[i];
+                    if cpu > d.1 && d.3.is_none_or(|t| now - t >= RETRY) {
+                        m.request.store(REQ_REJOIN, Ordering::Release);
+                        signal_thread(m.tid.load(Ordering::Relaxed));
+                        d.3 = Some(now);
+                    }
+                    d.1 = cpu;
+                    d.2 = now;
+                }
+            }
+            want(now + threshold.max(Duration::from_micros(100)));
+        });
+        if any_waiting {
+            last_waiting = now;
+        }
+        let timeout = match next {
+            Some(t) => Some(t.saturating_duration_since(Instant::now())),
+            None if now - last_waiting < IDLE_AFTER => Some(MAX_POLL),
+            None => {
+                shared.monitor.idle.store(true, Ordering::SeqCst);
+                // Re-check after announcing: a producer that queued before it
+                // saw `idle` left work we must not sleep through.
+                let work = !shared.injector.is_empty()
+                    || procs.iter().any(|p| {
+                        // SAFETY: as above.
+                        unsafe { &*p.0 }.has_waiting()
+                    });
+                if work {
+                    shared.monitor.idle.store(false, Ordering::Relaxed);
+                    Some(Duration::ZERO)
+                } else {
+                    None
+                }
+            }
+        };
+        if timeout != Some(Duration::ZERO) {
+            shared.monitor.wait(timeout);
+        }
+        shared.monitor.idle.store(false, Ordering::Relaxed);
+    }
+}
+
+fn emit_blocked(shared: &Shared, vp: &crate::processor::Processor, how: Detection) {
+    if let Some(h) = &shared.hook {
+        let id = vp.detached_id.load(Ordering::Relaxed);
+        if let Some(thread) = crate::task::ThreadId::from_u64(id) {
+            h(&Event::Blocked { thread, processor: vp.index, detection: how });
+        }
+    }
+}
