@@ -11,6 +11,10 @@
 //!
 //! # States of a processor (`Processor::status`)
 //!
+//! The word also holds an epoch, bumped whenever the processor enters
+//! `RUNNING` from `RELEASED`, so the CAS of a machine returning from
+//! [`blocking`] fails if its processor went through other hands meanwhile.
+//!
 //! | state      | who may use the processor                                        |
 //! |------------|------------------------------------------------------------------|
 //! | `RUNNING`  | the machine in `Processor::machine` (scheduler or user code)     |
@@ -59,15 +63,12 @@
 //! by the machine and run by that machine's native context, which queues it
 //! on the injection queue instead of a processor's.
 
-//! # Status: experimental
+//! # Telling blocked from descheduled
 //!
-//! The explicit path has no test yet. The transparent path is off by
-//! default (`RuntimeBuilder::transparent_blocking`): with it on, the stress
-//! test fails about one run in four (a user thread finds itself on no
-//! processor and not detached). The monitor also takes a kernel thread that
-//! is runnable but not running (more runtime threads than CPUs) for a blocked
-//! one; the `/proc/self/task/TID/stat` state (`S`/`D` versus `R`) should be
-//! checked before asking for a release.
+//! A kernel thread's CPU clock also stands still when it is runnable but the
+//! kernel runs something else (more runtime threads than CPUs, a noisy
+//! neighbour, a hypervisor). The monitor reads its `/proc` state first: `R`
+//! is a processor the kernel took away (`ProcessorLost`), not a blocked one.
 
 use crate::event::{Detection, Event};
 use crate::machine::Machine;
@@ -75,7 +76,7 @@ use crate::park::Kind;
 use crate::processor::{self, bind, complete_leave, Pending, ProcPtr, Processor};
 use crate::runtime::Shared;
 use crate::stack::Stack;
-use crate::task::{Task, TaskRef, ThreadId, WaitReason};
+use crate::task::{Task, TaskRef, WaitReason};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -87,6 +88,32 @@ pub(crate) const RUNNING: u32 = 0;
 pub(crate) const SYSCALL: u32 = 1;
 /// The processor has no machine.
 pub(crate) const RELEASED: u32 = 2;
+
+/// The state part of a processor's status word; the rest is an epoch that
+/// grows each time the processor gets a new machine, so that a machine
+/// returning from [`blocking`] can tell its own `SYSCALL` from a later one of
+/// another machine (an ABA the plain states would allow).
+#[inline]
+pub(crate) fn state(status: u32) -> u32 {
+    status & 3
+}
+
+/// Moves `p` from state `from` to `to` by CAS; entering `RUNNING` starts a
+/// new epoch. Returns whether this caller made the move.
+pub(crate) fn transition(p: &Processor, from: u32, to: u32) -> bool {
+    let s = p.status.load(Ordering::Acquire);
+    if state(s) != from {
+        return false;
+    }
+    let n = if to == RUNNING { (s & !3).wrapping_add(4) | RUNNING } else { (s & !3) | to };
+    p.status.compare_exchange(s, n, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+}
+
+/// Sets `p`'s state (by its only user).
+fn set_state(p: &Processor, to: u32) {
+    let s = p.status.load(Ordering::Relaxed);
+    p.status.store((s & !3) | to, Ordering::Release);
+}
 
 /// Runs `f`, a call that may block in the kernel, without holding up the
 /// calling user thread's processor: if `f` blocks for longer than the
@@ -101,29 +128,29 @@ pub(crate) const RELEASED: u32 = 2;
 pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
     let entered = enter_syscall();
     let r = f();
-    if entered {
-        exit_syscall();
+    if let Some(word) = entered {
+        exit_syscall(word);
     }
     r
 }
 
 /// Step 1 (explicit): detach the current user thread, leaving its processor
-/// in `SYSCALL`. Returns `false` (nothing done) when not on a processor.
+/// in `SYSCALL`. Returns the status word it set, or `None` (nothing done)
+/// when not on a processor.
 #[inline(never)]
 #[link_section = "schedlab_rt_np"]
-fn enter_syscall() -> bool {
-    let m = Machine::here();
-    m.raise();
+fn enter_syscall() -> Option<u32> {
+    let m = Machine::enter_section();
     let p = m.processor();
     if p.is_null() {
         m.lower_quietly();
-        return false;
+        return None;
     }
     // SAFETY: our processor, within a raised section.
     let vp = unsafe { &*p };
     let Some(t) = vp.take_current() else {
         m.lower_quietly();
-        return false;
+        return None;
     };
     m.detached.store(t.into_raw().as_ptr(), Ordering::Relaxed);
     m.last_processor.store(p.cast_mut(), Ordering::Relaxed);
@@ -134,25 +161,26 @@ fn enter_syscall() -> bool {
     vp.detached_id.store(id.as_u64(), Ordering::Relaxed);
     vp.count_switch();
     // Publishes the detach to the monitor's CAS (step 2).
-    vp.status.store(SYSCALL, Ordering::Release);
+    let word = (vp.status.load(Ordering::Relaxed) & !3) | SYSCALL;
+    vp.status.store(word, Ordering::Release);
     // A preemption deferred inside this section is moot: the thread is about
     // to block, and has no processor to give up.
     m.clear_deferred();
     m.lower_quietly();
-    true
+    Some(word)
 }
 
 /// Step 4 (explicit): take the processor back, or another, or queue.
 #[inline(never)]
 #[link_section = "schedlab_rt_np"]
-fn exit_syscall() {
-    let m = Machine::here();
-    m.raise();
+fn exit_syscall(word: u32) {
+    let m = Machine::enter_section();
     m.explicit.store(false, Ordering::Relaxed);
     let p = m.last_processor.load(Ordering::Relaxed);
     // SAFETY: processors outlive the machines' use of them.
     let vp = unsafe { &*p };
-    if vp.status.compare_exchange(SYSCALL, RUNNING, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+    let back = (word & !3) | RUNNING;
+    if vp.status.compare_exchange(word, back, Ordering::Acquire, Ordering::Relaxed).is_ok() {
         let t = m.detached.swap(std::ptr::null_mut(), Ordering::Relaxed);
         // SAFETY: the reference `enter_syscall` stored.
         vp.set_current(unsafe { TaskRef::from_raw(NonNull::new_unchecked(t)) });
@@ -165,30 +193,12 @@ fn exit_syscall() {
     rejoin(Detection::Explicit);
 }
 
-/// Whether the calling kernel thread runs a detached user thread.
-#[inline]
-pub(crate) fn is_detached() -> bool {
-    !Machine::here_fresh().detached.load(Ordering::Relaxed).is_null()
-}
-
-/// The detached user thread of the calling kernel thread, if any.
-pub(crate) fn detached_task() -> Option<NonNull<Task>> {
-    NonNull::new(Machine::here_fresh().detached.load(Ordering::Relaxed))
-}
-
-/// The runtime of the calling kernel thread's detached user thread.
-pub(crate) fn detached_shared() -> Option<Arc<Shared>> {
-    let t = detached_task()?;
-    // SAFETY: the detached thread is the caller: alive.
-    let shared: &Shared = unsafe { &t.as_ref().shared };
-    Some(shared.arc())
-}
-
-/// Takes the detached thread's running reference (at its exit).
-pub(crate) fn take_detached() -> Option<TaskRef> {
-    let t = Machine::here_fresh().detached.swap(std::ptr::null_mut(), Ordering::Relaxed);
+/// Takes the detached thread's running reference (at its exit; `m` is the
+/// calling thread's machine, in a section).
+pub(crate) fn take_detached(m: &Machine) -> TaskRef {
+    let t = m.detached.swap(std::ptr::null_mut(), Ordering::Relaxed);
     // SAFETY: the owned reference stored at the detach.
-    NonNull::new(t).map(|t| unsafe { TaskRef::from_raw(t) })
+    unsafe { TaskRef::from_raw(NonNull::new(t).expect("exit on a detached thread")) }
 }
 
 /// Step 4 for a detached thread at a safe point (a runtime call, or the
@@ -197,8 +207,11 @@ pub(crate) fn take_detached() -> Option<TaskRef> {
 #[inline(never)]
 #[link_section = "schedlab_rt_np"]
 pub(crate) fn rejoin(how: Detection) {
-    let m = Machine::here();
-    m.raise();
+    rejoin_in(Machine::enter_section(), how);
+}
+
+/// [`rejoin`] in a section already open on `m`, the caller's machine.
+pub(crate) fn rejoin_in(m: &'static Machine, how: Detection) {
     let t = m.detached.load(Ordering::Relaxed);
     if t.is_null() {
         m.lower();
@@ -229,10 +242,7 @@ fn take_released(shared: &Shared, first: *mut Processor) -> Option<&Processor> {
     let try_take = |p: *const Processor| {
         // SAFETY: processors live as long as the runtime's machines.
         let vp = unsafe { &*p };
-        vp.status
-            .compare_exchange(RELEASED, RUNNING, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-            .then_some(vp)
+        transition(vp, RELEASED, RUNNING).then_some(vp)
     };
     // SAFETY: as above.
     if !first.is_null() && std::ptr::eq(unsafe { &*first }.shared.as_ref(), shared) {
@@ -272,21 +282,10 @@ pub(crate) fn after_detached_leave(m: &Machine) {
     m.lower_quietly();
 }
 
-/// A detached thread's yield.
-pub(crate) fn detached_yield() {
-    rejoin(Detection::Transparent);
-}
-
-/// A detached thread's park: rejoin a processor if one is free, else leave
-/// the kernel thread parked.
-#[link_section = "schedlab_rt_np"]
-pub(crate) fn detached_park(kind: Kind, reason: WaitReason) {
-    let m = Machine::here_fresh();
-    m.raise();
-    let Some(t) = NonNull::new(m.detached.load(Ordering::Relaxed)) else {
-        m.lower();
-        panic!("park_current outside a user thread");
-    };
+/// A detached thread's park (section open on `m`): leaves the kernel thread
+/// parked.
+pub(crate) fn detached_park(m: &'static Machine, kind: Kind, reason: WaitReason) {
+    let t = NonNull::new(m.detached.load(Ordering::Relaxed)).expect("a detached thread");
     // SAFETY: the caller.
     let task = unsafe { t.as_ref() };
     if task.park.try_take(kind) {
@@ -297,38 +296,32 @@ pub(crate) fn detached_park(kind: Kind, reason: WaitReason) {
     leave(m, |t| Pending::Park(t, kind));
 }
 
-/// A detached thread's join.
-#[link_section = "schedlab_rt_np"]
-pub(crate) fn detached_join(target: &Task) {
-    let m = Machine::here_fresh();
-    m.raise();
-    let Some(t) = NonNull::new(m.detached.load(Ordering::Relaxed)) else {
-        m.lower();
-        return;
-    };
+/// A detached thread's join (section open on `m`).
+pub(crate) fn detached_join(m: &'static Machine, target: &Task) {
+    let t = NonNull::new(m.detached.load(Ordering::Relaxed)).expect("a detached thread");
     // SAFETY: the caller.
     unsafe { t.as_ref() }.set_wait_reason(WaitReason::Join(target.id));
     leave(m, |t| Pending::Join(t, NonNull::from(target)));
 }
 
-/// A detached thread's park in a wait queue whose lock it holds.
-#[link_section = "schedlab_rt_np"]
-pub(crate) fn detached_park_unlocking(lock: NonNull<AtomicBool>, reason: WaitReason) {
-    let m = Machine::here_fresh();
-    m.raise();
-    let t =
-        NonNull::new(m.detached.load(Ordering::Relaxed)).expect("park_unlocking on a user thread");
+/// A detached thread's park in a wait queue whose lock it holds (section
+/// open on `m`).
+pub(crate) fn detached_park_unlocking(
+    m: &'static Machine,
+    lock: NonNull<AtomicBool>,
+    reason: WaitReason,
+) {
+    let t = NonNull::new(m.detached.load(Ordering::Relaxed)).expect("a detached thread");
     // SAFETY: the caller.
     unsafe { t.as_ref() }.set_wait_reason(reason);
     leave(m, |t| Pending::ParkUnlock(t, lock));
 }
 
-/// The last switch of a detached thread that has completed (`entry.rs`).
-#[link_section = "schedlab_rt_np"]
-pub(crate) fn exit_detached(stack: Stack, id: ThreadId) -> ! {
-    let _ = id;
+/// The last switch of a detached thread that has completed (`entry.rs`),
+/// with the section its exit opened still open.
+pub(crate) fn exit_detached(stack: Stack) -> ! {
+    // The section is open: this kernel thread cannot have changed since.
     let m = Machine::here_fresh();
-    m.raise();
     let mut scratch: crate::arch::StackPointer = std::ptr::null_mut();
     // SAFETY: only this kernel thread touches `leave`.
     unsafe { (*m.leave.get()).write(Pending::Exit(stack)) };
@@ -363,7 +356,7 @@ pub(crate) fn release_from_signal(m: &Machine, pc: usize) {
     vp.in_user.store(false, Ordering::Relaxed);
     vp.machine.store(std::ptr::null_mut(), Ordering::Relaxed);
     vp.count_switch();
-    vp.status.store(RELEASED, Ordering::Release);
+    set_state(vp, RELEASED);
     vp.shared.monitor.poke();
 }
 
@@ -391,8 +384,7 @@ pub(crate) fn wait_as_spare(m: &'static Machine, shared: &Shared) -> Option<*con
 pub(crate) fn hand_off(shared: &Arc<Shared>, p: ProcPtr) -> bool {
     // SAFETY: a processor of the runtime.
     let vp = unsafe { &*p.0 };
-    if vp.status.compare_exchange(RELEASED, RUNNING, Ordering::Acquire, Ordering::Relaxed).is_err()
-    {
+    if !transition(vp, RELEASED, RUNNING) {
         return false;
     }
     match shared.spares.take() {
@@ -407,10 +399,124 @@ pub(crate) fn hand_off(shared: &Arc<Shared>, p: ProcPtr) -> bool {
 
 /// Step 2, by the monitor: retakes `p` from a machine in [`blocking`].
 pub(crate) fn retake(p: &Processor) -> bool {
-    if p.status.compare_exchange(SYSCALL, RELEASED, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+    if !transition(p, SYSCALL, RELEASED) {
         return false;
     }
     p.machine.store(std::ptr::null_mut(), Ordering::Relaxed);
     p.in_user.store(false, Ordering::Relaxed);
     true
+}
+
+// ---------------------------------------------------------------------------
+// Ready-made wrappers: the common blocking system calls through [`blocking`],
+// retrying `EINTR` (the preemption and hand-off signal may interrupt them).
+// ---------------------------------------------------------------------------
+
+/// Runs a system call that returns -1 with `errno` on failure, through
+/// [`blocking`], retrying `EINTR`.
+fn retry<T: PartialEq + From<i8> + Copy>(mut call: impl FnMut() -> T) -> std::io::Result<T> {
+    blocking(|| loop {
+        let r = call();
+        if r != T::from(-1) {
+            return Ok(r);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    })
+}
+
+/// `read(2)` through [`blocking`]: bytes read into `buf`.
+pub fn read(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of its length.
+    retry(|| unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) }).map(|n| n as usize)
+}
+
+/// `write(2)` through [`blocking`]: bytes written from `buf`.
+pub fn write(fd: std::os::fd::RawFd, buf: &[u8]) -> std::io::Result<usize> {
+    // SAFETY: `buf` is valid for reads of its length.
+    retry(|| unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) }).map(|n| n as usize)
+}
+
+/// `recv(2)` through [`blocking`].
+pub fn recv(fd: std::os::fd::RawFd, buf: &mut [u8], flags: i32) -> std::io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of its length.
+    retry(|| unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), flags) })
+        .map(|n| n as usize)
+}
+
+/// `send(2)` through [`blocking`].
+pub fn send(fd: std::os::fd::RawFd, buf: &[u8], flags: i32) -> std::io::Result<usize> {
+    // SAFETY: `buf` is valid for reads of its length.
+    retry(|| unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), flags) }).map(|n| n as usize)
+}
+
+/// `accept4(2)` through [`blocking`] (address not returned): the new socket.
+pub fn accept(fd: std::os::fd::RawFd, flags: i32) -> std::io::Result<std::os::fd::RawFd> {
+    // SAFETY: null address and length are allowed.
+    retry(|| unsafe { libc::accept4(fd, std::ptr::null_mut(), std::ptr::null_mut(), flags) })
+}
+
+/// `connect(2)` through [`blocking`].
+///
+/// # Safety
+///
+/// `addr` must point to a socket address of `len` bytes.
+pub unsafe fn connect(
+    fd: std::os::fd::RawFd,
+    addr: *const libc::sockaddr,
+    len: libc::socklen_t,
+) -> std::io::Result<()> {
+    // SAFETY: the caller's guarantee. (A connect interrupted and retried may
+    // report EALREADY/EISCONN; the caller sees it as the kernel said.)
+    retry(|| unsafe { libc::connect(fd, addr, len) }).map(|_| ())
+}
+
+/// `poll(2)` through [`blocking`]: descriptors ready. An interrupted poll is
+/// retried with the whole timeout.
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> std::io::Result<usize> {
+    // SAFETY: `fds` is valid for its length.
+    retry(|| unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) })
+        .map(|n| n as usize)
+}
+
+/// Sleeps for `d` in the kernel (`clock_nanosleep`) through [`blocking`],
+/// resuming after interruptions until the whole time has passed. (The
+/// runtime's own [`sleep`](crate::sleep) parks the user thread instead and
+/// costs no kernel thread.)
+pub fn nanosleep(d: std::time::Duration) {
+    let deadline = std::time::Instant::now() + d;
+    blocking(|| loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let ts = libc::timespec {
+            tv_sec: left.as_secs() as libc::time_t,
+            tv_nsec: left.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: a valid timespec on our stack; no remainder wanted.
+        unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &ts, std::ptr::null_mut()) };
+    })
+}
+
+/// `waitpid(2)` through [`blocking`]: the child's pid and its status.
+pub fn waitpid(pid: libc::pid_t, options: i32) -> std::io::Result<(libc::pid_t, i32)> {
+    let mut status = 0;
+    // SAFETY: `status` is ours to write.
+    let p = retry(|| unsafe { libc::waitpid(pid, &mut status, options) })?;
+    Ok((p, status))
+}
+
+/// `open(2)` through [`blocking`] (slow on network file systems and FIFOs).
+pub fn open(path: &std::ffi::CStr, flags: i32, mode: libc::mode_t) -> std::io::Result<i32> {
+    // SAFETY: a NUL-terminated path.
+    retry(|| unsafe { libc::open(path.as_ptr(), flags, mode as libc::c_uint) })
+}
+
+/// `fsync(2)` through [`blocking`].
+pub fn fsync(fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    // SAFETY: fsync takes any descriptor.
+    retry(|| unsafe { libc::fsync(fd) }).map(|_| ())
 }

@@ -34,8 +34,8 @@ pub enum Detection {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event {
-    /// A virtual processor started running (its kernel thread is up); the
-    /// "new processor" upcall.
+    /// A virtual processor started running (its kernel thread is up), or ran
+    /// again after `ProcessorLost`; the "new processor" upcall.
     NewProcessor {
         /// The processor.
         processor: usize,
@@ -100,6 +100,14 @@ pub enum Event {
         processor: Option<usize>,
         /// How its blocking was detected.
         detection: Detection,
+    },
+    /// The kernel took a virtual processor away: its kernel thread is
+    /// runnable but has not run (its CPU clock stood still) while a user
+    /// thread was current and work waited. `NewProcessor` follows when it
+    /// runs again. Emitted by the monitor.
+    ProcessorLost {
+        /// The processor.
+        processor: usize,
     },
     /// A user thread finished (returned or panicked).
     Exited {

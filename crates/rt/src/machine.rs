@@ -45,7 +45,8 @@ use crate::task::Task;
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{
-    compiler_fence, AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering,
+    compiler_fence, AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+    Ordering,
 };
 
 /// Set in `Machine::guard` when a preemption request arrived inside a
@@ -64,7 +65,9 @@ pub(crate) const REQ_RELEASE: u8 = 2;
 /// take a processor back or queue the user thread (`blocking.rs`).
 pub(crate) const REQ_REJOIN: u8 = 3;
 
-/// A kernel thread's scheduling state (see the module docs).
+/// A kernel thread's scheduling state (see the module docs). `repr(C)`: the
+/// counter is the first field (`Machine::enter_section`).
+#[repr(C)]
 pub(crate) struct Machine {
     /// Runtime-section depth, plus [`DEFERRED`].
     guard: AtomicU32,
@@ -107,6 +110,45 @@ thread_local! {
     static MACHINE: Machine = const { Machine::new() };
 }
 
+/// Offset of `MACHINE` from the thread pointer, or 0 until computed.
+static TLS_OFFSET: AtomicUsize = AtomicUsize::new(0);
+
+/// The offset of this thread's `MACHINE` from its thread pointer (`fs:0`).
+#[inline(always)]
+pub(crate) fn tls_offset() -> usize {
+    let off = TLS_OFFSET.load(Ordering::Relaxed);
+    if off != 0 {
+        return off;
+    }
+    compute_tls_offset()
+}
+
+#[cold]
+#[inline(never)]
+fn compute_tls_offset() -> usize {
+    let tp: usize;
+    // SAFETY: reads the thread pointer, which x86_64 keeps at fs:0.
+    unsafe { std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly)) };
+    let off = (Machine::here() as *const Machine as usize).wrapping_sub(tp);
+    TLS_OFFSET.store(off, Ordering::Relaxed);
+    off
+}
+
+/// Checks, on a new kernel thread of the runtime, that its `MACHINE` lies at
+/// the same offset from its thread pointer as everybody's (static TLS, as in
+/// every executable); `Machine::enter_section` depends on it.
+pub(crate) fn check_tls_offset() {
+    let tp: usize;
+    // SAFETY: as in `compute_tls_offset`.
+    unsafe { std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly)) };
+    let off = (Machine::here() as *const Machine as usize).wrapping_sub(tp);
+    assert_eq!(
+        off,
+        tls_offset(),
+        "schedlab-rt needs its thread-local in static TLS (link it into the executable)"
+    );
+}
+
 impl Machine {
     const fn new() -> Machine {
         Machine {
@@ -140,6 +182,45 @@ impl Machine {
     #[inline(never)]
     pub(crate) fn here_fresh() -> &'static Machine {
         Machine::here()
+    }
+
+    /// Opens a runtime section on the calling kernel thread and returns its
+    /// machine, immune to preemption in the middle.
+    ///
+    /// A thread-local's address computed and then used is two steps, and a
+    /// preemption between them (possible while the counter is still zero)
+    /// may move the user thread to another kernel thread, which would then
+    /// raise the first thread's counter with a plain load and store racing
+    /// that thread's own. (In a debug build even `AtomicU32::load` is a
+    /// call, outside any code range the handler could refuse.) So the counter
+    /// is raised by one instruction addressed through `fs` — the thread
+    /// pointer at the moment it executes — with the thread-local's offset
+    /// from the thread pointer, the same in every thread of an executable
+    /// (static TLS). A signal lands before or after that instruction, never
+    /// inside it; after it, this kernel thread cannot be left.
+    #[inline(always)]
+    pub(crate) fn enter_section() -> &'static Machine {
+        let off = tls_offset();
+        let m: usize;
+        // SAFETY: `off` is the offset of this thread's `MACHINE` from the
+        // thread pointer (`tls_offset`), so `fs:[off]` is this thread's
+        // counter (the first field, `repr(C)`), and `fs:0` holds the thread
+        // pointer itself (the x86_64 TLS ABI). The add is an ordinary,
+        // unlocked read-modify-write: only this thread and its own signal
+        // handler touch the counter.
+        unsafe {
+            std::arch::asm!(
+                "add dword ptr fs:[{off}], 1",
+                "mov {m}, qword ptr fs:[0]",
+                "add {m}, {off}",
+                off = in(reg) off,
+                m = out(reg) m,
+                options(nostack, preserves_flags)
+            );
+        }
+        compiler_fence(Ordering::SeqCst);
+        // SAFETY: this thread's machine, a thread-local without destructor.
+        unsafe { &*(m as *const Machine) }
     }
 
     /// Records the identity of the calling kernel thread (once per runtime
@@ -197,7 +278,7 @@ impl Machine {
         let g = self.guard.load(Ordering::Relaxed) - 1;
         self.guard.store(g, Ordering::Relaxed);
         if g == DEFERRED {
-            crate::preempt::take_deferred();
+            crate::preempt::take_deferred(self);
         }
     }
 

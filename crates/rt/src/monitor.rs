@@ -114,6 +114,8 @@ struct Seen {
     cpu: Option<(u64, Instant)>,
     signalled: Option<Instant>,
     poll: Duration,
+    /// The kernel took its kernel thread's CPU away (`ProcessorLost` sent).
+    lost: bool,
 }
 
 /// Body of the monitor thread.
@@ -136,6 +138,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
         cpu: None,
         signalled: None,
         poll: threshold,
+        lost: false,
     };
     let mut seen: Vec<Seen> = vec![fresh(u32::MAX, u32::MAX, start); procs.len()];
     let mut detached: Vec<(usize, u64, Instant, Option<Instant>)> = Vec::new();
@@ -147,7 +150,8 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
         let busy = procs.iter().any(|p| {
             // SAFETY: processors outlive the monitor.
             let vp = unsafe { &*p.0 };
-            vp.in_user.load(Ordering::Relaxed) || vp.status.load(Ordering::Relaxed) != RUNNING
+            vp.in_user.load(Ordering::Relaxed)
+                || blocking::state(vp.status.load(Ordering::Relaxed)) != RUNNING
         });
         if busy {
             // Idle processors fire their own timers; busy ones only at their
@@ -162,11 +166,14 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
         for (i, p) in procs.iter().enumerate() {
             // SAFETY: processors outlive the monitor.
             let vp = unsafe { &*p.0 };
-            let status = vp.status.load(Ordering::Acquire);
+            let status = blocking::state(vp.status.load(Ordering::Acquire));
             let sw = vp.switches.load(Ordering::Relaxed);
             let s = &mut seen[i];
             let changed = sw != s.switches || status != s.status;
             if changed {
+                if s.lost {
+                    emit(&shared, Event::NewProcessor { processor: i });
+                }
                 if status == RELEASED && s.status == RUNNING {
                     // Released by its own signal handler (transparent).
                     emit_blocked(&shared, vp, Detection::Transparent);
@@ -223,13 +230,29 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                                 (Some((c0, t0)), Some(c))
                                     if c == c0 && now - t0 >= threshold / 2 =>
                                 {
-                                    // Its CPU clock stood still: blocked.
-                                    m.request.store(REQ_RELEASE, Ordering::Release);
-                                    signal_thread(m.tid.load(Ordering::Relaxed));
-                                    s.cpu = Some((c, now));
-                                    want(now + RETRY);
+                                    let tid = m.tid.load(Ordering::Relaxed);
+                                    if thread_state(tid) == Some(b'R') {
+                                        // Runnable but not running: the kernel
+                                        // took the CPU away, nothing blocked.
+                                        if !s.lost {
+                                            s.lost = true;
+                                            emit(&shared, Event::ProcessorLost { processor: i });
+                                        }
+                                        s.cpu = Some((c, now));
+                                        want(now + s.poll);
+                                    } else {
+                                        // Its CPU clock stood still: blocked.
+                                        m.request.store(REQ_RELEASE, Ordering::Release);
+                                        signal_thread(tid);
+                                        s.cpu = Some((c, now));
+                                        want(now + RETRY);
+                                    }
                                 }
                                 (_, Some(c)) => {
+                                    if s.lost && s.cpu.is_some_and(|(c0, _)| c != c0) {
+                                        s.lost = false;
+                                        emit(&shared, Event::NewProcessor { processor: i });
+                                    }
                                     let confirm = s.cpu.is_none();
                                     s.cpu = Some((c, now));
                                     if confirm {
@@ -308,6 +331,22 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
         }
         shared.monitor.idle.store(false, Ordering::Relaxed);
     }
+}
+
+fn emit(shared: &Shared, e: Event) {
+    if let Some(h) = &shared.hook {
+        h(&e);
+    }
+}
+
+/// The scheduling state letter of thread `tid` of this process (`R`, `S`,
+/// `D`, ...) from `/proc`.
+fn thread_state(tid: i32) -> Option<u8> {
+    let stat = std::fs::read(format!("/proc/self/task/{tid}/stat")).ok()?;
+    // The state follows the command name, which is in parentheses and may
+    // itself contain them: take the last ')'.
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    stat.get(close + 2).copied()
 }
 
 fn emit_blocked(shared: &Shared, vp: &crate::processor::Processor, how: Detection) {

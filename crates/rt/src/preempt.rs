@@ -37,15 +37,13 @@
 //! by a request that turned out not to need it is restarted by the kernel
 //! where it can be; our own blocking wrappers (`blocking::sys`) retry `EINTR`.
 //!
-//! # Status: experimental
+//! # Where the signal may land
 //!
-//! Off by default. With `Preemption::Quantum`, the stress test
-//! (`tests/stress.rs`, 2,000 threads with mutex, condvar and channel traffic)
-//! fails about one run in three with a user thread whose body runs twice: a
-//! preempted context is resumed twice somewhere. One window was found and
-//! closed (the counter of `machine.rs` is raised by a load and a store; the
-//! functions that do it live in the `schedlab_rt_np` section, which the
-//! handler treats as unsafe); at least one remains.
+//! A runtime section is opened by raising a per-kernel-thread counter
+//! (`machine.rs`) with a single `fs`-relative instruction, so no preemption
+//! can split the raise from the thread it counts for; every function that
+//! opens one also lives in the `schedlab_rt_np` link section, which the
+//! handler treats as not a safe point (defence in depth).
 //!
 //! # Hazards a Rust user thread has and a Go goroutine does not
 //!
@@ -90,14 +88,13 @@ pub enum Preemption {
 pub const DEFAULT_QUANTUM: Duration = Duration::from_millis(10);
 
 impl Default for Preemption {
-    /// `Cooperative`, for now. The intended default is
-    /// `Quantum(DEFAULT_QUANTUM)` (user threads with the semantics of kernel
-    /// threads, as Go preempts by default after 10 ms), but preemption is
-    /// experimental: under the runtime's stress test on 1–4 processors a
-    /// preempted thread is occasionally resumed twice (see the module docs,
-    /// "Status").
+    /// `Quantum(DEFAULT_QUANTUM)`: user threads get the semantics of kernel
+    /// threads (a spinning thread cannot starve the others), as goroutines
+    /// are preempted by default after 10 ms. A program that holds
+    /// kernel-thread-affine state across long stretches (module docs) opts
+    /// out per thread, per region, or for the runtime.
     fn default() -> Preemption {
-        Preemption::Cooperative
+        Preemption::Quantum(DEFAULT_QUANTUM)
     }
 }
 
@@ -198,6 +195,7 @@ pub(crate) fn install_handler() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
         program_text();
+        crate::machine::tls_offset();
         crate::arch::init_preemption();
         // SAFETY: a zeroed, then filled, action with our SA_SIGINFO handler.
         unsafe {
@@ -332,33 +330,29 @@ pub(crate) extern "C" fn schedlab_rt_preempted() {
 /// runtime section or `no_preempt` region).
 #[inline(never)]
 pub(crate) fn preempted() {
-    if crate::blocking::is_detached() {
-        crate::blocking::rejoin(crate::event::Detection::Transparent);
-        return;
-    }
-    if let Some(vp) = processor::enter() {
-        if let Some(t) = vp.current_task() {
-            let ran = Duration::from_nanos(vp.preempt_ran.load(Ordering::Relaxed));
-            vp.emit(|| Event::Preempted { thread: t.id, processor: vp.index, ran });
+    match processor::here_raw() {
+        processor::HereRaw::Processor(vp) => {
+            if let Some(t) = vp.current_task() {
+                let ran = Duration::from_nanos(vp.preempt_ran.load(Ordering::Relaxed));
+                vp.emit(|| Event::Preempted { thread: t.id, processor: vp.index, ran });
+            }
+            vp.machine().lower_quietly();
+            processor::yield_current();
         }
+        processor::HereRaw::Detached(m) => {
+            crate::blocking::rejoin_in(m, crate::event::Detection::Transparent)
+        }
+        processor::HereRaw::Os => {}
     }
-    processor::yield_current();
 }
 
 /// A request deferred inside a runtime section, taken as the section ends
-/// (`Machine::lower`).
+/// (`Machine::lower`, on `m`, the calling thread's machine).
 #[cold]
 #[inline(never)]
-pub(crate) fn take_deferred() {
-    let m = Machine::here_fresh();
-    if !m.clear_deferred() {
-        return;
-    }
-    let p = m.processor();
-    // Only a user thread is preempted; the scheduler context drops it.
-    // SAFETY: our processor, used right away.
-    if (!p.is_null() && unsafe { (*p).current_task() }.is_some()) || crate::blocking::is_detached()
-    {
+pub(crate) fn take_deferred(m: &Machine) {
+    if m.clear_deferred() {
+        // In the scheduler context (no user thread) this does nothing.
         preempted();
     }
 }

@@ -214,7 +214,8 @@ impl Shared {
                     // SAFETY: a processor of this runtime.
                     let vp = unsafe { &*p.0 };
                     vp.machine.store(std::ptr::null_mut(), Ordering::Relaxed);
-                    vp.status.store(crate::blocking::RELEASED, Ordering::Release);
+                    let st = vp.status.load(Ordering::Relaxed);
+                    vp.status.store((st & !3) | crate::blocking::RELEASED, Ordering::Release);
                 }
             }
         }
@@ -316,9 +317,9 @@ impl Default for RuntimeBuilder {
             spin: DEFAULT_SPIN,
             deadlock_detection: true,
             hook: None,
-            preemption: Preemption::Cooperative,
+            preemption: Preemption::default(),
             block_threshold: DEFAULT_BLOCK_THRESHOLD,
-            transparent_blocking: false,
+            transparent_blocking: true,
         }
     }
 }
@@ -353,8 +354,8 @@ impl RuntimeBuilder {
     }
 
     /// How user threads share a processor (default
-    /// [`Preemption::Cooperative`] while preemption is experimental: it does
-    /// not yet pass the runtime's stress test, see [`crate::preempt`]).
+    /// [`Preemption::Quantum`]`(`[`DEFAULT_QUANTUM`](crate::DEFAULT_QUANTUM)`)`;
+    /// see [`crate::preempt`] for the argument and the hazards).
     pub fn preemption(mut self, p: Preemption) -> Self {
         self.preemption = p;
         self
@@ -371,9 +372,7 @@ impl RuntimeBuilder {
     /// Whether the monitor finds kernel threads blocked in calls the program
     /// did not wrap in [`blocking`](crate::blocking()) (`std::thread::sleep`,
     /// `std::fs`, a `std` mutex, a C library) and hands their processors off
-    /// too. Default off while this is experimental (it does not yet pass the
-    /// runtime's stress test); off, only [`blocking`](crate::blocking())
-    /// hands off.
+    /// too. Default on; off, only [`blocking`](crate::blocking()) hands off.
     pub fn transparent_blocking(mut self, on: bool) -> Self {
         self.transparent_blocking = on;
         self

@@ -45,12 +45,22 @@ impl<T> SpinLock<T> {
         SpinGuard { lock: self }
     }
 
+    /// Spins, then gives way. On a user thread outside any runtime section
+    /// it gives way to the *runtime* (a user-level yield), not to the kernel:
+    /// the holder may be a user thread preempted on this very processor,
+    /// which only a switch lets finish; a `sched_yield` would also keep the
+    /// spinner in the kernel, where the preemption signal cannot find a safe
+    /// point (preempt.rs).
     #[cold]
     fn lock_contended(&self) {
         let backoff = Backoff::new();
         loop {
             while self.locked.load(Ordering::Relaxed) {
-                backoff.snooze();
+                if !backoff.is_completed() {
+                    backoff.snooze();
+                } else if !crate::processor::yield_if_free() {
+                    std::thread::yield_now();
+                }
             }
             if self
                 .locked

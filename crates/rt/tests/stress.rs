@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{runtime, watchdog, PROCESSORS};
+use common::{runtime, runtime_in, watchdog, Mode, MODES, PROCESSORS};
 use schedlab_rt::sync::{channel, Condvar, Mutex};
 use schedlab_rt::{spawn, yield_now};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -28,8 +28,8 @@ impl Rng {
     }
 }
 
-fn stress(processors: usize, threads: usize, items_per_thread: usize) {
-    let rt = runtime(processors);
+fn stress(processors: usize, mode: Mode, threads: usize, items_per_thread: usize) {
+    let rt = runtime_in(processors, mode);
     rt.block_on(move || {
         let ran: Arc<Vec<AtomicU8>> = Arc::new((0..threads).map(|_| AtomicU8::new(0)).collect());
         let received: Arc<Vec<AtomicU8>> =
@@ -102,10 +102,12 @@ fn stress(processors: usize, threads: usize, items_per_thread: usize) {
 }
 
 #[test]
-fn stress_thousands_of_threads_on_1_2_and_4_processors() {
+fn stress_thousands_of_threads_on_1_2_and_4_processors_in_every_scheduling_mode() {
     watchdog(120, || {
-        for p in PROCESSORS {
-            stress(p, 2000, 4);
+        for mode in MODES {
+            for p in PROCESSORS {
+                stress(p, mode, 2000, 4);
+            }
         }
     });
 }

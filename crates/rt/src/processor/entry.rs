@@ -2,7 +2,7 @@
 //! with its completion, and the last switch that recycles the stack.
 
 use super::switch::{after_switch, make_runnable_on, Pending};
-use super::Processor;
+use super::{HereRaw, Processor};
 use crate::arch;
 use crate::event::Event;
 use crate::stack::Stack;
@@ -12,16 +12,18 @@ use std::sync::atomic::Ordering;
 
 /// Where every user thread starts (on its own stack, via the trampoline).
 pub(super) unsafe extern "C" fn task_entry(passed: *mut u8, _arg: *mut u8) -> ! {
+    // Who we are, read while the switch's section is still open: ending it
+    // (`after_switch`) may take a deferred preemption, after which `passed`
+    // is stale (we may resume on another processor).
     // SAFETY: `passed` is the processor that switched to us.
-    unsafe { after_switch(passed) };
-    // SAFETY: as above; `passed` is not used after the body (it may run on
-    // other processors by then).
     let task = unsafe { &*passed.cast_const().cast::<Processor>() }
         .current_task_ptr()
         .expect("task_entry runs a user thread");
+    // SAFETY: as above.
+    unsafe { after_switch(passed) };
     let (vp, stack, id) = run_body(task);
     if vp.is_null() {
-        crate::blocking::exit_detached(stack, id);
+        crate::blocking::exit_detached(stack);
     }
     // SAFETY: `run_body` returns the processor it completed on, in a raised
     // section, and nothing switches in between.
@@ -45,14 +47,13 @@ fn run_body(task: NonNull<Task>) -> (*const Processor, Stack, ThreadId) {
     }
     // The exit is one runtime section up to the last switch, whose resumed
     // context ends it.
-    // SAFETY: used before any further switch; `run_body` is never inlined.
-    let vp = unsafe { super::enter_raw() };
     // The running reference: `complete` drops it. From here the exit never
     // touches the task again, except as `complete` allows.
-    let running = match vp {
+    let (vp, running) = match super::here_raw() {
         // SAFETY: only this kernel thread touches `current`.
-        Some(vp) => unsafe { (*vp.current.get()).take() }.expect("exit on a user thread"),
-        None => crate::blocking::take_detached().expect("exit on a user thread"),
+        HereRaw::Processor(vp) => (Some(vp), vp.take_current().expect("exit on a user thread")),
+        HereRaw::Detached(m) => (None, crate::blocking::take_detached(m)),
+        HereRaw::Os => unreachable!("exit outside a user thread"),
     };
     debug_assert_eq!(running.as_ptr(), task);
     let raw = running.into_raw();

@@ -44,6 +44,7 @@ pub(crate) use self::spawn::{spawn, SpawnOptions, Target};
 pub(crate) use self::switch::{after_switch, complete_leave, Pending};
 pub(crate) use self::switch::{
     join_park, park_current, park_unlocking, unpark_sync, unpark_user, wake_queued, yield_current,
+    yield_if_free,
 };
 
 use crate::arch::StackPointer;
@@ -90,6 +91,86 @@ pub(crate) fn enter<'a>() -> Option<Entered<'a>> {
     unsafe { enter_at_entry() }
 }
 
+/// Where the calling code runs, in a runtime section when on a processor or
+/// a detached user thread (see [`here`]).
+pub(crate) enum Here<'a> {
+    /// On a processor.
+    Processor(Entered<'a>),
+    /// On a detached user thread (`blocking.rs`), which cannot rejoin a
+    /// processor (and so change this answer) while this lasts.
+    Detached(Detached),
+    /// On a kernel thread with no user thread (section not open).
+    Os,
+}
+
+/// A runtime section on a detached user thread.
+pub(crate) struct Detached {
+    m: &'static Machine,
+    task: NonNull<Task>,
+}
+
+impl Detached {
+    /// The detached thread (the caller).
+    pub(crate) fn task(&self) -> NonNull<Task> {
+        self.task
+    }
+}
+
+impl Drop for Detached {
+    #[inline]
+    fn drop(&mut self) {
+        // Same kernel thread: a detached thread leaves it only by switching,
+        // which it does not do while this lasts.
+        self.m.lower();
+    }
+}
+
+/// [`enter`], telling a detached user thread from an OS thread in the same
+/// section (a rejoin between two separate looks would confuse them).
+#[inline(never)]
+#[link_section = "schedlab_rt_np"]
+pub(crate) fn here<'a>() -> Here<'a> {
+    let m = Machine::enter_section();
+    let p = m.processor();
+    if !p.is_null() {
+        // SAFETY: as in `enter_at_entry`.
+        return Here::Processor(Entered(unsafe { &*p }));
+    }
+    match NonNull::new(m.detached.load(Ordering::Relaxed)) {
+        Some(task) => Here::Detached(Detached { m, task }),
+        None => {
+            m.lower_quietly();
+            Here::Os
+        }
+    }
+}
+
+/// [`here`] without guard objects, for the entry points of the switch path:
+/// the section is open for `Processor` and `Detached`, and the caller ends
+/// it or hands it to the context it switches to.
+pub(crate) enum HereRaw<'a> {
+    Processor(&'a Processor),
+    Detached(&'static Machine),
+    Os,
+}
+
+/// See [`HereRaw`]. Inline: for `#[inline(never)]` callers that do not look
+/// up the machine again after a switch.
+#[inline(always)]
+pub(crate) fn here_raw<'a>() -> HereRaw<'a> {
+    let m = Machine::enter_section();
+    let p = m.processor();
+    if !p.is_null() {
+        // SAFETY: as in `enter_at_entry`.
+        return HereRaw::Processor(unsafe { &*p });
+    }
+    if !m.detached.load(Ordering::Relaxed).is_null() {
+        return HereRaw::Detached(m);
+    }
+    m.lower_quietly();
+    HereRaw::Os
+}
+
 /// A runtime section on the processor of the calling kernel thread (see
 /// [`enter`]). Must be dropped on the same kernel thread, with no switch in
 /// between (the raised counter rules out preemption and hand-off meanwhile).
@@ -118,22 +199,6 @@ impl Drop for Entered<'_> {
     }
 }
 
-/// [`enter_at_entry`] without the guard object: the caller ends the section
-/// (`Machine::lower`) or hands it to the context it switches to.
-///
-/// # Safety
-///
-/// As for [`enter_at_entry`].
-#[inline(always)]
-unsafe fn enter_raw<'a>() -> Option<&'a Processor> {
-    // SAFETY: forwarded.
-    unsafe { enter_at_entry() }.map(|e| {
-        let p = e.processor();
-        std::mem::forget(e);
-        p
-    })
-}
-
 /// [`enter`], inline, for the `#[inline(never)]` entry points of the switch
 /// path.
 ///
@@ -144,8 +209,7 @@ unsafe fn enter_raw<'a>() -> Option<&'a Processor> {
 /// here is reused on another kernel thread (see the module docs).
 #[inline(always)]
 unsafe fn enter_at_entry<'a>() -> Option<Entered<'a>> {
-    let m = Machine::here();
-    m.raise();
+    let m = Machine::enter_section();
     let p = m.processor();
     if p.is_null() {
         m.lower_quietly();
@@ -569,6 +633,7 @@ unsafe impl Sync for ProcPtr {}
 /// monitor hands it, until shutdown.
 pub(crate) fn machine_main(shared: Arc<Shared>, first: Option<ProcPtr>) {
     let _altstack = crate::guard::AltStack::install();
+    crate::machine::check_tls_offset();
     let m = Machine::here();
     m.init_identity();
     crate::preempt::init_thread();
@@ -668,17 +733,18 @@ pub(crate) fn take_back_ref(r: &SharedRef, vp: Option<&Processor>) -> bool {
 /// context). A detached user thread (`blocking.rs`) counts as running.
 #[inline]
 pub(crate) fn current_task_ptr() -> Option<NonNull<Task>> {
-    match enter() {
-        Some(vp) => vp.current_task().map(NonNull::from),
-        None => crate::blocking::detached_task(),
+    match here() {
+        Here::Processor(vp) => vp.current_task().map(NonNull::from),
+        Here::Detached(d) => Some(d.task()),
+        Here::Os => None,
     }
 }
 
 /// A counted reference to the running user thread.
 pub(crate) fn current_task_ref() -> Option<TaskRef> {
     let task = current_task_ptr()?;
-    // SAFETY: the running thread is alive while it runs; we take a new
-    // counted reference to it.
+    // SAFETY: the running thread (the caller) is alive while it runs; we
+    // take a new counted reference to it.
     Some(unsafe { TaskRef::clone_from_raw(task) })
 }
 

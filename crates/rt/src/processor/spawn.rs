@@ -2,7 +2,7 @@
 //! ([`crate::spawn`], [`crate::Builder::spawn`], [`crate::Builder::spawn_on`],
 //! [`crate::Runtime::spawn`] and the main thread of `block_on`).
 
-use super::{enter, Processor};
+use super::{Here, Processor};
 use crate::arch;
 use crate::event::Event;
 use crate::runtime::{Shared, SharedRef};
@@ -42,25 +42,25 @@ where
     T: Send + 'static,
 {
     // A runtime section: spawning never switches.
-    let entered = enter();
+    let here = super::here();
     let detached_shared;
-    let (vp, shared) = match target {
-        Target::Current => match entered.as_deref() {
-            Some(vp) if vp.current_task_ptr().is_some() => (Some(vp), &vp.shared),
-            _ => match crate::blocking::detached_shared() {
-                // A detached user thread (`blocking.rs`) spawns from outside.
-                Some(s) => {
-                    detached_shared = s;
-                    (None, &detached_shared)
-                }
-                None => {
-                    panic!("schedlab_rt::spawn called outside a user thread; use Runtime::spawn")
-                }
-            },
-        },
-        Target::Runtime(shared) => {
-            (entered.as_deref().filter(|vp| Arc::ptr_eq(&vp.shared, shared)), shared)
+    let (vp, shared) = match (&here, target) {
+        (Here::Processor(vp), Target::Current) if vp.current_task_ptr().is_some() => {
+            (Some(vp.processor()), &vp.shared)
         }
+        (Here::Detached(d), Target::Current) => {
+            // A detached user thread (`blocking.rs`) spawns as from outside.
+            // SAFETY: the caller, alive.
+            detached_shared = unsafe { d.task().as_ref() }.shared.arc();
+            (None, &detached_shared)
+        }
+        (_, Target::Current) => {
+            panic!("schedlab_rt::spawn called outside a user thread; use Runtime::spawn")
+        }
+        (Here::Processor(vp), Target::Runtime(shared)) if Arc::ptr_eq(&vp.shared, shared) => {
+            (Some(vp.processor()), shared)
+        }
+        (_, Target::Runtime(shared)) => (None, shared),
     };
     let size = opts.stack_size.map_or(shared.stack_size, crate::stack::rounded_size);
     let stack = match vp {

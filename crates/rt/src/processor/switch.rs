@@ -69,7 +69,7 @@
 //!   park does the same in `JoinHandle::join` ([`join_park`]).
 //!
 
-use super::{enter_raw, Processor};
+use super::{here_raw, HereRaw, Processor};
 use crate::arch::{self, StackPointer};
 use crate::event::Event;
 use crate::park::Kind;
@@ -146,6 +146,8 @@ impl Processor {
     /// for a yield with nothing else to run (the caller goes on).
     #[inline(always)]
     fn prepare_switch(&self, leave: Leave) -> Option<(*mut StackPointer, StackPointer)> {
+        debug_assert!(std::ptr::eq(self.machine(), crate::machine::Machine::here_fresh()));
+        debug_assert!(std::ptr::eq(crate::machine::Machine::here_fresh().processor(), self));
         let next = self.next_local();
         if leave == Leave::Yield && next.is_none() && !self.shared.shutdown.load(Ordering::Relaxed)
         {
@@ -328,6 +330,11 @@ pub(crate) unsafe fn after_switch(vp: *mut u8) {
     // SAFETY: by the contract above, a live processor of this kernel thread;
     // the reference is dropped before any further switch.
     let vp = unsafe { &*vp.cast_const().cast::<Processor>() };
+    debug_assert!(
+        std::ptr::eq(vp.machine(), crate::machine::Machine::here_fresh()),
+        "resumed by processor {} whose machine is not this kernel thread's",
+        vp.index
+    );
     vp.run_pending();
     // The section the leaving context raised ends here (`machine.rs`).
     vp.machine().lower();
@@ -341,6 +348,22 @@ pub(crate) unsafe fn after_switch(vp: *mut u8) {
 #[inline(always)]
 pub(crate) fn yield_current() -> bool {
     yield_prepare().switch_here()
+}
+
+/// Yields the calling user thread unless it is inside a runtime section
+/// (where a switch would break the section's hand-over). Returns `false`,
+/// doing nothing, on an OS thread or inside a section.
+#[inline(never)]
+pub(crate) fn yield_if_free() -> bool {
+    let m = crate::machine::Machine::here_fresh();
+    // A stale answer (read on one kernel thread, used on another) only
+    // makes the caller spin once more: a section, if open, pins us here.
+    if m.guard_word() != 0
+        || (m.processor().is_null() && m.detached.load(Ordering::Relaxed).is_null())
+    {
+        return false;
+    }
+    yield_current()
 }
 
 /// What `yield_prepare` or `join_prepare` settled: where to save the leaving
@@ -381,24 +404,26 @@ fn yield_prepare() -> YieldTo {
     // SAFETY: `vp` is not used after this function returns, and the switch
     // happens in the caller; an entry point. The raised section is handed to
     // the context the caller switches to, or ended here.
-    match unsafe { enter_raw() } {
-        Some(vp) if vp.current_task().is_some() => match vp.prepare_switch(Leave::Yield) {
-            Some((save, load)) => YieldTo { save, load, pass: vp.as_pass() },
-            // On a user thread, but nothing to switch to.
-            None => {
-                vp.machine().lower();
-                YieldTo { save: NonNull::dangling().as_ptr(), load: null, pass: null }
+    match here_raw() {
+        HereRaw::Processor(vp) if vp.current_task().is_some() => {
+            match vp.prepare_switch(Leave::Yield) {
+                Some((save, load)) => YieldTo { save, load, pass: vp.as_pass() },
+                // On a user thread, but nothing to switch to.
+                None => {
+                    vp.machine().lower();
+                    YieldTo { save: NonNull::dangling().as_ptr(), load: null, pass: null }
+                }
             }
-        },
-        Some(vp) => {
+        }
+        HereRaw::Processor(vp) => {
             vp.machine().lower();
             YieldTo { save: std::ptr::null_mut(), load: null, pass: null }
         }
-        None if crate::blocking::is_detached() => {
-            crate::blocking::detached_yield();
+        HereRaw::Detached(m) => {
+            crate::blocking::rejoin_in(m, crate::event::Detection::Transparent);
             YieldTo { save: NonNull::dangling().as_ptr(), load: null, pass: null }
         }
-        None => YieldTo { save: std::ptr::null_mut(), load: null, pass: null },
+        HereRaw::Os => YieldTo { save: std::ptr::null_mut(), load: null, pass: null },
     }
 }
 
@@ -408,9 +433,10 @@ fn yield_prepare() -> YieldTo {
 #[inline(never)]
 #[link_section = "schedlab_rt_np"]
 pub(crate) fn park_current(kind: Kind, reason: WaitReason) {
-    // SAFETY: `vp` is not used after `switch_away`; an entry point.
-    let Some(vp) = (unsafe { enter_raw() }) else {
-        return crate::blocking::detached_park(kind, reason);
+    let vp = match here_raw() {
+        HereRaw::Processor(vp) => vp,
+        HereRaw::Detached(m) => return crate::blocking::detached_park(m, kind, reason),
+        HereRaw::Os => panic!("park_current outside a user thread"),
     };
     let task = vp.current_task().expect("park_current on a user thread");
     if task.park.try_take(kind) {
@@ -445,8 +471,8 @@ fn join_prepare(target: &Task) -> YieldTo {
     };
     // SAFETY: `vp` is not used after this function returns, and the switch
     // happens in the caller; an entry point.
-    match unsafe { enter_raw() } {
-        Some(vp) => match vp.current_task() {
+    match here_raw() {
+        HereRaw::Processor(vp) => match vp.current_task() {
             Some(task) => {
                 task.set_wait_reason(WaitReason::Join(target.id));
                 let (save, load) = vp
@@ -459,15 +485,15 @@ fn join_prepare(target: &Task) -> YieldTo {
                 NOT_A_USER_THREAD
             }
         },
-        None if crate::blocking::is_detached() => {
-            crate::blocking::detached_join(target);
+        HereRaw::Detached(m) => {
+            crate::blocking::detached_join(m, target);
             YieldTo {
                 save: NonNull::dangling().as_ptr(),
                 load: std::ptr::null_mut(),
                 pass: std::ptr::null_mut(),
             }
         }
-        None => NOT_A_USER_THREAD,
+        HereRaw::Os => NOT_A_USER_THREAD,
     }
 }
 
@@ -478,9 +504,10 @@ fn join_prepare(target: &Task) -> YieldTo {
 #[inline(never)]
 #[link_section = "schedlab_rt_np"]
 pub(crate) fn park_unlocking(lock: NonNull<AtomicBool>, reason: WaitReason) {
-    // SAFETY: `vp` is not used after `switch_away`; an entry point.
-    let Some(vp) = (unsafe { enter_raw() }) else {
-        return crate::blocking::detached_park_unlocking(lock, reason);
+    let vp = match here_raw() {
+        HereRaw::Processor(vp) => vp,
+        HereRaw::Detached(m) => return crate::blocking::detached_park_unlocking(m, lock, reason),
+        HereRaw::Os => panic!("park_unlocking outside a user thread"),
     };
     vp.current_task().expect("park_unlocking on a user thread").set_wait_reason(reason);
     vp.switch_away(Leave::ParkUnlock(lock));

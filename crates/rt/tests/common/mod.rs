@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use schedlab_rt::Runtime;
+use schedlab_rt::{Preemption, Runtime};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -30,7 +30,43 @@ pub fn watchdog<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'st
     }
 }
 
-/// A runtime with `p` processors and a small spin, for tests.
+/// How a test runtime schedules: cooperative, preemptive (a short quantum,
+/// so that preemption happens often), with transparent blocking detection,
+/// or both.
+#[derive(Clone, Copy, Debug)]
+pub enum Mode {
+    Cooperative,
+    Preemptive,
+    Transparent,
+    Both,
+}
+
+/// Every mode, for the stress tests.
+pub const MODES: [Mode; 4] = [Mode::Cooperative, Mode::Preemptive, Mode::Transparent, Mode::Both];
+
+/// A runtime with `p` processors scheduling in `mode`.
+pub fn runtime_in(p: usize, mode: Mode) -> Runtime {
+    let (preempt, transparent) = match mode {
+        Mode::Cooperative => (false, false),
+        Mode::Preemptive => (true, false),
+        Mode::Transparent => (false, true),
+        Mode::Both => (true, true),
+    };
+    let preemption = if preempt {
+        Preemption::Quantum(Duration::from_micros(200))
+    } else {
+        Preemption::Cooperative
+    };
+    Runtime::builder()
+        .processors(p)
+        .stack_size(64 * 1024)
+        .preemption(preemption)
+        .transparent_blocking(transparent)
+        .build()
+        .expect("build a runtime")
+}
+
+/// A runtime with `p` processors and the default scheduling, for tests.
 pub fn runtime(p: usize) -> Runtime {
     Runtime::builder().processors(p).stack_size(64 * 1024).build().expect("build a runtime")
 }

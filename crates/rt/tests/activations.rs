@@ -1,0 +1,327 @@
+//! Kernel-thread semantics for user threads: a user thread that blocks in the
+//! kernel or computes forever does not stop the others (preemption and the
+//! hand-off of a blocked processor, `preempt.rs`, `blocking.rs`).
+//!
+//! Every test is causal, not timed: it can only finish if the runtime
+//! behaves (a frozen processor makes it hang, and the watchdog fails it).
+
+mod common;
+
+use common::watchdog;
+use schedlab_rt::{spawn, yield_now, Detection, Event, Preemption, Runtime};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn pipe() -> (i32, i32) {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    (fds[0], fds[1])
+}
+
+fn close(fd: i32) {
+    // SAFETY: a descriptor this test opened.
+    unsafe { libc::close(fd) };
+}
+
+/// A runtime of one processor with the given scheduling, recording events.
+fn runtime(preemption: Preemption, transparent: bool) -> (Runtime, Arc<Mutex<Vec<Event>>>) {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    let rt = Runtime::builder()
+        .processors(1)
+        .preemption(preemption)
+        .transparent_blocking(transparent)
+        .on_event(move |e| {
+            if matches!(
+                e,
+                Event::Preempted { .. } | Event::Blocked { .. } | Event::Unblocked { .. }
+            ) {
+                sink.lock().unwrap().push(e.clone());
+            }
+        })
+        .build()
+        .unwrap();
+    (rt, events)
+}
+
+/// One processor; thread R blocks in `read` on a pipe that only thread W,
+/// spawned after it, writes to. Without a hand-off the processor's only
+/// kernel thread would sit in `read` and W would never run.
+fn reader_waits_for_a_writer_behind_it(explicit: bool) -> Vec<Event> {
+    let (rt, events) = runtime(Preemption::Cooperative, !explicit);
+    let got = rt
+        .block_on(move || {
+            let (r, w) = pipe();
+            let reader = spawn(move || {
+                let mut b = [0u8; 1];
+                let n = if explicit {
+                    schedlab_rt::blocking::read(r, &mut b).unwrap()
+                } else {
+                    // SAFETY: a valid buffer of one byte.
+                    unsafe { libc::read(r, b.as_mut_ptr().cast(), 1) as usize }
+                };
+                (n, b[0])
+            });
+            let writer = spawn(move || {
+                for _ in 0..100 {
+                    yield_now();
+                }
+                // SAFETY: one byte from a valid buffer.
+                unsafe { libc::write(w, [42u8].as_ptr().cast(), 1) };
+            });
+            writer.join().unwrap();
+            let got = reader.join().unwrap();
+            close(r);
+            close(w);
+            got
+        })
+        .unwrap();
+    assert_eq!(got, (1, 42));
+    drop(rt);
+    let e = events.lock().unwrap().clone();
+    e
+}
+
+#[test]
+fn a_thread_blocked_in_an_explicit_read_does_not_hold_its_processor() {
+    let events = watchdog(60, || reader_waits_for_a_writer_behind_it(true));
+    assert!(
+        events.iter().any(|e| matches!(e, Event::Blocked { detection: Detection::Explicit, .. })),
+        "the hand-off is reported: {events:?}"
+    );
+    assert!(events.iter().any(|e| matches!(e, Event::Unblocked { .. })), "{events:?}");
+}
+
+#[test]
+fn a_thread_blocked_in_a_plain_read_does_not_hold_its_processor() {
+    let events = watchdog(60, || reader_waits_for_a_writer_behind_it(false));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::Blocked { detection: Detection::Transparent, .. })),
+        "the hand-off is reported: {events:?}"
+    );
+}
+
+#[test]
+fn other_threads_run_while_one_is_in_std_thread_sleep() {
+    watchdog(60, || {
+        let (rt, _) = runtime(Preemption::Cooperative, true);
+        let seen = rt
+            .block_on(|| {
+                let counter = Arc::new(AtomicUsize::new(0));
+                let c = counter.clone();
+                let sleeper = spawn(move || {
+                    std::thread::sleep(Duration::from_millis(300));
+                    c.load(Ordering::SeqCst)
+                });
+                let c = counter.clone();
+                let counter_thread = spawn(move || {
+                    for _ in 0..1000 {
+                        c.fetch_add(1, Ordering::SeqCst);
+                        yield_now();
+                    }
+                });
+                let seen = sleeper.join().unwrap();
+                counter_thread.join().unwrap();
+                seen
+            })
+            .unwrap();
+        // The sleeper ran first (FIFO) and slept; the counter ran meanwhile.
+        assert!(seen > 0, "nothing ran while a user thread slept in the kernel");
+    });
+}
+
+#[test]
+fn a_spinning_thread_does_not_starve_the_others() {
+    watchdog(60, || {
+        let (rt, events) = runtime(Preemption::Quantum(Duration::from_millis(1)), false);
+        rt.block_on(|| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = stop.clone();
+            let spinner = spawn(move || {
+                let mut n = 0u64;
+                while !s.load(Ordering::Relaxed) {
+                    n = n.wrapping_add(1);
+                    std::hint::spin_loop();
+                }
+                n
+            });
+            // Runs only if the spinner, which never yields, is preempted.
+            let stopper = spawn(move || stop.store(true, Ordering::Relaxed));
+            stopper.join().unwrap();
+            spinner.join().unwrap();
+        })
+        .unwrap();
+        drop(rt);
+        let events = events.lock().unwrap();
+        assert!(events.iter().any(|e| matches!(e, Event::Preempted { .. })), "{events:?}");
+    });
+}
+
+#[test]
+fn a_std_mutex_held_across_yield_does_not_hang_the_runtime() {
+    watchdog(60, || {
+        let (rt, _) = runtime(Preemption::default(), true);
+        let total = rt
+            .block_on(|| {
+                let m = Arc::new(Mutex::new(0u32));
+                let hs: Vec<_> = (0..4)
+                    .map(|_| {
+                        let m = m.clone();
+                        spawn(move || {
+                            for _ in 0..20 {
+                                let mut g = m.lock().unwrap();
+                                yield_now(); // the holder leaves the processor
+                                *g += 1;
+                            }
+                        })
+                    })
+                    .collect();
+                for h in hs {
+                    h.join().unwrap();
+                }
+                let total = *m.lock().unwrap();
+                total
+            })
+            .unwrap();
+        assert_eq!(total, 80);
+    });
+}
+
+#[test]
+fn a_thread_that_opts_out_is_never_preempted_and_a_region_defers_it() {
+    watchdog(60, || {
+        let (rt, events) = runtime(Preemption::Quantum(Duration::from_micros(200)), false);
+        rt.block_on(|| {
+            let inside = Arc::new(AtomicUsize::new(0));
+            let i = inside.clone();
+            // Spins 20 ms inside a region while another thread is runnable:
+            // the other thread must not run before the region ends.
+            let region = spawn(move || {
+                schedlab_rt::no_preempt(|| {
+                    let t = std::time::Instant::now();
+                    while t.elapsed() < Duration::from_millis(20) {
+                        std::hint::spin_loop();
+                    }
+                    i.load(Ordering::SeqCst)
+                })
+            });
+            let i = inside.clone();
+            let other = spawn(move || i.store(1, Ordering::SeqCst));
+            assert_eq!(region.join().unwrap(), 0, "ran inside a no_preempt region");
+            other.join().unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = stop.clone();
+            let pinned = schedlab_rt::Builder::new()
+                .preemptible(false)
+                .spawn(move || {
+                    let t = std::time::Instant::now();
+                    while t.elapsed() < Duration::from_millis(20) {
+                        std::hint::spin_loop();
+                    }
+                    s.load(Ordering::SeqCst)
+                })
+                .unwrap();
+            let other = spawn(move || stop.store(true, Ordering::SeqCst));
+            assert!(!pinned.join().unwrap(), "a non-preemptible thread was preempted");
+            other.join().unwrap();
+        })
+        .unwrap();
+        drop(rt);
+        // The deferred request was taken when the region ended.
+        assert!(events.lock().unwrap().iter().any(|e| matches!(e, Event::Preempted { .. })));
+    });
+}
+
+#[test]
+fn one_runnable_thread_per_processor_gets_no_preemption() {
+    watchdog(60, || {
+        let (rt, events) = runtime(Preemption::Quantum(Duration::from_micros(200)), true);
+        rt.block_on(|| {
+            let t = std::time::Instant::now();
+            while t.elapsed() < Duration::from_millis(50) {
+                std::hint::spin_loop();
+            }
+        })
+        .unwrap();
+        drop(rt);
+        assert_eq!(events.lock().unwrap().len(), 0, "{:?}", events.lock().unwrap());
+    });
+}
+
+/// Fills xmm0–xmm15 and r8–r15 with known values, spins in assembly (where
+/// the preemption signal lands), and stores what the registers hold after.
+#[cfg(target_arch = "x86_64")]
+fn spin_with_registers(seed: u64, iters: u64) -> bool {
+    let input: [u64; 32] =
+        std::array::from_fn(|i| seed.wrapping_mul(0x9E37_79B9).wrapping_add(i as u64));
+    let mut output = [0u64; 32];
+    let gp_in: [u64; 8] = std::array::from_fn(|i| seed ^ (0xA5A5_0000 + i as u64));
+    let mut gp_out = [0u64; 8];
+    // SAFETY: reads 256 bytes from `input` and 64 from `gp_in`, writes the
+    // same amounts to the outputs; every register it changes is declared.
+    unsafe {
+        std::arch::asm!(
+            "movdqu xmm0, [{i} + 0]", "movdqu xmm1, [{i} + 16]", "movdqu xmm2, [{i} + 32]",
+            "movdqu xmm3, [{i} + 48]", "movdqu xmm4, [{i} + 64]", "movdqu xmm5, [{i} + 80]",
+            "movdqu xmm6, [{i} + 96]", "movdqu xmm7, [{i} + 112]", "movdqu xmm8, [{i} + 128]",
+            "movdqu xmm9, [{i} + 144]", "movdqu xmm10, [{i} + 160]", "movdqu xmm11, [{i} + 176]",
+            "movdqu xmm12, [{i} + 192]", "movdqu xmm13, [{i} + 208]", "movdqu xmm14, [{i} + 224]",
+            "movdqu xmm15, [{i} + 240]",
+            "push rbx",
+            "mov rbx, {g}",
+            "mov r8, [rbx]", "mov r9, [rbx + 8]", "mov r10, [rbx + 16]", "mov r11, [rbx + 24]",
+            "mov r12, [rbx + 32]", "mov r13, [rbx + 40]", "mov r14, [rbx + 48]", "mov r15, [rbx + 56]",
+            "pop rbx",
+            "2:",
+            "dec {n}",
+            "jnz 2b",
+            "movdqu [{o} + 0], xmm0", "movdqu [{o} + 16], xmm1", "movdqu [{o} + 32], xmm2",
+            "movdqu [{o} + 48], xmm3", "movdqu [{o} + 64], xmm4", "movdqu [{o} + 80], xmm5",
+            "movdqu [{o} + 96], xmm6", "movdqu [{o} + 112], xmm7", "movdqu [{o} + 128], xmm8",
+            "movdqu [{o} + 144], xmm9", "movdqu [{o} + 160], xmm10", "movdqu [{o} + 176], xmm11",
+            "movdqu [{o} + 192], xmm12", "movdqu [{o} + 208], xmm13", "movdqu [{o} + 224], xmm14",
+            "movdqu [{o} + 240], xmm15",
+            "mov [{go}], r8", "mov [{go} + 8], r9", "mov [{go} + 16], r10", "mov [{go} + 24], r11",
+            "mov [{go} + 32], r12", "mov [{go} + 40], r13", "mov [{go} + 48], r14", "mov [{go} + 56], r15",
+            i = in(reg) input.as_ptr(),
+            o = in(reg) output.as_mut_ptr(),
+            g = in(reg) gp_in.as_ptr(),
+            go = in(reg) gp_out.as_mut_ptr(),
+            n = inout(reg) iters => _,
+            out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+            out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+            out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
+            out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
+            out("r8") _, out("r9") _, out("r10") _, out("r11") _,
+            out("r12") _, out("r13") _, out("r14") _, out("r15") _,
+        );
+    }
+    input == output && gp_in == gp_out
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn registers_survive_preemption_bit_exact() {
+    watchdog(120, || {
+        let (rt, events) = runtime(Preemption::Quantum(Duration::from_micros(100)), false);
+        let ok = rt
+            .block_on(|| {
+                let hs: Vec<_> = (0..3u64)
+                    .map(|s| {
+                        spawn(move || (0..40).all(|k| spin_with_registers(s * 100 + k, 2_000_000)))
+                    })
+                    .collect();
+                hs.into_iter().all(|h| h.join().unwrap())
+            })
+            .unwrap();
+        drop(rt);
+        let preemptions =
+            events.lock().unwrap().iter().filter(|e| matches!(e, Event::Preempted { .. })).count();
+        assert!(preemptions > 0, "the test preempted nothing");
+        assert!(ok, "a register changed across {preemptions} preemptions");
+    });
+}
