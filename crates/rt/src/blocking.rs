@@ -9,18 +9,11 @@
 //! monitor thread (`monitor.rs`) notices a kernel thread that stopped running
 //! while work waits, and gives its processor to another kernel thread.
 //!
-//! # States of a processor (`Processor::status`)
+//! # States of a processor
 //!
-//! The word also holds an epoch, bumped whenever the processor enters
-//! `RUNNING` from `RELEASED`, so the CAS of a machine returning from
-//! [`blocking`] fails if its processor went through other hands meanwhile.
-//!
-//! | state      | who may use the processor                                        |
-//! |------------|------------------------------------------------------------------|
-//! | `RUNNING`  | the machine in `Processor::machine` (scheduler or user code)     |
-//! | `SYSCALL`  | nobody: its machine is inside [`blocking`], its user thread      |
-//! |            | detached; the machine may take it back, the monitor may retake it |
-//! | `RELEASED` | nobody: no machine; whoever wins the CAS to `RUNNING` binds it    |
+//! `Processor::status` (`handoff.rs`, with its loom model): `RUNNING` (its
+//! machine uses it), `SYSCALL` (its machine is inside [`blocking`]),
+//! `RELEASED` (no machine).
 //!
 //! # The hand-off, explicit and transparent
 //!
@@ -82,38 +75,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A machine runs the processor.
-pub(crate) const RUNNING: u32 = 0;
-/// The processor's machine is inside [`blocking`].
-pub(crate) const SYSCALL: u32 = 1;
-/// The processor has no machine.
-pub(crate) const RELEASED: u32 = 2;
-
-/// The state part of a processor's status word; the rest is an epoch that
-/// grows each time the processor gets a new machine, so that a machine
-/// returning from [`blocking`] can tell its own `SYSCALL` from a later one of
-/// another machine (an ABA the plain states would allow).
-#[inline]
-pub(crate) fn state(status: u32) -> u32 {
-    status & 3
-}
-
-/// Moves `p` from state `from` to `to` by CAS; entering `RUNNING` starts a
-/// new epoch. Returns whether this caller made the move.
-pub(crate) fn transition(p: &Processor, from: u32, to: u32) -> bool {
-    let s = p.status.load(Ordering::Acquire);
-    if state(s) != from {
-        return false;
-    }
-    let n = if to == RUNNING { (s & !3).wrapping_add(4) | RUNNING } else { (s & !3) | to };
-    p.status.compare_exchange(s, n, Ordering::AcqRel, Ordering::Relaxed).is_ok()
-}
-
-/// Sets `p`'s state (by its only user).
-fn set_state(p: &Processor, to: u32) {
-    let s = p.status.load(Ordering::Relaxed);
-    p.status.store((s & !3) | to, Ordering::Release);
-}
+pub(crate) use crate::handoff::{RELEASED, RUNNING, SYSCALL};
 
 /// Runs `f`, a call that may block in the kernel, without holding up the
 /// calling user thread's processor: if `f` blocks for longer than the
@@ -161,8 +123,7 @@ fn enter_syscall() -> Option<u32> {
     vp.detached_id.store(id.as_u64(), Ordering::Relaxed);
     vp.count_switch();
     // Publishes the detach to the monitor's CAS (step 2).
-    let word = (vp.status.load(Ordering::Relaxed) & !3) | SYSCALL;
-    vp.status.store(word, Ordering::Release);
+    let word = vp.status.enter_syscall();
     // A preemption deferred inside this section is moot: the thread is about
     // to block, and has no processor to give up.
     m.clear_deferred();
@@ -179,8 +140,7 @@ fn exit_syscall(word: u32) {
     let p = m.last_processor.load(Ordering::Relaxed);
     // SAFETY: processors outlive the machines' use of them.
     let vp = unsafe { &*p };
-    let back = (word & !3) | RUNNING;
-    if vp.status.compare_exchange(word, back, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+    if vp.status.exit_syscall(word) {
         let t = m.detached.swap(std::ptr::null_mut(), Ordering::Relaxed);
         // SAFETY: the reference `enter_syscall` stored.
         vp.set_current(unsafe { TaskRef::from_raw(NonNull::new_unchecked(t)) });
@@ -242,7 +202,7 @@ fn take_released(shared: &Shared, first: *mut Processor) -> Option<&Processor> {
     let try_take = |p: *const Processor| {
         // SAFETY: processors live as long as the runtime's machines.
         let vp = unsafe { &*p };
-        transition(vp, RELEASED, RUNNING).then_some(vp)
+        vp.status.take_released().then_some(vp)
     };
     // SAFETY: as above.
     if !first.is_null() && std::ptr::eq(unsafe { &*first }.shared.as_ref(), shared) {
@@ -356,7 +316,7 @@ pub(crate) fn release_from_signal(m: &Machine, pc: usize) {
     vp.in_user.store(false, Ordering::Relaxed);
     vp.machine.store(std::ptr::null_mut(), Ordering::Relaxed);
     vp.count_switch();
-    set_state(vp, RELEASED);
+    vp.status.release();
     vp.shared.monitor.poke();
 }
 
@@ -384,7 +344,7 @@ pub(crate) fn wait_as_spare(m: &'static Machine, shared: &Shared) -> Option<*con
 pub(crate) fn hand_off(shared: &Arc<Shared>, p: ProcPtr) -> bool {
     // SAFETY: a processor of the runtime.
     let vp = unsafe { &*p.0 };
-    if !transition(vp, RELEASED, RUNNING) {
+    if !vp.status.take_released() {
         return false;
     }
     match shared.spares.take() {
@@ -399,7 +359,7 @@ pub(crate) fn hand_off(shared: &Arc<Shared>, p: ProcPtr) -> bool {
 
 /// Step 2, by the monitor: retakes `p` from a machine in [`blocking`].
 pub(crate) fn retake(p: &Processor) -> bool {
-    if !transition(p, SYSCALL, RELEASED) {
+    if !p.status.retake() {
         return false;
     }
     p.machine.store(std::ptr::null_mut(), Ordering::Relaxed);

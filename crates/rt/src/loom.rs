@@ -2,7 +2,8 @@
 //! protocols written against them run unchanged under the `loom` model
 //! checker (`RUSTFLAGS="--cfg loom"`).
 //!
-//! Only the protocol modules (`park.rs`, `idle.rs`, `lifecycle.rs`) go
+//! Only the protocol modules (`park.rs`, `idle.rs`, `lifecycle.rs`,
+//! `handoff.rs`) go
 //! through this facade;
 //! they are small and self-contained so loom can explore them exhaustively.
 //! The rest of the runtime (assembly, crossbeam queues) is not compiled under

@@ -150,8 +150,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
         let busy = procs.iter().any(|p| {
             // SAFETY: processors outlive the monitor.
             let vp = unsafe { &*p.0 };
-            vp.in_user.load(Ordering::Relaxed)
-                || blocking::state(vp.status.load(Ordering::Relaxed)) != RUNNING
+            vp.in_user.load(Ordering::Relaxed) || vp.status.state(Ordering::Relaxed) != RUNNING
         });
         if busy {
             // Idle processors fire their own timers; busy ones only at their
@@ -166,7 +165,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
         for (i, p) in procs.iter().enumerate() {
             // SAFETY: processors outlive the monitor.
             let vp = unsafe { &*p.0 };
-            let status = blocking::state(vp.status.load(Ordering::Acquire));
+            let status = vp.status.state(Ordering::Acquire);
             let sw = vp.switches.load(Ordering::Relaxed);
             let s = &mut seen[i];
             let changed = sw != s.switches || status != s.status;

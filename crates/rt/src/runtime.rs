@@ -214,8 +214,7 @@ impl Shared {
                     // SAFETY: a processor of this runtime.
                     let vp = unsafe { &*p.0 };
                     vp.machine.store(std::ptr::null_mut(), Ordering::Relaxed);
-                    let st = vp.status.load(Ordering::Relaxed);
-                    vp.status.store((st & !3) | crate::blocking::RELEASED, Ordering::Release);
+                    vp.status.release();
                 }
             }
         }

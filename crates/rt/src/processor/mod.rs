@@ -248,7 +248,7 @@ pub(crate) struct Processor {
     /// A user thread (not the scheduler context) runs here. Read by the monitor.
     pub(crate) in_user: AtomicBool,
     /// Who may use the processor (`blocking.rs`: RUNNING, SYSCALL, RELEASED).
-    pub(crate) status: AtomicU32,
+    pub(crate) status: crate::handoff::Status,
     /// How long the thread the monitor last asked to preempt had run, in ns.
     pub(crate) preempt_ran: AtomicU64,
     /// The user thread last detached from this processor (for the monitor's
@@ -276,7 +276,7 @@ impl Processor {
             machine: AtomicPtr::new(std::ptr::null_mut()),
             switches: AtomicU32::new(0),
             in_user: AtomicBool::new(false),
-            status: AtomicU32::new(crate::blocking::RUNNING),
+            status: crate::handoff::Status::new(),
             preempt_ran: AtomicU64::new(0),
             detached_id: AtomicU64::new(0),
             tick: Cell::new(0),
