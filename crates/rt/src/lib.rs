@@ -7,11 +7,17 @@
 //! injection queue for work arriving from outside, work stealing between
 //! processors, and idle processors that search briefly and then sleep on a
 //! futex (an idle runtime uses no CPU). Context switches are a few lines of
-//! assembly (`arch/`). Scheduling is cooperative for now: a user thread runs
-//! until it yields, blocks on a runtime primitive, or ends. Preemption,
-//! blocking system calls and policies come in later issues; the per-processor
-//! state, its "no preemption here" counter and the [`Event`] stream are where
-//! they plug in.
+//! assembly (`arch/`).
+//!
+//! User threads have the semantics of kernel threads, as in scheduler
+//! activations (docs/SOURCES.md), built in user space since Linux has no
+//! upcalls: a monitor thread (like Go's sysmon)
+//! **preempts** a thread that ran past its quantum while work waits (a signal
+//! and a switch at a safe point, [`preempt`]), and hands the **processor of a
+//! thread blocked in the kernel** to a spare kernel thread, whether the call
+//! was wrapped in [`blocking()`] or not ([`mod@blocking`]). The upcalls show as
+//! [`Event`]s: `Preempted`, `Blocked`, `Unblocked`, `ProcessorLost`,
+//! `NewProcessor`.
 //!
 //! The API has the shape of `std::thread` and `std::sync`:
 //!
@@ -58,7 +64,14 @@
 //!   threads migrate between processors; use [`LocalKey`] (see [`local`])
 //!   for per-user-thread state.
 //! - Blocking in the kernel (file I/O, `std::sync::Mutex`, `std::thread::sleep`)
-//!   blocks the whole processor; use [`sync`] and [`sleep`].
+//!   does not hold up the processor: after [`DEFAULT_BLOCK_THRESHOLD`] with
+//!   work waiting it moves to another kernel thread. [`sync`] and [`sleep`]
+//!   cost no kernel thread at all, and [`blocking()`] makes the hand-off
+//!   explicit and immediate to detect.
+//! - A thread is preempted after [`DEFAULT_QUANTUM`] when others wait; read
+//!   the hazards in [`preempt`] (thread-locals, kernel-thread-affine locks)
+//!   and opt out with [`Builder::preemptible`], [`no_preempt`] or
+//!   [`RuntimeBuilder::preemption`].
 //! - Stack overflow hits a guard page and aborts with a message naming the
 //!   thread and its stack size.
 //! - [`Runtime::block_on`] returns [`Deadlock`] when every user thread is

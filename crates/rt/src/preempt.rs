@@ -29,7 +29,7 @@
 //! signal, into `schedlab_rt_preempt` (`arch/x86_64.rs`): as if the
 //! interrupted instruction had called it, past the 128-byte red zone. The
 //! trampoline saves every register (general-purpose, flags, and the whole
-//! `xsave` state: x87, SSE, AVX, AVX-512), calls [`preempted`], which yields
+//! `xsave` state: x87, SSE, AVX, AVX-512), calls `preempted`, which yields
 //! as `yield_now` would, and on resumption — perhaps on another kernel
 //! thread — restores everything and returns to the interrupted instruction.
 //!

@@ -325,3 +325,39 @@ fn registers_survive_preemption_bit_exact() {
         assert!(ok, "a register changed across {preemptions} preemptions");
     });
 }
+
+/// A kernel-thread-affine resource: tokio's runtime context is a
+/// thread-local of the kernel thread. Two user threads on one processor each
+/// run a tokio runtime's `block_on`, which parks the kernel thread. Inside
+/// `no_preempt` neither is switched away in the middle (which would let the
+/// other enter tokio on the same kernel thread and panic), and the hand-off
+/// gives the processor to another kernel thread while the first is parked
+/// in tokio, so the second runs too.
+#[test]
+fn tokio_inside_two_user_threads_works_inside_no_preempt() {
+    watchdog(60, || {
+        let (rt, _) = runtime(Preemption::Quantum(Duration::from_micros(200)), true);
+        let sum = rt
+            .block_on(|| {
+                let hs: Vec<_> = (0..2u64)
+                    .map(|i| {
+                        spawn(move || {
+                            let tokio_rt = tokio::runtime::Builder::new_current_thread()
+                                .enable_time()
+                                .build()
+                                .unwrap();
+                            schedlab_rt::no_preempt(|| {
+                                tokio_rt.block_on(async move {
+                                    tokio::time::sleep(Duration::from_millis(30)).await;
+                                    i + 1
+                                })
+                            })
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+            })
+            .unwrap();
+        assert_eq!(sum, 3);
+    });
+}

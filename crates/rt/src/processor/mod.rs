@@ -3,11 +3,13 @@
 //!
 //! Each processor (`Processor`) owns, and alone touches: its FIFO run queue
 //! (`queue.rs`: a private part, and a shared part others steal from), the
-//! user thread it runs (`current`), a pending action (below), its scheduler
-//! context (the kernel thread's own stack, where it searches, steals and
-//! sleeps), its pool of stacks, and a "no preemption here" counter that the
-//! preemption issue will consult from its timer signal handler. A thread-local
-//! pointer finds the processor of the calling kernel thread.
+//! user thread it runs (`current`), a pending action (below) and its pool of
+//! stacks. It is run by one kernel thread at a time (`machine.rs`), whose
+//! native stack is the scheduler context (where it searches, steals and
+//! sleeps) and whose runtime-section counter keeps preemption and hand-off
+//! out of the code below. The machine's thread-local finds the processor of
+//! the calling kernel thread; a processor can change kernel threads when its
+//! user thread blocks in the kernel (`blocking.rs`).
 //!
 //! The code is split by role, as tokio splits its scheduler: this file holds
 //! the processor itself, its scheduler loop (search, steal, sleep) and
@@ -33,8 +35,9 @@
 //!    set), moves its queued threads to the injection queue, frees its stack
 //!    pool and exits.
 //! 3. `Runtime::drop` joins the kernel threads and frees what is left (see
-//!    `runtime.rs`). A user thread that never reaches a switch point keeps
-//!    its processor, and the drop, waiting: scheduling is cooperative.
+//!    `runtime.rs`). A user thread that never reaches a switch point (a
+//!    non-preemptible spinner, or one blocked in the kernel for good) keeps
+//!    the drop waiting.
 
 mod entry;
 mod spawn;
