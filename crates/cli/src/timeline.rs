@@ -58,16 +58,17 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
     for t in &s.threads {
         out(&format!("  {:<14} {}\n", t.name, t.detail()))?;
     }
-    if s.rt_threads > 0 {
+    if s.rt_threads() > 0 {
         out(&format!(
             "  {} schedlab-rt user threads on one virtual processor, yield_now after each ms of work\n",
-            s.rt_threads
+            s.rt_threads()
         ))?;
     }
     if s.hog {
         out("  (hog process)  a forked child spinning on the same CPU\n")?;
     }
-    let recorder = if s.rt_threads > 0 { "the runtime's events" } else { "the sampling recorder" };
+    let recorder =
+        if s.rt_threads() > 0 { "the runtime's events" } else { "the sampling recorder" };
     out(&format!("recording {} ms with {recorder}...\n\n", s.window_ms))?;
     // With --kernel, Ctrl-C must not kill us before the tracing instance is removed: it only
     // sets a flag, the scenario ends by itself within its window, and the flag is honoured
@@ -81,7 +82,7 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
     }
     // The rt scenario's lanes are virtual processors and user threads, which the kernel's
     // thread ids cannot be matched to.
-    let kernel_wanted = args.kernel && s.rt_threads == 0;
+    let kernel_wanted = args.kernel && s.rt_threads() == 0;
     let ktrace = kernel_wanted.then(KernelTrace::start);
     // Who else used the CPU meanwhile (MEASUREMENT.md: noise is reported, not hidden).
     let (counters, noise_started) = (CpuCounters::read(), Instant::now());

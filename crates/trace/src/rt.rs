@@ -1,6 +1,8 @@
 //! The schedlab-rt recorder: the runtime's own scheduling events (`Switched`) turned into a
 //! timeline with one lane per virtual processor, one slice per user-thread run (labelled with
-//! the user thread), plus one lane per user thread for its statistics.
+//! the user thread), plus one lane per user thread for its statistics; the upcalls
+//! (`Preempted`, `Blocked`, `Unblocked`, `ProcessorLost`) become instants on the processor's
+//! lane (Perfetto shows them on its track).
 //!
 //! The hook follows the runtime's rules (crates/rt/src/event.rs): it only takes an
 //! uncontended lock and pushes into a vector reserved beforehand, then returns. Conversion
@@ -8,7 +10,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::model::{Lane, Span};
+use crate::model::{Lane, Mark, Span};
 use crate::sampling::{self, now_ns};
 
 /// One `Switched` event as recorded.
@@ -81,44 +83,109 @@ pub fn timeline_from_switches(
     vps
 }
 
-/// Runs `threads` computing user threads on one virtual processor for `window_ms`, each
-/// calling `yield_now` after every `yield_every_us` of work (cooperative scheduling), and
-/// records the runtime's events.
+/// How a schedlab-rt scenario runs its user threads (on one virtual processor).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RtSetup {
+    /// Computing user threads.
+    pub threads: usize,
+    /// Each calls `yield_now` after this much work, µs (`None`: never yields).
+    pub yield_every_us: Option<u64>,
+    /// The runtime preempts after this quantum, µs (`None`: cooperative).
+    pub quantum_us: Option<u64>,
+    /// One more user thread that alternates work and a blocking system call.
+    pub blocker: Option<Blocker>,
+}
+
+/// A user thread that computes `work_us`, then blocks `block_us` in the kernel
+/// (`std::thread::sleep`, not wrapped in `blocking`), over and over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Blocker {
+    /// Work between two blocking calls, µs.
+    pub work_us: u64,
+    /// Time blocked in the kernel per call, µs.
+    pub block_us: u64,
+    /// Whether the runtime detects the blocked kernel thread and hands its
+    /// processor off (transparent blocking detection on).
+    pub handoff: bool,
+}
+
+impl RtSetup {
+    /// `threads` user threads yielding every millisecond of work, no preemption.
+    pub const fn cooperative(threads: usize) -> RtSetup {
+        RtSetup { threads, yield_every_us: Some(1000), quantum_us: None, blocker: None }
+    }
+
+    /// `threads` user threads that never yield, preempted after `quantum_us`.
+    pub const fn preemptive(threads: usize, quantum_us: u64) -> RtSetup {
+        RtSetup { threads, yield_every_us: None, quantum_us: Some(quantum_us), blocker: None }
+    }
+}
+
+/// Runs the scenario's user threads on one virtual processor for `window_ms`
+/// and records the runtime's events: its switches as slices on the processor's
+/// lane, its upcalls (preempted, blocked, unblocked, processor lost or back) as
+/// instants on that lane.
 ///
 /// # Errors
 /// When the runtime cannot be built.
-pub fn record_cooperative(
-    threads: usize,
-    window_ms: u64,
-    yield_every_us: u64,
-) -> Result<(Vec<Lane>, u64), String> {
+pub fn record(setup: &RtSetup, window_ms: u64) -> Result<(Vec<Lane>, u64), String> {
+    use schedlab_rt::{Event, Preemption};
     let window = window_ms * 1_000_000;
-    let log: Arc<Mutex<Vec<RtSwitch>>> = Arc::new(Mutex::new(Vec::with_capacity(
-        (window / (yield_every_us * 1000).max(1)) as usize * 2 + 4096,
-    )));
-    let hook_log = log.clone();
+    let cap = (window / 100_000) as usize * 4 + 4096;
+    let log: Arc<Mutex<Vec<RtSwitch>>> = Arc::new(Mutex::new(Vec::with_capacity(cap)));
+    let marks: Arc<Mutex<Vec<(usize, Mark)>>> = Arc::new(Mutex::new(Vec::with_capacity(cap)));
+    let (hook_log, hook_marks) = (log.clone(), marks.clone());
+    let switch = move |processor: usize, from: Option<u64>, to: Option<u64>| {
+        let at_ns = now_ns();
+        if let Ok(mut v) = hook_log.lock() {
+            v.push(RtSwitch { at_ns, processor, from, to });
+        }
+    };
+    let mark = move |processor: usize, name: String| {
+        let at_ns = now_ns();
+        if let Ok(mut v) = hook_marks.lock() {
+            v.push((processor, Mark { at_ns, name }));
+        }
+    };
+    let preemption = match setup.quantum_us {
+        Some(q) => Preemption::Quantum(std::time::Duration::from_micros(q)),
+        None => Preemption::Cooperative,
+    };
     let rt = schedlab_rt::Runtime::builder()
         .processors(1)
-        .on_event(move |e| {
-            if let schedlab_rt::Event::Switched { from, to, processor } = e {
-                let at_ns = now_ns();
-                if let Ok(mut v) = hook_log.lock() {
-                    v.push(RtSwitch {
-                        at_ns,
-                        processor: *processor,
-                        from: from.map(|t| t.as_u64()),
-                        to: to.map(|t| t.as_u64()),
-                    });
-                }
+        .preemption(preemption)
+        .transparent_blocking(setup.blocker.is_some_and(|b| b.handoff))
+        .on_event(move |e| match e {
+            Event::Switched { from, to, processor } => {
+                switch(*processor, from.map(|t| t.as_u64()), to.map(|t| t.as_u64()))
             }
+            Event::Preempted { thread, processor, .. } => {
+                mark(*processor, format!("preempted u{thread}"))
+            }
+            Event::Blocked { thread, processor, detection } => {
+                // The processor went on with another kernel thread: the
+                // blocked thread's slice ends here.
+                switch(*processor, Some(thread.as_u64()), None);
+                mark(*processor, format!("blocked u{thread} ({detection:?})"))
+            }
+            Event::Unblocked { thread, processor: Some(p), .. } => {
+                // It took a processor back without a switch.
+                switch(*p, None, Some(thread.as_u64()));
+                mark(*p, format!("unblocked u{thread}"))
+            }
+            Event::Unblocked { thread, processor: None, .. } => {
+                mark(0, format!("unblocked u{thread}, queued"))
+            }
+            Event::ProcessorLost { processor } => mark(*processor, "processor lost".into()),
+            _ => {}
         })
         .build()
         .map_err(|e| format!("building the schedlab-rt runtime: {e}"))?;
     let batch = sampling::calibrate_batch();
     let origin = now_ns();
     let end = origin + window;
-    let every = yield_every_us * 1000;
-    let handles: Vec<_> = (0..threads)
+    let every = setup.yield_every_us.map(|us| us * 1000);
+    let mut handles: Vec<_> = (0..setup.threads)
         .map(|_| {
             rt.spawn(move || {
                 let mut units = 0u64;
@@ -130,23 +197,54 @@ pub fn record_cooperative(
                     if now >= end {
                         return units;
                     }
-                    if now - last >= every {
-                        schedlab_rt::yield_now();
-                        last = now_ns();
+                    if let Some(every) = every {
+                        if now - last >= every {
+                            schedlab_rt::yield_now();
+                            last = now_ns();
+                        }
                     }
                 }
             })
         })
         .collect();
+    if let Some(b) = setup.blocker {
+        handles.push(rt.spawn(move || {
+            let mut units = 0u64;
+            loop {
+                let until = now_ns() + b.work_us * 1000;
+                while now_ns() < until.min(end) {
+                    sampling::work(batch, units);
+                    units += batch;
+                }
+                if now_ns() >= end {
+                    return units;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(b.block_us));
+            }
+        }));
+    }
     let ids: Vec<u64> = handles.iter().map(|h| h.thread().id().as_u64()).collect();
     let mut done = Vec::new();
     for (i, h) in handles.into_iter().enumerate() {
         let units = h.join().map_err(|_| "a user thread panicked".to_string())?;
-        done.push((ids[i], format!("u{}", ids[i]), units));
+        let name = if setup.blocker.is_some() && i == ids.len() - 1 {
+            format!("u{} (blocks)", ids[i])
+        } else {
+            format!("u{}", ids[i])
+        };
+        done.push((ids[i], name, units));
     }
     drop(rt);
     let events = log.lock().map_err(|_| "the event log was poisoned".to_string())?.clone();
-    Ok((timeline_from_switches(1, &done, &events, origin, window), origin))
+    let mut lanes = timeline_from_switches(1, &done, &events, origin, window);
+    for (p, m) in marks.lock().map_err(|_| "the mark log was poisoned".to_string())?.iter() {
+        if let Some(lane) = lanes.get_mut(*p) {
+            if m.at_ns >= origin && m.at_ns < end {
+                lane.marks.push(Mark { at_ns: m.at_ns - origin, name: m.name.clone() });
+            }
+        }
+    }
+    Ok((lanes, origin))
 }
 
 #[cfg(test)]
@@ -174,7 +272,7 @@ mod tests {
 
     #[test]
     fn cooperative_user_threads_share_one_processor() {
-        let (lanes, _) = record_cooperative(2, 20, 1000).unwrap();
+        let (lanes, _) = record(&RtSetup::cooperative(2), 20).unwrap();
         assert_eq!(lanes.len(), 3, "vp0 and two user threads");
         assert!(lanes[1].work_units > 0 && lanes[2].work_units > 0);
         assert!(!lanes[0].runs.is_empty());

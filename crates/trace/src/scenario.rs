@@ -20,6 +20,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use crate::model::{Lane, Mark, Span, Timeline};
+pub use crate::rt::{Blocker, RtSetup};
 use crate::sampling::{self, derive_runs, now_ns, Recorder, INTERVAL_NS, THRESHOLD_NS};
 use crate::stats::{fmt_ns, ThreadStats};
 use crate::sys;
@@ -148,13 +149,20 @@ pub struct Scenario {
     pub hog: bool,
     /// Needs root (SCHED_FIFO).
     pub needs_root: bool,
-    /// A schedlab-rt scenario: this many user threads on one virtual processor, recorded
-    /// from the runtime's events (0: OS threads, sampled).
-    pub rt_threads: usize,
+    /// A schedlab-rt scenario: user threads on one virtual processor, recorded from the
+    /// runtime's events (`None`: OS threads, sampled).
+    pub rt: Option<RtSetup>,
     /// The threads.
     pub threads: Vec<ThreadSpec>,
     /// What it shows, and how Linux differs from the Windows XP the seed describes.
     pub explanation: &'static str,
+}
+
+impl Scenario {
+    /// User threads of a schedlab-rt scenario (0 for OS-thread scenarios).
+    pub fn rt_threads(&self) -> usize {
+        self.rt.as_ref().map_or(0, |r| r.threads)
+    }
 }
 
 /// Every scenario, in the seed's order.
@@ -169,7 +177,7 @@ pub fn scenarios() -> Vec<Scenario> {
             window_ms: 500,
             hog: false,
             needs_root: false,
-            rt_threads: 0,
+            rt: None,
             threads: vec![t("main")],
             explanation: "One thread computes alone on its CPU. The seed saw short interruptions \
                 every 10 ms (XP's clock interrupt, the quantum). On Linux the interruptions are \
@@ -185,7 +193,7 @@ pub fn scenarios() -> Vec<Scenario> {
             window_ms: 500,
             hog: true,
             needs_root: false,
-            rt_threads: 0,
+            rt: None,
             threads: vec![t("main")],
             explanation: "A child process spins on the same CPU. On XP the foreground \
                 application got a 3x longer quantum and the background one ran in 130 ms \
@@ -201,7 +209,7 @@ pub fn scenarios() -> Vec<Scenario> {
             window_ms: 600,
             hog: false,
             needs_root: false,
-            rt_threads: 0,
+            rt: None,
             threads: vec![t("a"), t("b")],
             explanation: "Two equal busy threads share one CPU. As on XP, each gets half and \
                 the sum of their useful-work rates is one thread's rate. The difference is the \
@@ -215,7 +223,7 @@ pub fn scenarios() -> Vec<Scenario> {
             window_ms: 600,
             hog: false,
             needs_root: false,
-            rt_threads: 0,
+            rt: None,
             threads: vec![t("a"), t("b"), t("c"), t("d")],
             explanation: "Four equal busy threads on one CPU: a quarter each, and each waits \
                 about three slices between its runs. EEVDF keeps the slice fixed rather than \
@@ -229,7 +237,7 @@ pub fn scenarios() -> Vec<Scenario> {
             window_ms: 600,
             hog: false,
             needs_root: false,
-            rt_threads: 0,
+            rt: None,
             threads: vec![t("nice0"), ThreadSpec { name: "nice5", nice: 5, ..t("") }],
             explanation: "The seed's 'below normal' thread got nothing at all while a normal \
                 one was busy: XP ran the highest non-empty priority queue only. Linux's fair \
@@ -244,7 +252,7 @@ pub fn scenarios() -> Vec<Scenario> {
             window_ms: 600,
             hog: false,
             needs_root: false,
-            rt_threads: 0,
+            rt: None,
             threads: vec![
                 ThreadSpec { behaviour: Yield { from_permille: 0 }, ..t("a") },
                 ThreadSpec { behaviour: Yield { from_permille: 500 }, ..t("b") },
@@ -265,7 +273,7 @@ pub fn scenarios() -> Vec<Scenario> {
             window_ms: 600,
             hog: false,
             needs_root: false,
-            rt_threads: 0,
+            rt: None,
             threads: vec![t("normal"), ThreadSpec { policy: Policy::Idle, ..t("idle") }],
             explanation: "SCHED_IDLE is Linux's nearest analogue of an idle-priority thread. XP \
                 starved it completely and rescued it after ~5 s (the balance-set manager's \
@@ -280,7 +288,7 @@ pub fn scenarios() -> Vec<Scenario> {
             window_ms: 600,
             hog: false,
             needs_root: false,
-            rt_threads: 0,
+            rt: None,
             threads: vec![
                 t("main"),
                 ThreadSpec {
@@ -301,7 +309,7 @@ pub fn scenarios() -> Vec<Scenario> {
             window_ms: 800,
             hog: false,
             needs_root: false,
-            rt_threads: 0,
+            rt: None,
             threads: vec![
                 ThreadSpec {
                     pinned: false,
@@ -328,7 +336,7 @@ pub fn scenarios() -> Vec<Scenario> {
             window_ms: 300,
             hog: false,
             needs_root: true,
-            rt_threads: 0,
+            rt: None,
             threads: vec![ThreadSpec { policy: Policy::Fifo(10), ..t("fifo") }, t("other")],
             explanation: "The real-time class is Linux's strict priority, like XP's scheduler: \
                 a runnable SCHED_FIFO thread runs until it blocks, and a SCHED_OTHER thread on \
@@ -342,7 +350,7 @@ pub fn scenarios() -> Vec<Scenario> {
             window_ms: 300,
             hog: false,
             needs_root: false,
-            rt_threads: 3,
+            rt: Some(RtSetup::cooperative(3)),
             threads: vec![],
             explanation: "Three schedlab-rt user threads compute on one virtual processor and \
                 call yield_now after every millisecond of work. Nothing preempts them: the \
@@ -352,6 +360,78 @@ pub fn scenarios() -> Vec<Scenario> {
                 then one lane per user thread). This is the cooperative scheme the seed \
                 describes first (PalmOS, Windows 3.x): a thread runs until it gives the CPU up; \
                 how fairly the runtime rotates among the yielders is what the lanes show",
+        },
+        Scenario {
+            id: "12",
+            name: "rt-preempt-10ms",
+            title: "12. schedlab-rt: three user threads that never yield, preempted every 10 ms",
+            window_ms: 300,
+            hog: false,
+            needs_root: false,
+            rt: Some(RtSetup::preemptive(3, 10_000)),
+            threads: vec![],
+            explanation: "The threads of scenario 11 stop yielding. Cooperatively the first \
+                would keep the processor for the whole window; with a 10 ms quantum the \
+                runtime's monitor sees the running thread past its quantum while two others \
+                wait, and sends its kernel thread a signal; the handler switches it away at a \
+                safe point. The marks on the processor's lane are the Preempted upcalls. A \
+                slice can run a little past 10 ms: the monitor learns that a thread started \
+                when it next looks, as Go's sysmon does",
+        },
+        Scenario {
+            id: "13",
+            name: "rt-preempt-1ms",
+            title: "13. schedlab-rt: three user threads that never yield, preempted every 1 ms",
+            window_ms: 300,
+            hog: false,
+            needs_root: false,
+            rt: Some(RtSetup::preemptive(3, 1_000)),
+            threads: vec![],
+            explanation: "Scenario 12 with a 1 ms quantum: ten times the switches, each a \
+                signal, a register save (xsave) and a user-level switch; compare the useful \
+                work with scenario 12 for the price of a short quantum",
+        },
+        Scenario {
+            id: "14",
+            name: "rt-blocking-handoff",
+            title: "14. schedlab-rt: a user thread that blocks in the kernel, with hand-off",
+            window_ms: 300,
+            hog: false,
+            needs_root: false,
+            rt: Some(RtSetup {
+                threads: 2,
+                yield_every_us: Some(1000),
+                quantum_us: Some(10_000),
+                blocker: Some(Blocker { work_us: 2000, block_us: 20_000, handoff: true }),
+            }),
+            threads: vec![],
+            explanation: "Two user threads compute (yielding every millisecond) beside a \
+                third that computes 2 ms, then sleeps 20 ms in the kernel with \
+                std::thread::sleep, which the runtime cannot see. The monitor notices its \
+                kernel thread's CPU clock stand still while work waits and hands the virtual \
+                processor to a spare kernel thread (the Blocked mark): the two others go on. \
+                When the sleep ends the thread queues for the processor again (Unblocked). \
+                This is scheduler activations' BLOCKED/UNBLOCKED pair, done from user space",
+        },
+        Scenario {
+            id: "15",
+            name: "rt-blocking-no-handoff",
+            title: "15. schedlab-rt: a user thread that blocks in the kernel, no hand-off",
+            window_ms: 300,
+            hog: false,
+            needs_root: false,
+            rt: Some(RtSetup {
+                threads: 2,
+                yield_every_us: Some(1000),
+                quantum_us: Some(10_000),
+                blocker: Some(Blocker { work_us: 2000, block_us: 20_000, handoff: false }),
+            }),
+            threads: vec![],
+            explanation: "Scenario 14 with transparent blocking detection off, as a plain \
+                user-level thread library behaves: while the third thread sleeps in the \
+                kernel, its kernel thread is the processor, and nothing else runs; its slices \
+                on the processor's lane span its sleeps, and the two computing threads get \
+                what is left",
         },
     ]
 }
@@ -500,9 +580,8 @@ pub fn record_at(scenario: &Scenario, threshold_ns: u64) -> Result<(Timeline, u6
     if scenario.needs_root && unsafe { libc::geteuid() } != 0 {
         return Err("needs root (SCHED_FIFO)".into());
     }
-    if scenario.rt_threads > 0 {
-        let (lanes, origin) =
-            crate::rt::record_cooperative(scenario.rt_threads, scenario.window_ms, 1000)?;
+    if let Some(setup) = &scenario.rt {
+        let (lanes, origin) = crate::rt::record(setup, scenario.window_ms)?;
         let t = Timeline {
             scenario: format!("{} {}", scenario.id, scenario.name),
             title: scenario.title.to_string(),
@@ -780,6 +859,25 @@ pub fn verdict(scenario: &Scenario, t: &Timeline, stats: &[ThreadStats]) -> Stri
                 100.0 / users.len().max(1) as f64
             )
         }
+        "12" | "13" => {
+            let preempted =
+                t.lanes[0].marks.iter().filter(|m| m.name.starts_with("preempted")).count();
+            format!(
+                "{shares}. {preempted} preemptions, {} slices on the processor; fair rotation \
+                 would give each {:.1}%.",
+                t.lanes[0].runs.len(),
+                100.0 / stats.len().saturating_sub(1).max(1) as f64
+            )
+        }
+        "14" | "15" => {
+            let blocked = t.lanes[0].marks.iter().filter(|m| m.name.starts_with("blocked")).count();
+            let computing: f64 = stats[1..].iter().take(2).map(|s| s.cpu_share).sum();
+            format!(
+                "{shares}. The two computing threads together had the processor {} of the \
+                 window; {blocked} hand-offs.",
+                pct(computing)
+            )
+        }
         "10" => format!(
             "{shares}. The SCHED_OTHER thread got {} while the SCHED_FIFO one was runnable: \
              strict priority, as on XP.",
@@ -801,7 +899,7 @@ mod tests {
         let all = scenarios();
         for (i, s) in all.iter().enumerate() {
             assert_eq!(s.id, (i + 1).to_string(), "scenarios are in the seed's order");
-            assert!(!s.threads.is_empty() || s.rt_threads > 0);
+            assert!(!s.threads.is_empty() || s.rt.is_some());
             assert!(s.window_ms <= 1000, "scenarios stay short");
         }
     }
@@ -818,7 +916,7 @@ mod tests {
             window_ms: 100,
             hog: false,
             needs_root: false,
-            rt_threads: 0,
+            rt: None,
             threads: vec![ThreadSpec {
                 pinned: false,
                 behaviour: Behaviour::SleepOnce { at_us: 10_000, sleep_us: 5_000 },
