@@ -141,7 +141,10 @@ fn exit_syscall(word: u32) {
     // SAFETY: processors outlive the machines' use of them.
     let vp = unsafe { &*p };
     if vp.status.exit_syscall(word) {
-        let t = m.detached.swap(std::ptr::null_mut(), Ordering::Relaxed);
+        // Plain load and store: only this kernel thread touches its `detached`
+        // (a swap is a locked instruction on x86).
+        let t = m.detached.load(Ordering::Relaxed);
+        m.detached.store(std::ptr::null_mut(), Ordering::Relaxed);
         // SAFETY: the reference `enter_syscall` stored.
         vp.set_current(unsafe { TaskRef::from_raw(NonNull::new_unchecked(t)) });
         m.set_processor(p);
@@ -156,7 +159,8 @@ fn exit_syscall(word: u32) {
 /// Takes the detached thread's running reference (at its exit; `m` is the
 /// calling thread's machine, in a section).
 pub(crate) fn take_detached(m: &Machine) -> TaskRef {
-    let t = m.detached.swap(std::ptr::null_mut(), Ordering::Relaxed);
+    let t = m.detached.load(Ordering::Relaxed);
+    m.detached.store(std::ptr::null_mut(), Ordering::Relaxed);
     // SAFETY: the owned reference stored at the detach.
     unsafe { TaskRef::from_raw(NonNull::new(t).expect("exit on a detached thread")) }
 }
@@ -219,7 +223,8 @@ fn take_released(shared: &Shared, first: *mut Processor) -> Option<&Processor> {
 /// Returns when the thread is resumed, on some processor. The caller has
 /// raised the section counter; the resuming context lowers it.
 fn leave(m: &Machine, make: impl FnOnce(TaskRef) -> Pending) {
-    let t = m.detached.swap(std::ptr::null_mut(), Ordering::Relaxed);
+    let t = m.detached.load(Ordering::Relaxed);
+    m.detached.store(std::ptr::null_mut(), Ordering::Relaxed);
     // SAFETY: the reference stored at the detach.
     let t = unsafe { TaskRef::from_raw(NonNull::new_unchecked(t)) };
     let save = t.ctx.get();

@@ -736,6 +736,10 @@ pub(crate) fn take_back_ref(r: &SharedRef, vp: Option<&Processor>) -> bool {
 /// context). A detached user thread (`blocking.rs`) counts as running.
 #[inline]
 pub(crate) fn current_task_ptr() -> Option<NonNull<Task>> {
+    // The common case first, with the lighter section.
+    if let Some(vp) = enter() {
+        return vp.current_task().map(NonNull::from);
+    }
     match here() {
         Here::Processor(vp) => vp.current_task().map(NonNull::from),
         Here::Detached(d) => Some(d.task()),

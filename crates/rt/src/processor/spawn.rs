@@ -41,8 +41,12 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    // A runtime section: spawning never switches.
-    let here = super::here();
+    // A runtime section: spawning never switches. The common case (on a
+    // processor) with the lighter section; `here` tells the others apart.
+    let here = match super::enter() {
+        Some(vp) => Here::Processor(vp),
+        None => super::here(),
+    };
     let detached_shared;
     let (vp, shared) = match (&here, target) {
         (Here::Processor(vp), Target::Current) if vp.current_task_ptr().is_some() => {

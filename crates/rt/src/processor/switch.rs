@@ -232,7 +232,10 @@ impl Processor {
 /// Step 2 of the switching protocol: does what the leaving thread asked for.
 /// `home` is the processor of the resuming context, or `None` when a detached
 /// user thread left its kernel thread (`blocking.rs`): then a thread that
-/// stays runnable goes to the runtime's injection queue.
+/// stays runnable goes to the runtime's injection queue. Always inlined, so
+/// each caller gets a copy specialised for its `home` (the processor's is on
+/// the path of every park).
+#[inline(always)]
 pub(crate) fn complete_leave(pending: Pending, home: Option<&Processor>) {
     let requeue = |t: TaskRef| match home {
         Some(vp) => {
