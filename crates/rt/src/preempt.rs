@@ -356,3 +356,129 @@ pub(crate) fn take_deferred(m: &Machine) {
         preempted();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The handler's decisions, with the signal sent at chosen moments: the
+    //! thread signals its own kernel thread, so the handler runs as the
+    //! `tgkill` returns, exactly there.
+    use super::*;
+    use crate::machine::REQ_PREEMPT;
+    use crate::{spawn, Runtime};
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    use std::sync::Arc;
+
+    /// A runtime of one processor whose monitor never preempts on its own.
+    fn runtime(preempted: Arc<AtomicUsize>) -> Runtime {
+        Runtime::builder()
+            .processors(1)
+            .preemption(Preemption::Quantum(Duration::from_secs(3600)))
+            .transparent_blocking(false)
+            .on_event(move |e| {
+                if matches!(e, Event::Preempted { .. }) {
+                    preempted.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+            .build()
+            .unwrap()
+    }
+
+    /// Asks for a preemption of the calling user thread, as the monitor does.
+    fn request_preemption() {
+        let m = Machine::here_fresh();
+        m.request.store(REQ_PREEMPT, Ordering::Release);
+        assert!(signal_thread(m.tid.load(Ordering::Relaxed)));
+    }
+
+    /// Sends preemption requests to kernel thread `m`'s user thread from an
+    /// OS thread, every 200 µs, until `stop` (or 5 s).
+    fn pester(m: &'static Machine, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+        let tid = m.tid.load(Ordering::Relaxed);
+        let m = m as *const Machine as usize;
+        std::thread::spawn(move || {
+            let t = std::time::Instant::now();
+            while !stop.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(5) {
+                // SAFETY: the runtime's kernel thread outlives this helper
+                // (joined before the runtime is dropped).
+                unsafe { &*(m as *const Machine) }.request.store(REQ_PREEMPT, Ordering::Release);
+                signal_thread(tid);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        })
+    }
+
+    #[test]
+    fn a_thread_spinning_in_its_own_code_is_switched_by_the_signal() {
+        let preempted = Arc::new(AtomicUsize::new(0));
+        let rt = runtime(preempted.clone());
+        let n = rt
+            .block_on(move || {
+                let ran = Arc::new(AtomicBool::new(false));
+                let r = ran.clone();
+                let other = spawn(move || r.store(true, Ordering::SeqCst));
+                let sender = pester(Machine::here_fresh(), ran.clone());
+                // Never yields: only the signal can let the other thread run.
+                while !ran.load(Ordering::SeqCst) {
+                    std::hint::spin_loop();
+                }
+                sender.join().unwrap();
+                other.join().unwrap();
+                preempted.load(Ordering::SeqCst)
+            })
+            .unwrap();
+        assert!(n >= 1);
+    }
+
+    #[test]
+    fn a_signal_inside_a_runtime_section_waits_for_its_end() {
+        let preempted = Arc::new(AtomicUsize::new(0));
+        let rt = runtime(preempted.clone());
+        rt.block_on(move || {
+            let ran = Arc::new(AtomicBool::new(false));
+            let r = ran.clone();
+            let other = spawn(move || r.store(true, Ordering::SeqCst));
+            let m = Machine::enter_section();
+            request_preemption();
+            // Deferred: nothing switched, and the request is remembered.
+            assert!(!ran.load(Ordering::SeqCst), "switched inside a runtime section");
+            assert_ne!(m.guard_word() & crate::machine::DEFERRED, 0);
+            assert_eq!(preempted.load(Ordering::SeqCst), 0);
+            // Ending the section takes it.
+            m.lower();
+            assert!(ran.load(Ordering::SeqCst), "the deferred preemption was not taken");
+            assert_eq!(preempted.load(Ordering::SeqCst), 1);
+            other.join().unwrap();
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn a_non_preemptible_thread_ignores_the_signal() {
+        let preempted = Arc::new(AtomicUsize::new(0));
+        let rt = runtime(preempted.clone());
+        rt.block_on(move || {
+            let inner = crate::Builder::new()
+                .preemptible(false)
+                .spawn(move || {
+                    let ran = Arc::new(AtomicBool::new(false));
+                    let r = ran.clone();
+                    let other = spawn(move || r.store(true, Ordering::SeqCst));
+                    let stop = Arc::new(AtomicBool::new(false));
+                    let sender = pester(Machine::here_fresh(), stop.clone());
+                    let t = std::time::Instant::now();
+                    while t.elapsed() < Duration::from_millis(30) {
+                        std::hint::spin_loop();
+                    }
+                    let before = ran.load(Ordering::SeqCst);
+                    stop.store(true, Ordering::SeqCst);
+                    sender.join().unwrap();
+                    other.join().unwrap();
+                    before
+                })
+                .unwrap();
+            assert!(!inner.join().unwrap(), "a non-preemptible thread was switched");
+            assert_eq!(preempted.load(Ordering::SeqCst), 0);
+        })
+        .unwrap();
+    }
+}
