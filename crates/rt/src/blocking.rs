@@ -356,6 +356,11 @@ pub(crate) fn hand_off(shared: &Arc<Shared>, p: ProcPtr) -> bool {
         Some(spare) => {
             spare.assigned.store(p.0.cast_mut(), Ordering::Release);
             spare.notify();
+            // Keep one ahead, so the next hand-off does not wait for a
+            // thread to be created either.
+            if shared.spares.is_empty() {
+                shared.start_machine(None);
+            }
         }
         None => shared.start_machine(Some(p)),
     }

@@ -543,7 +543,7 @@ impl Spares {
         }
     }
 
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.list.lock().unwrap().is_empty()
     }
 }
