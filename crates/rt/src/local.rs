@@ -3,10 +3,12 @@
 //! Rust's `thread_local!` belongs to the *kernel* thread. Inside a user
 //! thread it is the current processor's, shared with every other user thread
 //! that runs there, and it can change under your feet: after any call that
-//! may switch (a `yield_now`, a lock, a channel operation) the user thread
-//! may resume on another processor, and worse, the compiler may keep using
-//! the address of the old processor's variable it computed before the call.
-//! Do not hold a `thread_local!` reference across such a call, and do not use
+//! may switch (a `yield_now`, a lock, a channel operation) — and, with
+//! preemption, at any instruction — the user thread may resume on another
+//! kernel thread, and worse, the compiler may keep using the address of the
+//! old kernel thread's variable it computed before. Do not hold a
+//! `thread_local!` reference where the thread can switch or be preempted
+//! (wrap such code in [`no_preempt`](crate::no_preempt)), and do not use
 //! `thread_local!` for per-user-thread state.
 //!
 //! A [`LocalKey`] is the user thread's own: each user thread lazily gets its

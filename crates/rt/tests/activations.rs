@@ -361,3 +361,37 @@ fn tokio_inside_two_user_threads_works_inside_no_preempt() {
         assert_eq!(sum, 3);
     });
 }
+
+/// Per-user-thread state survives preemption and migration: each thread
+/// counts in its own `LocalKey` while being preempted every 100 µs on two
+/// processors, and ends with exactly its own count.
+#[test]
+fn local_keys_stay_per_user_thread_under_preemption() {
+    use schedlab_rt::LocalKey;
+    use std::cell::Cell;
+    static COUNT: LocalKey<Cell<u64>> = LocalKey::new(|| Cell::new(0));
+    watchdog(60, || {
+        let rt = Runtime::builder()
+            .processors(2)
+            .preemption(Preemption::Quantum(Duration::from_micros(100)))
+            .build()
+            .unwrap();
+        let ok = rt
+            .block_on(|| {
+                let hs: Vec<_> = (0..6u64)
+                    .map(|i| {
+                        spawn(move || {
+                            let n = 200_000 + i * 1000;
+                            for _ in 0..n {
+                                COUNT.with(|c| c.set(c.get() + 1));
+                            }
+                            COUNT.with(|c| c.get()) == n
+                        })
+                    })
+                    .collect();
+                hs.into_iter().all(|h| h.join().unwrap())
+            })
+            .unwrap();
+        assert!(ok, "a user thread saw another's count");
+    });
+}
