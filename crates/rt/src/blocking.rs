@@ -73,7 +73,6 @@ use crate::task::{Task, TaskRef, WaitReason};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 pub(crate) use crate::handoff::{RELEASED, RUNNING, SYSCALL};
 
@@ -339,7 +338,9 @@ pub(crate) fn wait_as_spare(m: &'static Machine, shared: &Shared) -> Option<*con
         if !p.is_null() {
             return Some(p);
         }
-        m.wait_assigned(Some(Duration::from_millis(100)));
+        // No timeout: an assignment and shutdown both notify, and a notify
+        // before the wait makes it return at once.
+        m.wait_assigned(None);
     }
 }
 

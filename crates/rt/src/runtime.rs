@@ -654,6 +654,10 @@ impl Drop for Runtime {
         for p in self.shared.parkers.iter() {
             p.unpark();
         }
+        // A kernel thread that lost its processor waits as a spare: wake
+        // them all now (one that becomes a spare later sees `shutdown`
+        // first, `blocking.rs`).
+        self.shared.spares.wake_all();
         self.shared.monitor.poke();
         if let Some(m) = self.monitor.take() {
             let _ = m.join();
