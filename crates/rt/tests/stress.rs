@@ -1,5 +1,6 @@
-//! Stress: thousands of user threads with random yields and mutex, condvar
-//! and channel traffic, on 1, 2 and 4 processors. Every work item carries an
+//! Stress: thousands of user threads with random yields, random short blocking
+//! system calls (explicit and not), and mutex, condvar and channel traffic, on
+//! 1, 2 and 4 processors, in every scheduling mode. Every work item carries an
 //! identity; the checks are that each is produced once, consumed once, and
 //! that every thread ran its body exactly once. Nothing here depends on
 //! timing; the watchdog only catches hangs.
@@ -24,6 +25,16 @@ impl Rng {
     fn maybe_yield(&mut self) {
         for _ in 0..self.next() % 3 {
             yield_now();
+        }
+    }
+    /// Now and then, blocks in the kernel for a moment: explicitly (through
+    /// `blocking`) or behind the runtime's back (`std::thread::sleep`), so
+    /// processors are handed off under load.
+    fn maybe_block(&mut self) {
+        match self.next() % 211 {
+            0 => schedlab_rt::blocking::nanosleep(std::time::Duration::from_micros(60)),
+            1 => std::thread::sleep(std::time::Duration::from_micros(120)),
+            _ => {}
         }
     }
 }
@@ -53,6 +64,7 @@ fn stress(processors: usize, mode: Mode, threads: usize, items_per_thread: usize
                         );
                         n += 1;
                         rng.maybe_yield();
+                        rng.maybe_block();
                     }
                     n
                 })
@@ -74,6 +86,7 @@ fn stress(processors: usize, mode: Mode, threads: usize, items_per_thread: usize
                     for i in 0..items_per_thread {
                         tx.send(t * items_per_thread + i).unwrap();
                         rng.maybe_yield();
+                        rng.maybe_block();
                     }
                     let (m, cv) = &*gate;
                     *m.lock() += 1;
