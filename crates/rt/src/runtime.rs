@@ -440,8 +440,12 @@ impl RuntimeBuilder {
             .collect();
         let ptrs: Box<[ProcPtr]> = processors.iter().map(|p| ProcPtr(p)).collect();
         let _ = shared.procs.set(ptrs.clone());
-        let mut runtime =
-            Runtime { shared: shared.clone(), threads: Vec::new(), processors, monitor: None };
+        let mut runtime = Runtime {
+            shared: shared.clone(),
+            threads: Vec::new(),
+            processors: Processors(processors),
+            monitor: None,
+        };
         let watch = shared.preemption != Preemption::Cooperative || shared.nprocs > 0;
         for (index, p) in ptrs.iter().enumerate() {
             let shared = shared.clone();
@@ -465,6 +469,19 @@ impl RuntimeBuilder {
         Ok(runtime)
     }
 }
+
+/// The processors a [`Runtime`] owns. The `Runtime` itself never touches them while
+/// its kernel threads run (each processor is used by the machine bound to it,
+/// `blocking.rs`); it shuts them down and frees them after joining every kernel
+/// thread. So the handle can move and be shared between threads like the
+/// `Arc<Shared>` beside it.
+struct Processors(Box<[Processor]>);
+
+// SAFETY: see the type's docs: no access through the `Runtime` while machines
+// run; after they are joined, the dropping thread is the only user.
+unsafe impl Send for Processors {}
+// SAFETY: as above; `&Runtime` gives no access to the processors.
+unsafe impl Sync for Processors {}
 
 /// The running kernel threads of a runtime.
 #[derive(Default)]
@@ -560,7 +577,7 @@ pub struct Runtime {
     shared: Arc<Shared>,
     threads: Vec<OsJoinHandle<()>>,
     /// The processors; freed after every kernel thread has stopped.
-    processors: Box<[Processor]>,
+    processors: Processors,
     monitor: Option<OsJoinHandle<()>>,
 }
 
@@ -678,7 +695,7 @@ impl Drop for Runtime {
         }
         // Every kernel thread has stopped: the processors are ours. Those
         // left released (their machine lost them) are shut down here.
-        for p in self.processors.iter() {
+        for p in self.processors.0.iter() {
             p.shut_down();
             p.return_credits();
         }

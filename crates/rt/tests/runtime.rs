@@ -385,3 +385,11 @@ fn an_idle_runtime_uses_no_cpu() {
     assert!(used < Duration::from_millis(250), "idle runtime used {used:?} of CPU");
     drop(rt);
 }
+
+/// A runtime handle moves and is shared between OS threads like any
+/// `std` handle (`Runtime: Send + Sync`).
+#[test]
+fn a_runtime_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<schedlab_rt::Runtime>();
+}
