@@ -22,6 +22,7 @@
 
 pub mod mem;
 pub mod os;
+pub mod rt;
 pub mod sys;
 #[cfg(test)]
 mod testkit;
@@ -135,6 +136,7 @@ pub fn catalog() -> Vec<Box<dyn Probe>> {
     let mut all: Vec<Box<dyn Probe>> = Vec::new();
     all.extend(os::probes());
     all.extend(threads::probes());
+    all.extend(rt::probes());
     all.extend(mem::probes());
     all
 }

@@ -180,9 +180,19 @@ pub(super) fn timing_on(elapsed: Duration, cpu: usize) -> Timing {
 /// process. (Pinning from inside, by user threads that spin on each processor, would rely
 /// on the scheduler spreading them; the hook for "new processor" events would put a call
 /// into every switch of the measured runtime.)
-pub(super) fn rt_pinned(cpus: &[usize]) -> Result<schedlab_rt::Runtime, ProbeError> {
+pub(crate) fn rt_pinned(cpus: &[usize]) -> Result<schedlab_rt::Runtime, ProbeError> {
+    rt_pinned_with(cpus, |b| b)
+}
+
+/// [`rt_pinned`] with the builder adjusted by `configure`.
+pub(crate) fn rt_pinned_with(
+    cpus: &[usize],
+    configure: impl FnOnce(schedlab_rt::RuntimeBuilder) -> schedlab_rt::RuntimeBuilder,
+) -> Result<schedlab_rt::Runtime, ProbeError> {
     let before: Vec<libc::pid_t> = vp_threads().into_iter().map(|(tid, _)| tid).collect();
-    let rt = rt_unpinned(cpus.len())?;
+    let rt = configure(schedlab_rt::Runtime::builder().processors(cpus.len()))
+        .build()
+        .map_err(|e| ProbeError::io("schedlab-rt runtime", e))?;
     // Each processor names its kernel thread as it starts: wait for all of them.
     let deadline = Instant::now() + Duration::from_secs(2);
     let ours = loop {

@@ -14,7 +14,7 @@
 //! the OS probes single-threaded. Probes that say "one processor" pin every party to one
 //! CPU and note it; the cross-CPU probes pin each party to its own.
 
-mod backend;
+pub(crate) mod backend;
 mod compute;
 mod create;
 mod handoff;
