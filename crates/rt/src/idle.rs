@@ -237,35 +237,12 @@ impl Parker {
 
     #[cfg(not(loom))]
     fn wait_while_parked(&self, timeout: Option<Duration>) {
-        let ts = timeout.map(|d| libc::timespec {
-            tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
-            tv_nsec: d.subsec_nanos() as libc::c_long,
-        });
-        let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: FUTEX_WAIT reads the u32 behind our own atomic (valid for
-        // the call) and the optional timespec on our stack.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.state.as_ptr(),
-                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                PARKED,
-                ts_ptr,
-            );
-        }
+        crate::futex::wait(&self.state, PARKED, timeout);
     }
 
     #[cfg(not(loom))]
     fn wake(&self) {
-        // SAFETY: FUTEX_WAKE only uses the address as a key.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.state.as_ptr(),
-                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                1,
-            );
-        }
+        crate::futex::wake(&self.state, 1);
     }
 
     #[cfg(loom)]

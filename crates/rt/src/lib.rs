@@ -96,6 +96,8 @@ pub mod blocking;
 #[cfg(not(loom))]
 pub mod event;
 #[cfg(not(loom))]
+mod futex;
+#[cfg(not(loom))]
 mod guard;
 #[cfg(not(loom))]
 pub mod local;

@@ -319,35 +319,13 @@ impl Machine {
         if self.wake.swap(0, Ordering::Acquire) == 1 {
             return;
         }
-        let ts = timeout.map(|d| libc::timespec {
-            tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
-            tv_nsec: d.subsec_nanos() as libc::c_long,
-        });
-        let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: FUTEX_WAIT reads our own atomic, valid for the call.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.wake.as_ptr(),
-                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                0,
-                ts_ptr,
-            );
-        }
+        crate::futex::wait(&self.wake, 0, timeout);
         self.wake.store(0, Ordering::Relaxed);
     }
 
     /// Wakes this machine from [`Machine::wait_assigned`].
     pub(crate) fn notify(&self) {
         self.wake.store(1, Ordering::Release);
-        // SAFETY: FUTEX_WAKE only uses the address as a key.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.wake.as_ptr(),
-                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                1,
-            );
-        }
+        crate::futex::wake(&self.wake, 1);
     }
 }

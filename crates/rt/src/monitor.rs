@@ -60,15 +60,7 @@ impl MonitorCtl {
     /// Wakes the monitor. Async-signal-safe.
     pub(crate) fn poke(&self) {
         self.word.store(1, Ordering::Release);
-        // SAFETY: FUTEX_WAKE only uses the address as a key.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.word.as_ptr(),
-                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                1,
-            );
-        }
+        crate::futex::wake(&self.word, 1);
     }
 
     /// Pokes the monitor if it sleeps without a deadline (cheap otherwise:
@@ -85,21 +77,7 @@ impl MonitorCtl {
         if self.word.swap(0, Ordering::Acquire) == 1 {
             return;
         }
-        let ts = timeout.map(|d| libc::timespec {
-            tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
-            tv_nsec: d.subsec_nanos() as libc::c_long,
-        });
-        let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: FUTEX_WAIT reads our own atomic; the timespec is on our stack.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.word.as_ptr(),
-                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                0,
-                ts_ptr,
-            );
-        }
+        crate::futex::wait(&self.word, 0, timeout);
         self.word.store(0, Ordering::Relaxed);
     }
 }
