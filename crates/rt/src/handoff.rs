@@ -43,6 +43,7 @@ impl Status {
     }
 
     /// The state part, now.
+    #[cfg_attr(loom, allow(dead_code))]
     #[inline]
     pub(crate) fn state(&self, order: Ordering) -> u32 {
         self.0.load(order) & 3
@@ -67,6 +68,7 @@ impl Status {
 
     /// The user gives the processor up: → `RELEASED` (the signal handler of
     /// a blocked machine).
+    #[cfg_attr(loom, allow(dead_code))]
     #[inline]
     pub(crate) fn release(&self) {
         let s = self.0.load(Ordering::Relaxed);
