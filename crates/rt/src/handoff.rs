@@ -27,10 +27,13 @@
 use crate::loom::{AtomicU32, Ordering};
 
 /// A machine runs the processor.
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) const RUNNING: u32 = 0;
 /// The processor's machine is inside `blocking()`.
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) const SYSCALL: u32 = 1;
 /// The processor has no machine.
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) const RELEASED: u32 = 2;
 
 /// The word (see the module docs).
@@ -38,6 +41,7 @@ pub(crate) const RELEASED: u32 = 2;
 pub(crate) struct Status(AtomicU32);
 
 impl Status {
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn new() -> Status {
         Status(AtomicU32::new(RUNNING))
     }
