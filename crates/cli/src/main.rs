@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// argv[1] that turns the binary into the tiny program `os.proc.fork_exec` executes (as
+/// `argv[1]` that turns the binary into the tiny program `os.proc.fork_exec` executes (as
 /// UnixBench's execl re-executes itself). Checked before anything else so the helper costs
 /// no more than loading the binary.
 pub const EXEC_HELPER_ARG: &str = "__exec-helper";

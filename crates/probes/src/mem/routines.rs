@@ -2,7 +2,7 @@
 //! allocations that hand out zeroed memory.
 //!
 //! The portable routines live here; the x86_64 ones (`rep stosb`, AVX2, AVX-512, non-temporal)
-//! in [`super::x86`]. Every routine is `#[inline(never)]`, so the benchmark times one real call
+//! in `super::x86`. Every routine is `#[inline(never)]`, so the benchmark times one real call
 //! per clear, as the seed's 68K routines were called (seed 004).
 //!
 //! # Keeping the loops honest
@@ -345,7 +345,7 @@ unsafe fn unrolled<W: Word>(p: *mut u8, len: usize) {
     }
 }
 
-/// [`unrolled`] with 32-bit words: the seed's Metrowerks/David routine.
+/// `unrolled` with 32-bit words: the seed's Metrowerks/David routine.
 ///
 /// # Safety
 /// `p` valid for writes of `len` bytes.
@@ -355,7 +355,7 @@ pub unsafe fn u32x8(p: *mut u8, len: usize) {
     unsafe { unrolled::<u32>(p, len) }
 }
 
-/// [`unrolled`] with 64-bit words.
+/// `unrolled` with 64-bit words.
 ///
 /// # Safety
 /// `p` valid for writes of `len` bytes.
