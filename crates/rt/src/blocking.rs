@@ -160,6 +160,12 @@ fn exit_syscall(word: u32) {
 pub(crate) fn take_detached(m: &Machine) -> TaskRef {
     let t = m.detached.load(Ordering::Relaxed);
     m.detached.store(std::ptr::null_mut(), Ordering::Relaxed);
+    if !t.is_null() {
+        // The native context uncounts the machine once the exit is done.
+        // SAFETY: the detached thread is the caller: alive.
+        let shared = unsafe { &*t }.shared.arc();
+        m.exit_shared.store(Arc::into_raw(shared).cast_mut(), Ordering::Relaxed);
+    }
     // SAFETY: the owned reference stored at the detach.
     unsafe { TaskRef::from_raw(NonNull::new(t).expect("exit on a detached thread")) }
 }
@@ -187,6 +193,7 @@ pub(crate) fn rejoin_in(m: &'static Machine, how: Detection) {
     if let Some(vp) = take_released(shared, last) {
         m.detached.store(std::ptr::null_mut(), Ordering::Relaxed);
         bind(m, vp);
+        uncount_detached(shared, m);
         // SAFETY: the reference stored at the detach.
         vp.set_current(unsafe { TaskRef::from_raw(NonNull::new_unchecked(t)) });
         vp.in_user.store(true, Ordering::Relaxed);
@@ -242,7 +249,25 @@ fn leave(m: &Machine, make: impl FnOnce(TaskRef) -> Pending) {
 pub(crate) fn after_detached_leave(m: &Machine) {
     // SAFETY: written by `leave` just before the switch that resumed us.
     let pending = unsafe { (*m.leave.get()).assume_init_read() };
+    let shared = match &pending {
+        Pending::Requeue(t)
+        | Pending::Park(t, _)
+        | Pending::Join(t, _)
+        | Pending::ParkUnlock(t, _) => Some(t.shared.clone_counted()),
+        _ => None,
+    };
     complete_leave(pending, None);
+    // The thread is parked or queued now (or gone): no longer outside.
+    if let Some(shared) = shared {
+        uncount_detached(&shared, m);
+    } else {
+        let raw = m.exit_shared.swap(std::ptr::null_mut(), Ordering::Relaxed);
+        if !raw.is_null() {
+            // SAFETY: `Arc::into_raw` by the exiting thread (`take_detached`).
+            let shared = unsafe { Arc::from_raw(raw) };
+            uncount_detached(&shared, m);
+        }
+    }
     m.lower_quietly();
 }
 
@@ -311,6 +336,7 @@ pub(crate) fn release_from_signal(m: &Machine, pc: usize) {
     // the interrupted code holds no reference into it.
     let vp = unsafe { &*p };
     let Some(t) = vp.take_current() else { return };
+    count_detached(&vp.shared, m);
     m.detached.store(t.into_raw().as_ptr(), Ordering::Relaxed);
     m.last_processor.store(p.cast_mut(), Ordering::Relaxed);
     m.set_processor(std::ptr::null());
@@ -369,13 +395,41 @@ pub(crate) fn hand_off(shared: &Arc<Shared>, p: ProcPtr) -> bool {
 }
 
 /// Step 2, by the monitor: retakes `p` from a machine in [`blocking`].
-pub(crate) fn retake(p: &Processor) -> bool {
-    if !p.status.retake() {
-        return false;
+///
+/// `p.machine` is left alone: the blocked machine may take a released `p`
+/// back at once (`take_released`) and bind it, and a late store here would
+/// undo that binding. The machine (still `p.machine` when this starts) is
+/// counted as detached before the CAS and uncounted if the CAS fails, so the
+/// deadlock check never runs while it runs user code outside the processors.
+pub(crate) fn retake(shared: &Shared, p: &Processor) -> bool {
+    let m = p.machine.load(Ordering::Relaxed);
+    // SAFETY: machines outlive the monitor's use of them.
+    let m = (!m.is_null()).then(|| unsafe { &*m });
+    if let Some(m) = m {
+        count_detached(shared, m);
     }
-    p.machine.store(std::ptr::null_mut(), Ordering::Relaxed);
-    p.in_user.store(false, Ordering::Relaxed);
-    true
+    if p.status.retake() {
+        return true;
+    }
+    if let Some(m) = m {
+        uncount_detached(shared, m);
+    }
+    false
+}
+
+/// Counts `m` among the machines that run a user thread outside every
+/// processor (the deadlock check waits until there is none: such a thread may
+/// wake others, or be between two states the check reads). Async-signal-safe.
+fn count_detached(shared: &Shared, m: &Machine) {
+    m.counted.store(true, Ordering::Relaxed);
+    shared.detached.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Undoes [`count_detached`] for `m`, once.
+fn uncount_detached(shared: &Shared, m: &Machine) {
+    if m.counted.swap(false, Ordering::AcqRel) {
+        shared.detached.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 // ---------------------------------------------------------------------------

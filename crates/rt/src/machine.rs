@@ -99,6 +99,11 @@ pub(crate) struct Machine {
     pub(crate) sigmask: AtomicU64,
     /// The detached thread is inside an explicit `blocking` call.
     pub(crate) explicit: AtomicBool,
+    /// This machine is counted in its runtime's `Shared::detached`.
+    pub(crate) counted: AtomicBool,
+    /// The runtime of a detached thread that is exiting (`Arc::into_raw`),
+    /// for its native context to uncount it once the exit is complete.
+    pub(crate) exit_shared: AtomicPtr<crate::runtime::Shared>,
 }
 
 // SAFETY: the fields are atomics, or cells owned by this kernel thread by
@@ -165,6 +170,8 @@ impl Machine {
             leave: UnsafeCell::new(MaybeUninit::uninit()),
             sigmask: AtomicU64::new(0),
             explicit: AtomicBool::new(false),
+            counted: AtomicBool::new(false),
+            exit_shared: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 

@@ -168,7 +168,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             match status {
                 SYSCALL if waiting => {
                     if now - s.since >= threshold {
-                        if blocking::retake(vp) {
+                        if blocking::retake(&shared, vp) {
                             emit_blocked(&shared, vp, Detection::Explicit);
                             blocking::hand_off(&shared, *p);
                         }

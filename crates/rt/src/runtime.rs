@@ -110,6 +110,10 @@ pub(crate) struct Shared {
     pub(crate) machines: MachineSet,
     /// Kernel threads waiting for a processor (`blocking.rs`).
     pub(crate) spares: Spares,
+    /// Kernel threads running a user thread outside every processor
+    /// (`blocking.rs`, counted once retaken or released); the deadlock check
+    /// waits until there is none. Signed: a count and its undo may cross.
+    pub(crate) detached: std::sync::atomic::AtomicIsize,
     /// The monitor's wake-up word.
     pub(crate) monitor: MonitorCtl,
     /// Kernel threads started after `build` (spares), joined at drop.
@@ -226,8 +230,12 @@ impl Shared {
         if self.timers.pending() || !self.injector.is_empty() {
             return;
         }
-        // Hold the processors off (`registry.rs`, step 1).
-        let parked = if self.check_gate.begin(&self.idle, self.nprocs) {
+        // Hold the processors off (`registry.rs`, step 1). A user thread running
+        // outside the processors (detached, `blocking.rs`) may wake others, or
+        // be half way between two states the registry shows: no check then.
+        let parked = if self.check_gate.begin(&self.idle, self.nprocs)
+            && self.detached.load(Ordering::SeqCst) == 0
+        {
             // SAFETY: every processor is asleep, and any that wakes waits
             // for the gate to open before it runs a thread.
             unsafe { self.registry.all_parked() }
@@ -408,6 +416,7 @@ impl RuntimeBuilder {
             procs: OnceLock::new(),
             machines: MachineSet::default(),
             spares: Spares::default(),
+            detached: std::sync::atomic::AtomicIsize::new(0),
             monitor: MonitorCtl::default(),
             extra_threads: Mutex::new(Vec::new()),
             registry: Registry::new(),
