@@ -119,7 +119,8 @@ impl Registry {
     }
 
     /// If every thread owning a registered stack is parked (and there is at
-    /// least one), returns them.
+    /// least one), none of them on a primitive an OS thread may wake,
+    /// returns them.
     ///
     /// # Safety
     ///
@@ -133,7 +134,9 @@ impl Registry {
             // SAFETY: a thread named by a slot stays alive while no processor
             // runs (module docs).
             let Some(task) = (unsafe { t.as_ref() }) else { continue };
-            if !task.is_parked() {
+            // A thread waiting on something an OS thread may wake is not
+            // stuck for good (`runtime.rs`, "Deadlock detection").
+            if !task.is_parked() || task.external_wait.load(Ordering::Relaxed) {
                 return None;
             }
             out.push(ParkedThread {

@@ -11,15 +11,34 @@
 //!
 //! When the last processor is about to sleep with no timer pending, it asks
 //! the registry (`registry.rs`, which also says how the check reads it
-//! safely) whether every live user thread is parked. If so, no user
-//! thread can ever wake another, and every [`Runtime::block_on`] in progress
-//! returns [`Deadlock`] listing the parked threads and what they wait on.
-//! The check assumes that user threads are woken only by user threads and
-//! timers; a program that wakes them from OS threads outside the runtime
-//! (sending on a channel from `main` while `block_on` runs on another OS
-//! thread, say), or from user threads of *another* runtime, should turn it
-//! off with
-//! [`RuntimeBuilder::deadlock_detection`].
+//! safely) whether every live user thread is parked for good. If so, no
+//! user thread can ever wake another, and every [`Runtime::block_on`] in
+//! progress returns [`Deadlock`] listing the parked threads and what they
+//! wait on.
+//!
+//! "For good" needs to know that nothing *outside* the runtime will wake
+//! them. The rule: a thread parked on a primitive an OS thread may use is
+//! not stuck, and while one is parked so, no deadlock is declared. The
+//! runtime knows a primitive to be reachable from OS threads when it can see
+//! it, without cost on the paths user threads take between themselves:
+//! - a [`channel`](crate::sync::channel) made on an OS thread outside any
+//!   runtime (the common case: `main` makes it, moves one end into
+//!   `block_on` and the other into a `std::thread`), or whose endpoint an OS
+//!   thread has cloned, dropped or waited on (`sync/channel.rs`, "OS
+//!   threads"); the mark is for good.
+//!
+//! Limits. The runtime cannot see an endpoint or a reference being *moved*:
+//! a channel made by a user thread whose sender is passed to an OS thread
+//! that only sends on it, a [`Mutex`](crate::sync::Mutex) or `Condvar` (made
+//! by a `const fn`, so nowhere in particular) unlocked or notified by an OS
+//! thread, a [`Thread`](crate::Thread) handle unparked from an OS thread,
+//! and user threads of *another* runtime, are all invisible to it. If every
+//! user thread is parked waiting for such a wake-up, a deadlock is reported;
+//! the parked threads stay parked (nothing cancels them), so if the wake-up
+//! does come later the closure of `block_on` goes on and its result is
+//! dropped. Programs that wake user threads that way should turn detection
+//! off with [`RuntimeBuilder::deadlock_detection`] (or make the channel on
+//! the OS thread).
 
 use crate::event::{Event, Hook};
 use crate::idle::{CheckGate, Idle, Parker};
@@ -265,8 +284,11 @@ impl Shared {
     }
 }
 
-/// Every user thread is parked on a runtime primitive, no timer is pending,
-/// so none of them can ever run again. Returned by [`Runtime::block_on`].
+/// Every user thread is parked on a runtime primitive, none on one the
+/// runtime knows an OS thread may use, and no timer is pending, so none of
+/// them can run again unless woken from outside in a way the runtime cannot
+/// see (module docs, "Deadlock detection"). Returned by
+/// [`Runtime::block_on`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Deadlock {
     /// The parked threads, by identifier.

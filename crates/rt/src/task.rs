@@ -308,6 +308,9 @@ pub(crate) struct Task {
     wait_kind: AtomicU8,
     /// Not preemptible (`Builder::preemptible(false)`).
     no_preempt_ever: AtomicBool,
+    /// The task waits on a primitive an OS thread may wake (`wait.rs`), so
+    /// the deadlock detector must not count it as stuck.
+    pub(crate) external_wait: AtomicBool,
     /// Depth of [`no_preempt`](crate::no_preempt) regions, plus `DEFERRED`
     /// when a preemption arrived inside one. Touched only by the task itself
     /// and the signal handler interrupting it.
@@ -517,6 +520,7 @@ impl Task {
                     parked_in_queue: AtomicBool::new(false),
                     wait_kind: AtomicU8::new(0),
                     no_preempt_ever: AtomicBool::new(false),
+                    external_wait: AtomicBool::new(false),
                     region: AtomicU32::new(0),
                     wait_arg: AtomicU64::new(0),
                     locals: UnsafeCell::new(None),

@@ -85,6 +85,37 @@ impl Waiter {
         }
     }
 
+    /// Whether the waiting thread is an OS thread outside any runtime.
+    #[inline]
+    pub(crate) fn is_os(&self) -> bool {
+        matches!(self.who, Who::Os { .. })
+    }
+
+    /// [`Waiter::wait_unlocking`] for a wait an OS thread may end: when
+    /// `external` (the primitive is reachable from OS threads, see
+    /// `runtime.rs`, "Deadlock detection"), a user thread is marked for the
+    /// deadlock detector as not stuck for good while it waits.
+    #[inline]
+    pub(crate) fn wait_unlocking_maybe_external<T>(
+        &self,
+        guard: SpinGuard<'_, T>,
+        reason: WaitReason,
+        external: bool,
+    ) {
+        match (&self.who, external) {
+            (Who::Task(t), true) => {
+                // SAFETY: `t` is the calling thread itself, alive while it runs.
+                let task = unsafe { t.as_ref() };
+                // Stored before the switch, so the detector (which reads
+                // only when every processor is asleep, `registry.rs`) sees it.
+                task.external_wait.store(true, Ordering::Relaxed);
+                self.wait_unlocking(guard, reason);
+                task.external_wait.store(false, Ordering::Relaxed);
+            }
+            _ => self.wait_unlocking(guard, reason),
+        }
+    }
+
     /// Blocks an OS-thread waiter until woken, for a registration published
     /// without a lock (a task's state word, `thread.rs`).
     ///

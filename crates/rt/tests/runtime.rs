@@ -244,6 +244,77 @@ fn lock_order_inversion_is_a_deadlock() {
 }
 
 #[test]
+fn an_os_thread_sending_later_wakes_block_on() {
+    watchdog(30, || {
+        for p in PROCESSORS {
+            for delay_ms in [50, 200] {
+                let rt = runtime(p);
+                // Made on this OS thread: the runtime knows an OS thread may
+                // use it, so the waiting main thread is not a deadlock.
+                let (tx, rx) = channel::<u32>(0);
+                let sender = std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(delay_ms));
+                    tx.send(7).unwrap();
+                });
+                assert_eq!(rt.block_on(move || rx.recv()).unwrap(), Ok(7), "{p} processors");
+                sender.join().unwrap();
+            }
+        }
+    });
+}
+
+#[test]
+fn a_user_thread_waiting_on_a_channel_an_os_thread_waits_on_is_not_a_deadlock() {
+    watchdog(30, || {
+        let rt = runtime(1);
+        let (req_tx, req_rx) = channel::<u32>(0);
+        let (tx, rx) = channel::<u32>(0);
+        // The OS thread waits on `req_rx` (made external by that wait too),
+        // then sends the answer after a pause.
+        let os = std::thread::spawn(move || {
+            let v = req_rx.recv().unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            tx.send(v * 2).unwrap();
+        });
+        assert_eq!(
+            rt.block_on(move || {
+                req_tx.send(21).unwrap();
+                rx.recv()
+            })
+            .unwrap(),
+            Ok(42)
+        );
+        os.join().unwrap();
+    });
+}
+
+#[test]
+fn a_deadlock_on_user_made_channels_is_reported_next_to_an_os_thread_channel() {
+    watchdog(30, || {
+        for p in PROCESSORS {
+            let rt = runtime(p);
+            let (os_tx, os_rx) = channel::<u32>(1);
+            let os = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                os_tx.send(1).unwrap();
+            });
+            let err = rt
+                .block_on(move || {
+                    assert_eq!(os_rx.recv(), Ok(1));
+                    // Made by a user thread, used only by user threads.
+                    let (tx, rx) = channel::<u32>(1);
+                    let h = Builder::new().name("receiver").spawn(move || rx.recv()).unwrap();
+                    let _ = h.join(); // never returns: we still hold `tx`
+                    drop(tx);
+                })
+                .unwrap_err();
+            assert_eq!(err.threads.len(), 2, "{err}");
+            os.join().unwrap();
+        }
+    });
+}
+
+#[test]
 fn sleeping_threads_are_not_a_deadlock() {
     watchdog(30, || {
         let rt = runtime(2);

@@ -24,6 +24,15 @@
 //! get it back in [`SendError`]). Handing over a value per operation means
 //! one lock acquisition per send or receive, where a woken thread used to
 //! retry under the lock (channel ping-pong: 43.5 ns per switch before).
+//!
+//! # OS threads
+//!
+//! A channel made on an OS thread outside any runtime, or whose endpoint an
+//! OS thread has cloned, dropped or waited on, is *external*: a user thread
+//! waiting on it may be woken from outside, so the deadlock detector does not
+//! count it as stuck (`runtime.rs`, "Deadlock detection"). A channel made on
+//! a user thread whose endpoint is then *moved* to an OS thread is not known
+//! to be external until that OS thread clones, drops or waits on it.
 
 use crate::spin::SpinLock;
 use crate::sync::wake_all;
@@ -48,6 +57,10 @@ struct Inner<T> {
     receivers: usize,
     send_waiters: VecDeque<Waiting<T>>,
     recv_waiters: VecDeque<Waiting<T>>,
+    /// An OS thread outside the runtime may use the channel (see "OS
+    /// threads" above): set for good when the channel is made on one, or one
+    /// clones, drops or waits on an endpoint.
+    external: bool,
 }
 
 struct Chan<T> {
@@ -73,6 +86,7 @@ pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
             receivers: 1,
             send_waiters: VecDeque::new(),
             recv_waiters: VecDeque::new(),
+            external: on_os_thread(),
         }),
     });
     (Sender { chan: chan.clone() }, Receiver { chan })
@@ -138,6 +152,12 @@ impl<T> fmt::Debug for TrySendError<T> {
             TrySendError::Disconnected(_) => f.write_str("Disconnected(..)"),
         }
     }
+}
+
+/// Whether the caller is an OS thread outside any runtime.
+#[inline]
+fn on_os_thread() -> bool {
+    crate::processor::current_task_ptr().is_none()
 }
 
 /// Wakes a dequeued waiter.
@@ -217,10 +237,13 @@ impl<T> Sender<T> {
                     return Ok(());
                 }
                 waiter = Waiter::new();
+                g.external |= waiter.is_os();
+                let external = g.external;
                 slot = Some(value);
                 let slot_ptr = std::ptr::addr_of_mut!(slot);
                 g.send_waiters.push_back(Waiting { waiter: waiter.as_ref(), slot: slot_ptr });
-                waiter.wait_unlocking(g, WaitReason::ChannelSend(Arc::as_ptr(&self.chan) as usize));
+                let reason = WaitReason::ChannelSend(Arc::as_ptr(&self.chan) as usize);
+                waiter.wait_unlocking_maybe_external(g, reason, external);
             }
             // A receiver took the value (the slot is empty), or every
             // receiver is gone and we were woken with it still there.
@@ -274,9 +297,12 @@ impl<T> Receiver<T> {
                     return Err(RecvError);
                 }
                 waiter = Waiter::new();
+                g.external |= waiter.is_os();
+                let external = g.external;
                 let slot_ptr = std::ptr::addr_of_mut!(slot);
                 g.recv_waiters.push_back(Waiting { waiter: waiter.as_ref(), slot: slot_ptr });
-                waiter.wait_unlocking(g, WaitReason::ChannelRecv(Arc::as_ptr(&self.chan) as usize));
+                let reason = WaitReason::ChannelRecv(Arc::as_ptr(&self.chan) as usize);
+                waiter.wait_unlocking_maybe_external(g, reason, external);
             }
             // A sender handed us a value, or every sender is gone.
             if let Some(v) = slot.take() {
@@ -310,21 +336,31 @@ impl<T> Receiver<T> {
 
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {
-        self.chan.inner.lock().senders += 1;
+        let os = on_os_thread();
+        let mut g = self.chan.inner.lock();
+        g.senders += 1;
+        g.external |= os;
+        drop(g);
         Sender { chan: self.chan.clone() }
     }
 }
 
 impl<T> Clone for Receiver<T> {
     fn clone(&self) -> Self {
-        self.chan.inner.lock().receivers += 1;
+        let os = on_os_thread();
+        let mut g = self.chan.inner.lock();
+        g.receivers += 1;
+        g.external |= os;
+        drop(g);
         Receiver { chan: self.chan.clone() }
     }
 }
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
+        let os = on_os_thread();
         let mut g = self.chan.inner.lock();
+        g.external |= os;
         g.senders -= 1;
         if g.senders == 0 {
             let all: VecDeque<WaiterRef> = g.recv_waiters.drain(..).map(|w| w.waiter).collect();
@@ -335,7 +371,9 @@ impl<T> Drop for Sender<T> {
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
+        let os = on_os_thread();
         let mut g = self.chan.inner.lock();
+        g.external |= os;
         g.receivers -= 1;
         if g.receivers == 0 {
             let all: VecDeque<WaiterRef> = g.send_waiters.drain(..).map(|w| w.waiter).collect();

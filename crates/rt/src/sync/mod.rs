@@ -10,7 +10,9 @@
 //! (`wait.rs`). Uncontended, the `Mutex` costs two locked instructions, its
 //! lock and its unlock (~10 ns on the lab machine; see `mutex.rs`). They also work
 //! from ordinary OS threads, which block as they would on a `std` primitive,
-//! so a `main` thread can talk to user threads over a channel.
+//! so a `main` thread can talk to user threads over a channel (made on the
+//! OS thread, so the deadlock detector knows an OS thread may wake its
+//! waiters: `runtime.rs`, "Deadlock detection").
 //!
 //! Unlike `std::sync`, the locks do not poison: a panic while holding a
 //! guard unlocks as the guard drops.
