@@ -95,15 +95,25 @@ impl Waiter {
     /// `external` (the primitive is reachable from OS threads, see
     /// `runtime.rs`, "Deadlock detection"), a user thread is marked for the
     /// deadlock detector as not stuck for good while it waits.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn wait_unlocking_maybe_external<T>(
         &self,
         guard: SpinGuard<'_, T>,
         reason: WaitReason,
         external: bool,
     ) {
-        match (&self.who, external) {
-            (Who::Task(t), true) => {
+        if external {
+            self.wait_unlocking_external(guard, reason);
+        } else {
+            self.wait_unlocking(guard, reason);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wait_unlocking_external<T>(&self, guard: SpinGuard<'_, T>, reason: WaitReason) {
+        match &self.who {
+            Who::Task(t) => {
                 // SAFETY: `t` is the calling thread itself, alive while it runs.
                 let task = unsafe { t.as_ref() };
                 // Stored before the switch, so the detector (which reads
@@ -112,7 +122,7 @@ impl Waiter {
                 self.wait_unlocking(guard, reason);
                 task.external_wait.store(false, Ordering::Relaxed);
             }
-            _ => self.wait_unlocking(guard, reason),
+            Who::Os { .. } => self.wait_unlocking(guard, reason),
         }
     }
 

@@ -237,7 +237,9 @@ impl<T> Sender<T> {
                     return Ok(());
                 }
                 waiter = Waiter::new();
-                g.external |= waiter.is_os();
+                if waiter.is_os() {
+                    g.external = true;
+                }
                 let external = g.external;
                 slot = Some(value);
                 let slot_ptr = std::ptr::addr_of_mut!(slot);
@@ -297,7 +299,9 @@ impl<T> Receiver<T> {
                     return Err(RecvError);
                 }
                 waiter = Waiter::new();
-                g.external |= waiter.is_os();
+                if waiter.is_os() {
+                    g.external = true;
+                }
                 let external = g.external;
                 let slot_ptr = std::ptr::addr_of_mut!(slot);
                 g.recv_waiters.push_back(Waiting { waiter: waiter.as_ref(), slot: slot_ptr });
