@@ -138,7 +138,7 @@ pub use crate::{
     monitor::DEFAULT_BLOCK_THRESHOLD,
     preempt::{no_preempt, Preemption, DEFAULT_QUANTUM},
     registry::ParkedThread,
-    runtime::{Deadlock, Runtime, RuntimeBuilder, DEFAULT_SPIN, DEFAULT_STACK_SIZE},
+    runtime::{Cancelled, Deadlock, Runtime, RuntimeBuilder, DEFAULT_SPIN, DEFAULT_STACK_SIZE},
     stack::MIN_STACK_SIZE,
     task::{ThreadId, WaitReason},
     thread::{current, park, sleep, spawn, try_current, yield_now, Builder, JoinHandle, Thread},

@@ -154,6 +154,26 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// Calls `f` for every thread that owns a registered stack.
+    ///
+    /// # Safety
+    ///
+    /// No thread of the runtime may run, ever again (the runtime's kernel
+    /// threads have all stopped), so every thread named by a slot is alive.
+    pub(crate) unsafe fn for_each_owner(&self, mut f: impl FnMut(&Task)) {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        for s in slots.iter() {
+            // SAFETY: registered slots are alive while the lock is held.
+            let t = unsafe { s.0.as_ref() }.task.load(Ordering::Acquire);
+            // SAFETY: the caller's guarantee.
+            if let Some(task) = unsafe { t.as_ref() } {
+                f(task);
+            }
+        }
+    }
+}
+
 /// Records in `slot` that `task` owns the stack (null: nobody).
 ///
 /// # Safety

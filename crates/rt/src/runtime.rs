@@ -109,6 +109,9 @@ pub(crate) struct Shared {
     pub(crate) timers: Timers,
     pub(crate) depot: Depot,
     pub(crate) shutdown: AtomicBool,
+    /// Set by `Runtime::drop` once every kernel thread has stopped: no
+    /// thread of the runtime runs again.
+    pub(crate) stopped: AtomicBool,
     /// See "Lifetime" above.
     task_refs: CachePadded<AtomicUsize>,
     /// Holds processors off while a deadlock check reads the registry.
@@ -284,6 +287,21 @@ impl Shared {
     }
 }
 
+/// The payload of the `Err` a [`JoinHandle::join`] returns for a user
+/// thread that never finished because its [`Runtime`] was dropped first
+/// (it was queued or parked then; see [`Runtime`]'s drop). Test for it with
+/// `payload.is::<Cancelled>()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cancelled;
+
+impl fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the user thread's runtime was dropped before it finished")
+    }
+}
+
+impl std::error::Error for Cancelled {}
+
 /// Every user thread is parked on a runtime primitive, none on one the
 /// runtime knows an OS thread may use, and no timer is pending, so none of
 /// them can run again unless woken from outside in a way the runtime cannot
@@ -428,6 +446,7 @@ impl RuntimeBuilder {
             timers: Timers::new(),
             depot: Depot::new(STACK_DEPOT_CAP),
             shutdown: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
             task_refs: CachePadded::new(AtomicUsize::new(1)),
             check_gate: CheckGate::new(),
             blocking: Mutex::new(Blocking::default()),
@@ -603,7 +622,24 @@ impl Spares {
 /// stacks of user threads that were still queued. User threads still
 /// *parked* at that point can never run again; they are leaked with their
 /// stacks (nothing on them is dropped), as a process exit leaks detached
-/// threads, because other objects may still point into those stacks.
+/// threads, because other objects may still point into those stacks (the
+/// wait queues of the primitives they wait on).
+///
+/// Every user thread left, queued or parked, is marked cancelled, so that:
+/// - [`JoinHandle::join`] on it from an OS thread returns
+///   `Err(Box<`[`Cancelled`]`>)` instead of waiting forever (a join that was
+///   *already* waiting on another OS thread while the runtime dropped still
+///   waits: nobody is left to wake it);
+/// - a channel never hands a value to a receiver that is parked for good:
+///   [`Sender::try_send`](crate::sync::Sender::try_send) and `send` skip it,
+///   so the value is buffered, given back (`Full`), or waited on, never
+///   lost in a dead thread's slot.
+///
+/// Not done: unwinding the cancelled threads so their destructors run (a
+/// `Receiver` they hold is not dropped, so senders do not see
+/// `Disconnected`), and skipping them in the other primitives (a `Mutex`
+/// unlocked with a cancelled thread first in its queue is handed to it and
+/// stays locked).
 pub struct Runtime {
     shared: Arc<Shared>,
     threads: Vec<OsJoinHandle<()>>,
@@ -724,7 +760,16 @@ impl Drop for Runtime {
                 let _ = t.join();
             }
         }
-        // Every kernel thread has stopped: the processors are ours. Those
+        // Every kernel thread has stopped: no user thread runs again. Mark
+        // the ones left (parked, or queued) cancelled, so nothing is handed
+        // to them (a channel's value, `sync/channel.rs`), and let joins
+        // return instead of waiting for them (`thread.rs`).
+        // SAFETY: every kernel thread of the runtime has been joined.
+        unsafe {
+            self.shared.registry.for_each_owner(|t| t.cancelled.store(true, Ordering::Relaxed))
+        };
+        self.shared.stopped.store(true, Ordering::SeqCst);
+        // The processors are ours. Those
         // left released (their machine lost them) are shut down here.
         for p in self.processors.0.iter() {
             p.shut_down();

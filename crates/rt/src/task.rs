@@ -311,6 +311,9 @@ pub(crate) struct Task {
     /// The task waits on a primitive an OS thread may wake (`wait.rs`), so
     /// the deadlock detector must not count it as stuck.
     pub(crate) external_wait: AtomicBool,
+    /// Its runtime was dropped while the task was parked or queued: it will
+    /// never run again (`runtime.rs`, `Drop`). Set once nothing runs.
+    pub(crate) cancelled: AtomicBool,
     /// Depth of [`no_preempt`](crate::no_preempt) regions, plus `DEFERRED`
     /// when a preemption arrived inside one. Touched only by the task itself
     /// and the signal handler interrupting it.
@@ -521,6 +524,7 @@ impl Task {
                     wait_kind: AtomicU8::new(0),
                     no_preempt_ever: AtomicBool::new(false),
                     external_wait: AtomicBool::new(false),
+                    cancelled: AtomicBool::new(false),
                     region: AtomicU32::new(0),
                     wait_arg: AtomicU64::new(0),
                     locals: UnsafeCell::new(None),

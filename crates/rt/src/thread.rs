@@ -16,6 +16,7 @@ use std::any::Any;
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// A handle to a user thread.
@@ -98,7 +99,12 @@ impl<T> JoinHandle<T> {
         let task = &*self.thread.task;
         if !task.state.is_complete() && !processor::join_park(task) {
             // An OS thread: wait through a `Waiter` (the protocol in
-            // lifecycle.rs and task.rs).
+            // lifecycle.rs and task.rs), unless the runtime is gone: then
+            // the thread never finishes (checked again, as completion is
+            // final: it may have finished before the runtime stopped).
+            if task.shared.stopped.load(Ordering::SeqCst) && !task.state.is_complete() {
+                return Err(Box::new(crate::runtime::Cancelled));
+            }
             let waiter = Waiter::new();
             // SAFETY: we are the only joiner (join consumes the handle), and
             // the task reads `joiner` only after seeing us registered, which

@@ -155,6 +155,23 @@ unsafe impl Send for WaiterRef {}
 unsafe impl Sync for WaiterRef {}
 
 impl WaiterRef {
+    /// Whether the waiter is a user thread of a dropped runtime, which will
+    /// never run again (`runtime.rs`, `Drop`): it must not be handed
+    /// anything, and it need not be woken.
+    ///
+    /// # Safety
+    ///
+    /// The reference must be registered and not yet woken.
+    #[inline]
+    pub(crate) unsafe fn is_cancelled(self) -> bool {
+        // SAFETY: by the caller's guarantee the waiter is alive.
+        match &unsafe { self.0.as_ref() }.who {
+            // SAFETY: a waiting task is alive until woken.
+            Who::Task(t) => unsafe { t.as_ref() }.cancelled.load(Ordering::Relaxed),
+            Who::Os { .. } => false,
+        }
+    }
+
     /// Wakes the waiter.
     ///
     /// # Safety

@@ -7,7 +7,8 @@ mod common;
 use common::{runtime, watchdog, PROCESSORS};
 use schedlab_rt::sync::{channel, Mutex};
 use schedlab_rt::{
-    current, park, sleep, spawn, yield_now, Builder, Event, LocalKey, Runtime, WaitReason,
+    current, park, sleep, spawn, yield_now, Builder, Cancelled, Event, LocalKey, Runtime,
+    WaitReason,
 };
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -404,6 +405,121 @@ fn dropping_a_runtime_with_blocked_and_runnable_threads_does_not_hang() {
             });
             drop(rt);
             drop((tx, blocked, spinning));
+        }
+    });
+}
+
+/// Whether `r` is the `Err` of a join on a thread its dropped runtime cancelled.
+fn is_cancelled<T>(r: &Result<T, Box<dyn std::any::Any + Send>>) -> bool {
+    matches!(r, Err(p) if p.is::<Cancelled>())
+}
+
+#[test]
+fn join_after_the_runtime_is_dropped_returns_cancelled() {
+    watchdog(30, || {
+        for p in PROCESSORS {
+            let rt = Runtime::builder().processors(p).deadlock_detection(false).build().unwrap();
+            let (tx, rx) = channel::<()>(1);
+            let parked = rt.spawn(move || rx.recv());
+            let yielding = rt.spawn(|| loop {
+                yield_now();
+            });
+            let done = rt.spawn(|| 5);
+            std::thread::sleep(Duration::from_millis(20));
+            drop(rt);
+            assert!(is_cancelled(&parked.join()), "{p} processors: the parked thread");
+            assert!(is_cancelled(&yielding.join()), "{p} processors: the yielding thread");
+            // Finished before the drop: its result is still there.
+            assert_eq!(done.join().unwrap(), 5);
+            drop(tx);
+        }
+    });
+}
+
+#[test]
+fn try_send_to_a_receiver_parked_when_its_runtime_dropped_gives_the_value_back() {
+    watchdog(30, || {
+        for p in PROCESSORS {
+            for cap in [0, 1] {
+                let rt =
+                    Runtime::builder().processors(p).deadlock_detection(false).build().unwrap();
+                let (tx, rx) = channel::<String>(cap);
+                let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+                let receiver = rt.spawn(move || {
+                    ready_tx.send(()).unwrap();
+                    rx.recv()
+                });
+                ready_rx.recv().unwrap();
+                drop(rt); // the receiver is parked in `recv` (or about to be: the drop waits)
+                match tx.try_send("kept".to_string()) {
+                    // Rendezvous: nobody alive to take it.
+                    Err(schedlab_rt::sync::TrySendError::Full(v)) => {
+                        assert_eq!(cap, 0);
+                        assert_eq!(v, "kept");
+                    }
+                    // Buffered: it waits in the buffer, not in a dead thread's slot.
+                    Ok(()) => assert_eq!(cap, 1),
+                    Err(e) => panic!("{p} processors, capacity {cap}: {e:?}"),
+                }
+                assert!(is_cancelled(&receiver.join()));
+            }
+        }
+    });
+}
+
+#[test]
+fn dropping_a_runtime_with_many_parked_threads_cancels_them_all() {
+    watchdog(120, || {
+        for p in PROCESSORS {
+            for round in 0..5 {
+                let rt =
+                    Runtime::builder().processors(p).deadlock_detection(false).build().unwrap();
+                let m = Arc::new(Mutex::new(0u32));
+                let cv = Arc::new(schedlab_rt::sync::Condvar::new());
+                let (tx, rx) = channel::<u32>(0);
+                let (gate_tx, gate_rx) = channel::<u32>(0);
+                let mut hs = Vec::new();
+                // One thread holds the mutex for good; others queue on it.
+                let (m1, gate) = (m.clone(), gate_rx.clone());
+                hs.push(rt.spawn(move || {
+                    let _g = m1.lock();
+                    let _ = gate.recv();
+                }));
+                for i in 0..40u32 {
+                    let (m, cv, rx, tx) = (m.clone(), cv.clone(), rx.clone(), tx.clone());
+                    hs.push(rt.spawn(move || match i % 5 {
+                        0 => drop(m.lock()),
+                        1 => {
+                            // Condvar waiters on a second mutex nobody holds.
+                            let m2 = Mutex::new(false);
+                            let g = m2.lock();
+                            drop(cv.wait(g));
+                        }
+                        2 => drop(rx.recv()),
+                        3 => drop(tx.send(i)),
+                        _ => sleep(Duration::from_secs(3600)),
+                    }));
+                }
+                // Joiners of threads that never finish.
+                let inner: Vec<_> = (0..10)
+                    .map(|_| {
+                        let gate = gate_rx.clone();
+                        rt.spawn(move || {
+                            let h = spawn(move || drop(gate.recv()));
+                            drop(h.join());
+                        })
+                    })
+                    .collect();
+                hs.extend(inner);
+                std::thread::sleep(Duration::from_millis(if round % 2 == 0 { 0 } else { 20 }));
+                drop(rt);
+                for h in hs {
+                    let r = h.join();
+                    // Some may have finished (a send met a receive) before the drop.
+                    assert!(r.is_ok() || is_cancelled(&r), "{p} processors, round {round}");
+                }
+                drop((gate_tx, tx, rx));
+            }
         }
     });
 }

@@ -172,14 +172,18 @@ impl<T> Inner<T> {
     /// returned: to do after unlocking); gives the value back otherwise.
     #[inline]
     fn hand_to_receiver(&mut self, value: T) -> Result<WaiterRef, T> {
-        match self.recv_waiters.pop_front() {
-            Some(w) => {
-                // SAFETY: the receiver waits, so its slot (on its stack) is
-                // alive, and we hold the lock its slot is written under.
-                unsafe { *w.slot = Some(value) };
-                Ok(w.waiter)
+        loop {
+            let Some(w) = self.recv_waiters.pop_front() else { return Err(value) };
+            // SAFETY: queued, so registered and not yet woken.
+            if unsafe { w.waiter.is_cancelled() } {
+                // Its runtime is gone and it never runs again: handing it
+                // the value would lose it. Forget it (nobody wakes it).
+                continue;
             }
-            None => Err(value),
+            // SAFETY: the receiver waits, so its slot (on its stack) is
+            // alive, and we hold the lock its slot is written under.
+            unsafe { *w.slot = Some(value) };
+            return Ok(w.waiter);
         }
     }
 
