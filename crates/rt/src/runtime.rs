@@ -635,11 +635,13 @@ impl Spares {
 ///   so the value is buffered, given back (`Full`), or waited on, never
 ///   lost in a dead thread's slot.
 ///
+/// - the `sync` primitives never hand a permit, a lock or a notification to
+///   one (`Semaphore`, `RwLock`, `Condvar::notify_one` skip it; a `Mutex`
+///   wakes waiters to retry, so a cancelled one only drops out).
+///
 /// Not done: unwinding the cancelled threads so their destructors run (a
 /// `Receiver` they hold is not dropped, so senders do not see
-/// `Disconnected`), and skipping them in the other primitives (a `Mutex`
-/// unlocked with a cancelled thread first in its queue is handed to it and
-/// stays locked).
+/// `Disconnected`, and a `MutexGuard` they hold keeps its mutex locked).
 pub struct Runtime {
     shared: Arc<Shared>,
     threads: Vec<OsJoinHandle<()>>,

@@ -468,6 +468,40 @@ fn try_send_to_a_receiver_parked_when_its_runtime_dropped_gives_the_value_back()
 }
 
 #[test]
+fn permits_and_locks_are_not_handed_to_threads_of_a_dropped_runtime() {
+    watchdog(30, || {
+        for p in PROCESSORS {
+            let rt = Runtime::builder().processors(p).deadlock_detection(false).build().unwrap();
+            let sem = Arc::new(schedlab_rt::sync::Semaphore::new(0));
+            let lock = Arc::new(schedlab_rt::sync::RwLock::new(0u32));
+            let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+            let held = lock.write();
+            let (s2, l2, r2) = (sem.clone(), lock.clone(), ready_tx.clone());
+            let acquirer = rt.spawn(move || {
+                r2.send(()).unwrap();
+                s2.acquire();
+            });
+            let writer = rt.spawn(move || {
+                ready_tx.send(()).unwrap();
+                *l2.write() += 1;
+            });
+            ready_rx.recv().unwrap();
+            ready_rx.recv().unwrap();
+            drop(rt); // both are parked (or about to be: the drop waits)
+            sem.release();
+            assert!(sem.try_acquire(), "{p} processors: the permit went to a cancelled thread");
+            drop(held);
+            assert!(
+                lock.try_write().is_some(),
+                "{p} processors: the lock went to a cancelled thread"
+            );
+            assert!(is_cancelled(&acquirer.join()));
+            assert!(is_cancelled(&writer.join()));
+        }
+    });
+}
+
+#[test]
 fn dropping_a_runtime_with_many_parked_threads_cancels_them_all() {
     watchdog(120, || {
         for p in PROCESSORS {

@@ -59,7 +59,7 @@ impl Condvar {
 
     /// Wakes the longest-waiting thread, if any.
     pub fn notify_one(&self) {
-        let w = self.queue.lock().pop_front();
+        let w = super::pop_live(&mut self.queue.lock());
         if let Some(w) = w {
             // SAFETY: dequeued under the lock: woken only here.
             unsafe { w.wake() };

@@ -38,6 +38,21 @@ use crate::wait::WaiterRef;
 use std::collections::VecDeque;
 
 /// Wakes every waiter in `list` after releasing `guard`.
+/// Dequeues the first waiter that can still run: threads of a dropped
+/// runtime (`runtime.rs`, `Drop`) are dropped from the queue, unwoken, so a
+/// permit, a lock or a notification is never handed to a thread that will
+/// never use it.
+#[inline]
+fn pop_live(queue: &mut VecDeque<WaiterRef>) -> Option<WaiterRef> {
+    loop {
+        let w = queue.pop_front()?;
+        // SAFETY: queued, so registered and not yet woken.
+        if !unsafe { w.is_cancelled() } {
+            return Some(w);
+        }
+    }
+}
+
 fn wake_all<T>(guard: SpinGuard<'_, T>, list: VecDeque<WaiterRef>) {
     drop(guard);
     for w in list {

@@ -111,7 +111,7 @@ impl<T> RwLock<T> {
         let mut s = self.state.lock();
         s.readers -= 1;
         if s.readers == 0 {
-            if let Some(w) = s.waiting_writers.pop_front() {
+            if let Some(w) = crate::sync::pop_live(&mut s.waiting_writers) {
                 s.writer = true;
                 drop(s);
                 // SAFETY: dequeued under the lock: woken only here.
@@ -124,10 +124,16 @@ impl<T> RwLock<T> {
         let mut s = self.state.lock();
         s.writer = false;
         if !s.waiting_readers.is_empty() {
-            let readers = std::mem::take(&mut s.waiting_readers);
-            s.readers += readers.len();
-            wake_all(s, readers);
-        } else if let Some(w) = s.waiting_writers.pop_front() {
+            let mut readers = std::mem::take(&mut s.waiting_readers);
+            // Readers of a dropped runtime would hold the lock for good.
+            // SAFETY: queued, so registered and not yet woken.
+            readers.retain(|w| !unsafe { w.is_cancelled() });
+            if !readers.is_empty() {
+                s.readers += readers.len();
+                return wake_all(s, readers);
+            }
+        }
+        if let Some(w) = crate::sync::pop_live(&mut s.waiting_writers) {
             s.writer = true;
             drop(s);
             // SAFETY: dequeued under the lock: woken only here.

@@ -59,7 +59,7 @@ impl Semaphore {
     /// Returns a permit (to the first waiter, if any).
     pub fn release(&self) {
         let mut g = self.inner.lock();
-        match g.waiters.pop_front() {
+        match crate::sync::pop_live(&mut g.waiters) {
             Some(w) => {
                 drop(g);
                 // SAFETY: dequeued under the lock: woken only here.
