@@ -771,8 +771,8 @@ impl Drop for Runtime {
             self.shared.registry.for_each_owner(|t| t.cancelled.store(true, Ordering::Relaxed))
         };
         self.shared.stopped.store(true, Ordering::SeqCst);
-        // The processors are ours. Those
-        // left released (their machine lost them) are shut down here.
+        // The processors are ours. Those left released (their machine lost
+        // them) are shut down here.
         for p in self.processors.0.iter() {
             p.shut_down();
             p.return_credits();

@@ -539,7 +539,9 @@ fn dropping_a_runtime_with_many_parked_threads_cancels_them_all() {
                     .map(|_| {
                         let gate = gate_rx.clone();
                         rt.spawn(move || {
-                            let h = spawn(move || drop(gate.recv()));
+                            let h = spawn(move || {
+                                let _ = gate.recv();
+                            });
                             drop(h.join());
                         })
                     })
