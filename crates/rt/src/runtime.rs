@@ -767,9 +767,17 @@ impl Drop for Runtime {
         // to them (a channel's value, `sync/channel.rs`), and let joins
         // return instead of waiting for them (`thread.rs`).
         // SAFETY: every kernel thread of the runtime has been joined.
+        let mut any = false;
         unsafe {
-            self.shared.registry.for_each_owner(|t| t.cancelled.store(true, Ordering::Relaxed))
+            self.shared.registry.for_each_owner(|t| {
+                t.cancelled.store(true, Ordering::Relaxed);
+                any = true;
+            })
         };
+        if any {
+            // Release: a waker that sees it sees the marks (`wait.rs`).
+            crate::wait::ANY_CANCELLED.store(true, Ordering::Release);
+        }
         self.shared.stopped.store(true, Ordering::SeqCst);
         // The processors are ours. Those left released (their machine lost
         // them) are shut down here.

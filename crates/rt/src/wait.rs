@@ -41,6 +41,11 @@ use crate::task::{Task, WaitReason};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// Set (for good) once a dropped runtime has cancelled a thread
+/// (`runtime.rs`, `Drop`), after marking it; until then no waiter can be
+/// cancelled, and [`WaiterRef::is_cancelled`] looks no further.
+pub(crate) static ANY_CANCELLED: AtomicBool = AtomicBool::new(false);
+
 enum Who {
     /// A user thread (raw: kept alive by the protocol, see module docs).
     Task(NonNull<Task>),
@@ -164,6 +169,11 @@ impl WaiterRef {
     /// The reference must be registered and not yet woken.
     #[inline]
     pub(crate) unsafe fn is_cancelled(self) -> bool {
+        // The common case, no runtime ever dropped with threads left: one
+        // load of a line nobody writes, and no pointer chasing.
+        if !ANY_CANCELLED.load(Ordering::Acquire) {
+            return false;
+        }
         // SAFETY: by the caller's guarantee the waiter is alive.
         match &unsafe { self.0.as_ref() }.who {
             // SAFETY: a waiting task is alive until woken.
