@@ -174,6 +174,18 @@ impl WaiterRef {
         if !ANY_CANCELLED.load(Ordering::Acquire) {
             return false;
         }
+        // SAFETY: the caller's guarantee.
+        unsafe { self.is_cancelled_slow() }
+    }
+
+    /// [`WaiterRef::is_cancelled`] once some thread was cancelled.
+    ///
+    /// # Safety
+    ///
+    /// As for `is_cancelled`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn is_cancelled_slow(self) -> bool {
         // SAFETY: by the caller's guarantee the waiter is alive.
         match &unsafe { self.0.as_ref() }.who {
             // SAFETY: a waiting task is alive until woken.

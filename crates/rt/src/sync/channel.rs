@@ -172,18 +172,35 @@ impl<T> Inner<T> {
     /// returned: to do after unlocking); gives the value back otherwise.
     #[inline]
     fn hand_to_receiver(&mut self, value: T) -> Result<WaiterRef, T> {
+        match self.recv_waiters.pop_front() {
+            Some(w) => {
+                // SAFETY: queued, so registered and not yet woken.
+                if unsafe { w.waiter.is_cancelled() } {
+                    return self.hand_to_live_receiver(value);
+                }
+                // SAFETY: the receiver waits, so its slot (on its stack) is
+                // alive, and we hold the lock its slot is written under.
+                unsafe { *w.slot = Some(value) };
+                Ok(w.waiter)
+            }
+            None => Err(value),
+        }
+    }
+
+    /// `hand_to_receiver` past a receiver of a dropped runtime (`runtime.rs`,
+    /// `Drop`): handing it the value would lose it, as it never runs again.
+    /// It is left out of the queue, unwoken.
+    #[cold]
+    #[inline(never)]
+    fn hand_to_live_receiver(&mut self, value: T) -> Result<WaiterRef, T> {
         loop {
             let Some(w) = self.recv_waiters.pop_front() else { return Err(value) };
-            // SAFETY: queued, so registered and not yet woken.
-            if unsafe { w.waiter.is_cancelled() } {
-                // Its runtime is gone and it never runs again: handing it
-                // the value would lose it. Forget it (nobody wakes it).
-                continue;
+            // SAFETY: as in `hand_to_receiver`.
+            if !unsafe { w.waiter.is_cancelled() } {
+                // SAFETY: as in `hand_to_receiver`.
+                unsafe { *w.slot = Some(value) };
+                return Ok(w.waiter);
             }
-            // SAFETY: the receiver waits, so its slot (on its stack) is
-            // alive, and we hold the lock its slot is written under.
-            unsafe { *w.slot = Some(value) };
-            return Ok(w.waiter);
         }
     }
 
