@@ -766,8 +766,8 @@ impl Drop for Runtime {
         // the ones left (parked, or queued) cancelled, so nothing is handed
         // to them (a channel's value, `sync/channel.rs`), and let joins
         // return instead of waiting for them (`thread.rs`).
-        // SAFETY: every kernel thread of the runtime has been joined.
         let mut any = false;
+        // SAFETY: every kernel thread of the runtime has been joined.
         unsafe {
             self.shared.registry.for_each_owner(|t| {
                 t.cancelled.store(true, Ordering::Relaxed);
