@@ -77,17 +77,7 @@ impl RunPlan {
         let target = args.target_ms.map(|ms| std::time::Duration::from_millis(ms.into()));
         let filters: Vec<String> =
             args.filter.iter().map(|f| f.trim().to_string()).filter(|f| !f.is_empty()).collect();
-        if let Some(l) = &args.label {
-            if l.trim().is_empty() {
-                return Err(UsageError("--label must not be empty".into()).into());
-            }
-            if l == "latest" || l.starts_with("latest~") || l.parse::<i64>().is_ok() {
-                return Err(UsageError(format!(
-                    "--label {l:?} would be read as a run id or `latest`; choose a label with letters"
-                ))
-                .into());
-            }
-        }
+        validate_label(args.label.as_deref())?;
         let tmp_dir = args.tmp_dir.clone().unwrap_or_else(std::env::temp_dir);
         check_writable_dir(&tmp_dir)?;
         let exe = std::env::current_exe().ok();
@@ -121,4 +111,35 @@ fn check_writable_dir(dir: &Path) -> Result<()> {
             Err(UsageError(format!("--tmp-dir {} is not writable: {e}", dir.display())).into())
         }
     }
+}
+
+/// Longest label accepted, in characters.
+pub const MAX_LABEL: usize = 200;
+
+/// Checks a `--label` at the door, for every command that stores one: not empty, not
+/// readable as a run id or `latest`, no control characters (newlines and escape sequences
+/// would break `runs` and the Markdown export), at most [`MAX_LABEL`] characters.
+///
+/// # Errors
+/// A usage error saying what is wrong.
+pub fn validate_label(label: Option<&str>) -> Result<(), UsageError> {
+    let Some(l) = label else { return Ok(()) };
+    if l.trim().is_empty() {
+        return Err(UsageError("--label must not be empty".into()));
+    }
+    if l == "latest" || l.starts_with("latest~") || l.parse::<i64>().is_ok() {
+        return Err(UsageError(format!(
+            "--label {l:?} would be read as a run id or `latest`; choose a label with letters"
+        )));
+    }
+    if l.chars().any(char::is_control) {
+        return Err(UsageError(format!(
+            "--label {l:?} contains a control character (newline, tab, escape...); use printable text"
+        )));
+    }
+    let n = l.chars().count();
+    if n > MAX_LABEL {
+        return Err(UsageError(format!("--label is {n} characters long; at most {MAX_LABEL}")));
+    }
+    Ok(())
 }

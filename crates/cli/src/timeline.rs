@@ -44,6 +44,7 @@ const COLS: usize = 80;
 
 /// `schedlab timeline`.
 pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
+    crate::settings::validate_label(args.label.as_deref())?;
     let Some(key) = args.scenario.as_deref().filter(|_| !args.list) else {
         out(&list())?;
         return Ok(ExitCode::SUCCESS);

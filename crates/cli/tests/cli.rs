@@ -286,3 +286,23 @@ fn sigint_keeps_what_was_measured_and_marks_the_run_interrupted() {
         assert_ne!(ppid, pid, "a helper process of the interrupted run survived: {stat}");
     }
 }
+
+#[test]
+fn labels_with_control_characters_or_too_long_are_refused_at_the_door() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    let long = "x".repeat(1000);
+    for label in ["two\nlines", "esc\u{1b}[31mred", "tab\there", long.as_str()] {
+        for cmd in [
+            vec!["run", "--suite", "smoke", "--filter", "os.syscall.null", "--label", label],
+            vec!["mem", "--suite", "quick", "--label", label],
+            vec!["timeline", "1", "--label", label],
+        ] {
+            let o = run(&db, &cmd);
+            assert_eq!(o.status.code(), Some(2), "{cmd:?}: {}", text(&o.stderr));
+            assert!(text(&o.stderr).contains("--label"), "{cmd:?}: {}", text(&o.stderr));
+        }
+    }
+    // Nothing was measured or stored.
+    assert!(!db.exists() || text(&run(&db, &["runs"]).stdout).lines().count() <= 1);
+}
