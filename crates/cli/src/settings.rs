@@ -76,7 +76,8 @@ impl RunPlan {
         let samples = args.samples.map(|n| n as usize);
         let target = args.target_ms.map(|ms| std::time::Duration::from_millis(ms.into()));
         let filters: Vec<String> =
-            args.filter.iter().map(|f| f.trim().to_string()).filter(|f| !f.is_empty()).collect();
+            // A blank pattern is kept, so that `select` refuses it as `list` does.
+            args.filter.iter().map(|f| f.trim().to_string()).collect();
         validate_label(args.label.as_deref())?;
         let tmp_dir = args.tmp_dir.clone().unwrap_or_else(std::env::temp_dir);
         check_writable_dir(&tmp_dir)?;

@@ -306,3 +306,15 @@ fn labels_with_control_characters_or_too_long_are_refused_at_the_door() {
     // Nothing was measured or stored.
     assert!(!db.exists() || text(&run(&db, &["runs"]).stdout).lines().count() <= 1);
 }
+
+#[test]
+fn an_empty_filter_is_refused_by_run_and_list_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("f.db");
+    for cmd in [vec!["run", "--suite", "smoke", "--filter", ""], vec!["list", "--filter", " "]] {
+        let o = run(&db, &cmd);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}");
+        assert!(text(&o.stderr).contains("empty filter"), "{cmd:?}: {}", text(&o.stderr));
+    }
+    assert!(!db.exists(), "nothing was stored");
+}

@@ -152,6 +152,12 @@ pub struct NoMatch {
 
 impl std::fmt::Display for NoMatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.pattern.trim().is_empty() {
+            return write!(
+                f,
+                "an empty filter matches no probe; leave the filter out to select every probe"
+            );
+        }
         write!(f, "no probe matches {:?}", self.pattern)?;
         if !self.suggestions.is_empty() {
             write!(f, "; did you mean {}?", self.suggestions.join(", "))?;
