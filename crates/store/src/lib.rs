@@ -62,6 +62,17 @@ pub enum StoreError {
     /// SQLite reported an error while reading or writing.
     #[error("database {0}: {1}")]
     Sql(PathBuf, String),
+    /// The file says an older schema version than its tables are (its `user_version` was
+    /// changed by hand, or a migration was interrupted outside schedlab); nothing was changed.
+    #[error("{path} says schema version {version}, but its tables do not match that version ({detail}); it was left untouched. Was its user_version changed by hand? Use --db to choose another file, or restore the file")]
+    Inconsistent {
+        /// The database file.
+        path: PathBuf,
+        /// The version it claims.
+        version: i64,
+        /// What SQLite said when the migration from that version was tried.
+        detail: String,
+    },
     /// A RUN argument matched nothing.
     #[error("no run matches {0:?} in {1}; `schedlab runs` lists them (RUN is an id, a label or `latest`)")]
     NoSuchRun(String, PathBuf),
@@ -218,7 +229,19 @@ impl Store {
             self.sql(self.conn.busy_timeout(std::time::Duration::from_secs(5)))?;
             self.sql(self.conn.execute_batch("PRAGMA foreign_keys = ON;"))?;
             if version < SCHEMA_VERSION {
-                self.sql(schema::migrate(&self.conn, version))?;
+                // A migration step runs in one transaction: when it fails, dropping the
+                // connection rolls it back, so the file is left as it was.
+                schema::migrate(&self.conn, version).map_err(|e| {
+                    if fresh {
+                        sql_error(&self.path, e)
+                    } else {
+                        // SQLite's words, without the SQL rusqlite appends.
+                        let text = e.to_string();
+                        let first = text.lines().next().unwrap_or(&text).trim();
+                        let detail = first.strip_suffix(" in").unwrap_or(first).to_string();
+                        StoreError::Inconsistent { path: self.path.clone(), version, detail }
+                    }
+                })?;
             }
         }
         Ok(version)

@@ -265,3 +265,23 @@ fn a_version_1_database_is_migrated_to_version_2_keeping_its_runs() {
     assert_eq!(store.resolve("old").unwrap(), id);
     assert!(store.timelines(id).unwrap().is_empty());
 }
+
+#[test]
+fn a_lowered_schema_version_is_explained_in_words_and_nothing_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("low.db");
+    let mut store = Store::open(&path).unwrap();
+    let run = store.begin_run(&meta(Some("kept"))).unwrap();
+    store.save_result(run, &measurement("os.syscall.null", Params::new(), &[1.0; 5])).unwrap();
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("PRAGMA user_version = 1;").unwrap();
+    drop(conn);
+    let before = fs::read(&path).unwrap();
+    let err = Store::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::Inconsistent { version: 1, .. }), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("says schema version 1") && msg.contains("user_version"), "{msg}");
+    assert!(!msg.contains("CREATE"), "the message is words, not SQL: {msg}");
+    assert_eq!(fs::read(&path).unwrap(), before, "the file was changed");
+}
