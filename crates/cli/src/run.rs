@@ -134,15 +134,8 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
         .flat_map(|p| p.variants(plan.suite).into_iter().map(move |v| (*p, v)))
         .collect();
 
-    // Ctrl-C twice ends at once; once, stops at the next sample boundary.
-    // (signal-hook's documented order: the conditional shutdown sees the flag as it was
-    // before this signal, then the flag is set.)
     let flag = interrupt::flag();
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone())
-            .context("installing signal handlers")?;
-        signal_hook::flag::register(sig, flag.clone()).context("installing signal handlers")?;
-    }
+    install_interrupt(&flag)?;
 
     let mut machine = Machine::fingerprint();
     machine.others_at_start = schedlab_measure::noise::others_share(Duration::from_millis(250));
@@ -266,4 +259,20 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
         return Ok((run_id, ExitCode::from(1)));
     }
     Ok((run_id, ExitCode::SUCCESS))
+}
+
+/// The one Ctrl-C rule of every measuring command: the first SIGINT or SIGTERM sets `flag`
+/// (the command stops at its next boundary, keeps what it measured and exits 1); a second
+/// one ends the process at once with 130. (signal-hook's documented order: the conditional
+/// shutdown sees the flag as it was before this signal, then the flag is set.)
+///
+/// # Errors
+/// When a handler cannot be installed.
+pub fn install_interrupt(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> Result<()> {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone())
+            .context("installing signal handlers")?;
+        signal_hook::flag::register(sig, flag.clone()).context("installing signal handlers")?;
+    }
+    Ok(())
 }

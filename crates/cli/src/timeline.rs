@@ -54,6 +54,19 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
             "no scenario matches {key:?}; `schedlab timeline --list` shows them (a number or a name)"
         ))
     })?;
+    // Ctrl-C only sets a flag (the one rule of `run.rs`): the scenario ends by itself within
+    // its window, and the command exits 1 with nothing stored. A second Ctrl-C ends it at
+    // once (130) — except with --kernel, where nothing may end us before the tracing
+    // instance is removed.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    if args.kernel {
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, interrupted.clone())
+                .context("installing signal handlers")?;
+        }
+    } else {
+        crate::run::install_interrupt(&interrupted)?;
+    }
     let started = Instant::now();
     out(&format!("{}\n", s.title))?;
     for t in &s.threads {
@@ -71,16 +84,6 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
     let recorder =
         if s.rt_threads() > 0 { "the runtime's events" } else { "the sampling recorder" };
     out(&format!("recording {} ms with {recorder}...\n\n", s.window_ms))?;
-    // With --kernel, Ctrl-C must not kill us before the tracing instance is removed: it only
-    // sets a flag, the scenario ends by itself within its window, and the flag is honoured
-    // after cleanup.
-    let interrupted = Arc::new(AtomicBool::new(false));
-    if args.kernel {
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register(sig, interrupted.clone())
-                .context("installing signal handlers")?;
-        }
-    }
     // The rt scenario's lanes are virtual processors and user threads, which the kernel's
     // thread ids cannot be matched to.
     let kernel_wanted = args.kernel && s.rt_threads() == 0;
@@ -97,7 +100,8 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
     drop(ktrace); // the instance is removed (and tracefs unmounted if we mounted it) here
     if interrupted.load(Ordering::SeqCst) {
         eprintln!("schedlab: interrupted; tracefs left as it was, nothing stored");
-        return Ok(ExitCode::from(130));
+        // One rule for every command: an interrupted command exits 1 (README).
+        return Ok(ExitCode::FAILURE);
     }
     let mut store = Store::open(db)?;
     let mut meta = run_meta(&s, args);

@@ -71,3 +71,29 @@ fn a_scenario_is_stored_shown_and_exported_to_perfetto_and_svg() {
     assert_eq!(t.lanes.len(), 2);
     t.check().unwrap();
 }
+
+/// Ctrl-C during a timeline: exit 1, like every other interrupted command, and no run stored.
+#[test]
+fn an_interrupted_timeline_exits_1_and_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let mut child = common::bin()
+        .args(["--db", db.to_str().unwrap(), "timeline", "4"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (bounded) for the scenario's first line, then interrupt the recording.
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    // SAFETY: our live child; SIGINT asks it to stop.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "first line: {first}");
+    assert!(!db.exists() || common::text(&common::run(&db, &["runs"]).stdout).lines().count() <= 1);
+}
