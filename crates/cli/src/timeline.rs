@@ -54,6 +54,10 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
             "no scenario matches {key:?}; `schedlab timeline --list` shows them (a number or a name)"
         ))
     })?;
+    // Outputs are checked before anything is measured, so a bad path costs no recording.
+    for path in [&args.perfetto, &args.svg].into_iter().flatten() {
+        check_writable(path)?;
+    }
     // Ctrl-C only sets a flag (the one rule of `run.rs`): the scenario ends by itself within
     // its window, and the command exits 1 with nothing stored. A second Ctrl-C ends it at
     // once (130) — except with --kernel, where nothing may end us before the tracing
@@ -513,6 +517,28 @@ fn wrap(text: &str, width: usize) -> String {
         col += n;
     }
     out
+}
+
+/// Fails, naming the path, when `path` could not be written: its directory is missing or
+/// not writable, or it exists and is not a writable file.
+fn check_writable(path: &Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let writable = |p: &Path| {
+        let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else { return false };
+        // SAFETY: a NUL-terminated path; access only checks permissions.
+        unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+    };
+    if !dir.is_dir() {
+        anyhow::bail!("cannot write {}: {} is not a directory", path.display(), dir.display());
+    }
+    if path.is_dir() || (path.exists() && !writable(path)) || (!path.exists() && !writable(dir)) {
+        anyhow::bail!("cannot write {}: permission denied or not a file", path.display());
+    }
+    Ok(())
 }
 
 fn write_file(path: &Path, text: &str) -> Result<()> {

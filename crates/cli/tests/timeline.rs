@@ -97,3 +97,17 @@ fn an_interrupted_timeline_exits_1_and_stores_nothing() {
     assert_eq!(status.code(), Some(1), "first line: {first}");
     assert!(!db.exists() || common::text(&common::run(&db, &["runs"]).stdout).lines().count() <= 1);
 }
+
+/// An output path that cannot be written fails before anything is recorded or stored.
+#[test]
+fn an_unwritable_output_fails_before_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    for flag in ["--svg", "--perfetto"] {
+        let o = run(&db, &["timeline", "1", flag, "/nonexistent-dir/out.file"]);
+        assert_eq!(o.status.code(), Some(1), "{flag}: {}", text(&o.stderr));
+        assert!(text(&o.stderr).contains("/nonexistent-dir/out.file"), "{}", text(&o.stderr));
+        assert!(!text(&o.stdout).contains("recording"), "it recorded first: {}", text(&o.stdout));
+    }
+    assert!(!db.exists(), "nothing was stored");
+}
