@@ -86,6 +86,7 @@ impl KernelTrace {
                 target
             }
         };
+        remove_stale_instances(&root);
         let instance = root.join("instances").join(format!("schedlab-{}", std::process::id()));
         // From here on, Drop undoes whatever was done, also when a step below fails.
         let mut t = KernelTrace { root, instance: PathBuf::new(), mounted_by_us };
@@ -121,6 +122,29 @@ impl KernelTrace {
         fs::read_to_string(self.instance.join("trace"))
             .map_err(|e| format!("reading {}: {e}", self.instance.join("trace").display()))
     }
+}
+
+/// Removes the tracing instances an earlier schedlab left behind when it was killed before
+/// its `Drop` ran (SIGKILL during `timeline --kernel` left tracing on for good): those named
+/// `schedlab-PID` whose process no longer exists. An instance of a live process, ours or
+/// another schedlab's, is left alone. Returns the names removed.
+pub fn remove_stale_instances(root: &Path) -> Vec<String> {
+    let Ok(dir) = fs::read_dir(root.join("instances")) else { return Vec::new() };
+    let mut removed = Vec::new();
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("schedlab-").and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let _ = fs::write(e.path().join("tracing_on"), "0");
+        if fs::remove_dir(e.path()).is_ok() {
+            removed.push(name);
+        }
+    }
+    removed
 }
 
 impl Drop for KernelTrace {
@@ -325,6 +349,32 @@ mod tests {
         assert!(t.lanes[0].marks.iter().any(|m| m.name == "wakeup" && m.at_ns == 9_000_000));
         assert!(t.lanes[1].marks.iter().any(|m| m.name == "preempted"));
         t.check().unwrap();
+    }
+
+    /// A tracing instance left by a killed schedlab (named after a pid that no longer runs)
+    /// is found and removed by the next recording. Skipped (with the reason) without root
+    /// and a tracefs with instances.
+    #[test]
+    fn a_stale_instance_of_a_dead_schedlab_is_removed() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root to create tracing instances");
+            return;
+        }
+        let Some(root) = find_tracefs() else {
+            eprintln!("skipped: no tracefs with instances mounted");
+            return;
+        };
+        // A pid that cannot be running: above the kernel's pid_max.
+        let stale = root.join("instances").join("schedlab-4194305");
+        if let Err(e) = fs::create_dir(&stale) {
+            eprintln!("skipped: cannot create a tracing instance: {e}");
+            return;
+        }
+        let _ = fs::write(stale.join("tracing_on"), "1");
+        let removed = remove_stale_instances(&root);
+        assert!(removed.contains(&"schedlab-4194305".to_string()), "{removed:?}");
+        assert!(!stale.exists());
     }
 
     /// The test: the recorder leaves tracefs as it found it. Skipped (with the
