@@ -354,17 +354,26 @@ mod tests {
     /// A tracing instance left by a killed schedlab (named after a pid that no longer runs)
     /// is found and removed by the next recording. Skipped (with the reason) without root
     /// and a tracefs with instances.
+    /// The kernel tests mount and unmount tracefs: one at a time.
+    static TRACEFS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn a_stale_instance_of_a_dead_schedlab_is_removed() {
+        let _one = TRACEFS.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             eprintln!("skipped: needs root to create tracing instances");
             return;
         }
-        let Some(root) = find_tracefs() else {
-            eprintln!("skipped: no tracefs with instances mounted");
-            return;
+        // A recording of our own mounts tracefs if needed (and unmounts it after).
+        let kt = match KernelTrace::start() {
+            Ok(k) => k,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
         };
+        let root = kt.root().to_path_buf();
         // A pid that cannot be running: above the kernel's pid_max.
         let stale = root.join("instances").join("schedlab-4194305");
         if let Err(e) = fs::create_dir(&stale) {
@@ -375,12 +384,15 @@ mod tests {
         let removed = remove_stale_instances(&root);
         assert!(removed.contains(&"schedlab-4194305".to_string()), "{removed:?}");
         assert!(!stale.exists());
+        assert!(kt.instance().exists(), "our own live instance was kept");
+        drop(kt);
     }
 
     /// The test: the recorder leaves tracefs as it found it. Skipped (with the
     /// reason printed) where it cannot run: not root, no tracefs.
     #[test]
     fn the_kernel_recorder_restores_tracefs_state() {
+        let _one = TRACEFS.lock().unwrap_or_else(|e| e.into_inner());
         let before_mount = find_tracefs();
         let top = |root: &Path| {
             ["tracing_on", "current_tracer", "set_event", "trace_clock", "buffer_size_kb"]
