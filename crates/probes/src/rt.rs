@@ -123,6 +123,32 @@ fn compute(units: u64) -> u64 {
     black_box(acc)
 }
 
+/// Every combination of `outer` and `inner` values, `outer` varying slowest; each set
+/// names `inner` first.
+fn grid(outer: (&str, &[&str]), inner: (&str, &[&str])) -> Vec<Params> {
+    outer
+        .1
+        .iter()
+        .flat_map(|o| inner.1.iter().map(move |i| Params::new().with(inner.0, i).with(outer.0, o)))
+        .collect()
+}
+
+/// The suite's sampling with samples of at least `ms` (fewer of them, at most 7), for
+/// probes whose effect needs long samples to show; smoke settings unchanged.
+fn long_samples(suite: Suite, default: &Settings, ms: u64) -> Settings {
+    let mut s = default.clone();
+    if suite != Suite::Smoke {
+        s.target = Duration::from_millis(ms);
+        s.samples = s.samples.min(7);
+    }
+    s
+}
+
+/// Thread `i`'s share of `iters` units split over `k` threads.
+fn share(iters: u64, k: u64, i: u64) -> u64 {
+    iters / k + u64::from(i < iters % k)
+}
+
 fn parse_quantum(s: &str) -> Result<Preemption, ProbeError> {
     Ok(match s {
         "coop" => Preemption::Cooperative,
@@ -209,26 +235,16 @@ impl Probe for Overhead {
             Suite::Smoke => &["coop", "1ms"],
             _ => &["coop", "10ms", "1ms", "100us"],
         };
-        let runnable: &[u32] = match suite {
-            Suite::Smoke => &[2],
-            _ => &[1, 2],
+        let runnable: &[&str] = match suite {
+            Suite::Smoke => &["2"],
+            _ => &["1", "2"],
         };
-        runnable
-            .iter()
-            .flat_map(|r| {
-                quanta.iter().map(move |q| Params::new().with("quantum", q).with("runnable", r))
-            })
-            .collect()
+        grid(("runnable", runnable), ("quantum", quanta))
     }
 
     fn sampling(&self, suite: Suite, default: &Settings) -> Settings {
         // A sample must span many quanta to show their cost.
-        let mut s = default.clone();
-        if suite != Suite::Smoke {
-            s.target = Duration::from_millis(100);
-            s.samples = s.samples.min(7);
-        }
-        s
+        long_samples(suite, default, 100)
     }
 
     fn setup(&self, params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
@@ -253,8 +269,8 @@ impl Probe for Overhead {
                 let t = Instant::now();
                 let hs: Vec<_> = (0..runnable)
                     .map(|k| {
-                        let share = iters / runnable + u64::from(k < iters % runnable);
-                        schedlab_rt::spawn(move || compute(share))
+                        let n = share(iters, runnable, k);
+                        schedlab_rt::spawn(move || compute(n))
                     })
                     .collect();
                 for h in hs {
@@ -309,12 +325,7 @@ impl Probe for Latency {
 
     fn sampling(&self, suite: Suite, default: &Settings) -> Settings {
         // Enough wake-ups per sample for a median, whatever the quantum.
-        let mut s = default.clone();
-        if suite != Suite::Smoke {
-            s.target = Duration::from_millis(150);
-            s.samples = s.samples.min(7);
-        }
-        s
+        long_samples(suite, default, 150)
     }
 
     fn setup(&self, params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
@@ -488,25 +499,15 @@ impl Probe for Throughput {
             Suite::Smoke => &["unblocked", "transparent"],
             _ => &["unblocked", "explicit", "transparent", "none", "os"],
         };
-        let procs: &[usize] = match suite {
-            Suite::Smoke => &[1],
-            _ => &[1, 2],
+        let procs: &[&str] = match suite {
+            Suite::Smoke => &["1"],
+            _ => &["1", "2"],
         };
-        procs
-            .iter()
-            .flat_map(|p| {
-                modes.iter().map(move |m| Params::new().with("mode", m).with("processors", p))
-            })
-            .collect()
+        grid(("processors", procs), ("mode", modes))
     }
 
     fn sampling(&self, suite: Suite, default: &Settings) -> Settings {
-        let mut s = default.clone();
-        if suite != Suite::Smoke {
-            s.target = Duration::from_millis(60);
-            s.samples = s.samples.min(7);
-        }
-        s
+        long_samples(suite, default, 60)
     }
 
     fn setup(&self, params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
@@ -546,11 +547,11 @@ impl Probe for Throughput {
                 let t = Instant::now();
                 let hs: Vec<_> = (0..k as u64)
                     .map(|i| {
-                        let share = iters / k as u64 + u64::from(i < iters % k as u64);
+                        let n = share(iters, k as u64, i);
                         let cpu = cpus[i as usize % cpus.len()];
                         std::thread::spawn(move || {
                             let _pin = PinGuard::pin(cpu);
-                            compute(share)
+                            compute(n)
                         })
                     })
                     .collect();
@@ -576,8 +577,8 @@ impl Probe for Throughput {
                     let t = Instant::now();
                     let hs: Vec<_> = (0..k as u64)
                         .map(|i| {
-                            let share = iters / k as u64 + u64::from(i < iters % k as u64);
-                            schedlab_rt::spawn(move || compute(share))
+                            let n = share(iters, k as u64, i);
+                            schedlab_rt::spawn(move || compute(n))
                         })
                         .collect();
                     for h in hs {
