@@ -11,9 +11,10 @@
 //! handed to another (spare) machine and the blocked machine keeps only that
 //! user thread, *detached* (`blocking.rs`).
 //!
-//! Every kernel thread of the process has a `Machine` in a thread-local,
-//! constant-initialised and without a destructor, so reading it is one
-//! `fs`-relative access and it is valid from a signal handler. Other threads
+//! Every kernel thread of the process has a `Machine` in a block of static
+//! TLS (`arch::thread_block`), zero-initialised and without a destructor, so
+//! reading it is one `fs`-relative access at a link-time offset and it is
+//! valid from a signal handler. Other threads
 //! (the monitor) reach a machine through the pointer its processor publishes.
 //!
 //! # The runtime-section counter
@@ -31,10 +32,10 @@
 //! fences suffice: a locked instruction would cost ~6 ns on every switch.
 //!
 //! The counter is *raised before* the processor is read, so no instruction
-//! holds a processor reference with the counter at zero. It is raised through
-//! the thread-local in `#[inline(never)]` functions (the address of a
-//! thread-local must not be reused after a switch, which may move the user
-//! thread to another kernel thread) and lowered through the processor's
+//! holds a processor reference with the counter at zero. It is raised by one
+//! `fs`-relative instruction (`Machine::enter_section`; the compiler cannot
+//! reuse its address after a switch, which may move the user thread to
+//! another kernel thread) and lowered through the processor's
 //! `machine` pointer once the section ends, on whichever kernel thread that
 //! is: a switch hands the raised counter to the context it resumes, which
 //! lowers it (`after_switch`).
@@ -45,8 +46,7 @@ use crate::task::Task;
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{
-    compiler_fence, AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
-    Ordering,
+    compiler_fence, AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering,
 };
 
 /// Set in `Machine::guard` when a preemption request arrived inside a
@@ -111,50 +111,10 @@ pub(crate) struct Machine {
 // threads only read the atomics.
 unsafe impl Sync for Machine {}
 
-thread_local! {
-    static MACHINE: Machine = const { Machine::new() };
-}
-
-/// Offset of `MACHINE` from the thread pointer, or 0 until computed.
-static TLS_OFFSET: AtomicUsize = AtomicUsize::new(0);
-
-/// The offset of this thread's `MACHINE` from its thread pointer (`fs:0`).
-#[inline(always)]
-pub(crate) fn tls_offset() -> usize {
-    let off = TLS_OFFSET.load(Ordering::Relaxed);
-    if off != 0 {
-        return off;
-    }
-    compute_tls_offset()
-}
-
-#[cold]
-#[inline(never)]
-fn compute_tls_offset() -> usize {
-    let tp: usize;
-    // SAFETY: reads the thread pointer, which x86_64 keeps at fs:0.
-    unsafe { std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly)) };
-    let off = (Machine::here() as *const Machine as usize).wrapping_sub(tp);
-    TLS_OFFSET.store(off, Ordering::Relaxed);
-    off
-}
-
-/// Checks, on a new kernel thread of the runtime, that its `MACHINE` lies at
-/// the same offset from its thread pointer as everybody's (static TLS, as in
-/// every executable); `Machine::enter_section` depends on it.
-pub(crate) fn check_tls_offset() {
-    let tp: usize;
-    // SAFETY: as in `compute_tls_offset`.
-    unsafe { std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly)) };
-    let off = (Machine::here() as *const Machine as usize).wrapping_sub(tp);
-    assert_eq!(
-        off,
-        tls_offset(),
-        "schedlab-rt needs its thread-local in static TLS (link it into the executable)"
-    );
-}
-
 impl Machine {
+    /// The state of a kernel thread that has never run a processor: what the
+    /// zero-filled TLS block holds (checked by a test).
+    #[cfg(test)]
     const fn new() -> Machine {
         Machine {
             guard: AtomicU32::new(0),
@@ -175,17 +135,21 @@ impl Machine {
         }
     }
 
-    /// The calling kernel thread's machine. Inline: for functions that are
-    /// themselves `#[inline(never)]` and do not use it across a switch.
+    /// The calling kernel thread's machine (its block of static TLS,
+    /// `arch::thread_block`). Computed afresh at every call (the compiler
+    /// cannot reuse it across a switch); the caller must still not keep the
+    /// reference across one, since the user thread may then run on another
+    /// kernel thread.
     #[inline(always)]
     pub(crate) fn here() -> &'static Machine {
-        // SAFETY: a thread-local without destructor lives as long as its
-        // thread; callers use it only on this thread, before any switch.
-        MACHINE.with(|m| unsafe { &*(m as *const Machine) })
+        // SAFETY: the block lives as long as its thread, is zero-initialised
+        // (a valid idle `Machine`: `tests::a_new_thread_has_an_idle_machine`),
+        // and is only touched through `Machine`'s atomics and cells.
+        unsafe { &*crate::arch::thread_block().cast_const().cast::<Machine>() }
     }
 
-    /// [`Machine::here`], never inlined: for callers that may run on
-    /// different kernel threads before and after a switch.
+    /// [`Machine::here`], never inlined (a stable function for debug
+    /// assertions and cold paths).
     #[inline(never)]
     pub(crate) fn here_fresh() -> &'static Machine {
         Machine::here()
@@ -198,36 +162,17 @@ impl Machine {
     /// preemption between them (possible while the counter is still zero)
     /// may move the user thread to another kernel thread, which would then
     /// raise the first thread's counter with a plain load and store racing
-    /// that thread's own. (In a debug build even `AtomicU32::load` is a
-    /// call, outside any code range the handler could refuse.) So the counter
-    /// is raised by one instruction addressed through `fs` — the thread
-    /// pointer at the moment it executes — with the thread-local's offset
-    /// from the thread pointer, the same in every thread of an executable
-    /// (static TLS). A signal lands before or after that instruction, never
-    /// inside it; after it, this kernel thread cannot be left.
+    /// that thread's own. So the counter is raised by one instruction
+    /// addressed through `fs` — the thread pointer at the moment it executes
+    /// — with the block's link-time offset from it (`arch::thread_block_raise`).
+    /// A signal lands before or after that instruction, never inside it;
+    /// after it, this kernel thread cannot be left.
     #[inline(always)]
     pub(crate) fn enter_section() -> &'static Machine {
-        let off = tls_offset();
-        let m: usize;
-        // SAFETY: `off` is the offset of this thread's `MACHINE` from the
-        // thread pointer (`tls_offset`), so `fs:[off]` is this thread's
-        // counter (the first field, `repr(C)`), and `fs:0` holds the thread
-        // pointer itself (the x86_64 TLS ABI). The add is an ordinary,
-        // unlocked read-modify-write: only this thread and its own signal
-        // handler touch the counter.
-        unsafe {
-            std::arch::asm!(
-                "add dword ptr fs:[{off}], 1",
-                "mov {m}, qword ptr fs:[0]",
-                "add {m}, {off}",
-                off = in(reg) off,
-                m = out(reg) m,
-                options(nostack, preserves_flags)
-            );
-        }
+        let b = crate::arch::thread_block_raise();
         compiler_fence(Ordering::SeqCst);
-        // SAFETY: this thread's machine, a thread-local without destructor.
-        unsafe { &*(m as *const Machine) }
+        // SAFETY: as in `here`.
+        unsafe { &*b.cast_const().cast::<Machine>() }
     }
 
     /// Records the identity of the calling kernel thread (once per runtime
@@ -334,5 +279,58 @@ impl Machine {
     pub(crate) fn notify(&self) {
         self.wake.store(1, Ordering::Release);
         crate::futex::wake(&self.wake, 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The TLS block is zero-filled by the kernel and libc, not initialised
+    /// by `Machine::new`: a new thread's block must read as an idle machine.
+    #[test]
+    fn a_new_thread_has_an_idle_machine() {
+        std::thread::spawn(|| {
+            let m = Machine::here();
+            let idle = Machine::new();
+            assert_eq!(m.guard_word(), idle.guard_word());
+            assert_eq!(m.processor(), idle.processor());
+            // SAFETY: this thread's own cell, not touched by anyone else here.
+            assert!(unsafe { *m.sched_ctx.get() }.is_null());
+            assert!(m.detached.load(Ordering::Relaxed).is_null());
+            assert!(m.last_processor.load(Ordering::Relaxed).is_null());
+            assert_eq!(m.tid.load(Ordering::Relaxed), 0);
+            assert_eq!(m.cpu_clock.load(Ordering::Relaxed), 0);
+            assert_eq!(m.request.load(Ordering::Relaxed), REQ_NONE);
+            assert_eq!(m.wake.load(Ordering::Relaxed), 0);
+            assert!(m.assigned.load(Ordering::Relaxed).is_null());
+            assert_eq!(m.sigmask.load(Ordering::Relaxed), 0);
+            assert!(!m.explicit.load(Ordering::Relaxed));
+            assert!(!m.counted.load(Ordering::Relaxed));
+            assert!(m.exit_shared.load(Ordering::Relaxed).is_null());
+            // Distinct per thread, and the same address every time.
+            assert!(std::ptr::eq(m, Machine::here_fresh()));
+            m as *const Machine as usize
+        })
+        .join()
+        .map(|a| assert_ne!(a, Machine::here() as *const Machine as usize))
+        .unwrap();
+    }
+
+    /// `enter_section` raises this thread's counter and `lower` brings it back.
+    #[test]
+    fn a_section_raises_and_lowers_this_threads_counter() {
+        std::thread::spawn(|| {
+            let m = Machine::enter_section();
+            assert!(std::ptr::eq(m, Machine::here()));
+            assert_eq!(m.guard_word(), 1);
+            let m2 = Machine::enter_section();
+            assert_eq!(m2.guard_word(), 2);
+            m2.lower_quietly();
+            m.lower_quietly();
+            assert_eq!(m.guard_word(), 0);
+        })
+        .join()
+        .unwrap();
     }
 }

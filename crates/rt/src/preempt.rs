@@ -59,6 +59,8 @@
 //!   not be held across a preemption: another user thread on the same kernel
 //!   thread would be taken for its owner. Hold such resources inside
 //!   [`no_preempt`], or run the thread with `Builder::preemptible(false)`.
+//!   For tokio that means the whole life of the runtime: building it, every
+//!   `block_on`, and dropping it (the drop enters its context too).
 //! - Code that is not async-signal-safe is never interrupted *into* other
 //!   code by us: the handler itself only reads and writes atomics and the
 //!   signal frame, and the switch runs after the handler has returned.
@@ -195,7 +197,6 @@ pub(crate) fn install_handler() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
         program_text();
-        crate::machine::tls_offset();
         crate::arch::init_preemption();
         // SAFETY: a zeroed, then filled, action with our SA_SIGINFO handler.
         unsafe {

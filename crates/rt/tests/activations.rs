@@ -342,11 +342,13 @@ fn tokio_inside_two_user_threads_works_inside_no_preempt() {
                 let hs: Vec<_> = (0..2u64)
                     .map(|i| {
                         spawn(move || {
-                            let tokio_rt = tokio::runtime::Builder::new_current_thread()
-                                .enable_time()
-                                .build()
-                                .unwrap();
+                            // The runtime's whole life inside: its drop
+                            // enters tokio's context too.
                             schedlab_rt::no_preempt(|| {
+                                let tokio_rt = tokio::runtime::Builder::new_current_thread()
+                                    .enable_time()
+                                    .build()
+                                    .unwrap();
                                 tokio_rt.block_on(async move {
                                     tokio::time::sleep(Duration::from_millis(30)).await;
                                     i + 1

@@ -1,7 +1,7 @@
 //! The machine-dependent part of the runtime: switching stacks.
 //!
 //! Everything written in assembly lives below this module, one file per
-//! architecture, each exporting the same two items:
+//! architecture, each exporting the same items:
 //!
 //! - `unsafe fn init_stack(top, entry, arg) -> StackPointer` lays out a fresh
 //!   stack so that the first [`switch`] to it calls `entry(passed, arg)` on
@@ -12,6 +12,11 @@
 //!   there, and makes `pass` the return value of the resumed context's own
 //!   `switch` call. (The scheduler passes the processor, so a resumed thread
 //!   knows where it runs without a thread-local lookup.)
+//! - `fn thread_block() -> *mut u8` and `fn thread_block_raise() -> *mut u8`:
+//!   the calling kernel thread's zero-initialised block of static TLS that
+//!   holds its `Machine` (`machine.rs`), the second adding one to the block's
+//!   first `u32` in the same, uninterruptible instruction that addresses it;
+//! - the preemption trampoline and its `xsave` sizing (`preempt.rs`).
 //!
 //! The state saved is exactly what the platform ABI says a called function must
 //! preserve (callee-saved integer registers, the stack pointer and the
@@ -32,7 +37,8 @@ pub(crate) type EntryFn = unsafe extern "C" fn(passed: *mut u8, arg: *mut u8) ->
 mod x86_64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use self::x86_64::{
-    init_preemption, init_stack, preempt_trampoline, switch, xsave_area_bytes, INIT_STACK_BYTES,
+    init_preemption, init_stack, preempt_trampoline, switch, thread_block, thread_block_raise,
+    xsave_area_bytes, INIT_STACK_BYTES,
 };
 
 #[cfg(not(target_arch = "x86_64"))]

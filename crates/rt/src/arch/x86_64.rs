@@ -101,6 +101,75 @@ extern "C" {
     fn schedlab_rt_trampoline() -> !;
 }
 
+// The per-kernel-thread block of the runtime (`machine.rs`'s `Machine`), in
+// the executable's static TLS (`.tbss`: zero-filled in every new thread, so
+// the all-zero bit pattern must be a valid idle `Machine`, which
+// `machine.rs` checks in a test). Defined here rather than with
+// `thread_local!` so that code can name its offset from the thread pointer
+// as a link-time constant (`@tpoff`, the local-exec TLS model): opening a
+// runtime section is then a single instruction with no load before it.
+// The local-exec model is only valid in the executable itself, so a crate
+// linking schedlab-rt into a shared library fails at link time
+// (`R_X86_64_TPOFF32 ... cannot be used when making a shared object`).
+global_asm!(
+    ".pushsection .tbss.schedlab_rt_machine,\"awT\",@nobits",
+    ".globl schedlab_rt_machine",
+    ".hidden schedlab_rt_machine",
+    ".type schedlab_rt_machine,@object",
+    ".p2align 6",
+    "schedlab_rt_machine:",
+    ".zero {size}",
+    ".size schedlab_rt_machine, {size}",
+    ".popsection",
+    size = const THREAD_BLOCK_BYTES,
+);
+
+/// Bytes of the thread block: one `Machine`.
+const THREAD_BLOCK_BYTES: usize = std::mem::size_of::<crate::machine::Machine>();
+const _: () = assert!(std::mem::align_of::<crate::machine::Machine>() <= 64);
+
+/// The calling kernel thread's block (the thread pointer plus the block's
+/// link-time offset). Not `pure`: the compiler must compute it afresh at every
+/// call, since a user thread may be on another kernel thread after a switch.
+#[inline(always)]
+pub(crate) fn thread_block() -> *mut u8 {
+    let b: *mut u8;
+    // SAFETY: reads the thread pointer, which the x86_64 TLS ABI keeps at
+    // `fs:0`, and adds the block's offset from it.
+    unsafe {
+        asm!(
+            "mov {b}, qword ptr fs:[0]",
+            "lea {b}, [{b} + schedlab_rt_machine@tpoff]",
+            b = out(reg) b,
+            options(nostack, readonly, preserves_flags)
+        )
+    };
+    b
+}
+
+/// Adds one to the first `u32` of the calling kernel thread's block and
+/// returns the block's address. The add is one instruction addressed through
+/// `fs` at the moment it executes, so a signal lands before or after it and
+/// a thread migrated by a preemption just before it raises the counter of the
+/// kernel thread it then runs on.
+#[inline(always)]
+pub(crate) fn thread_block_raise() -> *mut u8 {
+    let b: *mut u8;
+    // SAFETY: as in `thread_block`; the first `u32` of the block is the
+    // runtime-section counter, touched only by this thread and its own signal
+    // handler, so an unlocked read-modify-write is enough.
+    unsafe {
+        asm!(
+            "add dword ptr fs:[schedlab_rt_machine@tpoff], 1",
+            "mov {b}, qword ptr fs:[0]",
+            "lea {b}, [{b} + schedlab_rt_machine@tpoff]",
+            b = out(reg) b,
+            options(nostack)
+        )
+    };
+    b
+}
+
 /// Lays out a fresh stack so that the first [`switch`] to the returned stack
 /// pointer runs `entry(passed, arg)` on it, with default floating-point
 /// control state.

@@ -84,13 +84,14 @@ const STACK_POOL_CAP: usize = 1024;
 /// counter raised (`machine.rs`), or `None` (counter untouched) on a kernel
 /// thread that runs no processor. Dropping it lowers the counter.
 ///
-/// Never inlined: a user thread calling this before and after a context
-/// switch may be on two different kernel threads, and the thread-local
-/// address must be computed afresh each time.
-#[inline(never)]
-#[link_section = "schedlab_rt_np"]
+/// Inline: the section is opened by one `fs`-relative instruction
+/// (`Machine::enter_section`) that the compiler cannot move or reuse, so a
+/// user thread calling this before and after a context switch gets the
+/// kernel thread it runs on each time.
+#[inline(always)]
 pub(crate) fn enter<'a>() -> Option<Entered<'a>> {
-    // SAFETY: used within this call, on this thread.
+    // SAFETY: the section ends with the `Entered`, which must not live
+    // across a switch (its contract).
     unsafe { enter_at_entry() }
 }
 
@@ -636,7 +637,6 @@ unsafe impl Sync for ProcPtr {}
 /// monitor hands it, until shutdown.
 pub(crate) fn machine_main(shared: Arc<Shared>, first: Option<ProcPtr>) {
     let _altstack = crate::guard::AltStack::install();
-    crate::machine::check_tls_offset();
     let m = Machine::here();
     m.init_identity();
     crate::preempt::init_thread();
