@@ -71,15 +71,16 @@ struct PreemptCount {
     except: AtomicU64,
 }
 
-/// A runtime of one processor with `preemption` and transparent blocking detection on or
+/// A runtime of `processors` processors with `preemption` and transparent blocking detection on or
 /// off, counting the preemptions it makes in `preempted`.
 fn runtime(
+    processors: usize,
     preemption: Preemption,
     transparent: bool,
     preempted: Arc<PreemptCount>,
 ) -> Result<Runtime, ProbeError> {
     Runtime::builder()
-        .processors(1)
+        .processors(processors)
         .preemption(preemption)
         .transparent_blocking(transparent)
         .on_event(move |e| {
@@ -178,7 +179,7 @@ impl Probe for FastPath {
 
     fn setup(&self, _params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
         let cpu = sys::allowed_cpus()[0];
-        let rt = runtime(Preemption::default(), true, Arc::new(PreemptCount::default()))?;
+        let rt = runtime(1, Preemption::default(), true, Arc::new(PreemptCount::default()))?;
         let live = Arc::new(Mutex::new(Params::new()));
         let l = live.clone();
         let body = move |iters: u64| {
@@ -256,7 +257,7 @@ impl Probe for Overhead {
         let cpu = sys::allowed_cpus()[0];
         let pin = PinGuard::pin(cpu)?;
         let preempted = Arc::new(PreemptCount::default());
-        let rt = runtime(preemption, false, preempted.clone())?;
+        let rt = runtime(1, preemption, false, preempted.clone())?;
         let live = Arc::new(Mutex::new(Params::new()));
         let (l, total_time) = (live.clone(), Arc::new(Mutex::new(Duration::ZERO)));
         let body = move |iters: u64| {
@@ -338,7 +339,7 @@ impl Probe for Latency {
         }
         let cpu = sys::allowed_cpus()[0];
         let pin = PinGuard::pin(cpu)?;
-        let rt = runtime(preemption, false, Arc::new(PreemptCount::default()))?;
+        let rt = runtime(1, preemption, false, Arc::new(PreemptCount::default()))?;
         let live = Arc::new(Mutex::new(Params::new()));
         let l = live.clone();
         let all: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(Vec::new()));
@@ -487,7 +488,7 @@ impl Probe for Throughput {
     fn info(&self) -> Info {
         Info {
             id: "rt.blocking.throughput",
-            doc: "Compute time per work unit of 2 user threads per processor (pinned) while 2 others per processor block in read() on pipes fed every 10 ms: unblocked (reference), explicit (blocking::read), transparent (plain read), none (no hand-off), os (kernel threads, computing ones pinned)",
+            doc: "Compute time per work unit of 2 user threads per processor (rt: that many processors; os: kernel threads pinned to that many CPUs) while 2 others per processor block in read() on pipes fed every 10 ms: unblocked (reference), explicit (blocking::read), transparent (plain read), none (no hand-off), os (kernel threads, computing ones pinned)",
             unit: Unit::Nanos,
             mirrors: "- (seed 003: a processor that stays busy when a user thread blocks in the kernel)",
             requires: "",
@@ -563,8 +564,12 @@ impl Probe for Throughput {
             keep.push(Box::new(ReaderThreads { stop: stop.clone(), threads: readers }));
         } else {
             let transparent = mode == "transparent";
-            let rt =
-                runtime(Preemption::default(), transparent, Arc::new(PreemptCount::default()))?;
+            let rt = runtime(
+                nprocs,
+                Preemption::default(),
+                transparent,
+                Arc::new(PreemptCount::default()),
+            )?;
             let mut readers = Vec::new();
             for &fd in &fds {
                 let (s, m) = (stop.clone(), mode.clone());

@@ -139,7 +139,20 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             }
         }
         let global = !shared.injector.is_empty();
-        let mut any_waiting = global;
+        // Work any processor could take: the injection queue or a queue it
+        // can steal from. A processor stuck with a blocked thread is given
+        // away when work waits *anywhere*, not only in its own queue: its
+        // next machine steals (Go's `retake` likewise hands off a P in a
+        // syscall when no other P is idle to pick up new work). Judging by
+        // its own queue alone left one of two processors blocked while the
+        // other ran every computing thread (rt.blocking.throughput, 2
+        // processors: 50%).
+        let stealable = global
+            || procs.iter().any(|p| {
+                // SAFETY: processors outlive the monitor.
+                unsafe { &*p.0 }.has_waiting()
+            });
+        let mut any_waiting = stealable;
         for (i, p) in procs.iter().enumerate() {
             // SAFETY: processors outlive the monitor.
             let vp = unsafe { &*p.0 };
@@ -163,10 +176,12 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                 };
                 *s = Seen { poll, ..fresh(sw, status, now) };
             }
+            // Preemption is judged by this processor's own queue (another
+            // processor's waiting work is its own quantum's business).
             let waiting = global || vp.has_waiting();
             any_waiting |= waiting;
             match status {
-                SYSCALL if waiting => {
+                SYSCALL if stealable => {
                     if now - s.since >= threshold {
                         if blocking::retake(&shared, vp) {
                             emit_blocked(&shared, vp, Detection::Explicit);
@@ -176,10 +191,10 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                         want(s.since + threshold);
                     }
                 }
-                RELEASED if waiting => {
+                RELEASED if stealable => {
                     blocking::hand_off(&shared, *p);
                 }
-                RUNNING if waiting && vp.in_user.load(Ordering::Relaxed) => {
+                RUNNING if stealable && vp.in_user.load(Ordering::Relaxed) => {
                     let m = vp.machine.load(Ordering::Relaxed);
                     if m.is_null() {
                         continue;
@@ -187,7 +202,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                     // SAFETY: machines outlive the monitor.
                     let m: &Machine = unsafe { &*m };
                     let ran = now - s.since;
-                    if let Some(q) = quantum {
+                    if let (Some(q), true) = (quantum, waiting) {
                         if ran >= q {
                             if s.signalled.is_none_or(|t| now - t >= RETRY) {
                                 vp.preempt_ran.store(ran.as_nanos() as u64, Ordering::Relaxed);
@@ -200,6 +215,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                             want(s.since + q);
                         }
                     }
+                    // Blocked with work waiting anywhere: release it.
                     if transparent {
                         if ran >= threshold {
                             let cpu = m.cpu_time_ns();
