@@ -42,6 +42,17 @@ pub(crate) const MAX_POLL: Duration = Duration::from_millis(2);
 /// How soon a signal is sent again to a thread that was not at a safe point.
 const RETRY: Duration = Duration::from_micros(100);
 
+/// After a hand-off the monitor keeps looking at least this often for a
+/// while ([`ACTIVE_FOR`]): a program that blocked once is likely to block
+/// again soon, and a processor in a `blocking` call is only noticed at the
+/// monitor's next look, which would otherwise have backed off to
+/// [`MAX_POLL`]. (Go's sysmon likewise drops back to its shortest delay
+/// whenever `retake` took a P.)
+const ACTIVE_POLL: Duration = Duration::from_micros(200);
+
+/// How long after the last hand-off the monitor keeps to [`ACTIVE_POLL`].
+const ACTIVE_FOR: Duration = Duration::from_millis(20);
+
 /// After this long with no work waiting anywhere, the monitor sleeps until poked.
 const IDLE_AFTER: Duration = Duration::from_millis(20);
 
@@ -121,6 +132,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
     let mut seen: Vec<Seen> = vec![fresh(u32::MAX, u32::MAX, start); procs.len()];
     let mut detached: Vec<(usize, u64, Instant, Option<Instant>)> = Vec::new();
     let mut last_waiting = start;
+    let mut last_handoff: Option<Instant> = None;
     while !shared.shutdown.load(Ordering::Acquire) {
         let now = Instant::now();
         let mut next: Option<Instant> = None;
@@ -186,6 +198,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                         if blocking::retake(&shared, vp) {
                             emit_blocked(&shared, vp, Detection::Explicit);
                             blocking::hand_off(&shared, *p);
+                            last_handoff = Some(now);
                         }
                     } else {
                         want(s.since + threshold);
@@ -193,6 +206,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                 }
                 RELEASED if stealable => {
                     blocking::hand_off(&shared, *p);
+                    last_handoff = Some(now);
                 }
                 RUNNING if stealable && vp.in_user.load(Ordering::Relaxed) => {
                     let m = vp.machine.load(Ordering::Relaxed);
@@ -298,6 +312,9 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
         });
         if any_waiting {
             last_waiting = now;
+            if last_handoff.is_some_and(|t| now - t < ACTIVE_FOR) {
+                want(now + ACTIVE_POLL.max(threshold));
+            }
         }
         let timeout = match next {
             Some(t) => Some(t.saturating_duration_since(Instant::now())),
