@@ -24,7 +24,10 @@
 //! to do I/O) is found within tens of µs; one that blocks after computing for
 //! a long time, within [`MAX_POLL`]. The time a processor's thread started is
 //! when the monitor first saw its switch counter change, as in Go, so a
-//! quantum may run up to one polling interval long.
+//! quantum may run up to one polling interval long. For [`ACTIVE_FOR`] after
+//! it handed a processor off, the monitor looks at least every
+//! [`ACTIVE_POLL`]: a processor entering an explicit `blocking` call is seen
+//! only at the next look, and programs that block once block again.
 
 use crate::blocking::{self, RELEASED, RUNNING, SYSCALL};
 use crate::event::{Detection, Event};
