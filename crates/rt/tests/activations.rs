@@ -397,3 +397,56 @@ fn local_keys_stay_per_user_thread_under_preemption() {
         assert!(ok, "a user thread saw another's count");
     });
 }
+
+/// The monitor asks to run ahead of user code (`SCHED_FIFO` when permitted),
+/// but the spare kernel threads it starts for hand-offs run user code and get
+/// the ordinary policy back (reset-on-fork), whatever the monitor got.
+#[test]
+fn spare_kernel_threads_do_not_inherit_the_monitors_policy() {
+    watchdog(60, || {
+        let (rt, events) = runtime(Preemption::Cooperative, false);
+        rt.block_on(|| {
+            let sleeper =
+                spawn(|| schedlab_rt::blocking(|| std::thread::sleep(Duration::from_millis(50))));
+            let worker = spawn(|| {
+                for _ in 0..200 {
+                    std::thread::sleep(Duration::from_micros(10));
+                    yield_now();
+                }
+            });
+            sleeper.join().unwrap();
+            worker.join().unwrap();
+        })
+        .unwrap();
+        assert!(
+            events.lock().unwrap().iter().any(|e| matches!(e, Event::Blocked { .. })),
+            "no hand-off happened, so no spare was started"
+        );
+        let mut spares = 0;
+        for entry in std::fs::read_dir("/proc/self/task").unwrap() {
+            let path = entry.unwrap().path();
+            let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            let tid: i32 = path.file_name().unwrap().to_str().unwrap().parse().unwrap();
+            // SAFETY: queries the policy of a thread of ours (or fails if it exited).
+            let policy = unsafe { libc::sched_getscheduler(tid) };
+            let comm = comm.trim();
+            if comm == "schedlab-monito" {
+                // SAFETY: geteuid has no preconditions.
+                if unsafe { libc::geteuid() } == 0 {
+                    assert_eq!(
+                        policy & !libc::SCHED_RESET_ON_FORK,
+                        libc::SCHED_FIFO,
+                        "the monitor did not get SCHED_FIFO, as root"
+                    );
+                }
+            } else if comm.strip_prefix("schedlab-m").is_some_and(|n| n.parse::<u32>().is_ok()) {
+                spares += 1;
+                assert!(
+                    policy == libc::SCHED_OTHER || policy == -1,
+                    "{comm} runs user code under policy {policy}"
+                );
+            }
+        }
+        assert!(spares > 0, "found no spare kernel thread");
+    });
+}
