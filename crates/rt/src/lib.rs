@@ -118,6 +118,8 @@ mod runtime;
 #[cfg(not(loom))]
 mod spin;
 #[cfg(not(loom))]
+mod scope;
+#[cfg(not(loom))]
 mod stack;
 #[cfg(not(loom))]
 pub mod sync;
@@ -139,6 +141,7 @@ pub use crate::{
     preempt::{no_preempt, Preemption, DEFAULT_QUANTUM},
     registry::ParkedThread,
     runtime::{Cancelled, Deadlock, Runtime, RuntimeBuilder, DEFAULT_SPIN, DEFAULT_STACK_SIZE},
+    scope::{scope, Scope, ScopedJoinHandle},
     stack::MIN_STACK_SIZE,
     task::{ThreadId, WaitReason},
     thread::{current, park, sleep, spawn, try_current, yield_now, Builder, JoinHandle, Thread},
