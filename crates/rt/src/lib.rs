@@ -116,9 +116,9 @@ mod registry;
 #[cfg(not(loom))]
 mod runtime;
 #[cfg(not(loom))]
-mod spin;
-#[cfg(not(loom))]
 mod scope;
+#[cfg(not(loom))]
+mod spin;
 #[cfg(not(loom))]
 mod stack;
 #[cfg(not(loom))]

@@ -46,14 +46,14 @@ use crate::machine::Machine;
 use crate::monitor::{MonitorCtl, DEFAULT_BLOCK_THRESHOLD};
 use crate::preempt::Preemption;
 use crate::processor::{self, ProcPtr, Processor, SpawnOptions, Target};
-use crate::queue::RunQueue;
+use crate::queue::{LifoSlot, QueueStealer, RunQueue};
 use crate::registry::{ParkedThread, Registry};
 use crate::stack::{rounded_size, Depot, MIN_STACK_SIZE};
 use crate::task::TaskRef;
 use crate::thread::JoinHandle;
 use crate::timer::Timers;
 use crossbeam_deque::Steal;
-use crossbeam_deque::{Injector, Stealer, Worker};
+use crossbeam_deque::{Injector, Worker};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::io;
@@ -103,7 +103,9 @@ pub(crate) struct Shared {
     pub(crate) deadlock_detection: bool,
     pub(crate) hook: Option<Hook>,
     pub(crate) injector: Injector<TaskRef>,
-    pub(crate) stealers: Vec<Stealer<TaskRef>>,
+    pub(crate) stealers: Vec<QueueStealer>,
+    /// Each processor's next slot (`queue.rs`), here so thieves reach it.
+    pub(crate) slots: Box<[CachePadded<LifoSlot>]>,
     pub(crate) parkers: Box<[CachePadded<Parker>]>,
     pub(crate) idle: Idle,
     pub(crate) timers: Timers,
@@ -432,7 +434,7 @@ impl RuntimeBuilder {
         self
     }
 
-    fn shared(self, stealers: Vec<Stealer<TaskRef>>) -> Shared {
+    fn shared(self, stealers: Vec<QueueStealer>) -> Shared {
         Shared {
             nprocs: self.processors,
             stack_size: rounded_size(self.stack_size.max(MIN_STACK_SIZE)),
@@ -441,6 +443,7 @@ impl RuntimeBuilder {
             hook: self.hook,
             injector: Injector::new(),
             stealers,
+            slots: (0..self.processors).map(|_| CachePadded::new(LifoSlot::new())).collect(),
             parkers: (0..self.processors).map(|_| CachePadded::new(Parker::new())).collect(),
             idle: Idle::new(),
             timers: Timers::new(),

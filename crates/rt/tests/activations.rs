@@ -129,7 +129,7 @@ fn other_threads_run_while_one_is_in_std_thread_sleep() {
                 seen
             })
             .unwrap();
-        // The sleeper ran first (FIFO) and slept; the counter ran meanwhile.
+        // Whichever ran first, the counter ran while the sleeper slept.
         assert!(seen > 0, "nothing ran while a user thread slept in the kernel");
     });
 }
@@ -140,8 +140,10 @@ fn a_spinning_thread_does_not_starve_the_others() {
         let (rt, events) = runtime(Preemption::Quantum(Duration::from_millis(1)), false);
         rt.block_on(|| {
             let stop = Arc::new(AtomicBool::new(false));
-            let s = stop.clone();
+            let started = Arc::new(AtomicBool::new(false));
+            let (s, st) = (stop.clone(), started.clone());
             let spinner = spawn(move || {
+                st.store(true, Ordering::Relaxed);
                 let mut n = 0u64;
                 while !s.load(Ordering::Relaxed) {
                     n = n.wrapping_add(1);
@@ -149,8 +151,14 @@ fn a_spinning_thread_does_not_starve_the_others() {
                 }
                 n
             });
-            // Runs only if the spinner, which never yields, is preempted.
-            let stopper = spawn(move || stop.store(true, Ordering::Relaxed));
+            // Waits (in either scheduling order) until the spinner spins;
+            // runs again only if the spinner, which never yields, is preempted.
+            let stopper = spawn(move || {
+                while !started.load(Ordering::Relaxed) {
+                    yield_now();
+                }
+                stop.store(true, Ordering::Relaxed)
+            });
             stopper.join().unwrap();
             spinner.join().unwrap();
         })
@@ -197,10 +205,12 @@ fn a_thread_that_opts_out_is_never_preempted_and_a_region_defers_it() {
         let (rt, events) = runtime(Preemption::Quantum(Duration::from_micros(200)), false);
         rt.block_on(|| {
             let inside = Arc::new(AtomicUsize::new(0));
-            let i = inside.clone();
+            let started = Arc::new(AtomicBool::new(false));
+            let (i, st) = (inside.clone(), started.clone());
             // Spins 20 ms inside a region while another thread is runnable:
             // the other thread must not run before the region ends.
             let region = spawn(move || {
+                st.store(true, Ordering::SeqCst);
                 schedlab_rt::no_preempt(|| {
                     let t = std::time::Instant::now();
                     while t.elapsed() < Duration::from_millis(20) {
@@ -210,14 +220,24 @@ fn a_thread_that_opts_out_is_never_preempted_and_a_region_defers_it() {
                 })
             });
             let i = inside.clone();
-            let other = spawn(move || i.store(1, Ordering::SeqCst));
+            let st = started.clone();
+            // In either scheduling order, `other` stores only once the
+            // region has begun.
+            let other = spawn(move || {
+                while !st.load(Ordering::SeqCst) {
+                    yield_now();
+                }
+                i.store(1, Ordering::SeqCst)
+            });
             assert_eq!(region.join().unwrap(), 0, "ran inside a no_preempt region");
             other.join().unwrap();
             let stop = Arc::new(AtomicBool::new(false));
-            let s = stop.clone();
+            let started = Arc::new(AtomicBool::new(false));
+            let (s, st) = (stop.clone(), started.clone());
             let pinned = schedlab_rt::Builder::new()
                 .preemptible(false)
                 .spawn(move || {
+                    st.store(true, Ordering::SeqCst);
                     let t = std::time::Instant::now();
                     while t.elapsed() < Duration::from_millis(20) {
                         std::hint::spin_loop();
@@ -225,7 +245,12 @@ fn a_thread_that_opts_out_is_never_preempted_and_a_region_defers_it() {
                     s.load(Ordering::SeqCst)
                 })
                 .unwrap();
-            let other = spawn(move || stop.store(true, Ordering::SeqCst));
+            let other = spawn(move || {
+                while !started.load(Ordering::SeqCst) {
+                    yield_now();
+                }
+                stop.store(true, Ordering::SeqCst)
+            });
             assert!(!pinned.join().unwrap(), "a non-preemptible thread was preempted");
             other.join().unwrap();
         })

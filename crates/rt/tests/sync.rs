@@ -424,13 +424,15 @@ fn a_full_channel_hands_a_blocked_senders_value_to_the_buffer_in_order() {
             let (tx, rx) = channel::<u32>(2);
             tx.send(0).unwrap();
             tx.send(1).unwrap();
+            // Each sender blocks on the full buffer before the next starts.
             let senders: Vec<_> = (2..5)
                 .map(|v| {
                     let tx = tx.clone();
-                    spawn(move || tx.send(v).unwrap())
+                    let h = spawn(move || tx.send(v).unwrap());
+                    yield_now();
+                    h
                 })
                 .collect();
-            yield_now(); // all three block, in order, on the full buffer
             let got: Vec<u32> = (0..5).map(|_| rx.recv().unwrap()).collect();
             assert_eq!(got, [0, 1, 2, 3, 4]);
             senders.into_iter().for_each(|h| h.join().unwrap());

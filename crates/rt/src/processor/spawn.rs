@@ -109,7 +109,7 @@ where
     match vp {
         Some(vp) => {
             vp.emit(event);
-            vp.schedule(queued);
+            vp.schedule_next(queued);
         }
         None => {
             if let Some(h) = &shared.hook {

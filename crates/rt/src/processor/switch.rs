@@ -566,7 +566,7 @@ pub(super) fn make_runnable_on(vp: Option<&Processor>, t: TaskRef) {
     match vp {
         Some(vp) if t.shared.is(&vp.shared) => {
             vp.emit(|| Event::Unparked { thread: t.id, processor: Some(vp.index) });
-            vp.schedule(t);
+            vp.schedule_next(t);
         }
         _ => {
             if let Some(h) = &t.shared.hook {

@@ -1,0 +1,124 @@
+//! The next slot (`queue.rs`): spawned and woken threads run newest-first, so
+//! a spawn tree runs depth-first; the slot cannot starve the queue; and a
+//! thread in the slot of a busy processor is taken by an idle one
+//! (`progress.rs` checks that last part for spawns).
+
+mod common;
+
+use common::{runtime, watchdog};
+use schedlab_rt::sync::channel;
+use schedlab_rt::{spawn, yield_now};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Sums a tree of `fanout^depth` leaves, each node a user thread that spawns
+/// its children and joins them, recording the most threads alive at once.
+fn tree(depth: u32, fanout: u64, alive: &'static AtomicUsize, peak: &'static AtomicUsize) -> u64 {
+    let now = alive.fetch_add(1, Ordering::Relaxed) + 1;
+    peak.fetch_max(now, Ordering::Relaxed);
+    let sum = if depth == 0 {
+        1
+    } else {
+        let hs: Vec<_> =
+            (0..fanout).map(|_| spawn(move || tree(depth - 1, fanout, alive, peak))).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).sum()
+    };
+    alive.fetch_sub(1, Ordering::Relaxed);
+    sum
+}
+
+/// 10^5 leaves. Breadth-first (a FIFO queue) starts nearly the whole tree
+/// before any of it finishes (~100,000 threads alive); a next slot alone,
+/// with displaced threads going to the back of the queue, still ~8,300;
+/// newest-first throughout keeps the current path and its siblings (44 on
+/// one processor, measured), a few paths more with thieves.
+#[test]
+fn a_spawn_tree_runs_depth_first() {
+    static ALIVE: AtomicUsize = AtomicUsize::new(0);
+    static PEAK: AtomicUsize = AtomicUsize::new(0);
+    for (processors, bound) in [(1, 100), (2, 1_000)] {
+        PEAK.store(0, Ordering::Relaxed);
+        let leaves = watchdog(120, move || {
+            runtime(processors).block_on(|| tree(5, 10, &ALIVE, &PEAK)).unwrap()
+        });
+        assert_eq!(leaves, 100_000);
+        let peak = PEAK.load(Ordering::Relaxed);
+        assert!(
+            peak < bound,
+            "{processors} processors: {peak} threads alive at once: the tree ran breadth-first"
+        );
+    }
+}
+
+/// Two threads that wake each other through channels keep refilling the
+/// next slot; a third, queued, thread still runs within a few switches.
+#[test]
+fn a_ping_pong_through_the_next_slot_cannot_starve_a_queued_thread() {
+    watchdog(60, || {
+        let rounds = runtime(1)
+            .block_on(|| {
+                let ran = Arc::new(AtomicBool::new(false));
+                let (to_b, from_a) = channel::<bool>(0);
+                let (to_a, from_b) = channel::<bool>(0);
+                let r = ran.clone();
+                let a = spawn(move || {
+                    let mut rounds = 0u64;
+                    while !r.load(Ordering::Relaxed) {
+                        to_b.send(true).unwrap();
+                        from_b.recv().unwrap();
+                        rounds += 1;
+                        assert!(rounds < 1_000, "the queued thread starved");
+                    }
+                    to_b.send(false).unwrap();
+                    rounds
+                });
+                let b = spawn(move || {
+                    while from_a.recv().unwrap() {
+                        to_a.send(true).unwrap();
+                    }
+                });
+                // Queued behind the ping-pong (which holds the slot).
+                yield_now();
+                let third = spawn(move || ran.store(true, Ordering::Relaxed));
+                yield_now();
+                third.join().unwrap();
+                b.join().unwrap();
+                a.join().unwrap()
+            })
+            .unwrap();
+        assert!(rounds < 1_000);
+    });
+}
+
+/// A thread woken into the next slot of a processor whose running thread
+/// then spins without yielding is run by the idle processor.
+#[test]
+fn a_woken_thread_in_a_busy_processors_slot_is_stolen() {
+    watchdog(60, || {
+        runtime(2)
+            .block_on(|| {
+                let (tx, rx) = channel::<()>(1);
+                let done = Arc::new(AtomicBool::new(false));
+                let d = done.clone();
+                let waiter = spawn(move || {
+                    rx.recv().unwrap();
+                    d.store(true, Ordering::Release);
+                });
+                // Let the waiter block on the channel.
+                while !waiter.is_finished() && tx.try_send(()).is_err() {
+                    yield_now();
+                }
+                // The send above woke it into our slot; we now spin.
+                let start = std::time::Instant::now();
+                while !done.load(Ordering::Acquire) {
+                    assert!(
+                        start.elapsed() < std::time::Duration::from_secs(10),
+                        "the woken thread was stranded in the slot"
+                    );
+                    std::hint::spin_loop();
+                }
+                waiter.join().unwrap();
+            })
+            .unwrap();
+    });
+}
