@@ -19,6 +19,7 @@ mod compute;
 mod create;
 mod handoff;
 mod mutex;
+mod tree;
 mod wake;
 
 use crate::Probe;
@@ -31,6 +32,7 @@ pub fn probes() -> Vec<Box<dyn Probe>> {
     v.extend(mutex::probes());
     v.extend(wake::probes());
     v.extend(compute::probes());
+    v.extend(tree::probes());
     v
 }
 

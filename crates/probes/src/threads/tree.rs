@@ -1,0 +1,303 @@
+//! `threads.tree`: a spawn tree in the manner of the "skynet" benchmark — every node is a
+//! thread that spawns `fanout` children, waits for them and returns the sum of their
+//! results; the leaves return 1 — so a thread system is measured with many threads alive
+//! at once, not one at a time. The value is the time per node (spawn, run, join, sum);
+//! the notes carry the peak resident memory the tree added, per thread of the tree.
+//!
+//! What it shows: how a runtime orders a tree of spawns. Breadth-first (a FIFO run queue)
+//! starts nearly every node before any finishes, so every node's stack is alive at once;
+//! newest-first (schedlab-rt's next slot and fresh part, Go's `runnext`, tokio's LIFO
+//! slot) keeps few alive. OS threads are one kernel thread per node, so the os backend
+//! runs only trees of at most 10,000 leaves (skip with a reason beyond).
+//!
+//! Peak memory: the kernel's high-water mark of the process (`VmHWM`) is reset before each
+//! sample (`/proc/self/clear_refs` with `5`, Linux 4.0+) and read after it; the note is
+//! the peak minus the resident size before the sample. Without the reset (another kernel,
+//! no permission) the note says so instead of showing a stale peak.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use schedlab_measure::model::Metric;
+use schedlab_measure::model::{Params, Unit};
+use schedlab_measure::sampler::Settings;
+use schedlab_measure::{ProbeError, Timing, Workload};
+
+use super::backend::{self, rt_pinned, rt_run, Backend, Bench};
+use crate::sys::{self, PinGuard};
+use crate::{Context, Info, Instance, Probe, Suite};
+
+struct TreeProbe;
+
+/// The spawn-tree probe.
+pub fn probes() -> Vec<Box<dyn Probe>> {
+    vec![Box::new(TreeProbe)]
+}
+
+/// Largest tree the os backend runs (kernel threads, one per node).
+const OS_MAX_LEAVES: u64 = 10_000;
+
+impl Probe for TreeProbe {
+    fn info(&self) -> Info {
+        Info {
+            id: "threads.tree",
+            doc: "A tree of threads (skynet): each node spawns fanout children, joins them and sums their results, depth levels deep; per node, with the peak resident memory the tree added per node in the notes",
+            unit: Unit::Nanos,
+            mirrors: "- (the skynet benchmark: 10^6 leaves, fan-out 10; os = std::thread per node, rt = schedlab-rt spawn, tokio = tokio::spawn of a boxed future)",
+            requires: "",
+        }
+    }
+
+    fn variants(&self, suite: Suite) -> Vec<Params> {
+        let shapes: &[(u32, &str)] = match suite {
+            Suite::Smoke => &[(3, "1")],
+            Suite::Quick => &[(4, "1"), (6, "1"), (6, "2")],
+            Suite::Full => &[(4, "1"), (4, "2"), (6, "1"), (6, "2")],
+        };
+        let base: Vec<Params> = shapes
+            .iter()
+            .map(|&(depth, procs)| {
+                Params::new().with("fanout", 10).with("depth", depth).with("processors", procs)
+            })
+            .collect();
+        backend::per_backend(&base)
+    }
+
+    fn sampling(&self, suite: Suite, default: &Settings) -> Settings {
+        // A 10^6-node tree is a sample of its own: few iterations, few samples.
+        let mut s = default.clone();
+        if suite != Suite::Smoke {
+            s.samples = s.samples.min(7);
+        }
+        s
+    }
+
+    fn setup(&self, params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
+        let backend = Backend::from_params(params)?;
+        let fanout: u64 = params.parse_or("fanout", 10).map_err(ProbeError::Failed)?;
+        let depth: u32 = params.parse_or("depth", 4).map_err(ProbeError::Failed)?;
+        let procs: usize = params.parse_or("processors", 1).map_err(ProbeError::Failed)?;
+        if !(2..=100).contains(&fanout) {
+            return Err(ProbeError::Failed(format!("fanout={fanout}: use 2 to 100")));
+        }
+        let leaves = fanout
+            .checked_pow(depth)
+            .filter(|&l| l <= 10_000_000)
+            .ok_or_else(|| ProbeError::Failed("fanout^depth above 10^7 leaves".to_string()))?;
+        if !(1..=2).contains(&procs) {
+            return Err(ProbeError::Failed(format!("processors={procs}: 1 or 2")));
+        }
+        let cpus: Vec<usize> = sys::allowed_cpus().into_iter().take(procs).collect();
+        if cpus.len() < procs {
+            return Err(ProbeError::Skip(format!("needs {procs} usable CPUs")));
+        }
+        if backend == Backend::Os && leaves > OS_MAX_LEAVES {
+            return Err(ProbeError::Skip(format!(
+                "os: {leaves} leaves would be as many kernel threads; the os backend runs trees of at most {OS_MAX_LEAVES} leaves"
+            )));
+        }
+        // Nodes of the tree: 1 + f + f^2 + ... + f^depth.
+        let nodes: u64 = (0..=depth).map(|d| fanout.pow(d)).sum();
+        let peak = Arc::new(Mutex::new(PeakMemory::default()));
+        let notes = Params::new()
+            .with("cpus", backend::cpu_list(&cpus))
+            .with("leaves", leaves)
+            .with("nodes", nodes);
+        let bench = Bench::new(backend.metric(nodes as f64), notes);
+        let check = move |sum: u64, iters: u64| {
+            if sum == leaves * iters {
+                Ok(())
+            } else {
+                Err(ProbeError::Failed(format!("tree summed {sum}, expected {}", leaves * iters)))
+            }
+        };
+        let p2 = peak.clone();
+        let record = move |per_sample: Option<u64>| {
+            let mut p = p2.lock().unwrap_or_else(|e| e.into_inner());
+            p.add(per_sample, nodes);
+        };
+        let bench = match backend {
+            Backend::Os => {
+                let pin = (procs == 1).then(|| PinGuard::pin(cpus[0])).transpose()?;
+                bench.note("runtime", "std::thread per node").keep(pin).body(move |iters| {
+                    let sample = PeakSample::start();
+                    let t = Instant::now();
+                    let mut sum = 0;
+                    for _ in 0..iters {
+                        sum += os_tree(depth, fanout)?;
+                    }
+                    let elapsed = t.elapsed();
+                    record(sample.finish());
+                    check(sum, iters)?;
+                    Ok(Timing::from_elapsed(elapsed))
+                })
+            }
+            Backend::Rt => {
+                let rt = rt_pinned(&cpus)?;
+                bench.note("runtime", format!("rt processors={procs}")).body(move |iters| {
+                    let sample = PeakSample::start();
+                    let (elapsed, sum) = rt_run(&rt, move || {
+                        let t = Instant::now();
+                        let sum: u64 = (0..iters).map(|_| rt_tree(depth, fanout)).sum();
+                        (t.elapsed(), sum)
+                    })?;
+                    record(sample.finish());
+                    check(sum, iters)?;
+                    Ok(Timing::from_elapsed(elapsed))
+                })
+            }
+            Backend::Tokio => {
+                let (tk, pin) = if procs == 1 {
+                    (backend::tokio_current()?, Some(PinGuard::pin(cpus[0])?))
+                } else {
+                    (backend::tokio_multi(procs, Some(cpus.clone()))?, None)
+                };
+                let flavor = if procs == 1 { "current_thread" } else { "multi_thread" };
+                bench.note("runtime", format!("tokio {flavor} workers={procs}")).keep(pin).body(
+                    move |iters| {
+                        let sample = PeakSample::start();
+                        let (elapsed, sum) = tk.block_on(async move {
+                            let t = Instant::now();
+                            let mut sum = 0;
+                            for _ in 0..iters {
+                                sum += tokio::spawn(tokio_tree(depth, fanout)).await.unwrap_or(0);
+                            }
+                            (t.elapsed(), sum)
+                        });
+                        record(sample.finish());
+                        check(sum, iters)?;
+                        Ok(Timing::from_elapsed(elapsed))
+                    },
+                )
+            }
+        };
+        Ok(Box::new(TreeInstance { bench, peak }))
+    }
+}
+
+fn os_tree(depth: u32, fanout: u64) -> Result<u64, ProbeError> {
+    if depth == 0 {
+        return Ok(1);
+    }
+    let mut hs = Vec::with_capacity(fanout as usize);
+    for _ in 0..fanout {
+        // Small stacks: the node does almost nothing, and 10^4 default 2 MiB stacks
+        // would measure the mapping of address space rather than threads.
+        let h = std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || os_tree(depth - 1, fanout))
+            .map_err(|e| ProbeError::io("std::thread::spawn", e))?;
+        hs.push(h);
+    }
+    let mut sum = 0;
+    for h in hs {
+        sum += h.join().map_err(|_| ProbeError::Failed("a tree thread panicked".into()))??;
+    }
+    Ok(sum)
+}
+
+fn rt_tree(depth: u32, fanout: u64) -> u64 {
+    if depth == 0 {
+        return 1;
+    }
+    let hs: Vec<_> =
+        (0..fanout).map(|_| schedlab_rt::spawn(move || rt_tree(depth - 1, fanout))).collect();
+    hs.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+}
+
+fn tokio_tree(depth: u32, fanout: u64) -> Pin<Box<dyn Future<Output = u64> + Send>> {
+    Box::pin(async move {
+        if depth == 0 {
+            return 1;
+        }
+        let hs: Vec<_> = (0..fanout).map(|_| tokio::spawn(tokio_tree(depth - 1, fanout))).collect();
+        let mut sum = 0;
+        for h in hs {
+            sum += h.await.unwrap_or(0);
+        }
+        sum
+    })
+}
+
+/// The resident memory a sample added at its peak, in KiB, or `None` when the peak could
+/// not be reset (it would then be an earlier sample's).
+struct PeakSample {
+    before_kib: Option<u64>,
+}
+
+impl PeakSample {
+    fn start() -> PeakSample {
+        let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
+        PeakSample { before_kib: reset.then(|| status_kib("VmRSS:")).flatten() }
+    }
+
+    fn finish(self) -> Option<u64> {
+        let before = self.before_kib?;
+        Some(status_kib("VmHWM:")?.saturating_sub(before))
+    }
+}
+
+/// A `kB` field of `/proc/self/status`.
+fn status_kib(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line[field.len()..].trim().trim_end_matches("kB").trim().parse().ok()
+}
+
+/// The largest peak seen over the samples.
+#[derive(Default)]
+struct PeakMemory {
+    max_kib: Option<u64>,
+    unknown: bool,
+    nodes: u64,
+}
+
+impl PeakMemory {
+    fn add(&mut self, sample: Option<u64>, nodes: u64) {
+        self.nodes = nodes;
+        match sample {
+            Some(k) => self.max_kib = Some(self.max_kib.map_or(k, |m| m.max(k))),
+            None => self.unknown = true,
+        }
+    }
+
+    fn apply(&self, n: &mut Params) {
+        match (self.max_kib, self.unknown) {
+            (Some(k), false) => {
+                n.set("peak_rss_added_mib", format!("{:.1}", k as f64 / 1024.0));
+                n.set(
+                    "peak_rss_bytes_per_node",
+                    format!("{:.0}", k as f64 * 1024.0 / self.nodes.max(1) as f64),
+                );
+            }
+            (None, false) => {}
+            _ => n.set("peak_rss_added_mib", "unknown (VmHWM could not be reset)"),
+        }
+    }
+}
+
+/// The bench plus the memory notes gathered while it runs.
+struct TreeInstance {
+    bench: Bench,
+    peak: Arc<Mutex<PeakMemory>>,
+}
+
+impl Workload for TreeInstance {
+    fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
+        self.bench.run(iters)
+    }
+}
+
+impl Instance for TreeInstance {
+    fn metric(&self) -> Metric {
+        self.bench.metric()
+    }
+
+    fn notes(&self) -> Params {
+        let mut n = self.bench.notes();
+        self.peak.lock().unwrap_or_else(|e| e.into_inner()).apply(&mut n);
+        n
+    }
+}
