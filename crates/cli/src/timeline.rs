@@ -238,9 +238,9 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
 /// Scenario 1 also measures what recording costs (the goal: under 1% of the useful-work
 /// rate), on the scenario's CPU, in a thread of its own so the caller stays unpinned.
 fn overhead_line(t: &Timeline) -> String {
-    let cpu = *schedlab_trace::sys::allowed_cpus().last().expect("at least one CPU");
+    let cpu = *schedlab_measure::sys::allowed_cpus().last().expect("at least one CPU");
     let o = std::thread::spawn(move || {
-        let _ = schedlab_trace::sys::pin_to(cpu);
+        let _ = schedlab_measure::sys::pin_to(cpu);
         schedlab_trace::sampling::overhead(11, 20_000_000)
     })
     .join();

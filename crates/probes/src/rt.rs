@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
 use schedlab_measure::sampler::Settings;
+use schedlab_measure::sys::{self, PinGuard};
 use schedlab_measure::{ProbeError, Timing, Workload};
 use schedlab_rt::{Event, Preemption, Runtime};
 
-use crate::sys::{self, PinGuard};
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// The rt probes, in catalog order.

@@ -37,7 +37,6 @@ pub mod sampling;
 pub mod scenario;
 pub mod stats;
 pub mod svg;
-pub mod sys;
 pub mod term;
 
 pub use model::{Lane, Mark, Span, Timeline};

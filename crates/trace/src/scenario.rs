@@ -19,11 +19,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
+use schedlab_measure::sys::{self, Child};
+
 use crate::model::{Lane, Mark, Span, Timeline};
 pub use crate::rt::{Blocker, RtSetup};
 use crate::sampling::{self, derive_runs, now_ns, Recorder, INTERVAL_NS, THRESHOLD_NS};
 use crate::stats::{fmt_ns, ThreadStats};
-use crate::sys;
 
 /// A scheduling policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -599,7 +600,7 @@ pub fn record_at(scenario: &Scenario, threshold_ns: u64) -> Result<(Timeline, u6
     let batch = sampling::calibrate_batch();
     let window_ns = scenario.window_ms * 1_000_000;
     let _hog = if scenario.hog {
-        let h = sys::Hog::start(cpu).map_err(|e| format!("starting the hog process: {e}"))?;
+        let h = hog(cpu).map_err(|e| format!("starting the hog process: {e}"))?;
         // Let it get going, so the scenario starts with it runnable.
         std::thread::sleep(std::time::Duration::from_millis(20));
         Some(h)
@@ -676,6 +677,17 @@ pub fn record_at(scenario: &Scenario, threshold_ns: u64) -> Result<(Timeline, u6
     };
     t.check()?;
     Ok((t, t0))
+}
+
+/// A child process that burns CPU on `cpu` until dropped (killed and reaped then); it dies
+/// with us if we die first.
+fn hog(cpu: usize) -> Result<Child, schedlab_measure::ProbeError> {
+    Child::fork(Some(cpu), || {
+        let mut x = 0u64;
+        loop {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    })
 }
 
 /// Turns a worker's record into a lane, clamped to the window.

@@ -24,10 +24,10 @@ use std::os::fd::{OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
+use schedlab_measure::sys::{self, raw, Child, PinGuard};
 use schedlab_measure::{ProbeError, Timing, Workload};
 
 use super::ipc::peer_error;
-use crate::sys::{self, raw, Child, PinGuard};
 use crate::{Context, Info, Instance, Probe, Suite};
 
 struct CtxProbe;

@@ -16,9 +16,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params};
+use schedlab_measure::sys;
 use schedlab_measure::{ProbeError, Timing, Workload};
 
-use crate::sys;
 use crate::Instance;
 
 /// Prefix of the names of every OS thread these probes start by name (helpers, tokio
