@@ -29,11 +29,12 @@ use schedlab_measure::machine::{now_rfc3339, Machine};
 use schedlab_measure::model::{Measurement, Outcome, Params, RunMeta, RunStatus, Sample, Unit};
 use schedlab_measure::noise::{CpuCounters, Noise};
 use schedlab_measure::stats::Summary;
+use schedlab_measure::units::human_ns;
 use schedlab_report::table::{Align, Table};
 use schedlab_store::{Store, StoredTimeline};
 use schedlab_trace::kernel::{self, KernelTrace};
 use schedlab_trace::scenario::{self, Scenario};
-use schedlab_trace::stats::{fmt_ns, timeline_stats, ThreadStats};
+use schedlab_trace::stats::{timeline_stats, ThreadStats};
 use schedlab_trace::{perfetto, svg, term, Timeline};
 
 use crate::args::TimelineArgs;
@@ -185,17 +186,17 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
     if t.threshold_ns > 0 {
         text.push_str(&format!(
             "(gap: a hole of more than {} between the thread's timestamps, taken at most every {})\n",
-            fmt_ns(t.threshold_ns),
-            fmt_ns(t.interval_ns)
+            human_ns(t.threshold_ns),
+            human_ns(t.interval_ns)
         ));
     }
     if let Some(n) = &noise {
         let line = format!(
             "while it ran ({}), other processes used {} of CPU time and the hypervisor stole {} \
              (/proc/stat, 10 ms ticks)",
-            fmt_ns(n.window_ns),
-            fmt_ns(n.other_cpu_ns.max(0) as u64),
-            fmt_ns(n.steal_ns.max(0) as u64)
+            human_ns(n.window_ns),
+            human_ns(n.other_cpu_ns.max(0) as u64),
+            human_ns(n.steal_ns.max(0) as u64)
         );
         text.push_str(&format!("{}\n", wrap(&line, 98)));
     }
@@ -273,7 +274,7 @@ fn agreement(t: &Timeline, kt: &Timeline, st: &[ThreadStats], ks: &[ThreadStats]
             k.cpu_share * 100.0,
             s.runs,
             k.runs,
-            fmt_ns(t.threshold_ns),
+            human_ns(t.threshold_ns),
             klane.gaps().len(),
         ));
     }
@@ -450,7 +451,7 @@ fn measurements(
 
 fn stats_table(stats: &[ThreadStats]) -> Table {
     let sleepers = stats.iter().any(|s| s.overshoot.is_some());
-    let d = |x: Option<u64>| x.map_or("-".to_string(), fmt_ns);
+    let d = |x: Option<u64>| x.map_or("-".to_string(), human_ns);
     if sleepers {
         let mut t = Table::new(&[
             ("thread", Align::Left),

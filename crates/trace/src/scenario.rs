@@ -20,11 +20,12 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use schedlab_measure::sys::{self, Child};
+use schedlab_measure::units::human_ns;
 
 use crate::model::{Lane, Mark, Span, Timeline};
 pub use crate::rt::{Blocker, RtSetup};
 use crate::sampling::{self, derive_runs, now_ns, Recorder, INTERVAL_NS, THRESHOLD_NS};
-use crate::stats::{fmt_ns, ThreadStats};
+use crate::stats::ThreadStats;
 
 /// A scheduling policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -752,7 +753,7 @@ fn pct(x: f64) -> String {
 }
 
 fn slice(s: &ThreadStats) -> String {
-    s.run_len.map_or("-".into(), |d| fmt_ns(d.p50))
+    s.run_len.map_or("-".into(), |d| human_ns(d.p50))
 }
 
 /// The scenario's result in words, from its statistics.
@@ -769,7 +770,7 @@ pub fn verdict(scenario: &Scenario, t: &Timeline, stats: &[ThreadStats]) -> Stri
         "1" => {
             let s = &stats[0];
             let gap = s.gap_len.map_or("no gap above the threshold".to_string(), |g| {
-                format!("{} gaps, longest {}, median {}", g.n, fmt_ns(g.max), fmt_ns(g.p50))
+                format!("{} gaps, longest {}, median {}", g.n, human_ns(g.max), human_ns(g.p50))
             });
             format!(
                 "The thread had the CPU {} of the time: {gap}. Useful work: {:.0} inverses/s \
@@ -785,7 +786,7 @@ pub fn verdict(scenario: &Scenario, t: &Timeline, stats: &[ThreadStats]) -> Stri
                  window), in runs of median {} separated by gaps of median {} (XP: 130 ms).",
                 pct(s.cpu_share),
                 slice(s),
-                s.gap_len.map_or("-".into(), |g| fmt_ns(g.p50))
+                s.gap_len.map_or("-".into(), |g| human_ns(g.p50))
             )
         }
         "3" | "4" => format!(
@@ -826,7 +827,7 @@ pub fn verdict(scenario: &Scenario, t: &Timeline, stats: &[ThreadStats]) -> Stri
             format!(
                 "{shares}. The SCHED_IDLE thread first ran after {} and got {} of the CPU \
                  (weight 3/1027 = 0.3%); XP gave it nothing for ~5 s.",
-                idle.first_run_ns.map_or("never".into(), fmt_ns),
+                idle.first_run_ns.map_or("never".into(), human_ns),
                 pct(idle.cpu_share)
             )
         }
@@ -844,9 +845,9 @@ pub fn verdict(scenario: &Scenario, t: &Timeline, stats: &[ThreadStats]) -> Stri
                         "{}: {} sleeps of 1 ms overshot by p50 {}, p99 {}, max {}",
                         s.name,
                         d.n,
-                        fmt_ns(d.p50),
-                        fmt_ns(d.p99),
-                        fmt_ns(d.max)
+                        human_ns(d.p50),
+                        human_ns(d.p99),
+                        human_ns(d.max)
                     ),
                     None => format!("{}: no sleeps", s.name),
                 })
@@ -860,7 +861,7 @@ pub fn verdict(scenario: &Scenario, t: &Timeline, stats: &[ThreadStats]) -> Stri
                 .iter()
                 .filter_map(|u| u.first_run_ns.map(|f| (f, &u.name)))
                 .max()
-                .map_or("-".to_string(), |(f, n)| format!("{n} after {}", fmt_ns(f)));
+                .map_or("-".to_string(), |(f, n)| format!("{n} after {}", human_ns(f)));
             let long = t.lanes[0].runs.iter().filter(|r| r.len_ns() > 1_500_000).count();
             format!(
                 "{shares}. The virtual processor made {} switches; the last user thread to \

@@ -109,20 +109,6 @@ pub fn timeline_stats(t: &Timeline) -> Vec<ThreadStats> {
     t.lanes.iter().map(lane_stats).collect()
 }
 
-/// A duration for people: `850 ns`, `12.3 µs`, `4.02 ms`, `1.20 s`.
-pub fn fmt_ns(ns: u64) -> String {
-    let x = ns as f64;
-    if ns < 1_000 {
-        format!("{ns} ns")
-    } else if ns < 1_000_000 {
-        format!("{:.1} µs", x / 1e3)
-    } else if ns < 1_000_000_000 {
-        format!("{:.2} ms", x / 1e6)
-    } else {
-        format!("{:.2} s", x / 1e9)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,12 +144,5 @@ mod tests {
         assert_eq!(s.run_len.unwrap().p50, 20);
         assert_eq!(s.first_run_ns, Some(10));
         assert!((s.work_rate - 50.0 * 1e9 / 100.0).abs() < 1e-6);
-    }
-
-    #[test]
-    fn durations_are_scaled_for_people() {
-        assert_eq!(fmt_ns(850), "850 ns");
-        assert_eq!(fmt_ns(12_345), "12.3 µs");
-        assert_eq!(fmt_ns(4_020_000), "4.02 ms");
     }
 }
