@@ -200,10 +200,10 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
         );
         text.push_str(&format!("{}\n", wrap(&line, 98)));
     }
-    let verdict = format!("verdict: {}", scenario::verdict(&s, &t, &stats));
+    let verdict = format!("verdict: {}", (s.verdict)(&t, &stats));
     text.push_str(&format!("\n{}\n", wrap(&verdict, 98)));
     text.push_str(&format!("\n{}\n", wrap(s.explanation, 98)));
-    if s.id == "1" {
+    if s.measures_overhead {
         text.push_str(&format!("\n{}\n", wrap(&overhead_line(&t), 98)));
     }
     if let Some(note) = kernel_note {
