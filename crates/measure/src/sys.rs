@@ -50,18 +50,28 @@ pub fn allowed_cpus() -> Vec<usize> {
 
 /// Pins the calling thread (in a child: the child process) to `cpu`.
 pub fn pin_to(cpu: usize) -> Result<(), ProbeError> {
+    pin_thread(0, cpu)
+}
+
+/// Pins thread `tid` of this process to `cpu` (`tid` 0: the calling thread).
+/// `sched_setaffinity` takes any thread id, so a thread can be pinned from outside, as the
+/// probes pin schedlab-rt's processors, which have no affinity setting of their own.
+pub fn pin_thread(tid: libc::pid_t, cpu: usize) -> Result<(), ProbeError> {
     if cpu >= libc::CPU_SETSIZE as usize {
         return Err(ProbeError::Failed(format!("cpu {cpu} beyond CPU_SETSIZE")));
     }
-    if !pin_raw(cpu) {
-        return Err(ProbeError::last_os(&format!("sched_setaffinity(cpu {cpu})")));
+    if !pin_raw(tid, cpu) {
+        return Err(ProbeError::last_os(&match tid {
+            0 => format!("sched_setaffinity(cpu {cpu})"),
+            _ => format!("sched_setaffinity(thread {tid}, cpu {cpu})"),
+        }));
     }
     Ok(())
 }
 
-/// [`pin_to`] without the error message: async-signal-safe (no allocation), for a forked
-/// child. False when `cpu` is out of range or the kernel refused (errno says why).
-fn pin_raw(cpu: usize) -> bool {
+/// [`pin_thread`] without the error message: async-signal-safe (no allocation), for a
+/// forked child. False when `cpu` is out of range or the kernel refused (errno says why).
+fn pin_raw(tid: libc::pid_t, cpu: usize) -> bool {
     if cpu >= libc::CPU_SETSIZE as usize {
         return false;
     }
@@ -69,8 +79,9 @@ fn pin_raw(cpu: usize) -> bool {
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `cpu` < CPU_SETSIZE (checked above) and `set` is valid.
     unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a valid cpu_set_t of the size we pass; pid 0 is the caller.
-    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 }
+    // SAFETY: `set` is a valid cpu_set_t of the size we pass; `tid` is 0 (the caller) or a
+    // thread id, and a wrong one fails with ESRCH: no memory is touched but `set`.
+    unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 }
 }
 
 /// Restores the calling thread's affinity to `cpus` (after a probe pinned it).
@@ -223,7 +234,7 @@ impl Child {
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             }
             if let Some(c) = cpu {
-                if !pin_raw(c) {
+                if !pin_raw(0, c) {
                     // SAFETY: as above.
                     unsafe { libc::_exit(2) };
                 }
