@@ -29,11 +29,12 @@ use schedlab_measure::machine::{now_rfc3339, Machine};
 use schedlab_measure::model::{Measurement, Outcome, Params, RunMeta, RunStatus, Sample, Unit};
 use schedlab_measure::noise::{CpuCounters, Noise};
 use schedlab_measure::stats::Summary;
+use schedlab_measure::units::human_ns;
 use schedlab_report::table::{Align, Table};
 use schedlab_store::{Store, StoredTimeline};
 use schedlab_trace::kernel::{self, KernelTrace};
 use schedlab_trace::scenario::{self, Scenario};
-use schedlab_trace::stats::{fmt_ns, timeline_stats, ThreadStats};
+use schedlab_trace::stats::{timeline_stats, ThreadStats};
 use schedlab_trace::{perfetto, svg, term, Timeline};
 
 use crate::args::TimelineArgs;
@@ -185,24 +186,24 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
     if t.threshold_ns > 0 {
         text.push_str(&format!(
             "(gap: a hole of more than {} between the thread's timestamps, taken at most every {})\n",
-            fmt_ns(t.threshold_ns),
-            fmt_ns(t.interval_ns)
+            human_ns(t.threshold_ns),
+            human_ns(t.interval_ns)
         ));
     }
     if let Some(n) = &noise {
         let line = format!(
             "while it ran ({}), other processes used {} of CPU time and the hypervisor stole {} \
              (/proc/stat, 10 ms ticks)",
-            fmt_ns(n.window_ns),
-            fmt_ns(n.other_cpu_ns.max(0) as u64),
-            fmt_ns(n.steal_ns.max(0) as u64)
+            human_ns(n.window_ns),
+            human_ns(n.other_cpu_ns.max(0) as u64),
+            human_ns(n.steal_ns.max(0) as u64)
         );
         text.push_str(&format!("{}\n", wrap(&line, 98)));
     }
-    let verdict = format!("verdict: {}", scenario::verdict(&s, &t, &stats));
+    let verdict = format!("verdict: {}", (s.verdict)(&t, &stats));
     text.push_str(&format!("\n{}\n", wrap(&verdict, 98)));
     text.push_str(&format!("\n{}\n", wrap(s.explanation, 98)));
-    if s.id == "1" {
+    if s.measures_overhead {
         text.push_str(&format!("\n{}\n", wrap(&overhead_line(&t), 98)));
     }
     if let Some(note) = kernel_note {
@@ -238,9 +239,9 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
 /// Scenario 1 also measures what recording costs (the goal: under 1% of the useful-work
 /// rate), on the scenario's CPU, in a thread of its own so the caller stays unpinned.
 fn overhead_line(t: &Timeline) -> String {
-    let cpu = *schedlab_trace::sys::allowed_cpus().last().expect("at least one CPU");
+    let cpu = *schedlab_measure::sys::allowed_cpus().last().expect("at least one CPU");
     let o = std::thread::spawn(move || {
-        let _ = schedlab_trace::sys::pin_to(cpu);
+        let _ = schedlab_measure::sys::pin_to(cpu);
         schedlab_trace::sampling::overhead(11, 20_000_000)
     })
     .join();
@@ -273,7 +274,7 @@ fn agreement(t: &Timeline, kt: &Timeline, st: &[ThreadStats], ks: &[ThreadStats]
             k.cpu_share * 100.0,
             s.runs,
             k.runs,
-            fmt_ns(t.threshold_ns),
+            human_ns(t.threshold_ns),
             klane.gaps().len(),
         ));
     }
@@ -450,7 +451,7 @@ fn measurements(
 
 fn stats_table(stats: &[ThreadStats]) -> Table {
     let sleepers = stats.iter().any(|s| s.overshoot.is_some());
-    let d = |x: Option<u64>| x.map_or("-".to_string(), fmt_ns);
+    let d = |x: Option<u64>| x.map_or("-".to_string(), human_ns);
     if sleepers {
         let mut t = Table::new(&[
             ("thread", Align::Left),

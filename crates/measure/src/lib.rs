@@ -4,9 +4,11 @@
 //! The crate owns the monotonic clock and its calibration ([`clock`]), the sampling loop that
 //! warms up, scales iterations to a time budget and takes samples ([`sampler`]), the pure
 //! statistics over those samples ([`stats`]), the attribution of noise to other processes
-//! ([`noise`]), the machine fingerprint stored with every run ([`machine`]) and the result model
-//! that the store and the reports share ([`model`]). It knows nothing of SQLite, terminals or
-//! particular probes: measuring, analysing and reporting are separate stages.
+//! ([`noise`]), the machine fingerprint stored with every run ([`machine`]), the result model
+//! that the store and the reports share ([`model`]), and the Linux wrappers (pinning, forked
+//! helpers, per-thread scheduling settings) that the probes and the timelines share ([`sys`]),
+//! and the one rule for showing values to people ([`units`]). It knows nothing of SQLite,
+//! terminals or particular probes: measuring, analysing and reporting are separate stages.
 //!
 //! ```
 //! use schedlab_measure::{clock::Calibration, sampler::{self, Settings}, model::Metric, Timing, Workload, ProbeError};
@@ -34,6 +36,8 @@ pub mod model;
 pub mod noise;
 pub mod sampler;
 pub mod stats;
+pub mod sys;
+pub mod units;
 pub mod warnings;
 
 use std::time::{Duration, Instant};

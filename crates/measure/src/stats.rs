@@ -5,6 +5,12 @@
 //! Binomial(n, 1/2)), so it needs no normality assumption, which timing samples never meet.
 //! Outliers are counted with Tukey's fences (1.5 × IQR beyond the quartiles), as criterion.rs
 //! and hyperfine do.
+//!
+//! Two percentile definitions, each for its use: [`percentile_sorted`] interpolates between
+//! order statistics (an estimate of a continuous quantity from a few samples: the summaries of
+//! measurements), [`nearest_rank`] returns one of the values (a description of many observed
+//! durations, where a value that never occurred would mislead: a timeline's time slices, the
+//! tail of wake-up latencies). Every other crate takes its medians and percentiles from here.
 
 use serde::{Deserialize, Serialize};
 
@@ -108,6 +114,29 @@ pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
     let hi = rank.ceil() as usize;
     let frac = rank - lo as f64;
     sorted[lo] + (sorted[hi] - sorted[lo]) * frac
+}
+
+/// The `p`-th percentile (0..=100) of sorted values by the nearest-rank method (Hyndman & Fan
+/// type 1): the smallest value with at least `p`% of the values at or below it. It is always
+/// one of the values; the median of an even count is the lower middle one.
+///
+/// # Panics
+/// If `sorted` is empty.
+pub fn nearest_rank<T: Copy>(sorted: &[T], p: f64) -> T {
+    assert!(!sorted.is_empty(), "percentile of no values");
+    let n = sorted.len();
+    sorted[((p / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1]
+}
+
+/// The median of `values` in any order (interpolated, as [`percentile_sorted`]); `None` for
+/// none or a NaN.
+pub fn median(values: &[f64]) -> Option<f64> {
+    if values.is_empty() || values.iter().any(|v| v.is_nan()) {
+        return None;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    Some(percentile_sorted(&sorted, 50.0))
 }
 
 /// P(X <= k) for X ~ Binomial(n, 1/2).
@@ -215,6 +244,23 @@ mod tests {
     }
 
     #[test]
+    fn nearest_rank_picks_a_value() {
+        let v: Vec<u64> = (1..=100).collect();
+        let p = |q| nearest_rank(&v, q);
+        assert_eq!((p(0.0), p(50.0), p(95.0), p(99.0), p(100.0)), (1, 50, 95, 99, 100));
+        assert_eq!(nearest_rank(&[3, 4], 50.0), 3);
+        assert_eq!(nearest_rank(&[7], 99.0), 7);
+    }
+
+    #[test]
+    fn median_interpolates_an_even_count() {
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[1.0, f64::NAN]), None);
+    }
+
+    #[test]
     fn empty_and_nan_have_no_summary() {
         assert!(Summary::of(&[]).is_none());
         assert!(Summary::of(&[1.0, f64::NAN]).is_none());
@@ -298,6 +344,21 @@ mod tests {
             // And it is the narrowest such interval: one rank tighter drops below the level.
             let tighter = 1.0 - 2.0 * binom_half_cdf(n, lo + 1);
             prop_assert!(lo + 1 > hi - 1 || tighter < CI_LEVEL);
+        }
+
+        #[test]
+        fn nearest_rank_has_p_percent_at_or_below(
+            mut v in prop::collection::vec(0u64..1000, 1..200),
+            p in 0.0f64..=100.0,
+        ) {
+            v.sort_unstable();
+            let r = nearest_rank(&v, p);
+            let at_or_below = v.iter().filter(|&&x| x <= r).count();
+            let below = v.iter().filter(|&&x| x < r).count();
+            let needed = ((p / 100.0 * v.len() as f64).ceil() as usize).max(1);
+            prop_assert!(v.contains(&r));
+            prop_assert!(at_or_below >= needed, "too small: {r}");
+            prop_assert!(below < needed, "not the smallest such value: {r}");
         }
 
         #[test]

@@ -23,7 +23,6 @@
 pub mod mem;
 pub mod os;
 pub mod rt;
-pub mod sys;
 #[cfg(test)]
 mod testkit;
 pub mod threads;

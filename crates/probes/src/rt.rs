@@ -17,10 +17,11 @@ use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
 use schedlab_measure::sampler::Settings;
+use schedlab_measure::stats;
+use schedlab_measure::sys::{self, PinGuard};
 use schedlab_measure::{ProbeError, Timing, Workload};
 use schedlab_rt::{Event, Preemption, Runtime};
 
-use crate::sys::{self, PinGuard};
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// The rt probes, in catalog order.
@@ -373,15 +374,16 @@ impl Probe for Latency {
             if delays.is_empty() {
                 return Err(ProbeError::Failed("the sleeper recorded no wake-up".into()));
             }
+            // Nearest-rank, as the timelines' overshoots: a percentile of wake-up latencies
+            // is a wake-up that happened (cyclictest reports them so).
             delays.sort_unstable();
-            let p50 = delays[delays.len() / 2];
+            let p50 = stats::nearest_rank(&delays, 50.0);
             let mut a = all.lock().unwrap_or_else(|e| e.into_inner());
             a.extend_from_slice(&delays);
             a.sort_unstable();
-            let pct = |p: f64| a[((a.len() - 1) as f64 * p).round() as usize];
             let mut n = l.lock().unwrap_or_else(|e| e.into_inner());
             n.set("wakeups", a.len());
-            n.set("p99_us", format!("{:.1}", pct(0.99) as f64 / 1e3));
+            n.set("p99_us", format!("{:.1}", stats::nearest_rank(&a, 99.0) as f64 / 1e3));
             n.set("max_us", format!("{:.1}", a[a.len() - 1] as f64 / 1e3));
             // The value is the sample's median delay: everything else is overhead.
             let value = Duration::from_nanos(p50.saturating_mul(iters));

@@ -21,5 +21,7 @@ pub mod export;
 pub mod mem;
 pub mod svg;
 pub mod table;
-pub mod units;
 pub mod views;
+
+/// Values scaled for people; the rule lives in `schedlab-measure`, which the timelines share.
+pub use schedlab_measure::units;

@@ -7,7 +7,8 @@
 //!
 //! - [`model`]: the timeline (lanes, runs, gaps, marks);
 //! - [`sampling`]: the recorder (work units, preallocated buffer, runs derived afterwards);
-//! - [`scenario`]: the seed's tests as data, and the runner that records them;
+//! - [`scenario`]: the seed's tests as data, each with its verdict, and the runner that
+//!   records them;
 //! - [`stats`]: per-thread CPU share, time slices, gaps, useful-work rate (pure functions);
 //! - [`rt`]: the schedlab-rt recorder (the runtime's `Switched` events, a lane per virtual
 //!   processor);
@@ -37,7 +38,6 @@ pub mod sampling;
 pub mod scenario;
 pub mod stats;
 pub mod svg;
-pub mod sys;
 pub mod term;
 
 pub use model::{Lane, Mark, Span, Timeline};

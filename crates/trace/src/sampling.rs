@@ -14,6 +14,8 @@
 
 use std::hint::black_box;
 
+use schedlab_measure::stats;
+
 use crate::model::Span;
 
 /// The recording interval: at most one timestamp per this many ns (the seed's 10 µs).
@@ -250,11 +252,10 @@ pub fn overhead(rounds: usize, round_ns: u64) -> Overhead {
         }
         without.push(units as f64 * 1e9 / (thread_cpu_ns() - c0).max(1) as f64);
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    Overhead { recorded_rate: median(&mut with), plain_rate: median(&mut without), rounds }
+    // Rates are estimates of a continuous quantity, so the summaries' (interpolated) median;
+    // for an odd number of rounds, as scenario 1 takes, that is the middle round.
+    let median = |v: &[f64]| stats::median(v).unwrap_or(0.0);
+    Overhead { recorded_rate: median(&with), plain_rate: median(&without), rounds }
 }
 
 #[cfg(test)]

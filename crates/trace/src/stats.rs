@@ -6,6 +6,7 @@
 //! - useful-work rate: matrix inverses per second of the thread's ready window;
 //! - sleep overshoot, for sleeping threads.
 
+use schedlab_measure::stats;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Lane, Timeline};
@@ -30,7 +31,14 @@ pub struct Dist {
 }
 
 impl Dist {
-    /// The distribution of `values`; `None` when empty. Percentiles are nearest-rank.
+    /// The distribution of `values`; `None` when empty.
+    ///
+    /// Percentiles are nearest-rank ([`stats::nearest_rank`]), not interpolated as in a
+    /// measurement's summary: these describe one recording's many observed durations, and a
+    /// percentile should be a duration that happened. Slices come in steps of the timer tick,
+    /// so the interpolated median of an even count split between two steps (3 ms and 4 ms)
+    /// would be a 3.5 ms slice that never ran; a p99 overshoot is a wake-up that was seen, as
+    /// cyclictest reports it.
     pub fn of(values: &[u64]) -> Option<Dist> {
         if values.is_empty() {
             return None;
@@ -38,7 +46,7 @@ impl Dist {
         let mut v = values.to_vec();
         v.sort_unstable();
         let n = v.len();
-        let rank = |p: f64| v[((p / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1];
+        let rank = |p: f64| stats::nearest_rank(&v, p);
         Some(Dist {
             n,
             min: v[0],
@@ -101,20 +109,6 @@ pub fn timeline_stats(t: &Timeline) -> Vec<ThreadStats> {
     t.lanes.iter().map(lane_stats).collect()
 }
 
-/// A duration for people: `850 ns`, `12.3 µs`, `4.02 ms`, `1.20 s`.
-pub fn fmt_ns(ns: u64) -> String {
-    let x = ns as f64;
-    if ns < 1_000 {
-        format!("{ns} ns")
-    } else if ns < 1_000_000 {
-        format!("{:.1} µs", x / 1e3)
-    } else if ns < 1_000_000_000 {
-        format!("{:.2} ms", x / 1e6)
-    } else {
-        format!("{:.2} s", x / 1e9)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +121,9 @@ mod tests {
         assert_eq!((d.min, d.p50, d.p95, d.p99, d.max), (1, 50, 95, 99, 100));
         assert_eq!(d.mean, 50.5);
         assert!(Dist::of(&[]).is_none());
+        // Slices of two tick lengths: the median is one of them, never their mean.
+        let d = Dist::of(&[4_000_000, 3_000_000, 4_000_000, 3_000_000]).unwrap();
+        assert_eq!(d.p50, 3_000_000);
     }
 
     #[test]
@@ -147,12 +144,5 @@ mod tests {
         assert_eq!(s.run_len.unwrap().p50, 20);
         assert_eq!(s.first_run_ns, Some(10));
         assert!((s.work_rate - 50.0 * 1e9 / 100.0).abs() < 1e-6);
-    }
-
-    #[test]
-    fn durations_are_scaled_for_people() {
-        assert_eq!(fmt_ns(850), "850 ns");
-        assert_eq!(fmt_ns(12_345), "12.3 µs");
-        assert_eq!(fmt_ns(4_020_000), "4.02 ms");
     }
 }

@@ -4,8 +4,9 @@
 //! blank (none), `░` (under a third), `▒` (under two thirds), `▓` (less than all), `█` (all).
 //! A zoomed view of a short window makes individual time slices visible.
 
+use schedlab_measure::units::human_ns;
+
 use crate::model::Timeline;
-use crate::stats::fmt_ns;
 
 /// Width of the lane-name column.
 const NAME: usize = 12;
@@ -70,7 +71,7 @@ pub fn lanes(t: &Timeline, from_ns: u64, to_ns: u64, cols: usize) -> String {
     out.push_str(&format!(
         "{:NAME$}one column = {}; █ ran all of it, ▓ ▒ ░ part, blank not at all\n",
         "",
-        fmt_ns(span / cols as u64)
+        human_ns(span / cols as u64)
     ));
     out
 }

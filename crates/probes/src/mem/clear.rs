@@ -38,11 +38,11 @@ use std::time::Duration;
 
 use schedlab_measure::model::{Metric, Params, Unit};
 use schedlab_measure::sampler::Settings;
-use schedlab_measure::{ProbeError, Timing, Workload};
+use schedlab_measure::{sys, ProbeError, Timing, Workload};
 
 use super::routines::{alloc_cycle, escape, ClearFn, Routine};
 use super::{caches_once, calls_for, level_of, minor_faults, thp_mode, x86, Buffer};
-use crate::{sys, Context, Info, Instance, Probe, Suite};
+use crate::{Context, Info, Instance, Probe, Suite};
 
 /// Largest size accepted (the full sweep stops at 64 MiB).
 const MAX_SIZE: usize = 1 << 30;

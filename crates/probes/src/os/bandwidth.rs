@@ -24,10 +24,10 @@ use std::os::fd::{OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
+use schedlab_measure::sys::{self, raw, Child, PinGuard, Placement};
 use schedlab_measure::{ProbeError, Timing, Workload};
 
 use super::ipc::{get_opt, peer_error, placement_variants, tcp_pair, unix_pair};
-use crate::sys::{self, raw, Child, PinGuard, Placement};
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// Bytes per write and per iteration: lmbench's `XFERSIZE`.

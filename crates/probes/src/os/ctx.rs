@@ -24,10 +24,11 @@ use std::os::fd::{OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
+use schedlab_measure::stats;
+use schedlab_measure::sys::{self, raw, Child, PinGuard};
 use schedlab_measure::{ProbeError, Timing, Workload};
 
 use super::ipc::peer_error;
-use crate::sys::{self, raw, Child, PinGuard};
 use crate::{Context, Info, Instance, Probe, Suite};
 
 struct CtxProbe;
@@ -184,14 +185,11 @@ fn measure_overhead(
     while batch(n)? < Duration::from_millis(1) && n < 1 << 20 {
         n *= 2;
     }
-    let per_op = (0..5).map(|_| batch(n).map(|t| t / n as u32)).collect::<Result<Vec<_>, _>>()?;
-    Ok(median(per_op))
-}
-
-/// The median (upper median for an even count); `Duration::ZERO` for none.
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v.get(v.len() / 2).copied().unwrap_or_default()
+    let mut per_op =
+        (0..5).map(|_| batch(n).map(|t| t / n as u32)).collect::<Result<Vec<_>, _>>()?;
+    per_op.sort();
+    // The median of five batches: the middle one.
+    Ok(stats::nearest_rank(&per_op, 50.0))
 }
 
 /// The part of `laps` laps that is not switching: `procs` token passes and working-set sums
@@ -303,14 +301,6 @@ mod tests {
         assert_eq!(parse_size("512"), Some(512));
         assert_eq!(parse_size("k"), None);
         assert_eq!(parse_size("1m"), None);
-    }
-
-    #[test]
-    fn median_takes_the_middle() {
-        let ns = |v: &[u64]| v.iter().map(|&n| Duration::from_nanos(n)).collect::<Vec<_>>();
-        assert_eq!(median(ns(&[5, 1, 3])), Duration::from_nanos(3));
-        assert_eq!(median(ns(&[4, 1, 3, 2])), Duration::from_nanos(3));
-        assert_eq!(median(Vec::new()), Duration::ZERO);
     }
 
     #[test]

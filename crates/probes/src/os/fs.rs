@@ -37,9 +37,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use schedlab_measure::model::{Metric, Params, Unit};
-use schedlab_measure::{interrupt, ProbeError, Timing, Workload};
+use schedlab_measure::{interrupt, sys, ProbeError, Timing, Workload};
 
-use crate::{sys, Context, Info, Instance, Probe, Suite};
+use crate::{Context, Info, Instance, Probe, Suite};
 
 /// A file created for a probe and already unlinked: only the descriptor keeps it alive.
 #[derive(Debug)]

@@ -27,9 +27,9 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
+use schedlab_measure::sys::{self, raw, Child, PinGuard, Placement};
 use schedlab_measure::{interrupt, ProbeError, Timing, Workload};
 
-use crate::sys::{self, raw, Child, PinGuard, Placement};
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// The transports measured, one probe each.

@@ -46,10 +46,10 @@ use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use schedlab_measure::model::{Metric, Params, Unit};
+use schedlab_measure::sys::{self, Child};
 use schedlab_measure::{interrupt, ProbeError, Timing, Workload};
 
 use super::fs::scratch_file;
-use crate::sys::{self, Child};
 use crate::{Context, Info, Instance, Probe, Suite};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

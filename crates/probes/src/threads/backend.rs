@@ -16,9 +16,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params};
+use schedlab_measure::sys;
 use schedlab_measure::{ProbeError, Timing, Workload};
 
-use crate::sys;
 use crate::Instance;
 
 /// Prefix of the names of every OS thread these probes start by name (helpers, tokio
@@ -218,7 +218,7 @@ pub(crate) fn rt_pinned_with(
                 "rt: two new threads named schedlab-vp-{index} (another runtime starting?)"
             )));
         }
-        pin_thread(tid, cpu)?;
+        sys::pin_thread(tid, cpu)?;
     }
     Ok(rt)
 }
@@ -235,24 +235,6 @@ fn vp_threads() -> Vec<(libc::pid_t, usize)> {
         Some((tid, index))
     })
     .collect()
-}
-
-/// Pins thread `tid` of this process to `cpu`.
-fn pin_thread(tid: libc::pid_t, cpu: usize) -> Result<(), ProbeError> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(ProbeError::Failed(format!("cpu {cpu} beyond CPU_SETSIZE")));
-    }
-    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` < CPU_SETSIZE (checked above) and `set` is a valid set.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a valid cpu_set_t of the size we pass; `tid` names a thread of this
-    // process (a wrong id fails with ESRCH, it cannot touch memory).
-    let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if rc != 0 {
-        return Err(ProbeError::last_os(&format!("sched_setaffinity(thread {tid}, cpu {cpu})")));
-    }
-    Ok(())
 }
 
 /// A schedlab-rt runtime with `n` processors, placed by the kernel.

@@ -28,10 +28,10 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Instant;
 
 use schedlab_measure::model::{Params, Unit};
+use schedlab_measure::sys;
 use schedlab_measure::{ProbeError, Timing};
 
 use super::backend::{self, rt_run, rt_unpinned, Backend, Bench};
-use crate::sys;
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// Threads alive at once when nobody joins them.

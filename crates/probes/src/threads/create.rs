@@ -10,10 +10,10 @@
 use std::time::Instant;
 
 use schedlab_measure::model::{Params, Unit};
+use schedlab_measure::sys::PinGuard;
 use schedlab_measure::ProbeError;
 
 use super::backend::{self, rt_pinned, rt_run, timing_on, Backend, Bench};
-use crate::sys::PinGuard;
 use crate::{Context, Info, Instance, Probe, Suite};
 
 struct CreateProbe;

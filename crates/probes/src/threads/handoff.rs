@@ -21,12 +21,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use schedlab_measure::model::{Params, Unit};
+use schedlab_measure::sys::PinGuard;
 use schedlab_measure::{ProbeError, Timing};
 
 use super::backend::{
     self, futex_wait, futex_wake, rt_pinned, rt_run, timing_on, Backend, Bench, Partner,
 };
-use crate::sys::PinGuard;
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// Which hand-off mechanism a probe measures.

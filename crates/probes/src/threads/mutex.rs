@@ -22,10 +22,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
+use schedlab_measure::sys::{self, PinGuard};
 use schedlab_measure::{ProbeError, Timing};
 
 use super::backend::{self, rt_pinned, rt_run, timing_on, Backend, Bench, THREAD_PREFIX};
-use crate::sys::{self, PinGuard};
 use crate::{Context, Info, Instance, Probe, Suite};
 
 struct Uncontended;

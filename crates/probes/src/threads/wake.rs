@@ -35,12 +35,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
+use schedlab_measure::sys::{self, PinGuard};
 use schedlab_measure::{ProbeError, Timing};
 
 use super::backend::{
     self, futex_wait, futex_wake, rt_pinned, rt_run, spin_until, Backend, Bench, Partner,
 };
-use crate::sys::{self, PinGuard};
 use crate::{Context, Info, Instance, Probe, Suite};
 
 struct WakeProbe;

@@ -1,21 +1,36 @@
-//! Small, safe wrappers over the system calls the probes share: CPU placement, pipes, raw
-//! reads and writes, and forked helper processes that cannot outlive us.
+//! The Linux system-call wrappers of the lab, each written once: CPU placement and
+//! pinning, pipes, EINTR-safe raw reads and writes, forked helper processes that cannot
+//! outlive us, and the per-thread scheduling settings the timeline scenarios use (nice,
+//! policy, timer slack, an absolute-deadline sleep).
 //!
-//! This is one of the few places with `unsafe` in the probes; each block says why it is sound.
-//! Probes build on these rather than calling libc for the common cases.
+//! # Why here
+//! Both the probes and the timelines (`schedlab-trace`) pin threads and fork helpers, and
+//! both already depend on this crate; nothing else is shared by both. Keeping the wrappers
+//! here gives each one copy without an arrow between `probes` and `trace` (probes brings
+//! tokio and the catalog, which a timeline does not need). They belong with measuring: how a
+//! result was obtained (pinned where, beside which helper) is part of the measurement.
+//!
+//! This is one of the few places with `unsafe` outside the runtime; each block says why it is
+//! sound. Probes and scenarios build on these rather than calling libc for the common cases.
 //!
 //! # Forked children
-//! The binary may have other threads (the progress bar's ticker), so after `fork` the child
-//! may only do async-signal-safe work: no allocation, no locks, no `println!`. [`Child::fork`]
-//! runs a closure in the child under that contract; probes prepare every buffer and file
-//! descriptor before forking. A child asks the kernel to kill it when its parent dies
-//! (`PR_SET_PDEATHSIG`), and [`Child`]'s `Drop` kills and reaps it, so an error, a panic or a
-//! Ctrl-C in the parent leaves no process behind.
+//! The process may have other threads (a test harness, a scenario's workers), so after
+//! `fork` the child may only do async-signal-safe work: no allocation, no locks, no
+//! `println!`. [`Child::fork`] runs a closure in the child under that contract; callers
+//! prepare every buffer and file descriptor before forking. A child asks the kernel to kill
+//! it when its parent dies (`PR_SET_PDEATHSIG`), and [`Child`]'s `Drop` kills and reaps it, so
+//! an error, a panic or a Ctrl-C in the parent leaves no process behind.
+//!
+//! # Per-thread settings
+//! Linux keeps nice, scheduling policy and timer slack per thread: [`set_nice`],
+//! [`set_policy`] and [`set_timer_slack`] change the calling thread only, so a scenario's
+//! worker sets itself up and nothing leaks to the caller.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use schedlab_measure::ProbeError;
+use crate::model::Params;
+use crate::ProbeError;
 
 /// The CPUs this process may run on, in ascending order.
 pub fn allowed_cpus() -> Vec<usize> {
@@ -34,23 +49,39 @@ pub fn allowed_cpus() -> Vec<usize> {
 }
 
 /// Pins the calling thread (in a child: the child process) to `cpu`.
-///
-/// Async-signal-safe: usable in a forked child.
 pub fn pin_to(cpu: usize) -> Result<(), ProbeError> {
-    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: CPU_SET on a valid set; `cpu` is checked against CPU_SETSIZE first.
+    pin_thread(0, cpu)
+}
+
+/// Pins thread `tid` of this process to `cpu` (`tid` 0: the calling thread).
+/// `sched_setaffinity` takes any thread id, so a thread can be pinned from outside, as the
+/// probes pin schedlab-rt's processors, which have no affinity setting of their own.
+pub fn pin_thread(tid: libc::pid_t, cpu: usize) -> Result<(), ProbeError> {
     if cpu >= libc::CPU_SETSIZE as usize {
         return Err(ProbeError::Failed(format!("cpu {cpu} beyond CPU_SETSIZE")));
     }
-    // SAFETY: as above, `cpu` < CPU_SETSIZE and `set` is valid.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a valid cpu_set_t of the size we pass; pid 0 is the caller.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if rc != 0 {
-        return Err(ProbeError::last_os(&format!("sched_setaffinity(cpu {cpu})")));
+    if !pin_raw(tid, cpu) {
+        return Err(ProbeError::last_os(&match tid {
+            0 => format!("sched_setaffinity(cpu {cpu})"),
+            _ => format!("sched_setaffinity(thread {tid}, cpu {cpu})"),
+        }));
     }
     Ok(())
+}
+
+/// [`pin_thread`] without the error message: async-signal-safe (no allocation), for a
+/// forked child. False when `cpu` is out of range or the kernel refused (errno says why).
+fn pin_raw(tid: libc::pid_t, cpu: usize) -> bool {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return false;
+    }
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` < CPU_SETSIZE (checked above) and `set` is valid.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size we pass; `tid` is 0 (the caller) or a
+    // thread id, and a wrong one fails with ESRCH: no memory is touched but `set`.
+    unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 }
 }
 
 /// Restores the calling thread's affinity to `cpus` (after a probe pinned it).
@@ -87,7 +118,7 @@ pub enum Placement {
 
 impl Placement {
     /// Parses the `placement` parameter (default `same`).
-    pub fn from_params(p: &schedlab_measure::model::Params) -> Result<Placement, ProbeError> {
+    pub fn from_params(p: &Params) -> Result<Placement, ProbeError> {
         match p.get("placement").unwrap_or("same") {
             "same" => Ok(Placement::Same),
             "cross" => Ok(Placement::Cross),
@@ -203,7 +234,7 @@ impl Child {
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             }
             if let Some(c) = cpu {
-                if pin_to(c).is_err() {
+                if !pin_raw(0, c) {
                     // SAFETY: as above.
                     unsafe { libc::_exit(2) };
                 }
@@ -286,6 +317,69 @@ impl Drop for PinGuard {
     }
 }
 
+/// The calling thread's kernel id.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// Sets the calling thread's nice value (per thread on Linux).
+pub fn set_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: setpriority with a thread id affects only that thread; no memory is passed.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, gettid() as libc::id_t, nice) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Sets the calling thread's scheduling policy (`SCHED_OTHER`, `SCHED_IDLE`, `SCHED_FIFO`...)
+/// with `priority` (0 for the non-real-time policies).
+pub fn set_policy(policy: i32, priority: i32) -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: priority };
+    // SAFETY: `param` is a valid sched_param; 0 means the calling thread.
+    let rc = unsafe { libc::sched_setscheduler(0, policy, &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Sets the calling thread's timer slack in ns (`PR_SET_TIMERSLACK`; 0 restores the default).
+pub fn set_timer_slack(ns: u64) -> io::Result<()> {
+    // SAFETY: PR_SET_TIMERSLACK takes a plain integer; it only affects the calling thread.
+    let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Sleeps until CLOCK_MONOTONIC reaches `deadline_ns` (retrying after signals).
+pub fn sleep_until(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    loop {
+        // SAFETY: `ts` is a valid timespec; with TIMER_ABSTIME the remainder is not written.
+        let rc = unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc != libc::EINTR {
+            return;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,6 +431,34 @@ mod tests {
         read_exact(raw(&r2), &mut back).unwrap();
         assert_eq!(&back, b"dcba");
         assert_eq!(c.wait().unwrap(), 0);
+    }
+
+    #[test]
+    fn timer_slack_is_set_for_the_calling_thread_only() {
+        // SAFETY: PR_GET_TIMERSLACK takes no pointers and returns the value.
+        let slack = || unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
+        let before = slack();
+        let inside = std::thread::spawn(move || {
+            set_timer_slack(1).unwrap();
+            slack()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(inside, 1);
+        assert_eq!(slack(), before);
+    }
+
+    #[test]
+    fn sleep_until_does_not_wake_early() {
+        let now = || {
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: `ts` is a valid, writable timespec.
+            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+            ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+        };
+        let deadline = now() + 2_000_000;
+        sleep_until(deadline);
+        assert!(now() >= deadline);
     }
 
     #[test]

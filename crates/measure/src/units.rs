@@ -1,7 +1,11 @@
 //! Values scaled for people: `1532.4 ns` is shown as `1.532 µs`, with four significant
 //! digits, and every value carries its unit. Files keep the raw, unscaled value.
+//!
+//! One rule for the whole lab: the reports' tables and the timelines' lanes, statistics and
+//! verdicts format through here. It lives in this crate, below both `report` and `trace`,
+//! so neither has to depend on the other for it; `schedlab_report::units` re-exports it.
 
-use schedlab_measure::model::Unit;
+use crate::model::Unit;
 
 /// Scales `value` (in `unit`) to a readable unit and formats it with four significant digits.
 pub fn human(value: f64, unit: Unit) -> String {
@@ -35,6 +39,12 @@ pub fn human(value: f64, unit: Unit) -> String {
     format!("{} {sym}", sig4(v))
 }
 
+/// A duration of `ns` nanoseconds, scaled as [`human`] scales [`Unit::Nanos`]: `850.0 ns`,
+/// `12.35 µs`, `4.020 ms`, `1.200 s`.
+pub fn human_ns(ns: u64) -> String {
+    human(ns as f64, Unit::Nanos)
+}
+
 /// Four significant digits, no exponent, trailing zeros kept (so columns line up).
 pub fn sig4(v: f64) -> String {
     if v == 0.0 {
@@ -66,6 +76,14 @@ mod tests {
         assert_eq!(human(262.95, Unit::Micros), "262.9 µs");
         assert_eq!(human(3081.5, Unit::Micros), "3.082 ms");
         assert_eq!(human(0.071, Unit::Micros), "71.00 ns");
+    }
+
+    #[test]
+    fn whole_nanoseconds_scale_like_any_time() {
+        assert_eq!(human_ns(850), "850.0 ns");
+        assert_eq!(human_ns(12_345), "12.35 µs");
+        assert_eq!(human_ns(4_020_000), "4.020 ms");
+        assert_eq!(human_ns(1_200_000_000), "1.200 s");
     }
 
     #[test]
