@@ -26,8 +26,8 @@ use schedlab_measure::sampler::Settings;
 use schedlab_measure::{ProbeError, Timing, Workload};
 
 use super::backend::{self, rt_pinned, rt_run, Backend, Bench};
-use crate::sys::{self, PinGuard};
 use crate::{Context, Info, Instance, Probe, Suite};
+use schedlab_measure::sys::{self, PinGuard};
 
 struct TreeProbe;
 
