@@ -42,6 +42,40 @@ pub(crate) fn smoke_one(
     Some(inst)
 }
 
+/// Counts what a family's smoke test ran and skipped, so the test fails when every variant
+/// skipped (it would otherwise pass having checked nothing).
+#[derive(Default)]
+pub(crate) struct SmokeTally {
+    ran: usize,
+    skipped: Vec<String>,
+}
+
+impl SmokeTally {
+    /// [`smoke_one`], counted.
+    pub(crate) fn run(
+        &mut self,
+        p: &dyn Probe,
+        params: &Params,
+        ctx: &Context,
+    ) -> Option<Box<dyn Instance>> {
+        let inst = smoke_one(p, params, ctx);
+        match inst {
+            Some(_) => self.ran += 1,
+            None => self.skipped.push(format!("{} [{params}]", p.info().id)),
+        }
+        inst
+    }
+
+    /// Fails if nothing ran.
+    pub(crate) fn finish(self, family: &str) {
+        assert!(
+            self.ran > 0,
+            "every {family} variant skipped here, so this smoke test checked nothing: {:?}",
+            self.skipped
+        );
+    }
+}
+
 /// Developer aid: prints quick-suite medians for the probes of `probes` matching
 /// `SCHEDLAB_FILTER` (default `default_filter`).
 pub(crate) fn print_medians(probes: Vec<Box<dyn Probe>>, default_filter: &str) {

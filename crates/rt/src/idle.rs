@@ -265,16 +265,30 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// Runs `f` on a thread and fails if it has not returned within 5 s (a
+    /// park that never returns is the bug these tests look for).
+    fn returns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(f()).unwrap());
+        rx.recv_timeout(Duration::from_secs(5)).expect("park did not return within 5 s")
+    }
+
     #[test]
     fn parker_keeps_an_early_token() {
-        let p = Parker::new();
+        let p = Arc::new(Parker::new());
         p.unpark();
-        p.park(None); // returns at once
+        assert_eq!(p.state.load(Ordering::Relaxed), NOTIFIED);
+        let q = p.clone();
+        returns(move || q.park(None)); // the token ends it at once
+        assert_eq!(p.state.load(Ordering::Relaxed), EMPTY, "the token was not consumed");
     }
 
     #[test]
     fn parker_times_out() {
-        Parker::new().park(Some(Duration::from_millis(1)));
+        let p = Arc::new(Parker::new());
+        let q = p.clone();
+        returns(move || q.park(Some(Duration::from_millis(1))));
+        assert_eq!(p.state.load(Ordering::Relaxed), EMPTY, "left PARKED after the timeout");
     }
 
     #[test]
@@ -284,7 +298,8 @@ mod tests {
         let t = std::thread::spawn(move || q.park(None));
         // Whether the token arrives before or after the park, it ends it.
         p.unpark();
-        t.join().unwrap();
+        returns(move || t.join().unwrap());
+        assert_eq!(p.state.load(Ordering::Relaxed), EMPTY);
     }
 
     #[test]

@@ -191,14 +191,16 @@ mod tests {
     #[test]
     fn every_mem_probe_runs_in_smoke_settings() {
         let ctx = Context::for_tests();
+        let mut tally = testkit::SmokeTally::default();
         for p in probes() {
             let info = p.info();
             for params in p.variants(Suite::Smoke) {
-                let Some(inst) = testkit::smoke_one(&*p, &params, &ctx) else { continue };
+                let Some(inst) = tally.run(&*p, &params, &ctx) else { continue };
                 let notes = inst.notes();
                 assert!(notes.get("calls_per_iter").is_some(), "{} [{params}] {notes}", info.id);
             }
         }
+        tally.finish("mem");
     }
 
     /// Developer aid, not a check: prints `mem.clear` medians for a few routines and sizes at

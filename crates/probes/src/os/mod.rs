@@ -43,11 +43,13 @@ mod tests {
     #[test]
     fn every_os_probe_runs_in_smoke_settings() {
         let ctx = Context::for_tests();
+        let mut tally = testkit::SmokeTally::default();
         for p in probes() {
             for params in p.variants(Suite::Smoke) {
-                drop(testkit::smoke_one(&*p, &params, &ctx));
+                drop(tally.run(&*p, &params, &ctx));
             }
         }
+        tally.finish("os");
     }
 
     /// Developer aid, not a check: prints quick-suite medians for the probes matching

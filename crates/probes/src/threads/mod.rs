@@ -72,11 +72,12 @@ mod tests {
     #[test]
     fn every_threads_probe_runs_in_smoke_settings_and_leaves_no_thread() {
         let ctx = Context::for_tests();
+        let mut tally = testkit::SmokeTally::default();
         for p in probes() {
             let info = p.info();
             for params in p.variants(Suite::Smoke) {
                 let started = Instant::now();
-                let Some(inst) = testkit::smoke_one(&*p, &params, &ctx) else { continue };
+                let Some(inst) = tally.run(&*p, &params, &ctx) else { continue };
                 assert!(inst.notes().get("cpus").is_some(), "{} [{params}] notes no cpus", info.id);
                 drop(inst);
                 let left = leftover_threads();
@@ -84,6 +85,7 @@ mod tests {
                 eprintln!("{} [{params}] {:.3}s", info.id, started.elapsed().as_secs_f64());
             }
         }
+        tally.finish("threads");
     }
 
     #[test]
