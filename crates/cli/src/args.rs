@@ -42,6 +42,15 @@ pub enum Command {
     /// Scheduler timelines: who ran when in the seed's ThreadTest scenarios, per-thread CPU
     /// share, time slices and gaps, stored as a run; terminal lanes, SVG and Perfetto.
     Timeline(TimelineArgs),
+    /// Print a completion script for a shell to standard output (e.g. `schedlab completions
+    /// bash > ~/.local/share/bash-completion/completions/schedlab`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to standard output (e.g. `schedlab man > schedlab.1`).
+    Man,
 }
 
 /// The suites.

@@ -19,6 +19,23 @@ use crate::{out, UsageError};
 
 /// Runs the parsed command line.
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
+    // Generated from the argument definitions; no database involved.
+    match cli.command {
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "schedlab", &mut buf);
+            crate::out(&String::from_utf8_lossy(&buf))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::Man => {
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut buf)?;
+            crate::out(&String::from_utf8_lossy(&buf))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
+    }
     let db = db_path(cli.db.as_deref())?;
     match cli.command {
         Command::Run(args) => {
@@ -36,6 +53,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Compare(args) => compare(&open(&db)?, &args),
         Command::Mem(args) => crate::mem::mem(&args, &db),
         Command::Timeline(args) => crate::timeline::timeline(&args, &db),
+        Command::Completions { .. } | Command::Man => unreachable!("handled above"),
     }
 }
 

@@ -318,3 +318,26 @@ fn an_empty_filter_is_refused_by_run_and_list_alike() {
     }
     assert!(!db.exists(), "nothing was stored");
 }
+
+/// Shell completions and the man page come from the same argument definitions as the
+/// parser, need no database, and an unknown shell is a usage error.
+#[test]
+fn completions_and_the_man_page_are_generated_from_the_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("never-created.db");
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = run(&db, &["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{shell}: {}", text(&o.stderr));
+        let script = text(&o.stdout);
+        for sub in ["run", "compare", "timeline", "completions"] {
+            assert!(script.contains(sub), "{shell} completion lacks `{sub}`");
+        }
+    }
+    let o = run(&db, &["man"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let page = text(&o.stdout);
+    assert!(page.contains(".TH schedlab 1") && page.contains(".SH NAME"), "{page}");
+    assert!(page.contains("timeline"), "the man page lists the subcommands");
+    assert_eq!(run(&db, &["completions", "nosuch"]).status.code(), Some(2));
+    assert!(!db.exists(), "completions or man touched the database");
+}
