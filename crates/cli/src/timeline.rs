@@ -93,7 +93,7 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
     // thread ids cannot be matched to.
     let kernel_wanted = args.kernel && s.rt_threads() == 0;
     let ktrace = kernel_wanted.then(KernelTrace::start);
-    // Who else used the CPU meanwhile (MEASUREMENT.md: noise is reported, not hidden).
+    // Who else used the CPU meanwhile (docs/SOURCES.md, Noise is reported, not hidden).
     let (counters, noise_started) = (CpuCounters::read(), Instant::now());
     let recorded = scenario::record_at(&s, schedlab_trace::sampling::THRESHOLD_NS);
     let noise = counters.zip(CpuCounters::read()).map(|(a, b)| Noise {

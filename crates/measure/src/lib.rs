@@ -82,7 +82,7 @@ pub struct Timing {
     /// Wall time of exactly the timed iterations (setup excluded).
     pub elapsed: Duration,
     /// True when a party of the measurement was seen on another CPU than the one it was
-    /// pinned to at the end of the sample (see MEASUREMENT.md, "Placement decides the answer").
+    /// pinned to at the end of the sample (docs/SOURCES.md, Placement decides the answer).
     pub migrated: bool,
     /// Time inside `elapsed` that is not the operation measured, measured by the probe itself
     /// (lat_ctx's pipe overhead). The sampler subtracts it from the value and stores the raw

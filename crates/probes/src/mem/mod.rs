@@ -9,8 +9,8 @@
 //!   `mem.copy` and `mem.malloc_free` (seed 002's mcopy and mallocMemCopy rows).
 //!
 //! Every buffer is set up, and faulted in, before anything is timed; it starts on a 64-byte
-//! (in fact page) boundary plus the `align` offset. Each result notes what MEASUREMENT.md
-//! asks for memory bandwidth: the routine, the buffer size against the cache sizes (read
+//! (in fact page) boundary plus the `align` offset. Each result notes what docs/SOURCES.md
+//! ("Say exactly what was measured") asks for memory bandwidth: the routine, the buffer size against the cache sizes (read
 //! from sysfs, [`caches`]), and whether its pages were already faulted in (with the minor
 //! faults counted during the samples as evidence).
 

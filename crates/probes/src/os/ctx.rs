@@ -17,7 +17,7 @@
 //! 4. Teardown is `Drop`: children killed and reaped, pipes closed, affinity restored.
 //!
 //! `lat_ctx` leaves placement to the scheduler; with the processes spread over CPUs it measures
-//! cross-CPU wake-ups instead of switches (see MEASUREMENT.md), so we pin them all to one.
+//! cross-CPU wake-ups instead of switches (docs/SOURCES.md, Placement decides the answer), so we pin them all to one.
 
 use std::hint::black_box;
 use std::os::fd::{OwnedFd, RawFd};

@@ -4,7 +4,7 @@
 //! Seed 003's third micro-operation, the context switch (SA 225 µs, PTH 166 µs,
 //! LinuxThreads 82 µs there).
 //!
-//! Placement: both parties on one CPU, always (see MEASUREMENT.md: across CPUs this would
+//! Placement: both parties on one CPU, always (docs/SOURCES.md, Placement decides the answer: across CPUs this would
 //! measure wake-ups, which `threads.wake` does). Kernel threads: the measuring thread is
 //! pinned for the life of the instance and its partner, started in setup, pins itself to
 //! the same CPU; the measuring thread checks its CPU after each sample. schedlab-rt: a

@@ -62,7 +62,7 @@ impl Probe for WakeProbe {
             id: "threads.wake",
             doc: "Latency from waking a blocked thread (futex, rt unpark, tokio Notify) on one CPU until it runs on the other, after it sat idle idle_us; per wake-up",
             unit: Unit::Nanos,
-            mirrors: "- (the cross-CPU wake-up behind bimodal ping-pongs, MEASUREMENT.md; cf. schbench/cyclictest wake-up latency); waker and woken pinned to two CPUs",
+            mirrors: "- (the cross-CPU wake-up behind bimodal ping-pongs, docs/SOURCES.md; cf. schbench/cyclictest wake-up latency); waker and woken pinned to two CPUs",
             requires: "2 CPUs",
         }
     }
