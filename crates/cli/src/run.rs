@@ -1,100 +1,26 @@
-//! `schedlab run`: select probes, measure each parameter set, store it at once, show it.
-//!
-//! The loop, for every probe and parameter set in catalog order:
-//! 1. setup (never timed); a skip is stored with its reason and the run goes on;
-//! 2. sample with the run's settings ([`schedlab_measure::sampler`]);
-//! 3. teardown (the instance is dropped: children reaped, files removed);
-//! 4. store the measurement in its own transaction, then print its row.
+//! `schedlab run`: the run loop of [`schedlab_probes::runner`] wired to the store (each
+//! measurement committed in its own transaction as soon as it exists) and to the terminal
+//! (a progress bar on stderr, a row per result on stdout, one line per sweep).
 //!
 //! SIGINT/SIGTERM set the interrupt flag: the current probe stops at its next sample
 //! boundary, is stored as interrupted, and the run is marked interrupted. A second Ctrl-C
 //! ends the process at once (everything measured is already committed).
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use schedlab_measure::clock::Calibration;
-use schedlab_measure::machine::{now_rfc3339, Machine};
+use schedlab_measure::machine::Machine;
 use schedlab_measure::model::{Measurement, Outcome, Params, RunMeta, RunStatus};
-use schedlab_measure::stats::Summary;
-use schedlab_measure::{interrupt, sampler, warnings, ProbeError};
-use schedlab_probes::{catalog, select, Context, Probe, Suite};
+use schedlab_measure::{interrupt, warnings};
+use schedlab_probes::{catalog, runner, select, Probe};
 use schedlab_report::views;
 use schedlab_store::Store;
 
 use crate::settings::RunPlan;
 use crate::{out, UsageError};
-
-/// Runs one probe with one parameter set, start to finish. Never panics: a panicking probe
-/// becomes a failed measurement.
-pub fn measure_one(
-    probe: &dyn Probe,
-    params: &Params,
-    ctx: &Context,
-    plan: &sampler::Settings,
-    cal: &Calibration,
-) -> Measurement {
-    let info = probe.info();
-    let started = Instant::now();
-    let attempt = catch_unwind(AssertUnwindSafe(|| {
-        let mut inst = probe.setup(params, ctx)?;
-        let metric = inst.metric();
-        let collected = sampler::collect_in(&mut *inst, plan, cal, metric, info.unit)?;
-        let notes = inst.notes();
-        drop(inst); // teardown before the next probe starts
-        Ok::<_, ProbeError>((collected, notes))
-    }));
-    let wall = started.elapsed().as_secs_f64();
-    let outcome = match attempt {
-        Ok(Ok((c, notes))) => {
-            let values: Vec<f64> = c.samples.iter().map(|s| s.value).collect();
-            return match Summary::of(&values) {
-                Some(summary) => Measurement {
-                    probe: info.id.to_string(),
-                    params: params.clone(),
-                    unit: info.unit,
-                    better: info.unit.better(),
-                    outcome: Outcome::Ok,
-                    notes,
-                    iters_per_sample: c.iters,
-                    overhead_ns_per_iter: c.overhead_ns_per_iter,
-                    samples: c.samples,
-                    summary: Some(summary),
-                    noise: c.noise,
-                    wall_s: wall,
-                },
-                None => Measurement::without_samples(
-                    info.id,
-                    params.clone(),
-                    info.unit,
-                    Outcome::Failed("the probe produced no valid samples (NaN)".into()),
-                    wall,
-                ),
-            };
-        }
-        Ok(Err(ProbeError::Skip(why))) => Outcome::Skipped(why),
-        Ok(Err(ProbeError::Failed(why))) => {
-            if interrupt::requested() {
-                Outcome::Interrupted
-            } else {
-                Outcome::Failed(why)
-            }
-        }
-        Ok(Err(ProbeError::Interrupted)) => Outcome::Interrupted,
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown panic".into());
-            Outcome::Failed(format!("probe panicked: {msg}"))
-        }
-    };
-    Measurement::without_samples(info.id, params.clone(), info.unit, outcome, wall)
-}
 
 /// Widths of the live result rows (they are printed before the whole table is known).
 const LIVE_WIDTHS: &[usize] = &[22, 28, 11, 6, 6, 3, 0];
@@ -140,28 +66,23 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
     let mut machine = Machine::fingerprint();
     machine.others_at_start = schedlab_measure::noise::others_share(Duration::from_millis(250));
     let cal = Calibration::measure();
-    let mut meta = RunMeta {
-        id: 0,
-        label: plan.label.clone(),
-        suite: plan.suite.name().to_string(),
-        status: RunStatus::Running,
-        started_at: now_rfc3339(),
-        finished_at: None,
-        filters: plan.filters.clone(),
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        git_rev: env!("SCHEDLAB_GIT_REV").to_string(),
-        settings: Params::new()
-            .with("target_ms", plan.target.unwrap_or(plan.sampling.target).as_millis())
-            .with("samples", plan.samples.unwrap_or(plan.sampling.samples))
-            .with("warmup_ms", plan.sampling.warmup.as_millis())
-            .with(
-                "fixed_iters",
-                plan.sampling.fixed_iters.map_or("none".to_string(), |n| n.to_string()),
-            )
-            .with("tmp_dir", plan.ctx.tmp_dir.display()),
-        calibration: Some(cal),
-        machine: machine.clone(),
-    };
+    let mut meta = RunMeta::starting(
+        plan.suite.name(),
+        machine.clone(),
+        (env!("CARGO_PKG_VERSION"), env!("SCHEDLAB_GIT_REV")),
+    );
+    meta.label = plan.label.clone();
+    meta.filters = plan.filters.clone();
+    meta.settings = Params::new()
+        .with("target_ms", plan.target.unwrap_or(plan.sampling.target).as_millis())
+        .with("samples", plan.samples.unwrap_or(plan.sampling.samples))
+        .with("warmup_ms", plan.sampling.warmup.as_millis())
+        .with(
+            "fixed_iters",
+            plan.sampling.fixed_iters.map_or("none".to_string(), |n| n.to_string()),
+        )
+        .with("tmp_dir", plan.ctx.tmp_dir.display());
+    meta.calibration = Some(cal);
     let run_id = store.begin_run(&meta)?;
     meta.id = run_id;
     for line in views::run_header(&meta) {
@@ -169,74 +90,25 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
     }
     let _ = out("\n");
 
-    let pb = ProgressBar::with_draw_target(Some(work.len() as u64), ProgressDrawTarget::stderr());
-    pb.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} ETA {eta} {msg}",
-        )
-        .expect("static template is valid"),
-    );
-    // No steady tick: a ticker thread would make this process multi-threaded while it
-    // measures, and the kernel then takes a reference on every file descriptor lookup
-    // (fdget on a shared table), adding ~30 ns to read/write/fstat and to every IPC probe.
-    // The bar redraws between probes instead.
-    let table = views::result_table();
-    let header: Vec<String> = views::RESULT_COLUMNS.iter().map(|c| c.0.to_string()).collect();
-    let _ = pb.suspend(|| out(&format!("{}\n", table.terminal_line(&header, LIVE_WIDTHS))));
-
+    let mut terminal = Terminal::new(work.len());
+    let mut sink = StoreSink { store, run_id };
+    let report = runner::run_work(
+        &work,
+        plan.suite,
+        &plan.ctx,
+        |p| plan.sampling_for(p),
+        &cal,
+        &mut sink,
+        &mut terminal,
+    )?;
+    terminal.pb.finish_and_clear();
+    let store = sink.store;
     let mut all_warnings = warnings::machine_warnings(&machine);
-    let (mut failed, mut interrupted) = (0usize, false);
-    let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    for (p, _) in &work {
-        *counts.entry(p.info().id).or_default() += 1;
-    }
-    let mut sweep: std::collections::HashMap<&str, Vec<Measurement>> =
-        std::collections::HashMap::new();
-    for (probe, params) in &work {
-        if interrupt::requested() {
-            interrupted = true;
-            break;
-        }
-        let id = probe.info().id;
-        pb.set_message(if params.is_empty() { id.to_string() } else { format!("{id} [{params}]") });
-        let m = measure_one(*probe, params, &plan.ctx, &plan.sampling_for(*probe), &cal);
-        store.save_result(run_id, &m).with_context(|| format!("storing {id}"))?;
-        match &m.outcome {
-            Outcome::Failed(_) => failed += 1,
-            Outcome::Interrupted => interrupted = true,
-            _ => {}
-        }
-        if plan.suite != Suite::Smoke {
-            // Smoke samples are two iterations long: their spread says nothing.
-            all_warnings.extend(warnings::measurement_warnings(&m));
-        }
-        // A closed stdout must not stop the measurement: the database is the record.
-        let variants = *counts.get(id).unwrap_or(&0);
-        if variants > SWEEP {
-            let done = sweep.entry(id).or_default();
-            done.push(m);
-            if done.len() == variants {
-                let line = sweep_line(id, done);
-                let _ = pb.suspend(|| out(&format!("{line}\n")));
-            }
-        } else {
-            let _ = pb.suspend(|| {
-                out(&format!("{}\n", table.terminal_line(&views::result_cells(&m), LIVE_WIDTHS)))
-            });
-        }
-        pb.inc(1);
-        if interrupted {
-            break;
-        }
-    }
-    pb.finish_and_clear();
+    all_warnings.extend(report.warnings);
+    let (failed, interrupted) = (report.failed, report.interrupted);
 
     store.save_warnings(run_id, &all_warnings)?;
-    let status = if interrupted || interrupt::requested() {
-        RunStatus::Interrupted
-    } else {
-        RunStatus::Complete
-    };
+    let status = if interrupted { RunStatus::Interrupted } else { RunStatus::Complete };
     store.finish_run(run_id, status)?;
 
     if !all_warnings.is_empty() {
@@ -259,6 +131,75 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
         return Ok((run_id, ExitCode::from(1)));
     }
     Ok((run_id, ExitCode::SUCCESS))
+}
+
+/// The store as the run loop's sink: each result committed as it comes.
+struct StoreSink<'a> {
+    store: &'a mut Store,
+    run_id: i64,
+}
+
+impl runner::RunSink for StoreSink<'_> {
+    type Error = anyhow::Error;
+
+    fn save(&mut self, m: &Measurement) -> Result<()> {
+        self.store.save_result(self.run_id, m).with_context(|| format!("storing {}", m.probe))
+    }
+}
+
+/// The terminal side of a run: a progress bar on stderr and the rows on stdout.
+struct Terminal {
+    pb: ProgressBar,
+    table: schedlab_report::table::Table,
+    /// Points of sweeps not yet summarised, per probe.
+    sweep: std::collections::HashMap<String, Vec<Measurement>>,
+}
+
+impl Terminal {
+    fn new(total: usize) -> Terminal {
+        let pb = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+        pb.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} ETA {eta} {msg}",
+            )
+            .expect("static template is valid"),
+        );
+        // No steady tick: a ticker thread would make this process multi-threaded while it
+        // measures, and the kernel then takes a reference on every file descriptor lookup
+        // (fdget on a shared table), adding ~30 ns to read/write/fstat and to every IPC
+        // probe. The bar redraws between probes instead.
+        let table = views::result_table();
+        let header: Vec<String> = views::RESULT_COLUMNS.iter().map(|c| c.0.to_string()).collect();
+        let _ = pb.suspend(|| out(&format!("{}\n", table.terminal_line(&header, LIVE_WIDTHS))));
+        Terminal { pb, table, sweep: std::collections::HashMap::new() }
+    }
+}
+
+impl runner::RunObserver for Terminal {
+    fn measuring(&mut self, probe: &dyn Probe, params: &Params, _done: usize, _total: usize) {
+        let id = probe.info().id;
+        self.pb.set_message(if params.is_empty() {
+            id.to_string()
+        } else {
+            format!("{id} [{params}]")
+        });
+    }
+
+    fn measured(&mut self, m: &Measurement, variants: usize) {
+        // A closed stdout must not stop the measurement: the database is the record.
+        if variants > SWEEP {
+            let done = self.sweep.entry(m.probe.clone()).or_default();
+            done.push(m.clone());
+            if done.len() == variants {
+                let line = sweep_line(&m.probe, done);
+                let _ = self.pb.suspend(|| out(&format!("{line}\n")));
+            }
+        } else {
+            let line = self.table.terminal_line(&views::result_cells(m), LIVE_WIDTHS);
+            let _ = self.pb.suspend(|| out(&format!("{line}\n")));
+        }
+        self.pb.inc(1);
+    }
 }
 
 /// The one Ctrl-C rule of every measuring command: the first SIGINT or SIGTERM sets `flag`

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
-use schedlab_measure::machine::{now_rfc3339, Machine};
+use schedlab_measure::machine::Machine;
 use schedlab_measure::model::{Measurement, Outcome, Params, RunMeta, RunStatus, Sample, Unit};
 use schedlab_measure::noise::{CpuCounters, Noise};
 use schedlab_measure::stats::Summary;
@@ -319,25 +319,20 @@ fn zoom_window(t: &Timeline) -> (u64, u64) {
 }
 
 fn run_meta(s: &Scenario, args: &TimelineArgs) -> RunMeta {
-    RunMeta {
-        id: 0,
-        label: args.label.clone(),
-        suite: "timeline".to_string(),
-        status: RunStatus::Running,
-        started_at: now_rfc3339(),
-        finished_at: None,
-        filters: vec![format!("timeline {} {}", s.id, s.name)],
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        git_rev: env!("SCHEDLAB_GIT_REV").to_string(),
-        settings: Params::new()
-            .with("scenario", s.id)
-            .with("window_ms", s.window_ms)
-            .with("recorder", "sampling")
-            .with("interval_ns", schedlab_trace::sampling::INTERVAL_NS)
-            .with("threshold_ns", schedlab_trace::sampling::THRESHOLD_NS),
-        calibration: None,
-        machine: Machine::fingerprint(),
-    }
+    let mut meta = RunMeta::starting(
+        "timeline",
+        Machine::fingerprint(),
+        (env!("CARGO_PKG_VERSION"), env!("SCHEDLAB_GIT_REV")),
+    );
+    meta.label = args.label.clone();
+    meta.filters = vec![format!("timeline {} {}", s.id, s.name)];
+    meta.settings = Params::new()
+        .with("scenario", s.id)
+        .with("window_ms", s.window_ms)
+        .with("recorder", "sampling")
+        .with("interval_ns", schedlab_trace::sampling::INTERVAL_NS)
+        .with("threshold_ns", schedlab_trace::sampling::THRESHOLD_NS);
+    meta
 }
 
 /// A measurement whose samples are `values_ns` shown in µs.
@@ -358,34 +353,21 @@ fn durations(
             migrated: false,
         })
         .collect();
-    let values: Vec<f64> = samples.iter().map(|s| s.value).collect();
-    match Summary::of(&values) {
-        Some(summary) => Measurement {
-            probe: probe.to_string(),
+    if samples.is_empty() {
+        let mut m = Measurement::without_samples(
+            probe,
             params,
-            unit: Unit::Micros,
-            better: Unit::Micros.better(),
-            outcome: Outcome::Ok,
-            notes,
-            iters_per_sample: 1,
-            overhead_ns_per_iter: 0.0,
-            samples,
-            summary: Some(summary),
-            noise: None,
-            wall_s: wall,
-        },
-        None => {
-            let mut m = Measurement::without_samples(
-                probe,
-                params,
-                Unit::Micros,
-                Outcome::Skipped("none recorded in this window".into()),
-                wall,
-            );
-            m.notes = notes;
-            m
-        }
+            Unit::Micros,
+            Outcome::Skipped("none recorded in this window".into()),
+            wall,
+        );
+        m.notes = notes;
+        return m;
     }
+    let mut m = Measurement::of_samples(probe, params, Unit::Micros, samples, wall);
+    m.notes = notes;
+    m.iters_per_sample = 1;
+    m
 }
 
 /// The per-thread results of a recorded scenario.

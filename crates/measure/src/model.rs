@@ -301,6 +301,33 @@ pub struct Measurement {
 }
 
 impl Measurement {
+    /// A measurement of `samples` (values in `unit`): its summary computed here, outcome
+    /// `Ok`, or `Failed` when no sample has a valid value (NaN). Notes, iterations per
+    /// sample, overhead and noise start empty; set them on the result.
+    pub fn of_samples(
+        probe: &str,
+        params: Params,
+        unit: Unit,
+        samples: Vec<Sample>,
+        wall_s: f64,
+    ) -> Measurement {
+        let values: Vec<f64> = samples.iter().map(|s| s.value).collect();
+        match crate::stats::Summary::of(&values) {
+            Some(summary) => Measurement {
+                summary: Some(summary),
+                samples,
+                ..Measurement::without_samples(probe, params, unit, Outcome::Ok, wall_s)
+            },
+            None => Measurement::without_samples(
+                probe,
+                params,
+                unit,
+                Outcome::Failed("the probe produced no valid samples (NaN)".into()),
+                wall_s,
+            ),
+        }
+    }
+
     /// A measurement that produced no samples (skipped, failed, interrupted).
     pub fn without_samples(
         probe: &str,
@@ -415,6 +442,26 @@ pub struct RunMeta {
 }
 
 impl RunMeta {
+    /// A run about to start now on `machine`: status `Running`, no id yet (the store gives
+    /// it one), built from `build` (version, git revision). The label, filters, settings and
+    /// calibration start empty; set them on the result.
+    pub fn starting(suite: &str, machine: crate::machine::Machine, build: (&str, &str)) -> RunMeta {
+        RunMeta {
+            id: 0,
+            label: None,
+            suite: suite.to_string(),
+            status: RunStatus::Running,
+            started_at: crate::machine::now_rfc3339(),
+            finished_at: None,
+            filters: Vec::new(),
+            version: build.0.to_string(),
+            git_rev: build.1.to_string(),
+            settings: Params::new(),
+            calibration: None,
+            machine,
+        }
+    }
+
     /// What a column or a title calls this run: its label, else `#id host kernel`.
     pub fn display_name(&self) -> String {
         match &self.label {

@@ -23,6 +23,7 @@
 pub mod mem;
 pub mod os;
 pub mod rt;
+pub mod runner;
 #[cfg(test)]
 mod testkit;
 pub mod threads;

@@ -1,0 +1,258 @@
+//! The run loop: measure a list of probes and parameter sets one after another, hand each
+//! result to a sink as soon as it exists, and report progress to whoever shows it.
+//!
+//! It lives beside the catalog because it is the catalog's one user that every front end
+//! shares: `schedlab run` wires it to the SQLite store and a terminal progress bar; another
+//! front end (a report generator that measures first, a fleet agent) wires it to something
+//! else. It does no I/O of its own: results go to a [`RunSink`], progress to a
+//! [`RunObserver`].
+//!
+//! For every probe and parameter set, in order:
+//! 1. setup (never timed); a skip is kept with its reason and the run goes on;
+//! 2. sample with the probe's settings ([`schedlab_measure::sampler`]);
+//! 3. teardown (the instance is dropped: children reaped, files removed);
+//! 4. hand the measurement to the sink (the store commits it in its own transaction), then to
+//!    the observer.
+//!
+//! An interrupt request ([`schedlab_measure::interrupt`]) stops the current probe at its next
+//! sample boundary; it is kept as interrupted and the loop ends.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+use schedlab_measure::clock::Calibration;
+use schedlab_measure::model::{Measurement, Outcome, Params, Warning};
+use schedlab_measure::sampler::{self, Settings};
+use schedlab_measure::{interrupt, warnings, ProbeError};
+
+use crate::{Context, Probe, Suite};
+
+/// Runs one probe with one parameter set, start to finish. Never panics: a panicking probe
+/// becomes a failed measurement.
+pub fn measure_one(
+    probe: &dyn Probe,
+    params: &Params,
+    ctx: &Context,
+    settings: &Settings,
+    cal: &Calibration,
+) -> Measurement {
+    let info = probe.info();
+    let started = Instant::now();
+    let attempt = catch_unwind(AssertUnwindSafe(|| {
+        let mut inst = probe.setup(params, ctx)?;
+        let metric = inst.metric();
+        let collected = sampler::collect_in(&mut *inst, settings, cal, metric, info.unit)?;
+        let notes = inst.notes();
+        drop(inst); // teardown before the next probe starts
+        Ok::<_, ProbeError>((collected, notes))
+    }));
+    let wall = started.elapsed().as_secs_f64();
+    let outcome = match attempt {
+        Ok(Ok((c, notes))) => {
+            let mut m =
+                Measurement::of_samples(info.id, params.clone(), info.unit, c.samples, wall);
+            if m.outcome == Outcome::Ok {
+                m.notes = notes;
+                m.iters_per_sample = c.iters;
+                m.overhead_ns_per_iter = c.overhead_ns_per_iter;
+                m.noise = c.noise;
+            }
+            return m;
+        }
+        Ok(Err(ProbeError::Skip(why))) => Outcome::Skipped(why),
+        Ok(Err(ProbeError::Failed(why))) => {
+            if interrupt::requested() {
+                Outcome::Interrupted
+            } else {
+                Outcome::Failed(why)
+            }
+        }
+        Ok(Err(ProbeError::Interrupted)) => Outcome::Interrupted,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Outcome::Failed(format!("probe panicked: {msg}"))
+        }
+    };
+    Measurement::without_samples(info.id, params.clone(), info.unit, outcome, wall)
+}
+
+/// Where results go as they are measured (the store, in `schedlab run`).
+pub trait RunSink {
+    /// Why a result could not be kept; it stops the run.
+    type Error;
+
+    /// Keeps `m`. Called once per measurement, in order.
+    fn save(&mut self, m: &Measurement) -> Result<(), Self::Error>;
+}
+
+/// Who shows the run while it goes (a terminal, a log). Every method has an empty default.
+pub trait RunObserver {
+    /// `probe` with `params` is about to be measured; `done` of `total` are finished.
+    fn measuring(&mut self, probe: &dyn Probe, params: &Params, done: usize, total: usize) {
+        let _ = (probe, params, done, total);
+    }
+
+    /// `m` was measured and kept; its probe has `variants` parameter sets in this run.
+    fn measured(&mut self, m: &Measurement, variants: usize) {
+        let _ = (m, variants);
+    }
+}
+
+/// An observer that shows nothing.
+impl RunObserver for () {}
+
+/// What a run loop did.
+#[derive(Debug, Default)]
+pub struct RunReport {
+    /// Results measured and kept, skipped ones included.
+    pub results: usize,
+    /// How many failed.
+    pub failed: usize,
+    /// The loop stopped on an interrupt request.
+    pub interrupted: bool,
+    /// Noise warnings about the measurements (not about the machine: the caller has those).
+    pub warnings: Vec<Warning>,
+}
+
+/// Measures `work` in order into `sink`, telling `observer`. `settings_for` gives each
+/// probe's sampling settings. Warnings about the spread of results are not drawn from a
+/// smoke suite, whose two-iteration samples say nothing about it.
+///
+/// # Errors
+/// The first error of `sink`; what was saved before it stays saved.
+pub fn run_work<S: RunSink>(
+    work: &[(&dyn Probe, Params)],
+    suite: Suite,
+    ctx: &Context,
+    settings_for: impl Fn(&dyn Probe) -> Settings,
+    cal: &Calibration,
+    sink: &mut S,
+    observer: &mut dyn RunObserver,
+) -> Result<RunReport, S::Error> {
+    let mut report = RunReport::default();
+    let variants = |id: &str| work.iter().filter(|(p, _)| p.info().id == id).count();
+    for (done, (probe, params)) in work.iter().enumerate() {
+        if interrupt::requested() {
+            report.interrupted = true;
+            break;
+        }
+        observer.measuring(*probe, params, done, work.len());
+        let m = measure_one(*probe, params, ctx, &settings_for(*probe), cal);
+        sink.save(&m)?;
+        report.results += 1;
+        match &m.outcome {
+            Outcome::Failed(_) => report.failed += 1,
+            Outcome::Interrupted => report.interrupted = true,
+            _ => {}
+        }
+        if suite != Suite::Smoke {
+            report.warnings.extend(warnings::measurement_warnings(&m));
+        }
+        observer.measured(&m, variants(probe.info().id));
+        if report.interrupted {
+            break;
+        }
+    }
+    report.interrupted |= interrupt::requested();
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog;
+
+    #[derive(Default)]
+    struct Kept(Vec<Measurement>);
+
+    impl RunSink for Kept {
+        type Error = std::convert::Infallible;
+        fn save(&mut self, m: &Measurement) -> Result<(), Self::Error> {
+            self.0.push(m.clone());
+            Ok(())
+        }
+    }
+
+    /// Counts what the observer was told.
+    #[derive(Default)]
+    struct Seen {
+        measuring: usize,
+        measured: Vec<(String, usize)>,
+    }
+
+    impl RunObserver for Seen {
+        fn measuring(&mut self, _: &dyn Probe, _: &Params, done: usize, total: usize) {
+            assert!(done < total);
+            self.measuring += 1;
+        }
+        fn measured(&mut self, m: &Measurement, variants: usize) {
+            self.measured.push((m.probe.clone(), variants));
+        }
+    }
+
+    #[test]
+    fn every_result_reaches_the_sink_in_order_and_the_observer_after_it() {
+        let all = catalog();
+        let picked = crate::select(&all, &["os.syscall".to_string()]).unwrap();
+        let work: Vec<(&dyn Probe, Params)> = picked
+            .iter()
+            .flat_map(|p| p.variants(Suite::Smoke).into_iter().map(move |v| (*p, v)))
+            .collect();
+        assert!(!work.is_empty());
+        let (mut kept, mut seen) = (Kept::default(), Seen::default());
+        let report = run_work(
+            &work,
+            Suite::Smoke,
+            &Context::for_tests(),
+            |_| Settings::smoke(),
+            &Calibration::zero(),
+            &mut kept,
+            &mut seen,
+        )
+        .unwrap();
+        assert_eq!(report.results, work.len());
+        assert_eq!(kept.0.len(), work.len());
+        assert_eq!(seen.measuring, work.len());
+        for ((p, params), m) in work.iter().zip(&kept.0) {
+            assert_eq!(m.probe, p.info().id);
+            assert_eq!(&m.params, params);
+        }
+        assert_eq!(seen.measured.len(), work.len());
+        assert!(report.warnings.is_empty(), "a smoke run draws no spread warnings");
+    }
+
+    /// A probe that panics in setup.
+    struct Panics;
+
+    impl Probe for Panics {
+        fn info(&self) -> crate::Info {
+            crate::Info {
+                id: "test.panics",
+                doc: "panics",
+                unit: schedlab_measure::model::Unit::Nanos,
+                mirrors: "-",
+                requires: "",
+            }
+        }
+        fn setup(&self, _: &Params, _: &Context) -> Result<Box<dyn crate::Instance>, ProbeError> {
+            panic!("boom in setup")
+        }
+    }
+
+    #[test]
+    fn a_panicking_probe_is_a_failed_measurement_and_the_run_goes_on() {
+        let m = measure_one(
+            &Panics,
+            &Params::new(),
+            &Context::for_tests(),
+            &Settings::smoke(),
+            &Calibration::zero(),
+        );
+        assert_eq!(m.outcome, Outcome::Failed("probe panicked: boom in setup".into()));
+        assert!(m.samples.is_empty() && m.summary.is_none());
+    }
+}
