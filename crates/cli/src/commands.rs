@@ -62,7 +62,7 @@ fn open(db: &Path) -> Result<Store> {
 }
 
 /// Loads the run a RUN argument names; an unknown run is a usage error.
-fn load(store: &Store, spec: &str) -> Result<Run> {
+pub(crate) fn load(store: &Store, spec: &str) -> Result<Run> {
     let id = store.resolve(spec).map_err(|e| match e {
         StoreError::NoSuchRun(..) => anyhow::Error::new(UsageError(e.to_string())),
         other => other.into(),

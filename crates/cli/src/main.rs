@@ -22,16 +22,9 @@ use clap::Parser;
 pub const EXEC_HELPER_ARG: &str = "__exec-helper";
 
 /// An error the user can fix by typing something else: exit code 2.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
 
 /// Writes `text` to standard output.
 pub fn out(text: &str) -> io::Result<()> {

@@ -23,7 +23,7 @@ use anyhow::{Context as _, Result};
 use schedlab_measure::model::Run;
 use schedlab_report::mem::{self as analysis, CacheLevel};
 use schedlab_report::views;
-use schedlab_store::{Store, StoreError};
+use schedlab_store::Store;
 
 use crate::args::{MemArgs, RunArgs};
 use crate::settings::RunPlan;
@@ -38,11 +38,7 @@ pub fn mem(args: &MemArgs, db: &Path) -> Result<ExitCode> {
     let (run, code) = match &args.run {
         Some(spec) => {
             let store = Store::open_existing(db)?;
-            let id = store.resolve(spec).map_err(|e| match e {
-                StoreError::NoSuchRun(..) => anyhow::Error::new(UsageError(e.to_string())),
-                other => other.into(),
-            })?;
-            (store.load_run(id)?, ExitCode::SUCCESS)
+            (crate::commands::load(&store, spec)?, ExitCode::SUCCESS)
         }
         None => measure(args, db)?,
     };

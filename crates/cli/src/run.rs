@@ -61,7 +61,7 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
         .collect();
 
     let flag = interrupt::flag();
-    install_interrupt(&flag)?;
+    install_interrupt(&flag, true)?;
 
     let mut machine = Machine::fingerprint();
     machine.others_at_start = schedlab_measure::noise::others_share(Duration::from_millis(250));
@@ -204,15 +204,22 @@ impl runner::RunObserver for Terminal {
 
 /// The one Ctrl-C rule of every measuring command: the first SIGINT or SIGTERM sets `flag`
 /// (the command stops at its next boundary, keeps what it measured and exits 1); a second
-/// one ends the process at once with 130. (signal-hook's documented order: the conditional
-/// shutdown sees the flag as it was before this signal, then the flag is set.)
+/// one ends the process at once with 130, unless `second_ends` is false — for commands that
+/// hold a system resource only they can release (a kernel tracing instance). (signal-hook's
+/// documented order: the conditional shutdown sees the flag as it was before this signal,
+/// then the flag is set.)
 ///
 /// # Errors
 /// When a handler cannot be installed.
-pub fn install_interrupt(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> Result<()> {
+pub fn install_interrupt(
+    flag: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    second_ends: bool,
+) -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone())
-            .context("installing signal handlers")?;
+        if second_ends {
+            signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone())
+                .context("installing signal handlers")?;
+        }
         signal_hook::flag::register(sig, flag.clone()).context("installing signal handlers")?;
     }
     Ok(())

@@ -64,14 +64,7 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
     // once (130) — except with --kernel, where nothing may end us before the tracing
     // instance is removed.
     let interrupted = Arc::new(AtomicBool::new(false));
-    if args.kernel {
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register(sig, interrupted.clone())
-                .context("installing signal handlers")?;
-        }
-    } else {
-        crate::run::install_interrupt(&interrupted)?;
-    }
+    crate::run::install_interrupt(&interrupted, !args.kernel)?;
     let started = Instant::now();
     out(&format!("{}\n", s.title))?;
     for t in &s.threads {

@@ -232,7 +232,7 @@ fn suggest(all: &[Box<dyn Probe>], pattern: &str) -> Vec<String> {
             // Compare against the id cut to the pattern's length too, so "os.pip" is close to
             // every os.pipe.* id.
             let cut: String = id.chars().take(pat.chars().count()).collect();
-            (levenshtein(&pat, &cut).min(levenshtein(&pat, id)), id)
+            (strsim::levenshtein(&pat, &cut).min(strsim::levenshtein(&pat, id)), id)
         })
         .collect();
     scored.sort();
@@ -241,19 +241,6 @@ fn suggest(all: &[Box<dyn Probe>], pattern: &str) -> Vec<String> {
         return Vec::new();
     }
     scored.into_iter().filter(|s| s.0 == best).take(3).map(|s| s.1.to_string()).collect()
-}
-
-fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, &cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 #[cfg(test)]

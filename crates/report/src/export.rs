@@ -5,10 +5,14 @@
 //! CSV is one line per result with the summary. Markdown is the run header, the results table
 //! and the warnings, ready to paste into a report.
 
+use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
-use serde_json::{json, Map, Value};
 
-use schedlab_measure::model::{Params, Run};
+use schedlab_measure::clock::Calibration;
+use schedlab_measure::machine::Machine;
+use schedlab_measure::model::{Measurement, Params, Run, Sample, Warning};
+use schedlab_measure::noise::Noise;
+use schedlab_measure::stats::Summary;
 
 use crate::views;
 
@@ -28,89 +32,152 @@ pub struct Csv;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Markdown;
 
-fn object(p: &Params) -> Value {
-    Value::Object(
-        p.0.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect::<Map<_, _>>(),
-    )
+/// Parameters as a JSON object of strings, in the order the probe declares them.
+struct ParamsObject<'a>(&'a Params);
+
+impl Serialize for ParamsObject<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0 .0.len()))?;
+        for (k, v) in &self.0 .0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
 }
 
-fn to_value<T: Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).expect("model types always serialise")
+/// The `schedlab-run/1` document: the schema of the JSON export, field for field.
+#[derive(Serialize)]
+struct JsonDoc<'a> {
+    format: &'static str,
+    run: JsonRun<'a>,
+    results: Vec<JsonResult<'a>>,
+    warnings: &'a [Warning],
+}
+
+#[derive(Serialize)]
+struct JsonRun<'a> {
+    id: i64,
+    label: &'a Option<String>,
+    suite: &'a str,
+    status: &'static str,
+    started_at: &'a str,
+    finished_at: &'a Option<String>,
+    filters: &'a [String],
+    version: &'a str,
+    git_rev: &'a str,
+    settings: ParamsObject<'a>,
+    calibration: &'a Option<Calibration>,
+    machine: &'a Machine,
+}
+
+/// One result: its identity, outcome, the summary's fields inline, and the raw samples.
+#[derive(Serialize)]
+struct JsonResult<'a> {
+    probe: &'a str,
+    params: ParamsObject<'a>,
+    unit: &'static str,
+    better: &'static str,
+    status: &'static str,
+    reason: Option<&'a str>,
+    #[serde(flatten)]
+    summary: &'a Option<Summary>,
+    iters_per_sample: u64,
+    overhead_ns_per_iter: f64,
+    notes: ParamsObject<'a>,
+    noise: &'a Option<Noise>,
+    wall_s: f64,
+    samples: &'a [Sample],
+}
+
+impl<'a> JsonResult<'a> {
+    fn of(r: &'a Measurement) -> JsonResult<'a> {
+        JsonResult {
+            probe: &r.probe,
+            params: ParamsObject(&r.params),
+            unit: r.unit.key(),
+            better: r.better.key(),
+            status: r.outcome.key(),
+            reason: r.outcome.reason(),
+            summary: &r.summary,
+            iters_per_sample: r.iters_per_sample,
+            overhead_ns_per_iter: r.overhead_ns_per_iter,
+            notes: ParamsObject(&r.notes),
+            noise: &r.noise,
+            wall_s: r.wall_s,
+            samples: &r.samples,
+        }
+    }
 }
 
 impl Format for Json {
     fn render(&self, run: &Run) -> String {
         let m = &run.meta;
-        let results: Vec<Value> = run
-            .results
-            .iter()
-            .map(|r| {
-                let mut o = Map::new();
-                o.insert("probe".into(), json!(r.probe));
-                o.insert("params".into(), object(&r.params));
-                o.insert("unit".into(), json!(r.unit.key()));
-                o.insert("better".into(), json!(r.better.key()));
-                o.insert("status".into(), json!(r.outcome.key()));
-                o.insert("reason".into(), json!(r.outcome.reason()));
-                if let Some(s) = &r.summary {
-                    if let Value::Object(summary) = to_value(s) {
-                        o.extend(summary);
-                    }
-                }
-                o.insert("iters_per_sample".into(), json!(r.iters_per_sample));
-                o.insert("overhead_ns_per_iter".into(), json!(r.overhead_ns_per_iter));
-                o.insert("notes".into(), object(&r.notes));
-                o.insert("noise".into(), to_value(&r.noise));
-                o.insert("wall_s".into(), json!(r.wall_s));
-                o.insert("samples".into(), to_value(&r.samples));
-                Value::Object(o)
-            })
-            .collect();
-        let doc = json!({
-            "format": "schedlab-run/1",
-            "run": {
-                "id": m.id,
-                "label": m.label,
-                "suite": m.suite,
-                "status": m.status.key(),
-                "started_at": m.started_at,
-                "finished_at": m.finished_at,
-                "filters": m.filters,
-                "version": m.version,
-                "git_rev": m.git_rev,
-                "settings": object(&m.settings),
-                "calibration": m.calibration,
-                "machine": m.machine,
+        let doc = JsonDoc {
+            format: "schedlab-run/1",
+            run: JsonRun {
+                id: m.id,
+                label: &m.label,
+                suite: &m.suite,
+                status: m.status.key(),
+                started_at: &m.started_at,
+                finished_at: &m.finished_at,
+                filters: &m.filters,
+                version: &m.version,
+                git_rev: &m.git_rev,
+                settings: ParamsObject(&m.settings),
+                calibration: &m.calibration,
+                machine: &m.machine,
             },
-            "results": results,
-            "warnings": run.warnings,
-        });
-        let mut s = serde_json::to_string_pretty(&doc).expect("JSON values always serialise");
+            results: run.results.iter().map(JsonResult::of).collect(),
+            warnings: &run.warnings,
+        };
+        let mut s = serde_json::to_string_pretty(&doc).expect("the export types always serialise");
         s.push('\n');
         s
     }
 }
 
-/// Quotes a CSV field when it needs it (RFC 4180).
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
+/// The CSV header: one column per field of [`Csv`]'s rows.
+const CSV_HEADER: [&str; 23] = [
+    "run_id",
+    "run",
+    "probe",
+    "params",
+    "unit",
+    "better",
+    "status",
+    "reason",
+    "n",
+    "median",
+    "ci_low",
+    "ci_high",
+    "ci_level",
+    "min",
+    "max",
+    "mean",
+    "stddev",
+    "p5",
+    "p95",
+    "cv",
+    "outliers",
+    "iters_per_sample",
+    "notes",
+];
 
 impl Format for Csv {
     fn render(&self, run: &Run) -> String {
-        let mut out = String::from(
-            "run_id,run,probe,params,unit,better,status,reason,n,median,ci_low,ci_high,ci_level,min,max,mean,stddev,p5,p95,cv,outliers,iters_per_sample,notes\n",
-        );
+        // RFC 4180 quoting (only where a field needs it) is the csv crate's default.
+        let mut w = csv::WriterBuilder::new()
+            .terminator(csv::Terminator::Any(b'\n'))
+            .from_writer(Vec::new());
+        let io = "writing CSV to memory cannot fail";
+        w.write_record(CSV_HEADER).expect(io);
         let name = run.meta.display_name();
         for r in &run.results {
-            let num = |f: &dyn Fn(&schedlab_measure::stats::Summary) -> f64| {
+            let num = |f: &dyn Fn(&Summary) -> f64| {
                 r.summary.as_ref().map(|s| format!("{}", f(s))).unwrap_or_default()
             };
-            let fields = [
+            let fields: [String; 23] = [
                 run.meta.id.to_string(),
                 name.clone(),
                 r.probe.clone(),
@@ -135,11 +202,10 @@ impl Format for Csv {
                 r.iters_per_sample.to_string(),
                 r.notes.key(),
             ];
-            let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
-            out.push_str(&line.join(","));
-            out.push('\n');
+            w.write_record(&fields).expect(io);
         }
-        out
+        let bytes = w.into_inner().expect(io);
+        String::from_utf8(bytes).expect("every field was a String")
     }
 }
 
@@ -167,11 +233,76 @@ impl Format for Markdown {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use schedlab_measure::model::{Outcome, RunMeta, Unit};
+
+    /// A run labelled with a quote whose one result has two parameters (so a comma in the
+    /// params key) and three samples, plus one skipped result.
+    fn run() -> Run {
+        let mut meta = RunMeta::starting("quick", Machine::fingerprint(), ("0.1.0", "abc"));
+        meta.id = 7;
+        meta.label = Some("say \"hi\"".into());
+        let params = Params(vec![("procs".into(), "2".into()), ("size".into(), "0k".into())]);
+        let sample = |v: f64| Sample {
+            iters: 10,
+            elapsed_ns: 100,
+            value: v,
+            other_cpu_ns: None,
+            migrated: false,
+        };
+        let ok = Measurement::of_samples(
+            "os.x",
+            params,
+            Unit::Micros,
+            vec![sample(1.0), sample(2.0), sample(3.0)],
+            0.5,
+        );
+        let skipped = Measurement::without_samples(
+            "os.y",
+            Params::new(),
+            Unit::Micros,
+            Outcome::Skipped("needs root, really".into()),
+            0.0,
+        );
+        Run { meta, results: vec![ok, skipped], warnings: vec![] }
+    }
 
     #[test]
-    fn csv_quotes_only_when_needed() {
-        assert_eq!(csv_field("procs=2"), "procs=2");
-        assert_eq!(csv_field("procs=2,size=0k"), "\"procs=2,size=0k\"");
-        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    fn csv_round_trips_fields_that_need_quoting() {
+        let text = Csv.render(&run());
+        assert!(text.contains(",\"procs=2,size=0k\","), "{text}");
+        assert!(text.contains("\"say \"\"hi\"\"\""), "{text}");
+        let mut r = csv::Reader::from_reader(text.as_bytes());
+        assert_eq!(r.headers().unwrap().iter().collect::<Vec<_>>(), CSV_HEADER);
+        let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(&rows[0][1], "say \"hi\"");
+        assert_eq!(&rows[0][3], "procs=2,size=0k");
+        assert_eq!(&rows[0][9], "2");
+        assert_eq!(&rows[1][6], "skipped");
+        assert_eq!(&rows[1][7], "needs root, really");
+        assert_eq!(&rows[1][9], "", "a skipped result has no median");
+    }
+
+    #[test]
+    fn json_has_the_documented_shape() {
+        let text = Json.render(&run());
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(doc["format"], "schedlab-run/1");
+        assert_eq!(doc["run"]["id"], 7);
+        assert_eq!(doc["run"]["label"], "say \"hi\"");
+        let ok = &doc["results"][0];
+        assert_eq!(ok["params"]["procs"], "2");
+        assert_eq!(ok["unit"], "us");
+        assert_eq!(ok["status"], "ok");
+        assert!(ok["reason"].is_null());
+        assert_eq!(ok["median"], 2.0, "the summary's fields are inline");
+        assert_eq!(ok["samples"].as_array().unwrap().len(), 3);
+        let skipped = &doc["results"][1];
+        assert_eq!(skipped["status"], "skipped");
+        assert_eq!(skipped["reason"], "needs root, really");
+        assert!(skipped.get("median").is_none());
+        // Parameters keep the order the probe declares, not alphabetical order.
+        let p = text.find("\"procs\"").unwrap();
+        assert!(p < text.find("\"size\"").unwrap());
     }
 }

@@ -1,7 +1,9 @@
 //! A small table builder shared by the terminal and Markdown renderings.
 //!
-//! Widths are counted in characters (`µ` and `±` are one column each), so the terminal
-//! columns line up. Markdown escapes the `|` that would otherwise split a cell.
+//! Widths are counted in terminal columns (Unicode width: `µ` and `±` take one, a CJK host
+//! name two, a combining accent none), so the terminal columns line up. Markdown escapes the `|` that would otherwise split a cell.
+
+use unicode_width::UnicodeWidthStr;
 
 /// Column alignment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,17 +54,17 @@ impl Table {
     }
 
     fn widths(&self) -> Vec<usize> {
-        let mut w: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        let mut w: Vec<usize> = self.headers.iter().map(|h| h.width()).collect();
         for r in &self.rows {
             for (i, c) in r.iter().enumerate() {
-                w[i] = w[i].max(c.chars().count());
+                w[i] = w[i].max(c.width());
             }
         }
         w
     }
 
     fn pad(cell: &str, width: usize, align: Align) -> String {
-        let fill = " ".repeat(width.saturating_sub(cell.chars().count()));
+        let fill = " ".repeat(width.saturating_sub(cell.width()));
         match align {
             Align::Left => format!("{cell}{fill}"),
             Align::Right => format!("{fill}{cell}"),
@@ -140,6 +142,18 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[2], "a       1.000 µs");
         assert_eq!(lines[3], "longer      2 ns");
+    }
+
+    #[test]
+    fn wide_characters_take_two_columns() {
+        let mut t = Table::new(&[("host", Align::Left), ("n", Align::Right)]);
+        t.row(vec!["東京".into(), "1".into()]);
+        t.row(vec!["berlin".into(), "2".into()]);
+        let text = t.to_terminal();
+        let lines: Vec<&str> = text.lines().collect();
+        // "東京" is four columns wide, so it is padded with two spaces to "berlin"'s six.
+        assert_eq!(lines[2], "東京    1");
+        assert_eq!(lines[3], "berlin  2");
     }
 
     #[test]

@@ -234,21 +234,12 @@ mod tests {
     use schedlab_measure::stats::Summary;
 
     fn run(id: i64, label: &str, results: Vec<(&str, &[f64])>) -> Run {
+        let mut meta = RunMeta::starting("quick", Machine::fingerprint(), ("0.1.0", "x"));
+        meta.id = id;
+        meta.label = Some(label.into());
+        meta.status = RunStatus::Complete;
         Run {
-            meta: RunMeta {
-                id,
-                label: Some(label.into()),
-                suite: "quick".into(),
-                status: RunStatus::Complete,
-                started_at: "2026-11-21T05:00:00Z".into(),
-                finished_at: None,
-                filters: vec![],
-                version: "0.1.0".into(),
-                git_rev: "x".into(),
-                settings: Params::new(),
-                calibration: None,
-                machine: Machine::fingerprint(),
-            },
+            meta,
             results: results
                 .into_iter()
                 .map(|(p, v)| Measurement {

@@ -57,11 +57,27 @@ pub enum StoreError {
         known: i64,
     },
     /// The file cannot be created or opened (permissions, missing directory...).
-    #[error("cannot open database {0}: {1}")]
-    Open(PathBuf, String),
+    #[error("cannot open database {}{hint}", path.display())]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// What to check, with its leading separator, or empty.
+        hint: &'static str,
+        /// What the operating system or SQLite said.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// SQLite reported an error while reading or writing.
-    #[error("database {0}: {1}")]
-    Sql(PathBuf, String),
+    #[error("database {}{hint}", path.display())]
+    Sql {
+        /// The database file.
+        path: PathBuf,
+        /// What it means and what to do, with its leading separator, or empty.
+        hint: &'static str,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
     /// The file says an older schema version than its tables are (its `user_version` was
     /// changed by hand, or a migration was interrupted outside schedlab); nothing was changed.
     #[error("{path} says schema version {version}, but its tables do not match that version ({detail}); it was left untouched. Was its user_version changed by hand? Use --db to choose another file, or restore the file")]
@@ -76,6 +92,16 @@ pub enum StoreError {
     /// A RUN argument matched nothing.
     #[error("no run matches {0:?} in {1}; `schedlab runs` lists them (RUN is an id, a label or `latest`)")]
     NoSuchRun(String, PathBuf),
+}
+
+impl StoreError {
+    fn open(
+        path: &Path,
+        hint: &'static str,
+        e: impl std::error::Error + Send + Sync + 'static,
+    ) -> StoreError {
+        StoreError::Open { path: path.into(), hint, source: Box::new(e) }
+    }
 }
 
 /// Shorthand for results of this crate.
@@ -130,9 +156,9 @@ pub struct RunSummary {
 /// Checks that `path` holds an SQLite file before SQLite sees it, so a foreign file is never
 /// opened (and so never journaled or rewritten) by us.
 fn check_header(path: &Path) -> Result<()> {
-    let mut f = fs::File::open(path).map_err(|e| StoreError::Open(path.into(), e.to_string()))?;
+    let mut f = fs::File::open(path).map_err(|e| StoreError::open(path, "", e))?;
     let mut head = [0u8; 16];
-    let n = f.read(&mut head).map_err(|e| StoreError::Open(path.into(), e.to_string()))?;
+    let n = f.read(&mut head).map_err(|e| StoreError::open(path, "", e))?;
     if n == 0 {
         return Ok(()); // an empty file is a new database to SQLite
     }
@@ -152,15 +178,13 @@ impl Store {
         if path.exists() {
             check_header(path)?;
         } else if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            fs::create_dir_all(dir).map_err(|e| {
-                StoreError::Open(path.into(), format!("cannot create {}: {e}", dir.display()))
-            })?;
+            fs::create_dir_all(dir)
+                .map_err(|e| StoreError::open(path, " (cannot create its directory)", e))?;
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags)
-            .map_err(|e| StoreError::Open(path.into(), e.to_string()))?;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| sql_error(path, e))?;
         let store = Store { conn, path: path.into() };
         store.check_and_migrate(true)?;
         store.mark_abandoned()?;
@@ -180,7 +204,7 @@ impl Store {
             path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
-        .map_err(|e| StoreError::Open(path.into(), e.to_string()))?;
+        .map_err(|e| sql_error(path, e))?;
         let store = Store { conn, path: path.into() };
         let version = store.check_and_migrate(false)?;
         if version < SCHEMA_VERSION {
@@ -660,16 +684,17 @@ fn sql_error(path: &Path, e: rusqlite::Error) -> StoreError {
         Some(ErrorCode::NotADatabase) => {
             StoreError::NotOurs(path.into(), "SQLite says it is not a database".into())
         }
-        Some(ErrorCode::DatabaseCorrupt) => StoreError::Sql(
-            path.into(),
-            format!("{e}; the file is corrupt: restore it from a backup or use another --db"),
-        ),
+        Some(ErrorCode::DatabaseCorrupt) => StoreError::Sql {
+            path: path.into(),
+            hint: " is corrupt (restore it from a backup or use another --db)",
+            source: e,
+        },
         Some(ErrorCode::ReadOnly)
         | Some(ErrorCode::CannotOpen)
         | Some(ErrorCode::PermissionDenied) => {
-            StoreError::Open(path.into(), format!("{e} (is the file and its directory writable?)"))
+            StoreError::open(path, " (are the file and its directory writable?)", e)
         }
-        _ => StoreError::Sql(path.into(), e.to_string()),
+        _ => StoreError::Sql { path: path.into(), hint: "", source: e },
     }
 }
 

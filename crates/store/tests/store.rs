@@ -224,8 +224,11 @@ fn reading_commands_need_an_existing_database() {
 fn an_unwritable_location_is_a_clear_error() {
     // /dev/null is a file, so nothing can be created below it, even as root.
     let err = Store::open(std::path::Path::new("/dev/null/schedlab/results.db")).unwrap_err();
-    assert!(matches!(err, StoreError::Open(..)), "{err}");
+    assert!(matches!(err, StoreError::Open { .. }), "{err}");
     assert!(err.to_string().contains("/dev/null/schedlab"));
+    // The operating system's own error is kept as the source, not flattened into text.
+    let source = std::error::Error::source(&err).expect("the cause is kept");
+    assert!(source.downcast_ref::<std::io::Error>().is_some(), "{source:?}");
 }
 
 #[test]
