@@ -129,6 +129,26 @@ impl Table {
     }
 }
 
+/// Wraps `text` at `width` terminal columns; words are never split, so a word longer than
+/// the width gets a line of its own.
+pub fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut col = 0;
+    for word in text.split_whitespace() {
+        let n = word.width();
+        if col > 0 && col + 1 + n > width {
+            out.push('\n');
+            col = 0;
+        } else if col > 0 {
+            out.push(' ');
+            col += 1;
+        }
+        out.push_str(word);
+        col += n;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +174,14 @@ mod tests {
         // "東京" is four columns wide, so it is padded with two spaces to "berlin"'s six.
         assert_eq!(lines[2], "東京    1");
         assert_eq!(lines[3], "berlin  2");
+    }
+
+    #[test]
+    fn wrapping_keeps_lines_within_the_width() {
+        let w = wrap(&"word ".repeat(100), 20);
+        assert!(w.lines().all(|l| l.len() <= 20));
+        assert_eq!(w.split_whitespace().count(), 100);
+        assert_eq!(wrap("a verylongword b", 4), "a\nverylongword\nb");
     }
 
     #[test]

@@ -1,11 +1,17 @@
-//! The tables people read: a run's results, the machine it ran on, and runs side by side.
+//! The tables people read: a run's results, the machine it ran on, runs side by side, and
+//! what a recorded timeline's threads got.
 
 use schedlab_measure::model::{Measurement, Outcome, Run, RunMeta, Warning};
 use schedlab_measure::stats;
 use schedlab_measure::warnings::kind_heading;
 
+use schedlab_measure::noise::Noise;
+use schedlab_trace::results::Agreement;
+use schedlab_trace::sampling::Overhead;
+use schedlab_trace::stats::ThreadStats;
+
 use crate::table::{Align, Table};
-use crate::units::{human, percent};
+use crate::units::{human, human_ns, percent};
 
 /// Columns of a run's result table.
 pub const RESULT_COLUMNS: &[(&str, Align)] = &[
@@ -224,6 +230,105 @@ pub fn warning_lines(warnings: &[Warning], max_per_kind: usize) -> Vec<String> {
         }
     }
     lines
+}
+
+/// The statistics table of a timeline's threads: for sleeping threads their overshoot,
+/// otherwise CPU share, runs, slice and gap percentiles, first run and work rate.
+pub fn timeline_stats_table(stats: &[ThreadStats]) -> Table {
+    let d = |x: Option<u64>| x.map_or("-".to_string(), human_ns);
+    if stats.iter().any(|s| s.overshoot.is_some()) {
+        let mut t = Table::new(&[
+            ("thread", Align::Left),
+            ("sleeps", Align::Right),
+            ("overshoot p50", Align::Right),
+            ("p99", Align::Right),
+            ("max", Align::Right),
+            ("mean", Align::Right),
+        ]);
+        for s in stats {
+            let o = s.overshoot;
+            t.row(vec![
+                s.name.clone(),
+                o.map_or(0, |o| o.n).to_string(),
+                d(o.map(|o| o.p50)),
+                d(o.map(|o| o.p99)),
+                d(o.map(|o| o.max)),
+                d(o.map(|o| o.mean as u64)),
+            ]);
+        }
+        return t;
+    }
+    let mut t = Table::new(&[
+        ("thread", Align::Left),
+        ("CPU", Align::Right),
+        ("runs", Align::Right),
+        ("slice p50", Align::Right),
+        ("slice p95", Align::Right),
+        ("gap p50", Align::Right),
+        ("gap max", Align::Right),
+        ("1st run", Align::Right),
+        ("inverses/s", Align::Right),
+    ]);
+    for s in stats {
+        t.row(vec![
+            s.name.clone(),
+            format!("{:.1}%", s.cpu_share * 100.0),
+            s.runs.to_string(),
+            d(s.run_len.map(|r| r.p50)),
+            d(s.run_len.map(|r| r.p95)),
+            d(s.gap_len.map(|g| g.p50)),
+            d(s.gap_len.map(|g| g.max)),
+            d(s.first_run_ns),
+            format!("{:.0}", s.work_rate),
+        ]);
+    }
+    t
+}
+
+/// The sampled record against the kernel's, one line per thread, for a sampling threshold
+/// of `threshold_ns`.
+pub fn agreement_lines(agreement: &[Agreement], threshold_ns: u64) -> Vec<String> {
+    let mut lines = vec!["sampled against kernel:".to_string()];
+    for a in agreement {
+        lines.push(format!(
+            "  {}: CPU {:.1}% sampled / {:.1}% kernel, runs {} / {}; kernel gaps <= {} \
+             (invisible to sampling): {} of {}",
+            a.name,
+            a.cpu_share.0 * 100.0,
+            a.cpu_share.1 * 100.0,
+            a.runs.0,
+            a.runs.1,
+            human_ns(threshold_ns),
+            a.short_gaps,
+            a.kernel_gaps,
+        ));
+    }
+    lines
+}
+
+/// What recording cost, in words, for `timestamps` recorded.
+pub fn recording_overhead_line(o: &Overhead, timestamps: u64) -> String {
+    format!(
+        "recording overhead: {:.0} inverses per CPU-second recorded, {:.0} without \
+         recording: {:+.2}% of the useful-work rate (median of {} alternating {} rounds; \
+         {timestamps} timestamps recorded above)",
+        o.recorded_rate,
+        o.plain_rate,
+        -o.loss() * 100.0,
+        o.rounds,
+        human_ns(o.round_ns),
+    )
+}
+
+/// Who else used the CPU while something was measured, in words.
+pub fn noise_line(n: &Noise) -> String {
+    format!(
+        "while it ran ({}), other processes used {} of CPU time and the hypervisor stole {} \
+         (/proc/stat, 10 ms ticks)",
+        human_ns(n.window_ns),
+        human_ns(n.other_cpu_ns.max(0) as u64),
+        human_ns(n.steal_ns.max(0) as u64)
+    )
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@
 //! - [`scenario`]: the seed's tests as data, each with its verdict, and the runner that
 //!   records them;
 //! - [`stats`]: per-thread CPU share, time slices, gaps, useful-work rate (pure functions);
+//! - [`results`]: a recording as stored results (slices, gaps, work rate per thread) and
+//!   the sampled record's agreement with the kernel's;
 //! - [`rt`]: the schedlab-rt recorder (the runtime's `Switched` events, a lane per virtual
 //!   processor);
 //! - [`kernel`]: the kernel recorder (tracefs `sched_switch`/`sched_wakeup`, root);
@@ -33,6 +35,7 @@
 pub mod kernel;
 pub mod model;
 pub mod perfetto;
+pub mod results;
 pub mod rt;
 pub mod sampling;
 pub mod scenario;

@@ -173,6 +173,35 @@ impl Timeline {
         }
         Ok(())
     }
+
+    /// This (sampled) timeline with `kernel`'s lane of each thread right under its own,
+    /// named `NAME kernel`, to show the two records of one thread one above the other.
+    pub fn interleaved_with(&self, kernel: &Timeline) -> Timeline {
+        let mut t = self.clone();
+        t.lanes = self
+            .lanes
+            .iter()
+            .zip(&kernel.lanes)
+            .flat_map(|(a, b)| {
+                let mut b = b.clone();
+                b.name = format!("{} kernel", a.name);
+                [a.clone(), b]
+            })
+            .collect();
+        t.title = format!("{} — sampled and kernel", self.title);
+        t
+    }
+
+    /// A 20 ms window in the middle of the timeline, on whole milliseconds (the whole
+    /// window when it is shorter): where to zoom to see individual time slices.
+    pub fn zoom_window(&self) -> (u64, u64) {
+        const ZOOM: u64 = 20_000_000;
+        if self.window_ns <= ZOOM {
+            return (0, self.window_ns);
+        }
+        let from = (self.window_ns / 2 / 1_000_000) * 1_000_000;
+        (from, from + ZOOM)
+    }
 }
 
 #[cfg(test)]

@@ -204,6 +204,8 @@ pub struct Overhead {
     pub plain_rate: f64,
     /// Rounds per mode.
     pub rounds: usize,
+    /// The length of a round, in ns.
+    pub round_ns: u64,
 }
 
 impl Overhead {
@@ -255,7 +257,19 @@ pub fn overhead(rounds: usize, round_ns: u64) -> Overhead {
     // Rates are estimates of a continuous quantity, so the summaries' (interpolated) median;
     // for an odd number of rounds, as scenario 1 takes, that is the middle round.
     let median = |v: &[f64]| stats::median(v).unwrap_or(0.0);
-    Overhead { recorded_rate: median(&with), plain_rate: median(&without), rounds }
+    Overhead { recorded_rate: median(&with), plain_rate: median(&without), rounds, round_ns }
+}
+
+/// [`overhead`] on the CPU the scenarios run on (the last allowed one), in a thread of its
+/// own so the caller stays unpinned; `None` when that thread failed.
+pub fn overhead_on_scenario_cpu(rounds: usize, round_ns: u64) -> Option<Overhead> {
+    let cpu = *schedlab_measure::sys::allowed_cpus().last().expect("at least one CPU");
+    std::thread::spawn(move || {
+        let _ = schedlab_measure::sys::pin_to(cpu);
+        overhead(rounds, round_ns)
+    })
+    .join()
+    .ok()
 }
 
 #[cfg(test)]
