@@ -1,6 +1,7 @@
 //! schedlab-report: every way a run is shown to people or handed to other programs.
 //!
-//! One result model (from `schedlab-measure`), many renderings: the terminal and Markdown
+//! One result model (from `schedlab-measure`), many renderings, and the probe [`catalog`]
+//! as `schedlab list` and docs/PROBES.md show it: the terminal and Markdown
 //! share one [`table::Table`] builder; [`views`] builds the tables (a run's results, the
 //! side-by-side comparison of runs in the layout of seed 002's Table 2, the machine header);
 //! [`export`] holds one small type per file format. Values are kept raw in exports and scaled
@@ -17,6 +18,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod catalog;
 pub mod export;
 pub mod mem;
 pub mod svg;

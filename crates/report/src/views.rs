@@ -232,6 +232,51 @@ pub fn warning_lines(warnings: &[Warning], max_per_kind: usize) -> Vec<String> {
     lines
 }
 
+/// `schedlab show`: the run header, its results table and its warnings, for a terminal.
+pub fn run_text(run: &Run) -> String {
+    let mut text = String::new();
+    for line in run_header(&run.meta) {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text.push('\n');
+    text.push_str(&run_table(run).to_terminal());
+    if !run.warnings.is_empty() {
+        text.push_str("\nwarnings:\n");
+        for line in warning_lines(&run.warnings, usize::MAX) {
+            text.push_str(&format!("  {line}\n"));
+        }
+    }
+    text
+}
+
+/// `schedlab compare`: one line per run saying where and when it ran, the side-by-side
+/// table ([`compare_table`], Markdown or terminal) and how to read it.
+pub fn compare_text(runs: &[Run], baseline: usize, markdown: bool) -> String {
+    let mut text = String::new();
+    for r in runs {
+        let m = &r.meta.machine;
+        text.push_str(&format!(
+            "{}: run #{} {} suite, {} — {} ({} CPUs) — kernel {} — {}\n",
+            r.meta.display_name(),
+            r.meta.id,
+            r.meta.suite,
+            r.meta.started_at,
+            m.host,
+            m.logical_cpus,
+            m.kernel,
+            m.cpu_model
+        ));
+    }
+    text.push('\n');
+    let table = compare_table(runs, baseline);
+    text.push_str(&if markdown { table.to_markdown() } else { table.to_terminal() });
+    text.push_str(
+        "\nmedian ± half-width of its 95% interval; ratio = run / baseline; \"within noise\" when the intervals overlap\n",
+    );
+    text
+}
+
 /// The statistics table of a timeline's threads: for sleeping threads their overshoot,
 /// otherwise CPU share, runs, slice and gap percentiles, first run and work rate.
 pub fn timeline_stats_table(stats: &[ThreadStats]) -> Table {
