@@ -162,7 +162,6 @@ pub fn kind_heading(kind: &str) -> &'static str {
 mod tests {
     use super::*;
     use crate::model::{Params, Sample, Unit};
-    use crate::stats::Summary;
 
     fn measurement(values: &[f64], other: i64, migrated: bool) -> Measurement {
         let samples: Vec<Sample> = values
@@ -180,13 +179,9 @@ mod tests {
             other_cpu_ns: other * values.len() as i64,
             steal_ns: 0,
         };
-        Measurement {
-            summary: Summary::of(values),
-            samples,
-            noise: Some(noise),
-            outcome: Outcome::Ok,
-            ..Measurement::without_samples("os.x", Params::new(), Unit::Nanos, Outcome::Ok, 0.0)
-        }
+        let mut m = Measurement::of_samples("os.x", Params::new(), Unit::Nanos, samples, 0.0);
+        m.noise = Some(noise);
+        m
     }
 
     #[test]

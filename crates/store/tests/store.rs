@@ -7,24 +7,17 @@ use schedlab_measure::machine::Machine;
 use schedlab_measure::model::{
     Measurement, Outcome, Params, RunMeta, RunStatus, Sample, Severity, Unit, Warning,
 };
-use schedlab_measure::stats::Summary;
 use schedlab_store::{Store, StoreError, SCHEMA_VERSION};
 
+/// A run whose every field differs from the constructor's default, so a round trip that
+/// drops one is caught.
 fn meta(label: Option<&str>) -> RunMeta {
-    RunMeta {
-        id: 0,
-        label: label.map(str::to_string),
-        suite: "smoke".into(),
-        status: RunStatus::Running,
-        started_at: "2026-11-21T05:00:00Z".into(),
-        finished_at: None,
-        filters: vec!["os.pipe".into()],
-        version: "0.1.0".into(),
-        git_rev: "abc1234".into(),
-        settings: Params::new().with("samples", 2),
-        calibration: None,
-        machine: Machine::fingerprint(),
-    }
+    let mut m = RunMeta::starting("smoke", Machine::fingerprint(), ("0.1.0", "abc1234"));
+    m.label = label.map(str::to_string);
+    m.started_at = "2026-11-21T05:00:00Z".into();
+    m.filters = vec!["os.pipe".into()];
+    m.settings = Params::new().with("samples", 2);
+    m
 }
 
 fn measurement(probe: &str, params: Params, values: &[f64]) -> Measurement {
@@ -39,24 +32,16 @@ fn measurement(probe: &str, params: Params, values: &[f64]) -> Measurement {
             migrated: i == 1,
         })
         .collect();
-    Measurement {
-        probe: probe.into(),
-        params,
-        unit: Unit::Micros,
-        better: Unit::Micros.better(),
-        outcome: Outcome::Ok,
-        notes: Params::new().with("cpus", "0,0"),
-        iters_per_sample: 100,
-        overhead_ns_per_iter: 0.25,
-        summary: Summary::of(values),
-        samples,
-        noise: Some(schedlab_measure::noise::Noise {
-            window_ns: 30_000_000,
-            other_cpu_ns: -10_000_000,
-            steal_ns: 20_000_000,
-        }),
-        wall_s: 0.5,
-    }
+    let mut m = Measurement::of_samples(probe, params, Unit::Micros, samples, 0.5);
+    m.notes = Params::new().with("cpus", "0,0");
+    m.iters_per_sample = 100;
+    m.overhead_ns_per_iter = 0.25;
+    m.noise = Some(schedlab_measure::noise::Noise {
+        window_ns: 30_000_000,
+        other_cpu_ns: -10_000_000,
+        steal_ns: 20_000_000,
+    });
+    m
 }
 
 #[test]
