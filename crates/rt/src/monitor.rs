@@ -65,6 +65,14 @@ const ACTIVE_FOR: Duration = Duration::from_millis(20);
 /// After this long with no work waiting anywhere, the monitor sleeps until poked.
 const IDLE_AFTER: Duration = Duration::from_millis(20);
 
+/// Most idle stacks whose memory one look of the monitor gives back
+/// (`stack.rs`, `Depot::scavenge`): neighbouring ones go in one `madvise`,
+/// so after a burst of threads ends this is usually a few calls.
+const SCAVENGE_BATCH: usize = 4096;
+
+/// How often the monitor looks while idle stacks hold memory past the bound.
+const SCAVENGE_EVERY: Duration = Duration::from_millis(10);
+
 /// Default threshold for declaring a kernel thread blocked.
 pub const DEFAULT_BLOCK_THRESHOLD: Duration = Duration::from_micros(50);
 
@@ -152,7 +160,11 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
     let mut detached: Vec<(usize, u64, Instant, Option<Instant>)> = Vec::new();
     let mut last_waiting = start;
     let mut last_handoff: Option<Instant> = None;
+    shared.depot.scavenge_in_background();
     while !shared.shutdown.load(Ordering::Acquire) {
+        if shared.depot.has_excess() {
+            shared.depot.scavenge(SCAVENGE_BATCH);
+        }
         let now = Instant::now();
         let mut next: Option<Instant> = None;
         let mut want = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
@@ -353,6 +365,9 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             if last_handoff.is_some_and(|t| now - t < ACTIVE_FOR) {
                 want(now + ACTIVE_POLL.max(threshold));
             }
+        }
+        if shared.depot.has_excess() {
+            want(now + SCAVENGE_EVERY);
         }
         let timeout = match next {
             Some(t) => Some(t.saturating_duration_since(Instant::now())),

@@ -71,8 +71,10 @@ pub const DEFAULT_STACK_SIZE: usize = 64 * 1024;
 /// sleeps (waking a sleeping kernel thread costs 11–35 µs on the lab machine).
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 
-/// Stacks of the default size a runtime keeps beyond its processors' pools.
-const STACK_DEPOT_CAP: usize = 4096;
+/// Idle stacks of the default size whose memory a runtime keeps beyond its
+/// processors' pools; the memory of any more is given back in the background
+/// (`stack.rs`, `Depot`).
+const STACK_RETAIN: usize = 1024;
 
 /// State shared by the processors of one runtime.
 ///
@@ -447,7 +449,7 @@ impl RuntimeBuilder {
             parkers: (0..self.processors).map(|_| CachePadded::new(Parker::new())).collect(),
             idle: Idle::new(),
             timers: Timers::new(),
-            depot: Depot::new(STACK_DEPOT_CAP),
+            depot: Depot::new(rounded_size(self.stack_size.max(MIN_STACK_SIZE)), STACK_RETAIN),
             shutdown: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             task_refs: CachePadded::new(AtomicUsize::new(1)),

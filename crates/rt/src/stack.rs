@@ -17,7 +17,14 @@
 //! to `mprotect(PROT_NONE)`.
 //!
 //! [`StackPool`] keeps stacks of one size for reuse so that spawning a thread
-//! costs no system call; each processor owns one (no locking).
+//! costs no system call; each processor owns one (no locking). Behind the
+//! pools, the runtime's [`Depot`] carves stacks of the runtime's size from
+//! large reservations and keeps every stack it ever carved, so that neither
+//! a burst of a hundred thousand live threads nor its end costs a system
+//! call per thread (before, each stack past the pools was one `mmap` plus a
+//! guard `madvise` to create and one `munmap` to free: 6.7 µs and 8 µs per
+//! thread). Memory of idle stacks beyond a bound is given back in the
+//! background by the monitor ([`Depot::scavenge`]).
 
 use crate::registry::{Registry, Slot};
 use crate::task::Task;
@@ -64,6 +71,10 @@ pub struct Stack {
     guard: usize,
     /// Its slot in a runtime's registry (`registry.rs`), if registered.
     slot: Option<NonNull<Slot>>,
+    /// Whether the stack is a mapping of its own, unmapped when it drops;
+    /// `false` for a slot of a [`Depot`]'s reservation, which the depot
+    /// unmaps when it drops.
+    owned: bool,
 }
 
 // SAFETY: a Stack is an owned region of memory with no thread affinity; the
@@ -97,7 +108,7 @@ impl Stack {
         }
         let base = NonNull::new(ptr.cast::<u8>()).expect("mmap never returns null on success");
         // From here on `stack` owns the mapping: an early return unmaps it.
-        let stack = Stack { base, len, guard: page, slot: None };
+        let stack = Stack { base, len, guard: page, slot: None, owned: true };
         stack.install_guard()?;
         Ok(stack)
     }
@@ -157,6 +168,36 @@ impl Stack {
         let b = self.base.as_ptr() as usize;
         b..b + self.guard
     }
+
+    /// The whole slot, guard included, as an address range.
+    fn range(&self) -> std::ops::Range<usize> {
+        let b = self.base.as_ptr() as usize;
+        b..b + self.len
+    }
+}
+
+/// Gives the pages of idle `stacks` back to the kernel (`MADV_DONTNEED`):
+/// they read as zeros when touched again. Neighbouring slots of a
+/// reservation are released with one call, guards included: guard markers
+/// and `PROT_NONE` both survive the advice (a test checks the guard).
+fn release_memory(stacks: &mut [Stack]) {
+    stacks.sort_unstable_by_key(|s| s.base.as_ptr() as usize);
+    let mut i = 0;
+    while i < stacks.len() {
+        let start = stacks[i].range().start;
+        let mut end = stacks[i].range().end;
+        i += 1;
+        while i < stacks.len() && stacks[i].range().start == end {
+            end = stacks[i].range().end;
+            i += 1;
+        }
+        // SAFETY: `start..end` is covered by idle stacks we own (each a
+        // mapping or a slot of one), on which nobody runs; their contents
+        // are dead.
+        let rc =
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+        debug_assert_eq!(rc, 0, "madvise(MADV_DONTNEED) of idle stacks failed");
+    }
 }
 
 impl Drop for Stack {
@@ -166,10 +207,12 @@ impl Drop for Stack {
             // registry alive; the slot dies with the stack.
             unsafe { Registry::unregister(slot) };
         }
-        // SAFETY: we own the whole mapping and nobody runs on it any more
-        // (a stack is only dropped once its thread has switched away for good).
-        let rc = unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
-        debug_assert_eq!(rc, 0, "munmap of a stack failed");
+        if self.owned {
+            // SAFETY: we own the whole mapping and nobody runs on it any more
+            // (a stack is only dropped once its thread has switched away for good).
+            let rc = unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+            debug_assert_eq!(rc, 0, "munmap of a stack failed");
+        }
     }
 }
 
@@ -200,8 +243,8 @@ impl StackPool {
         self.size
     }
 
-    /// A stack from the pool, else from the depot, else a new one
-    /// registered in `registry`.
+    /// A stack from the pool, else a batch from the depot (which carves new
+    /// ones registered in `registry` when it has none).
     ///
     /// # Safety
     ///
@@ -211,12 +254,13 @@ impl StackPool {
         if let Some(s) = self.free.pop() {
             return Ok(s);
         }
-        depot.refill(&mut self.free, self.cap.div_ceil(2));
-        match self.free.pop() {
-            Some(s) => Ok(s),
+        if self.size != depot.size || self.cap == 0 {
             // SAFETY: forwarded from the caller.
-            None => unsafe { Stack::new_registered(self.size, registry) },
+            return unsafe { Stack::new_registered(self.size, registry) };
         }
+        // SAFETY: forwarded from the caller.
+        unsafe { depot.refill(&mut self.free, self.cap.div_ceil(2), registry)? };
+        Ok(self.free.pop().expect("the depot refilled the pool"))
     }
 
     /// Returns a stack for reuse (spilling half the pool to the depot when
@@ -228,6 +272,9 @@ impl StackPool {
         }
         if self.free.len() >= self.cap {
             depot.spill(&mut self.free, self.cap.div_ceil(2));
+            if depot.has_excess() && !depot.background.load(Ordering::Relaxed) {
+                depot.scavenge(usize::MAX);
+            }
         }
         self.free.push(stack);
     }
@@ -253,41 +300,229 @@ impl StackPool {
     }
 }
 
-/// Stacks shared by the pools of one runtime, traded in batches.
+/// The runtime's stacks of its default size, shared by the processors'
+/// pools (traded in batches) and carved from large reservations.
+///
+/// - **Carving**: a reservation ("chunk") is one `mmap` of many slots, each
+///   a guard page and a stack; chunks double from [`FIRST_CHUNK`] to
+///   [`MAX_CHUNK`] slots, and a slot's guard is installed once, when it is
+///   first handed out. With `MADV_GUARD_INSTALL` a whole chunk stays one
+///   VMA; with the `mprotect` fallback each slot splits it, as separate
+///   mappings would.
+/// - **Keeping**: a stack the pools return is kept, never unmapped; the
+///   chunks are unmapped when the depot drops, with the runtime's last
+///   reference (after every task and so every stack).
+/// - **Giving memory back**: idle stacks beyond `retain` have their pages
+///   released with `MADV_DONTNEED` by [`Depot::scavenge`], which the monitor
+///   calls in the background, a bounded batch per look; released stacks are
+///   handed out last.
 #[derive(Debug)]
 pub(crate) struct Depot {
-    stacks: std::sync::Mutex<Vec<Stack>>,
-    cap: usize,
+    /// Usable bytes of each stack.
+    size: usize,
+    inner: std::sync::Mutex<DepotInner>,
+    /// Idle stacks kept with their memory.
+    retain: usize,
+    /// Set when more than `retain` idle stacks hold memory.
+    excess: AtomicBool,
+    /// A monitor scavenges in the background; without one, the processor
+    /// that spills past the bound gives the excess back itself.
+    background: AtomicBool,
 }
 
+#[derive(Debug, Default)]
+struct DepotInner {
+    /// Reservations, as (base, length).
+    chunks: Vec<(NonNull<u8>, usize)>,
+    /// Slots of the last chunk not handed out yet.
+    uncarved: usize,
+    /// Idle stacks whose pages may be resident, most recently returned last.
+    warm: Vec<Stack>,
+    /// Idle stacks whose pages were given back.
+    cold: Vec<Stack>,
+}
+
+// SAFETY: the chunk pointers are addresses of mappings the depot owns; they
+// are only dereferenced through the stacks carved from them.
+unsafe impl Send for DepotInner {}
+
+/// Slots in the first reservation.
+const FIRST_CHUNK: usize = 64;
+/// Most slots in one reservation.
+const MAX_CHUNK: usize = 4096;
+
 impl Depot {
-    /// An empty depot keeping at most `cap` stacks.
-    pub(crate) fn new(cap: usize) -> Depot {
-        Depot { stacks: std::sync::Mutex::new(Vec::new()), cap }
+    /// An empty depot for stacks of `size` usable bytes (rounded like
+    /// [`Stack::new`]), keeping the memory of at most `retain` idle ones.
+    pub(crate) fn new(size: usize, retain: usize) -> Depot {
+        Depot {
+            size: rounded_size(size),
+            inner: std::sync::Mutex::new(DepotInner::default()),
+            retain,
+            excess: AtomicBool::new(false),
+            background: AtomicBool::new(false),
+        }
     }
 
-    fn refill(&self, into: &mut Vec<Stack>, n: usize) {
-        let mut s = self.stacks.lock().unwrap_or_else(|e| e.into_inner());
-        let keep = s.len().saturating_sub(n);
-        into.extend(s.drain(keep..));
+    fn lock(&self) -> std::sync::MutexGuard<'_, DepotInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Moves `n` stacks into `into`: idle ones with memory first, then
+    /// released ones, then newly carved ones registered in `registry`.
+    ///
+    /// # Safety
+    ///
+    /// `registry` must outlive the stacks (see [`Stack::new_registered`]).
+    unsafe fn refill(
+        &self,
+        into: &mut Vec<Stack>,
+        n: usize,
+        registry: &Registry,
+    ) -> io::Result<()> {
+        let mut d = self.lock();
+        let warm = d.warm.len().min(n);
+        let keep = d.warm.len() - warm;
+        into.extend(d.warm.drain(keep..));
+        let cold = d.cold.len().min(n - warm);
+        let keep = d.cold.len() - cold;
+        into.extend(d.cold.drain(keep..));
+        for _ in warm + cold..n {
+            // SAFETY: forwarded from the caller.
+            into.push(unsafe { self.carve(&mut d, registry)? });
+        }
+        Ok(())
+    }
+
+    /// A stack from the depot (for a spawn outside any processor).
+    ///
+    /// # Safety
+    ///
+    /// As [`Depot::refill`].
+    pub(crate) unsafe fn get(&self, registry: &Registry) -> io::Result<Stack> {
+        let mut one = Vec::with_capacity(1);
+        // SAFETY: forwarded from the caller.
+        unsafe { self.refill(&mut one, 1, registry)? };
+        Ok(one.pop().expect("refill of one gives one"))
+    }
+
+    /// The next never-used slot, from the last chunk or a new one.
+    ///
+    /// # Safety
+    ///
+    /// As [`Depot::refill`].
+    unsafe fn carve(&self, d: &mut DepotInner, registry: &Registry) -> io::Result<Stack> {
+        let page = page_size();
+        let slot_len = self.size + page;
+        if d.uncarved == 0 {
+            let slots =
+                d.chunks.last().map_or(FIRST_CHUNK, |c| (c.1 / slot_len * 2).min(MAX_CHUNK));
+            let len = slots * slot_len;
+            // SAFETY: a fresh anonymous private mapping at an address of the
+            // kernel's choosing touches no existing memory.
+            let ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
+                    -1,
+                    0,
+                )
+            };
+            if ptr == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            let base = NonNull::new(ptr.cast::<u8>()).expect("mmap never returns null on success");
+            d.chunks.push((base, len));
+            d.uncarved = slots;
+        }
+        let (base, len) = *d.chunks.last().expect("a chunk was just ensured");
+        let index = len / slot_len - d.uncarved;
+        // SAFETY: `index` is below the chunk's slot count, so the slot lies
+        // inside the chunk's mapping.
+        let slot = unsafe { NonNull::new_unchecked(base.as_ptr().add(index * slot_len)) };
+        let mut stack = Stack { base: slot, len: slot_len, guard: page, slot: None, owned: false };
+        stack.install_guard()?;
+        d.uncarved -= 1;
+        // SAFETY: forwarded from the caller.
+        stack.slot = Some(unsafe { registry.register() });
+        Ok(stack)
+    }
+
+    /// Takes `n` stacks from the end of `from`. Stacks of another size are
+    /// dropped (unmapped).
     fn spill(&self, from: &mut Vec<Stack>, n: usize) {
         let keep = from.len().saturating_sub(n);
-        let excess: Vec<Stack> = {
-            let mut s = self.stacks.lock().unwrap_or_else(|e| e.into_inner());
-            s.extend(from.drain(keep..));
-            let over = s.len().saturating_sub(self.cap);
-            s.drain(..over).collect()
-        };
-        // Unmapped outside the lock.
-        drop(excess);
+        let mut d = self.lock();
+        for s in from.drain(keep..) {
+            if s.size() == self.size {
+                d.warm.push(s);
+            }
+        }
+        if d.warm.len() > self.retain {
+            self.excess.store(true, Ordering::Relaxed);
+        }
     }
 
-    /// Unmaps every stack kept (shutdown).
+    /// Called by the monitor: it will call [`Depot::scavenge`] from now on.
+    pub(crate) fn scavenge_in_background(&self) {
+        self.background.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`Depot::scavenge`] has work: more than `retain` idle stacks
+    /// hold memory.
+    pub(crate) fn has_excess(&self) -> bool {
+        self.excess.load(Ordering::Relaxed)
+    }
+
+    /// Gives back the memory of at most `budget` idle stacks beyond the
+    /// `retain` bound, the longest idle first; returns how many. One
+    /// `madvise` per run of neighbouring slots, made without the lock held.
+    pub(crate) fn scavenge(&self, budget: usize) -> usize {
+        let mut batch: Vec<Stack> = {
+            let mut d = self.lock();
+            let n = d.warm.len().saturating_sub(self.retain).min(budget);
+            d.warm.drain(..n).collect()
+        };
+        release_memory(&mut batch);
+        let n = batch.len();
+        let mut d = self.lock();
+        d.cold.extend(batch);
+        self.excess.store(d.warm.len() > self.retain, Ordering::Relaxed);
+        n
+    }
+
+    /// Idle stacks kept (with memory, released).
+    #[cfg(test)]
+    fn idle(&self) -> (usize, usize) {
+        let d = self.lock();
+        (d.warm.len(), d.cold.len())
+    }
+
+    /// Drops every idle stack (shutdown); the reservations stay mapped until
+    /// the depot drops.
     pub(crate) fn clear(&self) {
-        let all = std::mem::take(&mut *self.stacks.lock().unwrap_or_else(|e| e.into_inner()));
-        drop(all);
+        let (warm, cold) = {
+            let mut d = self.lock();
+            (std::mem::take(&mut d.warm), std::mem::take(&mut d.cold))
+        };
+        drop((warm, cold));
+    }
+}
+
+impl Drop for Depot {
+    fn drop(&mut self) {
+        let d = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
+        d.warm.clear();
+        d.cold.clear();
+        for &(base, len) in &d.chunks {
+            // SAFETY: our reservation. The depot drops with the runtime's
+            // last reference, after every task, so no stack carved from it
+            // is in use (stacks dropped earlier only unregistered).
+            let rc = unsafe { libc::munmap(base.as_ptr().cast(), len) };
+            debug_assert_eq!(rc, 0, "munmap of a stack reservation failed");
+        }
     }
 }
 
@@ -321,12 +556,14 @@ mod tests {
 
     #[test]
     fn pool_reuses_stacks_of_its_size_and_drops_others() {
-        let depot = Depot::new(0);
+        // Declared first, so dropped last: the depot's stacks are registered in it.
         let registry = Registry::new();
+        let depot = Depot::new(MIN_STACK_SIZE, 0);
         let mut pool = StackPool::new(MIN_STACK_SIZE, 2);
         // SAFETY: the registry outlives the pool and its stacks.
         let a = unsafe { pool.get(&depot, &registry) }.unwrap();
         let a_top = a.top();
+        assert_eq!(pool.len(), 0, "a refill of cap/2 = 1 stack, handed out");
         pool.put(a, &depot);
         assert_eq!(pool.len(), 1);
         // SAFETY: as above.
@@ -336,22 +573,121 @@ mod tests {
         for _ in 0..3 {
             pool.put(Stack::new(MIN_STACK_SIZE).unwrap(), &depot);
         }
-        assert_eq!(pool.len(), 2, "a full pool spills half (the empty depot drops it)");
+        assert_eq!(pool.len(), 2, "a full pool spills half to the depot");
+        assert_eq!(depot.idle(), (0, 1), "no monitor and retain 0: released at once");
     }
 
     #[test]
     fn pools_trade_stacks_through_the_depot() {
-        let depot = Depot::new(16);
+        // Declared first, so dropped last: the depot's stacks are registered in it.
+        let registry = Registry::new();
+        let depot = Depot::new(MIN_STACK_SIZE, 16);
         let mut full = StackPool::new(MIN_STACK_SIZE, 4);
         let mut empty = StackPool::new(MIN_STACK_SIZE, 4);
         for _ in 0..5 {
             full.put(Stack::new(MIN_STACK_SIZE).unwrap(), &depot);
         }
         assert_eq!(full.len(), 3, "spilled 2 of 4, then kept the fifth");
-        let registry = Registry::new();
+        assert_eq!(depot.idle(), (2, 0));
         // SAFETY: the registry outlives the stack.
         let s = unsafe { empty.get(&depot, &registry) }.unwrap();
         assert_eq!(empty.len(), 1, "refilled 2 from the depot, handed out one");
         drop(s);
+    }
+
+    /// Whether each page of `range` is resident (mincore).
+    fn resident(range: std::ops::Range<usize>) -> Vec<bool> {
+        let page = page_size();
+        let mut v = vec![0u8; range.len().div_ceil(page)];
+        // SAFETY: `range` is page aligned and mapped; `v` has one byte per page.
+        let rc =
+            unsafe { libc::mincore(range.start as *mut libc::c_void, range.len(), v.as_mut_ptr()) };
+        assert_eq!(rc, 0, "mincore: {}", io::Error::last_os_error());
+        v.iter().map(|b| b & 1 == 1).collect()
+    }
+
+    #[test]
+    fn the_depot_carves_neighbouring_slots_from_one_reservation() {
+        // Declared first, so dropped last: the depot's stacks are registered in it.
+        let registry = Registry::new();
+        let depot = Depot::new(MIN_STACK_SIZE, 0);
+        let mut v = Vec::new();
+        // SAFETY: the registry outlives the stacks (dropped below, before it).
+        unsafe { depot.refill(&mut v, FIRST_CHUNK + 1, &registry) }.unwrap();
+        let slot = MIN_STACK_SIZE + page_size();
+        for w in v[..FIRST_CHUNK].windows(2) {
+            assert_eq!(w[1].guard_range().start, w[0].top() as usize, "slots are neighbours");
+        }
+        assert_eq!(v[0].size(), MIN_STACK_SIZE);
+        let chunks = depot.lock().chunks.clone();
+        assert_eq!(chunks.len(), 2, "the 65th slot opened a second reservation");
+        assert_eq!(chunks[0].1, FIRST_CHUNK * slot);
+        assert_eq!(chunks[1].1, 2 * FIRST_CHUNK * slot, "reservations double");
+        drop(v);
+    }
+
+    #[test]
+    fn idle_stacks_past_the_bound_give_their_memory_back() {
+        // Declared first, so dropped last: the depot's stacks are registered in it.
+        let registry = Registry::new();
+        let depot = Depot::new(MIN_STACK_SIZE, 2);
+        depot.scavenge_in_background();
+        let mut v = Vec::new();
+        // SAFETY: the registry outlives the stacks (the depot is dropped first).
+        unsafe { depot.refill(&mut v, 8, &registry) }.unwrap();
+        for s in &v {
+            let lo = s.guard_range().end;
+            // SAFETY: the usable part of a stack we hold.
+            unsafe { std::ptr::write_bytes(lo as *mut u8, 0xAB, s.size()) };
+            assert!(resident(lo..s.top() as usize).iter().all(|&r| r));
+        }
+        let ranges: Vec<_> = v.iter().map(|s| s.guard_range().end..s.top() as usize).collect();
+        depot.spill(&mut v, 8);
+        assert!(depot.has_excess(), "8 idle, 2 retained");
+        assert_eq!(depot.scavenge(4), 4, "at most the budget");
+        assert_eq!(depot.scavenge(100), 2, "down to the bound");
+        assert!(!depot.has_excess());
+        assert_eq!(depot.idle(), (2, 6));
+        let released = ranges.iter().filter(|r| resident((*r).clone()).iter().all(|&p| !p)).count();
+        assert_eq!(released, 6, "the six longest idle gave their pages back");
+        // A released stack is handed out last, and reads as zeros.
+        let mut again = Vec::new();
+        // SAFETY: as above.
+        unsafe { depot.refill(&mut again, 3, &registry) }.unwrap();
+        let last = again.last().unwrap();
+        // SAFETY: the usable part of a stack we hold.
+        assert_eq!(unsafe { (last.guard_range().end as *const u8).read() }, 0);
+        drop(again);
+    }
+
+    #[test]
+    fn a_released_stack_keeps_its_guard() {
+        // Declared first, so dropped last: the depot's stacks are registered in it.
+        let registry = Registry::new();
+        let depot = Depot::new(MIN_STACK_SIZE, 0);
+        depot.scavenge_in_background();
+        let mut v = Vec::new();
+        // SAFETY: the registry outlives the stacks.
+        unsafe { depot.refill(&mut v, 3, &registry) }.unwrap();
+        let guard = v[1].guard_range().start;
+        depot.spill(&mut v, 3);
+        assert_eq!(depot.scavenge(3), 3, "one madvise over three neighbours and their guards");
+        // SAFETY: fork in a test; the child only writes to memory and exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: a deliberate write to the guard page: it must fault.
+            unsafe {
+                std::ptr::write_volatile(guard as *mut u8, 1);
+                libc::_exit(0);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFSIGNALED(status)
+                && matches!(libc::WTERMSIG(status), libc::SIGSEGV | libc::SIGBUS),
+            "writing to a released stack's guard page must fault (status {status:#x})"
+        );
     }
 }

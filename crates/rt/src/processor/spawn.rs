@@ -70,6 +70,8 @@ where
     let stack = match vp {
         Some(vp) => vp.stack(size)?,
         // SAFETY: as in `Processor::stack`.
+        None if size == shared.stack_size => unsafe { shared.depot.get(&shared.registry)? },
+        // SAFETY: as in `Processor::stack`.
         None => unsafe { Stack::new_registered(size, &shared.registry)? },
     };
     let top = stack.top();
