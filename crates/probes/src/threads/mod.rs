@@ -17,7 +17,9 @@
 pub(crate) mod backend;
 mod compute;
 mod create;
+mod forkjoin;
 mod handoff;
+mod memory;
 mod mutex;
 mod tree;
 mod wake;
@@ -33,6 +35,7 @@ pub fn probes() -> Vec<Box<dyn Probe>> {
     v.extend(wake::probes());
     v.extend(compute::probes());
     v.extend(tree::probes());
+    v.extend(forkjoin::probes());
     v
 }
 

@@ -10,22 +10,19 @@
 //! slot) keeps few alive. OS threads are one kernel thread per node, so the os backend
 //! runs only trees of at most 10,000 leaves (skip with a reason beyond).
 //!
-//! Peak memory: the kernel's high-water mark of the process (`VmHWM`) is reset before each
-//! sample (`/proc/self/clear_refs` with `5`, Linux 4.0+) and read after it; the note is
-//! the peak minus the resident size before the sample. Without the reset (another kernel,
-//! no permission) the note says so instead of showing a stale peak.
+//! Peak memory: see `memory.rs`.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use schedlab_measure::model::Metric;
 use schedlab_measure::model::{Params, Unit};
 use schedlab_measure::sampler::Settings;
-use schedlab_measure::{ProbeError, Timing, Workload};
+use schedlab_measure::{ProbeError, Timing};
 
 use super::backend::{self, rt_pinned, rt_run, Backend, Bench};
+use super::memory::{PeakMemory, PeakSample, WithPeak};
 use crate::{Context, Info, Instance, Probe, Suite};
 use schedlab_measure::sys::{self, PinGuard};
 
@@ -100,7 +97,7 @@ impl Probe for TreeProbe {
         }
         // Nodes of the tree: 1 + f + f^2 + ... + f^depth.
         let nodes: u64 = (0..=depth).map(|d| fanout.pow(d)).sum();
-        let peak = Arc::new(Mutex::new(PeakMemory::default()));
+        let peak = Arc::new(Mutex::new(PeakMemory::new("node")));
         let notes = Params::new()
             .with("cpus", backend::cpu_list(&cpus))
             .with("leaves", leaves)
@@ -173,7 +170,7 @@ impl Probe for TreeProbe {
                 )
             }
         };
-        Ok(Box::new(TreeInstance { bench, peak }))
+        Ok(Box::new(WithPeak { bench, peak }))
     }
 }
 
@@ -219,85 +216,4 @@ fn tokio_tree(depth: u32, fanout: u64) -> Pin<Box<dyn Future<Output = u64> + Sen
         }
         sum
     })
-}
-
-/// The resident memory a sample added at its peak, in KiB, or `None` when the peak could
-/// not be reset (it would then be an earlier sample's).
-struct PeakSample {
-    before_kib: Option<u64>,
-}
-
-impl PeakSample {
-    fn start() -> PeakSample {
-        let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
-        PeakSample { before_kib: reset.then(|| status_kib("VmRSS:")).flatten() }
-    }
-
-    fn finish(self) -> Option<u64> {
-        let before = self.before_kib?;
-        Some(status_kib("VmHWM:")?.saturating_sub(before))
-    }
-}
-
-/// A `kB` field of `/proc/self/status`.
-fn status_kib(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    line[field.len()..].trim().trim_end_matches("kB").trim().parse().ok()
-}
-
-/// The largest peak seen over the samples.
-#[derive(Default)]
-struct PeakMemory {
-    max_kib: Option<u64>,
-    unknown: bool,
-    nodes: u64,
-}
-
-impl PeakMemory {
-    fn add(&mut self, sample: Option<u64>, nodes: u64) {
-        self.nodes = nodes;
-        match sample {
-            Some(k) => self.max_kib = Some(self.max_kib.map_or(k, |m| m.max(k))),
-            None => self.unknown = true,
-        }
-    }
-
-    fn apply(&self, n: &mut Params) {
-        match (self.max_kib, self.unknown) {
-            (Some(k), false) => {
-                n.set("peak_rss_added_mib", format!("{:.1}", k as f64 / 1024.0));
-                n.set(
-                    "peak_rss_bytes_per_node",
-                    format!("{:.0}", k as f64 * 1024.0 / self.nodes.max(1) as f64),
-                );
-            }
-            (None, false) => {}
-            _ => n.set("peak_rss_added_mib", "unknown (VmHWM could not be reset)"),
-        }
-    }
-}
-
-/// The bench plus the memory notes gathered while it runs.
-struct TreeInstance {
-    bench: Bench,
-    peak: Arc<Mutex<PeakMemory>>,
-}
-
-impl Workload for TreeInstance {
-    fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
-        self.bench.run(iters)
-    }
-}
-
-impl Instance for TreeInstance {
-    fn metric(&self) -> Metric {
-        self.bench.metric()
-    }
-
-    fn notes(&self) -> Params {
-        let mut n = self.bench.notes();
-        self.peak.lock().unwrap_or_else(|e| e.into_inner()).apply(&mut n);
-        n
-    }
 }

@@ -1,0 +1,102 @@
+//! Peak resident memory of a sample, for the probes that keep many threads alive.
+//!
+//! The kernel's high-water mark of the process (`VmHWM`) is reset before each sample
+//! (`/proc/self/clear_refs` with `5`, Linux 4.0+) and read after it; the note is the peak
+//! minus the resident size before the sample, also per thread of the sample. Without the
+//! reset (another kernel, no permission) the note says so instead of showing a stale peak.
+
+use std::sync::{Arc, Mutex};
+
+use schedlab_measure::model::{Metric, Params};
+use schedlab_measure::{ProbeError, Timing, Workload};
+
+use super::backend::Bench;
+use crate::Instance;
+
+/// The resident memory a sample added at its peak, in KiB, or `None` when the peak could
+/// not be reset (it would then be an earlier sample's).
+pub(super) struct PeakSample {
+    before_kib: Option<u64>,
+}
+
+impl PeakSample {
+    pub(super) fn start() -> PeakSample {
+        let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
+        PeakSample { before_kib: reset.then(|| status_kib("VmRSS:")).flatten() }
+    }
+
+    pub(super) fn finish(self) -> Option<u64> {
+        let before = self.before_kib?;
+        Some(status_kib("VmHWM:")?.saturating_sub(before))
+    }
+}
+
+/// A `kB` field of `/proc/self/status`.
+fn status_kib(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line[field.len()..].trim().trim_end_matches("kB").trim().parse().ok()
+}
+
+/// The largest peak seen over the samples.
+pub(super) struct PeakMemory {
+    max_kib: Option<u64>,
+    unknown: bool,
+    /// What the peak is divided by: `node`, `thread`...
+    per: &'static str,
+    count: u64,
+}
+
+impl PeakMemory {
+    /// No samples yet; the per-item note will be `peak_rss_bytes_per_{per}`.
+    pub(super) fn new(per: &'static str) -> PeakMemory {
+        PeakMemory { max_kib: None, unknown: false, per, count: 0 }
+    }
+
+    /// One sample's peak (`None`: unknown) over `count` items (nodes, threads).
+    pub(super) fn add(&mut self, sample: Option<u64>, count: u64) {
+        self.count = count;
+        match sample {
+            Some(k) => self.max_kib = Some(self.max_kib.map_or(k, |m| m.max(k))),
+            None => self.unknown = true,
+        }
+    }
+
+    pub(super) fn apply(&self, n: &mut Params) {
+        match (self.max_kib, self.unknown) {
+            (Some(k), false) => {
+                n.set("peak_rss_added_mib", format!("{:.1}", k as f64 / 1024.0));
+                n.set(
+                    &format!("peak_rss_bytes_per_{}", self.per),
+                    format!("{:.0}", k as f64 * 1024.0 / self.count.max(1) as f64),
+                );
+            }
+            (None, false) => {}
+            _ => n.set("peak_rss_added_mib", "unknown (VmHWM could not be reset)"),
+        }
+    }
+}
+
+/// A bench plus the memory notes gathered while it runs.
+pub(super) struct WithPeak {
+    pub(super) bench: Bench,
+    pub(super) peak: Arc<Mutex<PeakMemory>>,
+}
+
+impl Workload for WithPeak {
+    fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
+        self.bench.run(iters)
+    }
+}
+
+impl Instance for WithPeak {
+    fn metric(&self) -> Metric {
+        self.bench.metric()
+    }
+
+    fn notes(&self) -> Params {
+        let mut n = self.bench.notes();
+        self.peak.lock().unwrap_or_else(|e| e.into_inner()).apply(&mut n);
+        n
+    }
+}
