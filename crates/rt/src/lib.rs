@@ -142,7 +142,7 @@ pub use crate::{
     registry::ParkedThread,
     runtime::{Cancelled, Deadlock, Runtime, RuntimeBuilder, DEFAULT_SPIN, DEFAULT_STACK_SIZE},
     scope::{scope, Scope, ScopedJoinHandle},
-    stack::MIN_STACK_SIZE,
+    stack::{StackStats, MIN_STACK_SIZE},
     task::{ThreadId, WaitReason},
     thread::{current, park, sleep, spawn, try_current, yield_now, Builder, JoinHandle, Thread},
 };

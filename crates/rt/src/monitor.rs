@@ -70,8 +70,9 @@ const IDLE_AFTER: Duration = Duration::from_millis(20);
 /// so after a burst of threads ends this is usually a few calls.
 const SCAVENGE_BATCH: usize = 4096;
 
-/// How often the monitor looks while idle stacks hold memory past the bound.
-const SCAVENGE_EVERY: Duration = Duration::from_millis(10);
+/// The scavenging period (`stack.rs`, `Depot`): idle stacks past the bound
+/// that stay idle this long give their memory back.
+const SCAVENGE_EVERY: Duration = Duration::from_millis(100);
 
 /// Default threshold for declaring a kernel thread blocked.
 pub const DEFAULT_BLOCK_THRESHOLD: Duration = Duration::from_micros(50);
@@ -161,11 +162,13 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
     let mut last_waiting = start;
     let mut last_handoff: Option<Instant> = None;
     shared.depot.scavenge_in_background();
+    let mut last_scavenge = start;
     while !shared.shutdown.load(Ordering::Acquire) {
-        if shared.depot.has_excess() {
-            shared.depot.scavenge(SCAVENGE_BATCH);
-        }
         let now = Instant::now();
+        if shared.depot.has_excess() && now - last_scavenge >= SCAVENGE_EVERY {
+            shared.depot.scavenge(SCAVENGE_BATCH);
+            last_scavenge = now;
+        }
         let mut next: Option<Instant> = None;
         let mut want = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
         let busy = procs.iter().any(|p| {
@@ -367,7 +370,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             }
         }
         if shared.depot.has_excess() {
-            want(now + SCAVENGE_EVERY);
+            want(last_scavenge + SCAVENGE_EVERY);
         }
         let timeout = match next {
             Some(t) => Some(t.saturating_duration_since(Instant::now())),

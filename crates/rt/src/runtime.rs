@@ -677,6 +677,12 @@ impl Runtime {
         self.shared.nprocs
     }
 
+    /// The runtime's stacks of the default size: how many were carved, and how many
+    /// idle ones keep their memory or gave it back.
+    pub fn stack_stats(&self) -> crate::stack::StackStats {
+        self.shared.depot.stats()
+    }
+
     /// Spawns a user thread from outside the runtime (or from another runtime).
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where

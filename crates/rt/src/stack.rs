@@ -273,10 +273,21 @@ impl StackPool {
         if self.free.len() >= self.cap {
             depot.spill(&mut self.free, self.cap.div_ceil(2));
             if depot.has_excess() && !depot.background.load(Ordering::Relaxed) {
-                depot.scavenge(usize::MAX);
+                depot.release(usize::MAX, false);
             }
         }
         self.free.push(stack);
+    }
+
+    /// Hands all but `keep` of the pool's stacks to the depot: a processor
+    /// that runs out of work trims its pool, so that idle stacks beyond
+    /// the depot's bound give their memory back however the processors
+    /// shared them out (the pools themselves are never scavenged).
+    pub(crate) fn trim(&mut self, keep: usize, depot: &Depot) {
+        let excess = self.free.len().saturating_sub(keep);
+        if excess > 0 {
+            depot.spill(&mut self.free, excess);
+        }
     }
 
     /// Takes `stack` back if that needs neither the depot nor an unmap
@@ -300,6 +311,23 @@ impl StackPool {
     }
 }
 
+/// What a runtime's [`Depot`] holds: its stacks of the default size
+/// (`Runtime::stack_stats`). Stacks in the processors' own pools (up to 1,024
+/// each) and in use count as carved, neither idle nor released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StackStats {
+    /// Usable bytes of each stack.
+    pub stack_size: usize,
+    /// Stacks ever handed out (each carved once, then reused).
+    pub carved: usize,
+    /// Slots reserved (address space only until carved).
+    pub reserved: usize,
+    /// Idle stacks in the depot that keep the pages their threads touched.
+    pub idle_resident: usize,
+    /// Idle stacks in the depot whose memory was given back.
+    pub idle_released: usize,
+}
+
 /// The runtime's stacks of its default size, shared by the processors'
 /// pools (traded in batches) and carved from large reservations.
 ///
@@ -312,10 +340,13 @@ impl StackPool {
 /// - **Keeping**: a stack the pools return is kept, never unmapped; the
 ///   chunks are unmapped when the depot drops, with the runtime's last
 ///   reference (after every task and so every stack).
-/// - **Giving memory back**: idle stacks beyond `retain` have their pages
-///   released with `MADV_DONTNEED` by [`Depot::scavenge`], which the monitor
-///   calls in the background, a bounded batch per look; released stacks are
-///   handed out last.
+/// - **Giving memory back**: idle stacks beyond `retain` that stayed idle
+///   for a whole period have their pages released with `MADV_DONTNEED` by
+///   [`Depot::scavenge`], which the monitor calls once a period while there
+///   are more than `retain`; released stacks are handed out last. "Stayed
+///   idle" is the low-water mark of the idle count over the period, so a
+///   program that runs bursts of threads keeps the stacks it reuses, and
+///   one whose burst is over gives them back a period or two later.
 #[derive(Debug)]
 pub(crate) struct Depot {
     /// Usable bytes of each stack.
@@ -340,6 +371,9 @@ struct DepotInner {
     warm: Vec<Stack>,
     /// Idle stacks whose pages were given back.
     cold: Vec<Stack>,
+    /// The fewest stacks `warm` held since the last scavenging period began:
+    /// that many were not needed during the period.
+    min_warm: usize,
 }
 
 // SAFETY: the chunk pointers are addresses of mappings the depot owns; they
@@ -384,6 +418,7 @@ impl Depot {
         let warm = d.warm.len().min(n);
         let keep = d.warm.len() - warm;
         into.extend(d.warm.drain(keep..));
+        d.min_warm = d.min_warm.min(keep);
         let cold = d.cold.len().min(n - warm);
         let keep = d.cold.len() - cold;
         into.extend(d.cold.drain(keep..));
@@ -476,21 +511,46 @@ impl Depot {
         self.excess.load(Ordering::Relaxed)
     }
 
-    /// Gives back the memory of at most `budget` idle stacks beyond the
-    /// `retain` bound, the longest idle first; returns how many. One
-    /// `madvise` per run of neighbouring slots, made without the lock held.
+    /// Ends a scavenging period: gives back the memory of the idle stacks
+    /// beyond `retain` that stayed idle through the whole period, at most
+    /// `budget` of them, the longest idle first, and begins the next period.
+    /// Returns how many. One `madvise` per run of neighbouring slots, made
+    /// without the lock held.
     pub(crate) fn scavenge(&self, budget: usize) -> usize {
+        self.release(budget, true)
+    }
+
+    /// Gives back the memory of idle stacks beyond `retain` (at most
+    /// `budget`), the longest idle first, idle for a whole period (`aged`)
+    /// or not.
+    fn release(&self, budget: usize, aged: bool) -> usize {
         let mut batch: Vec<Stack> = {
             let mut d = self.lock();
-            let n = d.warm.len().saturating_sub(self.retain).min(budget);
+            let idle = if aged { d.min_warm.min(d.warm.len()) } else { d.warm.len() };
+            let n = idle.saturating_sub(self.retain).min(budget);
             d.warm.drain(..n).collect()
         };
         release_memory(&mut batch);
         let n = batch.len();
         let mut d = self.lock();
         d.cold.extend(batch);
+        d.min_warm = d.warm.len();
         self.excess.store(d.warm.len() > self.retain, Ordering::Relaxed);
         n
+    }
+
+    /// What the depot holds now.
+    pub(crate) fn stats(&self) -> StackStats {
+        let d = self.lock();
+        let slot = self.size + page_size();
+        let reserved = d.chunks.iter().map(|c| c.1 / slot).sum::<usize>();
+        StackStats {
+            stack_size: self.size,
+            carved: reserved - d.uncarved,
+            reserved,
+            idle_resident: d.warm.len(),
+            idle_released: d.cold.len(),
+        }
     }
 
     /// Idle stacks kept (with memory, released).
@@ -644,6 +704,13 @@ mod tests {
         let ranges: Vec<_> = v.iter().map(|s| s.guard_range().end..s.top() as usize).collect();
         depot.spill(&mut v, 8);
         assert!(depot.has_excess(), "8 idle, 2 retained");
+        assert_eq!(depot.scavenge(100), 0, "none was idle for a whole period yet");
+        // A period in which a burst took 7 of the 8 and gave them back: all were needed.
+        // SAFETY: as above.
+        unsafe { depot.refill(&mut v, 7, &registry) }.unwrap();
+        depot.spill(&mut v, 7);
+        assert_eq!(depot.scavenge(100), 0, "only one stayed idle, below the bound");
+        // A quiet period.
         assert_eq!(depot.scavenge(4), 4, "at most the budget");
         assert_eq!(depot.scavenge(100), 2, "down to the bound");
         assert!(!depot.has_excess());
@@ -671,6 +738,7 @@ mod tests {
         unsafe { depot.refill(&mut v, 3, &registry) }.unwrap();
         let guard = v[1].guard_range().start;
         depot.spill(&mut v, 3);
+        assert_eq!(depot.scavenge(3), 0, "the first period begins");
         assert_eq!(depot.scavenge(3), 3, "one madvise over three neighbours and their guards");
         // SAFETY: fork in a test; the child only writes to memory and exits.
         let pid = unsafe { libc::fork() };

@@ -73,6 +73,9 @@ const MAINTENANCE_INTERVAL: u32 = 61;
 /// (see `Processor::drain_injector`).
 const INJECT_DRAIN: usize = 256;
 
+/// Stacks a processor keeps in its pool while it sleeps for want of work.
+const STACK_POOL_KEEP_IDLE: usize = 64;
+
 /// Stacks a processor keeps for reuse. Enough for a burst of a thousand
 /// threads to recycle its stacks on its own processor: at 256, three
 /// quarters of such a burst went through the depot's lock and back
@@ -608,7 +611,11 @@ impl Processor {
                 }
                 continue;
             }
-            // Sleep, following idle.rs.
+            // Sleep, following idle.rs. Idle stacks beyond a few go to the depot first,
+            // where the monitor gives their memory back if they stay idle.
+            // SAFETY: only this kernel thread touches the pool, and the search runs
+            // on the scheduler's own stack, so no pooled stack is in use.
+            unsafe { &mut *self.pool.get() }.trim(STACK_POOL_KEEP_IDLE, &shared.depot);
             idle.prepare_sleep(self.index);
             if let Some(t) = self.steal_round() {
                 idle.cancel_sleep(self.index);
