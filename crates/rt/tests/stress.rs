@@ -119,6 +119,7 @@ fn stress_thousands_of_threads_on_1_2_and_4_processors_in_every_scheduling_mode(
     watchdog(120, || {
         for mode in MODES {
             for p in PROCESSORS {
+                eprintln!("stress {p} {mode:?}");
                 stress(p, mode, 2000, 4);
             }
         }

@@ -555,9 +555,23 @@ pub(crate) fn unpark_user(t: &TaskRef) {
 
 /// Queues a thread that was just unparked: on the calling processor if it
 /// belongs to the thread's runtime, else on the runtime's injection queue.
+///
+/// On a detached user thread (`blocking.rs`) the section stays open while it
+/// injects, as on a processor: a rejoin request landing in the middle of the
+/// injection queue's push would otherwise switch the thread away with a slot
+/// of the queue reserved and unwritten, and put the thread itself in the
+/// queue behind it — where a lone processor would wait for that slot
+/// forever (seen under the stress test on one processor with transparent
+/// blocking).
 fn make_runnable(t: TaskRef) {
-    let vp = super::enter();
-    make_runnable_on(vp.as_deref(), t);
+    // Like `spawn`: the light section in the common case, `here` for the rest.
+    match super::enter() {
+        Some(vp) => make_runnable_on(Some(&vp), t),
+        None => {
+            let _section = super::here();
+            make_runnable_on(None, t);
+        }
+    }
 }
 
 /// [`make_runnable`], with the calling processor (if any) looked up.
