@@ -11,7 +11,9 @@
 //!   itself (`blocking.rs`); released processors go to spare kernel threads;
 //! - **detached kernel threads running again** are asked to rejoin;
 //! - **timers** of sleeping user threads are fired when every processor is
-//!   busy (idle processors fire their own).
+//!   busy (idle processors fire their own);
+//! - **work waiting behind a running thread** since the last look wakes an
+//!   idle processor (a thread put in a next slot wakes none by itself).
 //!
 //! # Cost
 //!
@@ -199,6 +201,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                 unsafe { &*p.0 }.has_waiting()
             });
         let mut any_waiting = stealable;
+        let mut stale = false;
         for (i, p) in procs.iter().enumerate() {
             // SAFETY: processors outlive the monitor.
             let vp = unsafe { &*p.0 };
@@ -237,6 +240,10 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             // processor's waiting work is its own quantum's business).
             let waiting = global || vp.has_waiting();
             any_waiting |= waiting;
+            // Work has waited behind the same running thread since the last
+            // look: an idle processor should take it. (A thread put in a
+            // next slot does not wake one, `Processor::schedule_next`.)
+            stale |= waiting && !changed && status == RUNNING;
             match status {
                 SYSCALL if stealable => {
                     if now - s.since >= threshold {
@@ -363,6 +370,9 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             }
             want(now + threshold.max(Duration::from_micros(100)));
         });
+        if stale {
+            shared.notify();
+        }
         if any_waiting {
             last_waiting = now;
             if last_handoff.is_some_and(|t| now - t < ACTIVE_FOR) {

@@ -299,6 +299,27 @@ impl LifoSlot {
     pub(crate) fn is_occupied(&self) -> bool {
         !self.0.load(Ordering::Relaxed).is_null()
     }
+
+    /// The thread in the slot, as an address to compare only (a hint).
+    #[inline]
+    pub(crate) fn peek(&self) -> *mut Task {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Takes the thread in the slot if it is still `seen` (from [`LifoSlot::peek`]);
+    /// for thieves.
+    #[inline]
+    pub(crate) fn take_if(&self, seen: *mut Task) -> Option<TaskRef> {
+        if seen.is_null() {
+            return None;
+        }
+        let old = self
+            .0
+            .compare_exchange(seen, std::ptr::null_mut(), Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        // SAFETY: the slot owned this reference, and the exchange gave it to us alone.
+        NonNull::new(old).map(|p| unsafe { TaskRef::from_raw(p) })
+    }
 }
 
 impl Drop for LifoSlot {

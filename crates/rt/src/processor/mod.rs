@@ -63,7 +63,7 @@ use std::io;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Scheduling decisions between two polls of the injection queue and timers
 /// (a prime, as in Go and tokio, so it does not resonate with user patterns).
@@ -72,6 +72,14 @@ const MAINTENANCE_INTERVAL: u32 = 61;
 /// How many injected threads a processor moves to its own queue at one scheduling decision
 /// (see `Processor::drain_injector`).
 const INJECT_DRAIN: usize = 256;
+
+/// How long a thief leaves a thread in another processor's next slot before
+/// it takes it (`Processor::schedule_next`): longer than a waker takes to
+/// park after it woke a thread (a few hundred ns), short beside a wake-up
+/// across CPUs. Go waits 3 µs; measured here (`threads.ring`,
+/// `threads.wake`), 1 µs keeps a ring's hops on one CPU and adds 1 µs where
+/// the waker keeps running.
+const SLOT_GRACE: Duration = Duration::from_micros(1);
 
 /// Stacks a processor keeps in its pool while it sleeps for want of work.
 const STACK_POOL_KEEP_IDLE: usize = 64;
@@ -273,6 +281,9 @@ pub(crate) struct Processor {
     slot_used: Cell<bool>,
     ids: Cell<(u64, u64)>,
     rng: Cell<u64>,
+    /// Per other processor, the scheduling-decision count this one last saw
+    /// there and when it first saw it (`steal_slot`).
+    seen_decisions: std::cell::RefCell<Vec<(u32, Instant)>>,
 }
 
 impl Processor {
@@ -302,6 +313,7 @@ impl Processor {
             slot_used: Cell::new(false),
             ids: Cell::new((0, 0)),
             rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
+            seen_decisions: std::cell::RefCell::new(Vec::new()),
         }
     }
 
@@ -458,8 +470,13 @@ impl Processor {
     /// run here (Go's `runnext`): a spawn tree then runs depth-first, with
     /// only its current path alive. The thread it displaces from the next
     /// slot runs next after it, before older queued threads (`queue.rs`,
-    /// `push_fresh`). With other processors, both can be stolen, so they are
-    /// told as for any queued thread.
+    /// `push_fresh`). With other processors, both can be stolen, so an idle
+    /// processor is told as for any queued thread (Go's `wakep` after
+    /// `runqput`). The slot's thread is usually run here within a few hundred
+    /// nanoseconds (its waker is about to park: a ping-pong, a ring, a
+    /// fork-join), so a thief leaves it a grace period ([`SLOT_GRACE`], as
+    /// Go's `runqsteal` waits 3 µs) before it takes it: otherwise every hop
+    /// of such a conversation would move across CPUs.
     #[inline]
     pub(crate) fn schedule_next(&self, t: TaskRef) {
         let shared = !self.solo;
@@ -673,13 +690,56 @@ impl Processor {
             for k in 0..n {
                 let victim = (start + k) % n;
                 if victim != self.index {
-                    if let Some(t) = self.shared.slots[victim].take(true) {
+                    if let Some(t) = self.steal_slot(victim) {
                         return Some(t);
                     }
                 }
             }
         }
         None
+    }
+
+    /// Takes the thread in `victim`'s next slot, unless its owner is likely
+    /// to run it at once. Its owner put it there a moment ago, usually just
+    /// before parking (a ping-pong, a ring): so the thread is left alone
+    /// until its owner has gone [`SLOT_GRACE`] without a scheduling decision
+    /// — then it is computing, and the thread had better run here. (Go's
+    /// `runqsteal` waits 3 µs after it sees `runnext`, whatever the owner
+    /// did before; counting from the owner's last decision instead, which
+    /// this thief saw on its earlier rounds, takes the thread at once from
+    /// an owner that has long been computing.)
+    fn steal_slot(&self, victim: usize) -> Option<TaskRef> {
+        let slot = &self.shared.slots[victim];
+        if !slot.is_occupied() {
+            return None;
+        }
+        // SAFETY: processors outlive every machine that runs one.
+        let owner = unsafe { &*self.shared.processors()[victim].0 };
+        let decisions = owner.switches.load(Ordering::Relaxed);
+        let mut now = Instant::now();
+        let since = {
+            let mut seen = self.seen_decisions.borrow_mut();
+            if seen.len() <= victim {
+                seen.resize(victim + 1, (u32::MAX, now));
+            }
+            if seen[victim].0 != decisions {
+                seen[victim] = (decisions, now);
+            }
+            seen[victim].1
+        };
+        let t = slot.peek();
+        while now < since + SLOT_GRACE
+            && slot.peek() == t
+            && owner.switches.load(Ordering::Relaxed) == decisions
+        {
+            // A few pauses between clock reads (one can take 100+ cycles),
+            // so the grace ends on time.
+            for _ in 0..4 {
+                std::hint::spin_loop();
+            }
+            now = Instant::now();
+        }
+        slot.take_if(t)
     }
 
     fn random(&self) -> u64 {
