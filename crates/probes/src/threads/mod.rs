@@ -21,6 +21,7 @@ mod forkjoin;
 mod handoff;
 mod memory;
 mod mutex;
+mod ring;
 mod tree;
 mod wake;
 
@@ -34,6 +35,7 @@ pub fn probes() -> Vec<Box<dyn Probe>> {
     v.extend(mutex::probes());
     v.extend(wake::probes());
     v.extend(compute::probes());
+    v.extend(ring::probes());
     v.extend(tree::probes());
     v.extend(forkjoin::probes());
     v
