@@ -29,7 +29,7 @@ use schedlab_store::{Store, StoredTimeline};
 use schedlab_trace::kernel::{self, KernelTrace};
 use schedlab_trace::scenario::{self, Scenario};
 use schedlab_trace::stats::timeline_stats;
-use schedlab_trace::{perfetto, results, sampling, svg, term};
+use schedlab_trace::{perfetto, results, sampling, term};
 
 use crate::args::TimelineArgs;
 use crate::{out, UsageError};
@@ -215,7 +215,7 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
         text.push_str(&format!("\nPerfetto trace: {} (open in ui.perfetto.dev)\n", path.display()));
     }
     if let Some(path) = &args.svg {
-        write_file(path, &svg::to_svg(&shown, &subtitle))?;
+        write_file(path, &schedlab_report::lanes::to_svg(&shown, &subtitle))?;
         text.push_str(&format!("SVG: {}\n", path.display()));
     }
     text.push_str(&format!(

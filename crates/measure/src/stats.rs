@@ -139,6 +139,27 @@ pub fn median(values: &[f64]) -> Option<f64> {
     Some(percentile_sorted(&sorted, 50.0))
 }
 
+/// Ordinary least squares of y on x: `(slope, intercept, r²)`; `None` for fewer than three
+/// points or when every x is the same. (The memory lab fits time against size to get each
+/// routine's cost per byte.)
+pub fn least_squares(xy: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
+    if xy.len() < 3 {
+        return None;
+    }
+    let n = xy.len() as f64;
+    let mx = xy.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = xy.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = xy.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = xy.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let syy: f64 = xy.iter().map(|p| (p.1 - my).powi(2)).sum();
+    if sxx == 0.0 {
+        return None;
+    }
+    let slope = sxy / sxx;
+    let r2 = if syy == 0.0 { 1.0 } else { (sxy * sxy) / (sxx * syy) };
+    Some((slope, my - slope * mx, r2))
+}
+
 /// P(X <= k) for X ~ Binomial(n, 1/2).
 fn binom_half_cdf(n: usize, k: usize) -> f64 {
     // Sum C(n, i) / 2^n in log space to stay finite for large n.
@@ -258,6 +279,19 @@ mod tests {
         assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
         assert_eq!(median(&[]), None);
         assert_eq!(median(&[1.0, f64::NAN]), None);
+    }
+
+    #[test]
+    fn least_squares_recovers_a_line_and_its_fit() {
+        let (s, i, r2) = least_squares(&[(0.0, 1.0), (1.0, 3.0), (2.0, 5.0)]).unwrap();
+        assert_eq!((s, i, r2), (2.0, 1.0, 1.0));
+        // Noisy points: the slope and intercept of the textbook example, r² below 1.
+        let (s, i, r2) =
+            least_squares(&[(1.0, 2.0), (2.0, 4.0), (3.0, 5.0), (4.0, 4.0), (5.0, 5.0)]).unwrap();
+        assert!((s - 0.6).abs() < 1e-12 && (i - 2.2).abs() < 1e-12, "{s} {i}");
+        assert!((r2 - 0.6).abs() < 1e-12, "{r2}");
+        assert!(least_squares(&[(0.0, 1.0), (1.0, 3.0)]).is_none(), "two points");
+        assert!(least_squares(&[(1.0, 1.0), (1.0, 3.0), (1.0, 2.0)]).is_none(), "one x");
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! [`export`] holds one small type per file format. Values are kept raw in exports and scaled
 //! for people on screen ([`units`]). [`mem`] analyses the memory-clearing lab's results
 //! (crossovers, best routine per size, bandwidth per cache level) and draws them with
-//! [`svg`], a small hand-written line-chart renderer. Nothing here measures or touches the
+//! [`svg`], the one small hand-written SVG toolkit (line charts; [`lanes`] draws timelines
+//! with it). Nothing here measures or touches the
 //! database.
 //!
 //! ```
@@ -20,6 +21,7 @@
 
 pub mod catalog;
 pub mod export;
+pub mod lanes;
 pub mod mem;
 pub mod svg;
 pub mod table;

@@ -1,5 +1,6 @@
-//! Line charts as standalone SVG, written by hand: no plotting dependency, a few hundred
-//! bytes of markup per series.
+//! The one SVG toolkit of schedlab (escaping, the palette, axis ticks and their labels) and
+//! the line charts built on it; the timeline lanes ([`crate::lanes`]) use the same pieces.
+//! Written by hand: no plotting dependency, a few hundred bytes of markup per series.
 //!
 //! The look follows the charts of seed 004 (spreadsheet line charts: one coloured line with
 //! point markers per routine, a legend on the right, a title above, smaller is better on
@@ -113,7 +114,7 @@ pub fn bytes_label(v: f64) -> String {
 }
 
 /// A plain tick number, short. Pure.
-fn number_label(v: f64) -> String {
+pub fn number_label(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0".into()
@@ -141,7 +142,7 @@ fn micros_label(v: f64) -> String {
 
 /// Tick positions for a linear axis over [lo, hi]: steps of 1, 2 or 5 × 10^k, or of a
 /// power of two for bytes. Pure.
-fn linear_ticks(lo: f64, hi: f64, ticks: Ticks) -> Vec<f64> {
+pub fn linear_ticks(lo: f64, hi: f64, ticks: Ticks) -> Vec<f64> {
     let span = (hi - lo).max(1e-12);
     let step = if ticks == Ticks::Bytes {
         2f64.powf((span / 8.0).log2().ceil()).max(1.0)

@@ -311,7 +311,7 @@ impl StackPool {
     }
 }
 
-/// What a runtime's [`Depot`] holds: its stacks of the default size
+/// What a runtime's depot of stacks holds: its stacks of the default size
 /// (`Runtime::stack_stats`). Stacks in the processors' own pools (up to 1,024
 /// each) and in use count as carved, neither idle nor released.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

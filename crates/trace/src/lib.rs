@@ -15,7 +15,8 @@
 //! - [`rt`]: the schedlab-rt recorder (the runtime's `Switched` events, a lane per virtual
 //!   processor);
 //! - [`kernel`]: the kernel recorder (tracefs `sched_switch`/`sched_wakeup`, root);
-//! - [`term`], [`svg`], [`perfetto`]: terminal lanes, SVG pictures, Chrome trace JSON.
+//! - [`term`], [`perfetto`]: terminal lanes, Chrome trace JSON (SVG pictures of a
+//!   timeline are `schedlab-report`'s `lanes`, on its one SVG toolkit).
 //!
 //! It does not store anything (the CLI hands timelines to `schedlab-store` as JSON) and does
 //! not print.
@@ -40,7 +41,6 @@ pub mod rt;
 pub mod sampling;
 pub mod scenario;
 pub mod stats;
-pub mod svg;
 pub mod term;
 
 pub use model::{Lane, Mark, Span, Timeline};

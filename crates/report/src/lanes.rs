@@ -7,8 +7,10 @@
 
 use std::fmt::Write as _;
 
-use crate::model::{Span, Timeline};
-use crate::stats::lane_stats;
+use schedlab_trace::model::{Span, Timeline};
+use schedlab_trace::stats::lane_stats;
+
+use crate::svg::{color, escape as esc, linear_ticks, number_label, Ticks};
 
 const WIDTH: f64 = 1000.0;
 const LEFT: f64 = 130.0;
@@ -16,29 +18,6 @@ const RIGHT: f64 = 20.0;
 const TOP: f64 = 50.0;
 const LANE: f64 = 34.0;
 const BAR: f64 = 22.0;
-const COLORS: &[&str] = &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
-/// A "nice" tick step (1, 2, 5 × 10^k ms) giving about `target` ticks over `span_ms`.
-fn tick_step(span_ms: f64, target: f64) -> f64 {
-    let raw = span_ms / target;
-    let mag = 10f64.powf(raw.log10().floor());
-    let norm = raw / mag;
-    let step = if norm < 1.5 {
-        1.0
-    } else if norm < 3.5 {
-        2.0
-    } else if norm < 7.5 {
-        5.0
-    } else {
-        10.0
-    };
-    step * mag
-}
-
 /// Merges runs closer than `px_ns` apart.
 fn merge(runs: &[Span], px_ns: u64) -> Vec<Span> {
     let mut out: Vec<Span> = Vec::new();
@@ -63,7 +42,7 @@ fn styles(t: &Timeline) -> Vec<(&'static str, f64)> {
         if paired {
             out.push((out[i - 1].0, 0.55));
         } else {
-            out.push((COLORS[next % COLORS.len()], 1.0));
+            out.push((color(next), 1.0));
             next += 1;
         }
     }
@@ -128,23 +107,20 @@ pub fn to_svg(t: &Timeline, subtitle: &str) -> String {
     }
     // Axis in ms.
     let span_ms = window / 1e6;
-    let step = tick_step(span_ms, 10.0);
     let _ = writeln!(
         s,
         r##"<line x1="{LEFT}" y1="{axis_y}" x2="{}" y2="{axis_y}" stroke="#000"/>"##,
         LEFT + plot_w
     );
-    let mut tick = 0.0;
-    while tick <= span_ms + 1e-9 {
+    for tick in linear_ticks(0.0, span_ms, Ticks::Number) {
         let tx = LEFT + tick / span_ms * plot_w;
         let _ = writeln!(
             s,
             r##"<line x1="{tx:.2}" y1="{axis_y}" x2="{tx:.2}" y2="{}" stroke="#000"/><text x="{tx:.2}" y="{}" text-anchor="middle">{}</text>"##,
             axis_y + 5.0,
             axis_y + 18.0,
-            if step < 1.0 { format!("{tick:.1}") } else { format!("{tick:.0}") }
+            number_label(tick)
         );
-        tick += step;
     }
     let _ = writeln!(
         s,
@@ -178,7 +154,7 @@ pub fn to_svg(t: &Timeline, subtitle: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Lane, Mark};
+    use schedlab_trace::model::{Lane, Mark};
 
     #[test]
     fn the_svg_has_title_lanes_axis_and_legend() {
@@ -202,6 +178,8 @@ mod tests {
         assert!(svg.contains("3. Two &amp; two"));
         assert!(svg.contains("a&lt;b"));
         assert!(svg.contains("time (ms)"));
+        // Round ticks over the 10 ms window, from the shared toolkit.
+        assert!(svg.contains(">0</text>") && svg.contains(">10</text>"), "{svg}");
         // The two runs 10 ns apart are one bar at this scale.
         assert_eq!(svg.matches("fill=\"#1f77b4\"").count(), 2, "one bar plus the legend swatch");
     }
@@ -218,12 +196,6 @@ mod tests {
             lanes: vec![Lane::new("a", ""), Lane::new("a kernel", ""), Lane::new("b", "")],
             marks: vec![],
         };
-        assert_eq!(styles(&t), vec![(COLORS[0], 1.0), (COLORS[0], 0.55), (COLORS[1], 1.0)]);
-    }
-
-    #[test]
-    fn tick_steps_are_round() {
-        assert_eq!(tick_step(600.0, 10.0), 50.0);
-        assert_eq!(tick_step(20.0, 10.0), 2.0);
+        assert_eq!(styles(&t), vec![(color(0), 1.0), (color(0), 0.55), (color(1), 1.0)]);
     }
 }
