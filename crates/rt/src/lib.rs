@@ -144,5 +144,8 @@ pub use crate::{
     scope::{scope, Scope, ScopedJoinHandle},
     stack::{StackStats, MIN_STACK_SIZE},
     task::{ThreadId, WaitReason},
-    thread::{current, park, sleep, spawn, try_current, yield_now, Builder, JoinHandle, Thread},
+    thread::{
+        current, park, sleep, spawn, stack_usage, try_current, yield_now, Builder, JoinHandle,
+        Thread,
+    },
 };

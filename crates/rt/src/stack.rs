@@ -34,8 +34,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The smallest usable stack a user thread gets (bytes, before rounding to pages).
 ///
-/// Rust's panic machinery (formatting the message, the default hook) needs a
-/// few kilobytes; 16 KiB leaves room for it and for modest user code.
+/// Rust's panic machinery (formatting the message, the default hook) touches
+/// 8 KiB, which 16 KiB leaves room for beside modest user code; a panic that
+/// prints its backtrace (`RUST_BACKTRACE=1`) touches 16–20 KiB and overflows
+/// a stack of this size (measured: `tests/stack_usage.rs`). See
+/// [`DEFAULT_STACK_SIZE`](crate::DEFAULT_STACK_SIZE).
 pub const MIN_STACK_SIZE: usize = 16 * 1024;
 
 /// `MADV_GUARD_INSTALL` from Linux 6.13's uapi (`asm-generic/mman-common.h`).
@@ -167,6 +170,22 @@ impl Stack {
     pub fn guard_range(&self) -> std::ops::Range<usize> {
         let b = self.base.as_ptr() as usize;
         b..b + self.guard
+    }
+
+    /// Bytes of the usable part whose pages are resident: what threads that
+    /// ran on this stack touched (pages stay resident until released).
+    pub(crate) fn touched(&self) -> usize {
+        let page = page_size();
+        let lo = self.base.as_ptr() as usize + self.guard;
+        let len = self.len - self.guard;
+        let mut v = vec![0u8; len / page];
+        // SAFETY: `lo..lo + len` is our mapping, page aligned; `v` has one
+        // byte per page.
+        let rc = unsafe { libc::mincore(lo as *mut libc::c_void, len, v.as_mut_ptr()) };
+        if rc != 0 {
+            return 0;
+        }
+        v.iter().filter(|&&b| b & 1 == 1).count() * page
     }
 
     /// The whole slot, guard included, as an address range.

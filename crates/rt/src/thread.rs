@@ -208,6 +208,20 @@ pub fn try_current() -> Option<Thread> {
     processor::current_task_ref().map(|task| Thread { task })
 }
 
+/// How much of the calling user thread's stack has been touched, and its size, in bytes
+/// (`None` on an OS thread): the resident pages of the stack, from `mincore`. For choosing
+/// a stack size (`Builder::stack_size`, `RuntimeBuilder::stack_size`) with evidence: call
+/// it at the end of a thread's work. A stack is reused by later threads and keeps the pages
+/// earlier ones touched until the runtime gives idle stacks' memory back, so give the
+/// thread under study a stack size no other thread uses (it then gets a fresh stack).
+pub fn stack_usage() -> Option<(usize, usize)> {
+    let task = processor::current_task_ref()?;
+    // SAFETY: the calling thread's own stack, which it runs on: it is not
+    // freed or replaced while the thread runs.
+    let stack = unsafe { (*task.stack.get()).as_ref() }?;
+    Some((stack.touched(), stack.size()))
+}
+
 /// Lets the processor run another runnable user thread, if there is one.
 /// On an OS thread, `std::thread::yield_now`.
 ///
