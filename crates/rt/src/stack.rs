@@ -58,6 +58,27 @@ pub(crate) fn page_size() -> usize {
     }
 }
 
+/// Maps `len` bytes of fresh, private, lazily committed memory for stacks
+/// (one stack, or a depot's reservation of many).
+fn map_stack_memory(len: usize) -> io::Result<NonNull<u8>> {
+    // SAFETY: an anonymous private mapping at an address of the kernel's
+    // choosing touches no existing memory.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(NonNull::new(ptr.cast::<u8>()).expect("mmap never returns null on success"))
+}
+
 /// The usable size a [`Stack::new`] of `size` bytes gets.
 pub(crate) fn rounded_size(size: usize) -> usize {
     size.max(MIN_STACK_SIZE).next_multiple_of(page_size())
@@ -94,22 +115,7 @@ impl Stack {
             .checked_next_multiple_of(page)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "stack size overflows"))?;
         let len = usable + page;
-        // SAFETY: an anonymous private mapping at an address of the kernel's
-        // choosing touches no existing memory.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base = NonNull::new(ptr.cast::<u8>()).expect("mmap never returns null on success");
+        let base = map_stack_memory(len)?;
         // From here on `stack` owns the mapping: an early return unmaps it.
         let stack = Stack { base, len, guard: page, slot: None, owned: true };
         stack.install_guard()?;
@@ -472,22 +478,7 @@ impl Depot {
             let slots =
                 d.chunks.last().map_or(FIRST_CHUNK, |c| (c.1 / slot_len * 2).min(MAX_CHUNK));
             let len = slots * slot_len;
-            // SAFETY: a fresh anonymous private mapping at an address of the
-            // kernel's choosing touches no existing memory.
-            let ptr = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
-                    -1,
-                    0,
-                )
-            };
-            if ptr == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
-            let base = NonNull::new(ptr.cast::<u8>()).expect("mmap never returns null on success");
+            let base = map_stack_memory(len)?;
             d.chunks.push((base, len));
             d.uncarved = slots;
         }

@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params};
-use schedlab_measure::sys;
+use schedlab_measure::sys::{self, PinGuard};
 use schedlab_measure::{ProbeError, Timing, Workload};
 
 use crate::Instance;
@@ -282,6 +282,22 @@ pub(super) fn tokio_multi(
         });
     }
     b.build().map_err(|e| ProbeError::io("tokio multi-thread runtime", e))
+}
+
+/// tokio on `cpus` (one or more) as the thread probes that scale with processors use it: on
+/// one CPU a current-thread runtime with the calling thread pinned there (the pin is
+/// returned, to keep), on several a multi-thread runtime with a worker pinned to each. The
+/// third value is the `runtime` note.
+pub(super) fn tokio_on(
+    cpus: &[usize],
+) -> Result<(tokio::runtime::Runtime, Option<PinGuard>, String), ProbeError> {
+    if let [cpu] = cpus {
+        let rt = tokio_current()?;
+        Ok((rt, Some(PinGuard::pin(*cpu)?), "tokio current_thread workers=1".into()))
+    } else {
+        let rt = tokio_multi(cpus.len(), Some(cpus.to_vec()))?;
+        Ok((rt, None, format!("tokio multi_thread workers={}", cpus.len())))
+    }
 }
 
 // ---------------------------------------------------------------------------------------

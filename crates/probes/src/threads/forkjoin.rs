@@ -202,33 +202,26 @@ impl Probe for ForkJoinProbe {
                 })
             }
             (Backend::Tokio, Job::Fib { n, depth }) => {
-                let (tk, pin) = if procs == 1 {
-                    (backend::tokio_current()?, Some(PinGuard::pin(cpus[0])?))
-                } else {
-                    (backend::tokio_multi(procs, Some(cpus.clone()))?, None)
-                };
-                let flavor = if procs == 1 { "current_thread" } else { "multi_thread" };
-                bench.note("runtime", format!("tokio {flavor} workers={procs}")).keep(pin).body(
-                    move |iters| {
-                        let sample = PeakSample::start();
-                        let (elapsed, results) = tk.block_on(async move {
-                            let t = Instant::now();
-                            let mut results = Vec::with_capacity(iters as usize);
-                            for _ in 0..iters {
-                                results.push(tokio::spawn(tokio_fib(n, depth)).await.ok());
-                            }
-                            (t.elapsed(), results)
-                        });
-                        record(sample.finish());
-                        for r in results {
-                            check_fib(
-                                n,
-                                r.ok_or_else(|| ProbeError::Failed("a task panicked".into()))?,
-                            )?;
+                let (tk, pin, runtime) = backend::tokio_on(&cpus)?;
+                bench.note("runtime", runtime).keep(pin).body(move |iters| {
+                    let sample = PeakSample::start();
+                    let (elapsed, results) = tk.block_on(async move {
+                        let t = Instant::now();
+                        let mut results = Vec::with_capacity(iters as usize);
+                        for _ in 0..iters {
+                            results.push(tokio::spawn(tokio_fib(n, depth)).await.ok());
                         }
-                        Ok(Timing::from_elapsed(elapsed))
-                    },
-                )
+                        (t.elapsed(), results)
+                    });
+                    record(sample.finish());
+                    for r in results {
+                        check_fib(
+                            n,
+                            r.ok_or_else(|| ProbeError::Failed("a task panicked".into()))?,
+                        )?;
+                    }
+                    Ok(Timing::from_elapsed(elapsed))
+                })
             }
             (Backend::Tokio, Job::Sort { .. }) => unreachable!("skipped above"),
         };

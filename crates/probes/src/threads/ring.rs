@@ -80,14 +80,9 @@ impl Probe for RingProbe {
                 })
             }
             Backend::Tokio => {
-                let (tk, pin) = if procs == 1 {
-                    (backend::tokio_current()?, Some(PinGuard::pin(cpus[0])?))
-                } else {
-                    (backend::tokio_multi(procs, Some(cpus.clone()))?, None)
-                };
-                let flavor = if procs == 1 { "current_thread" } else { "multi_thread" };
+                let (tk, pin, runtime) = backend::tokio_on(&cpus)?;
                 bench
-                    .note("runtime", format!("tokio {flavor} workers={procs}"))
+                    .note("runtime", runtime)
                     .keep(pin)
                     .body(move |iters| Ok(Timing::from_elapsed(tk.block_on(tokio_ring(n, iters))?)))
             }
@@ -100,6 +95,29 @@ impl Probe for RingProbe {
 /// round is complete (`t == 0`: tell the measurer).
 fn step(t: u64) -> Option<u64> {
     (t != 0).then(|| t - 1)
+}
+
+/// One ring thread's life: receive a token, pass it on (or report the round complete),
+/// until the stop token has been passed on or a neighbour is gone.
+fn ring_member(
+    mut recv: impl FnMut() -> Option<u64>,
+    mut send: impl FnMut(u64) -> bool,
+    mut done: impl FnMut(),
+) {
+    while let Some(t) = recv() {
+        if t == STOP {
+            send(STOP);
+            return;
+        }
+        match step(t) {
+            Some(t) => {
+                if !send(t) {
+                    return;
+                }
+            }
+            None => done(),
+        }
+    }
 }
 
 fn lost() -> ProbeError {
@@ -117,22 +135,13 @@ fn os_ring(n: usize, iters: u64) -> Result<Duration, ProbeError> {
         let h = std::thread::Builder::new()
             .stack_size(64 * 1024)
             .spawn(move || {
-                while let Ok(t) = rx.recv() {
-                    if t == STOP {
-                        let _ = next.send(STOP);
-                        return;
-                    }
-                    match step(t) {
-                        Some(t) => {
-                            if next.send(t).is_err() {
-                                return;
-                            }
-                        }
-                        None => {
-                            let _ = done.send(());
-                        }
-                    }
-                }
+                ring_member(
+                    || rx.recv().ok(),
+                    |t| next.send(t).is_ok(),
+                    || {
+                        let _ = done.send(());
+                    },
+                )
             })
             .map_err(|e| ProbeError::io("std::thread::spawn", e))?;
         handles.push(h);
@@ -161,22 +170,13 @@ fn rt_ring(n: usize, iters: u64) -> Result<Duration, ProbeError> {
             let next = txs[(i + 1) % n].clone();
             let done = done_tx.clone();
             schedlab_rt::spawn(move || {
-                while let Ok(t) = rx.recv() {
-                    if t == STOP {
-                        let _ = next.send(STOP);
-                        return;
-                    }
-                    match step(t) {
-                        Some(t) => {
-                            if next.send(t).is_err() {
-                                return;
-                            }
-                        }
-                        None => {
-                            let _ = done.send(());
-                        }
-                    }
-                }
+                ring_member(
+                    || rx.recv().ok(),
+                    |t| next.send(t).is_ok(),
+                    || {
+                        let _ = done.send(());
+                    },
+                )
             })
         })
         .collect();

@@ -146,28 +146,21 @@ impl Probe for TreeProbe {
                 })
             }
             Backend::Tokio => {
-                let (tk, pin) = if procs == 1 {
-                    (backend::tokio_current()?, Some(PinGuard::pin(cpus[0])?))
-                } else {
-                    (backend::tokio_multi(procs, Some(cpus.clone()))?, None)
-                };
-                let flavor = if procs == 1 { "current_thread" } else { "multi_thread" };
-                bench.note("runtime", format!("tokio {flavor} workers={procs}")).keep(pin).body(
-                    move |iters| {
-                        let sample = PeakSample::start();
-                        let (elapsed, sum) = tk.block_on(async move {
-                            let t = Instant::now();
-                            let mut sum = 0;
-                            for _ in 0..iters {
-                                sum += tokio::spawn(tokio_tree(depth, fanout)).await.unwrap_or(0);
-                            }
-                            (t.elapsed(), sum)
-                        });
-                        record(sample.finish());
-                        check(sum, iters)?;
-                        Ok(Timing::from_elapsed(elapsed))
-                    },
-                )
+                let (tk, pin, runtime) = backend::tokio_on(&cpus)?;
+                bench.note("runtime", runtime).keep(pin).body(move |iters| {
+                    let sample = PeakSample::start();
+                    let (elapsed, sum) = tk.block_on(async move {
+                        let t = Instant::now();
+                        let mut sum = 0;
+                        for _ in 0..iters {
+                            sum += tokio::spawn(tokio_tree(depth, fanout)).await.unwrap_or(0);
+                        }
+                        (t.elapsed(), sum)
+                    });
+                    record(sample.finish());
+                    check(sum, iters)?;
+                    Ok(Timing::from_elapsed(elapsed))
+                })
             }
         };
         Ok(Box::new(WithPeak { bench, peak }))
