@@ -87,6 +87,20 @@ pub(super) fn two_cpus() -> Result<(usize, usize), ProbeError> {
     }
 }
 
+/// The CPUs for the `processors` parameter (1 or 2, default 1) of the probes that scale
+/// with processors: the first allowed ones; a skip on a machine with fewer.
+pub(super) fn processors_param(params: &Params) -> Result<Vec<usize>, ProbeError> {
+    let procs: usize = params.parse_or("processors", 1).map_err(ProbeError::Failed)?;
+    if !(1..=2).contains(&procs) {
+        return Err(ProbeError::Failed(format!("processors={procs}: 1 or 2")));
+    }
+    let cpus: Vec<usize> = sys::allowed_cpus().into_iter().take(procs).collect();
+    if cpus.len() < procs {
+        return Err(ProbeError::Skip(format!("needs {procs} usable CPUs")));
+    }
+    Ok(cpus)
+}
+
 /// A CPU list as `0,1` (notes are stored as JSON, so commas are safe there).
 pub(super) fn cpu_list(cpus: &[usize]) -> String {
     cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Params, Unit};
 use schedlab_measure::sampler::Settings;
-use schedlab_measure::sys::{self, PinGuard};
+use schedlab_measure::sys::PinGuard;
 use schedlab_measure::{ProbeError, Timing};
 
 use super::backend::{self, rt_pinned, rt_run, Backend, Bench};
@@ -96,14 +96,8 @@ impl Probe for ForkJoinProbe {
 
     fn setup(&self, params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
         let backend = Backend::from_params(params)?;
-        let procs: usize = params.parse_or("processors", 1).map_err(ProbeError::Failed)?;
-        if !(1..=2).contains(&procs) {
-            return Err(ProbeError::Failed(format!("processors={procs}: 1 or 2")));
-        }
-        let cpus: Vec<usize> = sys::allowed_cpus().into_iter().take(procs).collect();
-        if cpus.len() < procs {
-            return Err(ProbeError::Skip(format!("needs {procs} usable CPUs")));
-        }
+        let cpus = backend::processors_param(params)?;
+        let procs = cpus.len();
         let job = match params.get("kind").unwrap_or("fib") {
             "fib" => {
                 let n: u32 = params.parse_or("n", 27).map_err(ProbeError::Failed)?;

@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Params, Unit};
-use schedlab_measure::sys::{self, PinGuard};
+use schedlab_measure::sys::PinGuard;
 use schedlab_measure::{ProbeError, Timing};
 
 use super::backend::{self, rt_pinned, rt_run, Backend, Bench};
@@ -51,16 +51,10 @@ impl Probe for RingProbe {
     fn setup(&self, params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
         let backend = Backend::from_params(params)?;
         let n: usize = params.parse_or("threads", 503).map_err(ProbeError::Failed)?;
-        let procs: usize = params.parse_or("processors", 1).map_err(ProbeError::Failed)?;
+        let cpus = backend::processors_param(params)?;
+        let procs = cpus.len();
         if !(2..=10_000).contains(&n) {
             return Err(ProbeError::Failed(format!("threads={n}: use 2 to 10000")));
-        }
-        if !(1..=2).contains(&procs) {
-            return Err(ProbeError::Failed(format!("processors={procs}: 1 or 2")));
-        }
-        let cpus: Vec<usize> = sys::allowed_cpus().into_iter().take(procs).collect();
-        if cpus.len() < procs {
-            return Err(ProbeError::Skip(format!("needs {procs} usable CPUs")));
         }
         let notes = Params::new().with("cpus", backend::cpu_list(&cpus));
         let bench = Bench::new(backend.metric(n as f64), notes);

@@ -24,7 +24,7 @@ use schedlab_measure::{ProbeError, Timing};
 use super::backend::{self, rt_pinned, rt_run, Backend, Bench};
 use super::memory::{PeakMemory, PeakSample, WithPeak};
 use crate::{Context, Info, Instance, Probe, Suite};
-use schedlab_measure::sys::{self, PinGuard};
+use schedlab_measure::sys::PinGuard;
 
 struct TreeProbe;
 
@@ -75,7 +75,8 @@ impl Probe for TreeProbe {
         let backend = Backend::from_params(params)?;
         let fanout: u64 = params.parse_or("fanout", 10).map_err(ProbeError::Failed)?;
         let depth: u32 = params.parse_or("depth", 4).map_err(ProbeError::Failed)?;
-        let procs: usize = params.parse_or("processors", 1).map_err(ProbeError::Failed)?;
+        let cpus = backend::processors_param(params)?;
+        let procs = cpus.len();
         if !(2..=100).contains(&fanout) {
             return Err(ProbeError::Failed(format!("fanout={fanout}: use 2 to 100")));
         }
@@ -83,13 +84,6 @@ impl Probe for TreeProbe {
             .checked_pow(depth)
             .filter(|&l| l <= 10_000_000)
             .ok_or_else(|| ProbeError::Failed("fanout^depth above 10^7 leaves".to_string()))?;
-        if !(1..=2).contains(&procs) {
-            return Err(ProbeError::Failed(format!("processors={procs}: 1 or 2")));
-        }
-        let cpus: Vec<usize> = sys::allowed_cpus().into_iter().take(procs).collect();
-        if cpus.len() < procs {
-            return Err(ProbeError::Skip(format!("needs {procs} usable CPUs")));
-        }
         if backend == Backend::Os && leaves > OS_MAX_LEAVES {
             return Err(ProbeError::Skip(format!(
                 "os: {leaves} leaves would be as many kernel threads; the os backend runs trees of at most {OS_MAX_LEAVES} leaves"
