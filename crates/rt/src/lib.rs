@@ -131,6 +131,8 @@ mod thread;
 mod timer;
 #[cfg(not(loom))]
 mod wait;
+#[cfg(not(loom))]
+mod yielder;
 
 #[cfg(not(loom))]
 pub use crate::{
@@ -148,4 +150,5 @@ pub use crate::{
         current, park, sleep, spawn, stack_usage, try_current, yield_now, Builder, JoinHandle,
         Thread,
     },
+    yielder::Yielder,
 };

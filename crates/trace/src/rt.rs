@@ -184,24 +184,21 @@ pub fn record(setup: &RtSetup, window_ms: u64) -> Result<(Vec<Lane>, u64), Strin
     let batch = sampling::calibrate_batch();
     let origin = now_ns();
     let end = origin + window;
-    let every = setup.yield_every_us.map(|us| us * 1000);
+    let every = setup.yield_every_us.map(std::time::Duration::from_micros);
     let mut handles: Vec<_> = (0..setup.threads)
         .map(|_| {
             rt.spawn(move || {
                 let mut units = 0u64;
-                let mut last = now_ns();
+                // Seed 000's advice: yield by time, not by iteration count.
+                let mut yielder = every.map(schedlab_rt::Yielder::new);
                 loop {
                     sampling::work(batch, units);
                     units += batch;
-                    let now = now_ns();
-                    if now >= end {
+                    if now_ns() >= end {
                         return units;
                     }
-                    if let Some(every) = every {
-                        if now - last >= every {
-                            schedlab_rt::yield_now();
-                            last = now_ns();
-                        }
+                    if let Some(y) = &mut yielder {
+                        y.tick();
                     }
                 }
             })
