@@ -36,6 +36,9 @@ pub enum Command {
     Export(ExportArgs),
     /// Runs side by side: one column per run, ratio against the baseline, noise verdicts.
     Compare(CompareArgs),
+    /// One self-contained HTML page for one or more runs: machines, warnings, results with
+    /// their raw samples, the comparison, the memory lab and the timelines stored with them.
+    Report(ReportArgs),
     /// The memory-clearing lab: sweep clearing routines over sizes and alignments, store the
     /// run, print crossover points and the best routine per size range, draw SVG charts.
     Mem(MemArgs),
@@ -86,6 +89,9 @@ pub struct RunArgs {
     /// Directory for the file system probes' temporary files [default: the system temp dir].
     #[arg(long, value_name = "DIR")]
     pub tmp_dir: Option<PathBuf>,
+    /// Also write the run's HTML report to FILE at the end (as `schedlab report`).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
 }
 
 /// `schedlab list`.
@@ -138,6 +144,20 @@ pub struct CompareArgs {
     /// Print Markdown instead of a terminal table.
     #[arg(long)]
     pub markdown: bool,
+}
+
+/// `schedlab report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// One or more runs (ids, labels, `latest`, `latest~N`).
+    #[arg(num_args = 1.., required = true)]
+    pub runs: Vec<String>,
+    /// The run the others are compared against [default: the first].
+    #[arg(long, value_name = "RUN")]
+    pub baseline: Option<String>,
+    /// The HTML file to write.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: PathBuf,
 }
 
 /// `schedlab mem`.

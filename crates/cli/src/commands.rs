@@ -8,11 +8,12 @@ use anyhow::{Context as _, Result};
 use schedlab_measure::model::Run;
 use schedlab_probes::{catalog, select};
 use schedlab_report::export::{Csv, Format, Json, Markdown};
+use schedlab_report::html::{page, RunTimeline};
 use schedlab_report::table::{Align, Table};
 use schedlab_report::{catalog, views};
 use schedlab_store::{Store, StoreError};
 
-use crate::args::{Cli, Command, CompareArgs, ExportArgs, FormatArg, ListArgs};
+use crate::args::{Cli, Command, CompareArgs, ExportArgs, FormatArg, ListArgs, ReportArgs};
 use crate::settings::{db_path, RunPlan};
 use crate::{out, UsageError};
 
@@ -42,14 +43,21 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             // Validate the filters before touching the database.
             let all = catalog();
             select(&all, &plan.filters).map_err(|e| UsageError(e.to_string()))?;
+            let report = plan.report.clone();
             let mut store = Store::open(&db)?;
-            Ok(crate::run::run(plan, &mut store)?.1)
+            let (id, code) = crate::run::run(plan, &mut store)?;
+            if let Some(path) = report {
+                let run = store.load_run(id)?;
+                write_report(&store, vec![run], 0, &path)?;
+            }
+            Ok(code)
         }
         Command::List(args) => list(&args),
         Command::Runs => runs(&open(&db)?),
         Command::Show { run } => show(&open(&db)?, &run),
         Command::Export(args) => export(&open(&db)?, &args),
         Command::Compare(args) => compare(&open(&db)?, &args),
+        Command::Report(args) => report(&open(&db)?, &args),
         Command::Mem(args) => crate::mem::mem(&args, &db),
         Command::Timeline(args) => crate::timeline::timeline(&args, &db),
         Command::Completions { .. } | Command::Man => unreachable!("handled above"),
@@ -131,24 +139,20 @@ fn export(store: &Store, args: &ExportArgs) -> Result<ExitCode> {
     match &args.output {
         None => out(&text)?,
         Some(path) => {
-            // Write beside the target and rename, so a failure never leaves half a file.
-            let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-            std::fs::write(&tmp, &text).with_context(|| format!("writing {}", tmp.display()))?;
-            std::fs::rename(&tmp, path).with_context(|| {
-                let _ = std::fs::remove_file(&tmp);
-                format!("writing {}", path.display())
-            })?;
+            write_atomically(path, &text)?;
             eprintln!("wrote run #{} to {}", run.meta.id, path.display());
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn compare(store: &Store, args: &CompareArgs) -> Result<ExitCode> {
-    let mut specs = args.runs.clone();
-    if let Some(b) = &args.baseline {
-        if !specs.contains(b) {
-            specs.insert(0, b.clone());
+/// The runs RUN arguments name, with `baseline` among them (first when it was not named),
+/// and the baseline's index. A run named twice is a usage error.
+fn load_runs(store: &Store, specs: &[String], baseline: Option<&str>) -> Result<(Vec<Run>, usize)> {
+    let mut specs = specs.to_vec();
+    if let Some(b) = baseline {
+        if !specs.iter().any(|s| s == b) {
+            specs.insert(0, b.to_string());
         }
     }
     let mut runs: Vec<Run> = Vec::new();
@@ -161,19 +165,64 @@ fn compare(store: &Store, args: &CompareArgs) -> Result<ExitCode> {
         }
         runs.push(r);
     }
-    if runs.len() < 2 {
-        return Err(UsageError(
-            "compare needs at least two runs (or one run and --baseline)".into(),
-        )
-        .into());
-    }
-    let baseline = match &args.baseline {
+    let index = match baseline {
         Some(b) => {
             let id = store.resolve(b)?;
             runs.iter().position(|r| r.meta.id == id).expect("the baseline was loaded above")
         }
         None => 0,
     };
+    Ok((runs, index))
+}
+
+/// Writes `text` beside `path` and renames it there, so a failure never leaves half a file.
+fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("writing {}", path.display())
+    })
+}
+
+fn report(store: &Store, args: &ReportArgs) -> Result<ExitCode> {
+    crate::timeline::check_writable(&args.output)?;
+    let (runs, baseline) = load_runs(store, &args.runs, args.baseline.as_deref())?;
+    write_report(store, runs, baseline, &args.output)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Renders `runs` and the timelines stored with them as the HTML report at `path`.
+fn write_report(store: &Store, runs: Vec<Run>, baseline: usize, path: &Path) -> Result<()> {
+    let mut timelines = Vec::new();
+    for r in &runs {
+        for st in store.timelines(r.meta.id)? {
+            let timeline = serde_json::from_str(&st.data).with_context(|| {
+                format!("run #{}: a stored timeline ({}) cannot be read", r.meta.id, st.scenario)
+            })?;
+            timelines.push(RunTimeline { run_id: r.meta.id, recorder: st.recorder, timeline });
+        }
+    }
+    let html = page(&runs, baseline, &timelines, env!("CARGO_PKG_VERSION"));
+    write_atomically(path, &html)?;
+    eprintln!(
+        "wrote the report of {} run{} to {} ({} KiB)",
+        runs.len(),
+        if runs.len() == 1 { "" } else { "s" },
+        path.display(),
+        html.len().div_ceil(1024)
+    );
+    Ok(())
+}
+
+fn compare(store: &Store, args: &CompareArgs) -> Result<ExitCode> {
+    let (mut runs, baseline) = load_runs(store, &args.runs, args.baseline.as_deref())?;
+    if runs.len() < 2 {
+        return Err(UsageError(
+            "compare needs at least two runs (or one run and --baseline)".into(),
+        )
+        .into());
+    }
     if !args.filter.is_empty() {
         let all = catalog();
         select(&all, &args.filter).map_err(|e| UsageError(e.to_string()))?;

@@ -73,6 +73,7 @@ fn measure(args: &MemArgs, db: &Path) -> Result<(Run, ExitCode)> {
         samples: args.samples,
         target_ms: args.target_ms,
         tmp_dir: None,
+        report: None,
     })?;
     let mut store = Store::open(db)?;
     let (run_id, code) = crate::run::run(plan, &mut store)?;

@@ -45,6 +45,8 @@ pub struct RunPlan {
     pub label: Option<String>,
     /// Context handed to probes.
     pub ctx: Context,
+    /// `--report`: where to write the HTML report at the end.
+    pub report: Option<std::path::PathBuf>,
 }
 
 impl RunPlan {
@@ -79,6 +81,10 @@ impl RunPlan {
             // A blank pattern is kept, so that `select` refuses it as `list` does.
             args.filter.iter().map(|f| f.trim().to_string()).collect();
         validate_label(args.label.as_deref())?;
+        // A report path that cannot be written fails now, not after the measuring.
+        if let Some(path) = &args.report {
+            crate::timeline::check_writable(path)?;
+        }
         let tmp_dir = args.tmp_dir.clone().unwrap_or_else(std::env::temp_dir);
         check_writable_dir(&tmp_dir)?;
         let exe = std::env::current_exe().ok();
@@ -94,6 +100,7 @@ impl RunPlan {
                 tmp_dir,
                 exec_helper: exe.map(|e| (e, vec![crate::EXEC_HELPER_ARG.to_string()])),
             },
+            report: args.report.clone(),
         })
     }
 }

@@ -255,7 +255,7 @@ fn run_meta(s: &Scenario, args: &TimelineArgs) -> RunMeta {
 
 /// Fails, naming the path, when `path` could not be written: its directory is missing or
 /// not writable, or it exists and is not a writable file.
-fn check_writable(path: &Path) -> Result<()> {
+pub(crate) fn check_writable(path: &Path) -> Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,

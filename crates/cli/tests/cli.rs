@@ -341,3 +341,55 @@ fn completions_and_the_man_page_are_generated_from_the_arguments() {
     assert_eq!(run(&db, &["completions", "nosuch"]).status.code(), Some(2));
     assert!(!db.exists(), "completions or man touched the database");
 }
+
+#[test]
+fn report_writes_one_safe_page_for_runs_and_fails_early_on_a_bad_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let evil = "<script>alert(1)</script>";
+    let first = dir.path().join("first.html");
+    let o = run(
+        &db,
+        &["run", "--suite", "smoke", "--filter", "os.syscall.null", "--label", evil, "--report"],
+    );
+    // `--report` needs its FILE: a usage error, nothing measured.
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let o = run(
+        &db,
+        &[
+            "run",
+            "--suite",
+            "smoke",
+            "--filter",
+            "os.syscall.null",
+            "--label",
+            evil,
+            "--report",
+            first.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let page = std::fs::read_to_string(&first).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(!page.contains(evil) && page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(page.contains("os.syscall.null") && page.contains("class=\"strip\""));
+
+    smoke(&db, "os.syscall.null", "second");
+    let both = dir.path().join("both.html");
+    let o = run(&db, &["report", "1", "second", "-o", both.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let page = std::fs::read_to_string(&both).unwrap();
+    assert!(page.contains("id=\"comparison\"") && page.contains("(the baseline)"));
+
+    // Unknown runs are usage errors; an unwritable file fails before any work.
+    let o = run(&db, &["report", "nope", "-o", both.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(
+        &db,
+        &["run", "--suite", "smoke", "--report", "/dev/null/x.html", "--filter", "os.syscall"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("/dev/null/x.html"));
+    let o = run(&db, &["runs"]);
+    assert_eq!(text(&o.stdout).matches("complete").count(), 2, "no run was started");
+}

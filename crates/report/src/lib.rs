@@ -21,6 +21,7 @@
 
 pub mod catalog;
 pub mod export;
+pub mod html;
 pub mod lanes;
 pub mod mem;
 pub mod svg;

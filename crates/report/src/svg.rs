@@ -91,6 +91,47 @@ const RIGHT: f64 = 210.0;
 const TOP: f64 = 70.0;
 const BOTTOM: f64 = 60.0;
 
+/// A small strip plot of raw samples for a table cell: one dot per sample on a common
+/// scale from the smallest to the largest, the 95% interval as a band and the median as a
+/// bar, so a bimodal result shows as two clusters instead of one number. `title` becomes the
+/// plot's accessible name. Empty for no samples. Pure.
+pub fn strip(samples: &[f64], median: f64, ci: (f64, f64), title: &str) -> String {
+    let vals: Vec<f64> = samples.iter().copied().filter(|v| v.is_finite()).collect();
+    if vals.is_empty() {
+        return String::new();
+    }
+    let (w, h, pad) = (160.0, 18.0, 4.0);
+    let lo = vals.iter().copied().fold(f64::INFINITY, f64::min).min(ci.0);
+    let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max).max(ci.1);
+    let span = if hi > lo { hi - lo } else { 1.0 };
+    let x = |v: f64| pad + (v - lo) / span * (w - 2.0 * pad);
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="strip" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img"><title>{}</title>"#,
+        escape(title)
+    );
+    let _ = write!(
+        s,
+        r##"<rect x="{:.1}" y="2" width="{:.1}" height="{}" fill="#9ecae1"/>"##,
+        x(ci.0),
+        (x(ci.1) - x(ci.0)).max(1.0),
+        h - 4.0
+    );
+    for v in &vals {
+        let _ = write!(
+            s,
+            r##"<circle cx="{:.1}" cy="{}" r="1.6" fill="#333" fill-opacity="0.6"/>"##,
+            x(*v),
+            h / 2.0
+        );
+    }
+    let _ = write!(
+        s,
+        r##"<rect x="{:.1}" y="0" width="2" height="{h}" fill="#d62728"/></svg>"##,
+        x(median) - 1.0
+    );
+    s
+}
+
 /// Escapes text for SVG content and attribute values.
 pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")

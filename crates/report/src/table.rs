@@ -119,6 +119,42 @@ impl Table {
         out
     }
 
+    /// An HTML `<table>` (every cell escaped), with number columns marked `class="num"` and
+    /// the header cells clickable for sorting when the page has its script. `extra` adds a
+    /// last column of trusted HTML per row (a plot), headed `extra_head`.
+    pub fn to_html(&self, caption: &str, extra: Option<(&str, &[String])>) -> String {
+        use crate::svg::escape;
+        let mut out = String::from("<table class=\"results sortable\">\n");
+        if !caption.is_empty() {
+            out.push_str(&format!("<caption>{}</caption>\n", escape(caption)));
+        }
+        out.push_str("<thead><tr>");
+        for (h, a) in self.headers.iter().zip(&self.aligns) {
+            let class = if *a == Align::Right { " class=\"num\"" } else { "" };
+            out.push_str(&format!("<th scope=\"col\"{class}>{}</th>", escape(h)));
+        }
+        if let Some((head, _)) = extra {
+            out.push_str(&format!("<th scope=\"col\">{}</th>", escape(head)));
+        }
+        out.push_str("</tr></thead>\n<tbody>\n");
+        for (i, r) in self.rows.iter().enumerate() {
+            out.push_str("<tr>");
+            for (c, a) in r.iter().zip(&self.aligns) {
+                let class = if *a == Align::Right { " class=\"num\"" } else { "" };
+                out.push_str(&format!("<td{class}>{}</td>", escape(c)));
+            }
+            if let Some((_, cells)) = extra {
+                out.push_str(&format!(
+                    "<td class=\"plot\">{}</td>",
+                    cells.get(i).map_or("", |c| c)
+                ));
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</tbody></table>\n");
+        out
+    }
+
     /// Column widths for [`Table::terminal_line`], given fixed minimums per column.
     pub fn fixed_widths(&self, min: &[usize]) -> Vec<usize> {
         self.widths()

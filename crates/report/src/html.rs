@@ -1,0 +1,356 @@
+//! The report people open: one self-contained HTML page for one run or several.
+//!
+//! Everything the page shows comes from the same views as the terminal and Markdown (the
+//! run header, the results and comparison tables, the memory lab's sections and charts, the
+//! timeline lanes), rendered as HTML; the only additions are the raw-sample strip plots and
+//! the page around them. The template (`html/page.html`), its styles (`html/style.css`) and
+//! its one script (`html/sort.js`, sorting and filtering only: tables and pictures are all
+//! there without it) live beside this file as readable files and are embedded at build
+//! time: the page needs no network and no files beside it.
+//!
+//! Every string that came from the machine or the user (host names, labels, parameters,
+//! notes, kernel strings, scenario names) goes through [`crate::svg::escape`].
+
+use base64::Engine as _;
+use schedlab_measure::model::{Measurement, Outcome, Run};
+use schedlab_trace::Timeline;
+
+use crate::svg::{escape, strip};
+use crate::{lanes, mem, views};
+
+const TEMPLATE: &str = include_str!("html/page.html");
+const STYLE: &str = include_str!("html/style.css");
+const SCRIPT: &str = include_str!("html/sort.js");
+
+/// Above this many results a family's table starts folded (`<details>`), without plots:
+/// the memory lab's 2,000-point sweep is read from its charts.
+const FOLD_ABOVE: usize = 200;
+
+/// A stored timeline of one of the runs.
+#[derive(Debug, Clone)]
+pub struct RunTimeline {
+    /// The run it belongs to.
+    pub run_id: i64,
+    /// The recorder (`sampling`, `kernel`, `rt`).
+    pub recorder: String,
+    /// The timeline.
+    pub timeline: Timeline,
+}
+
+/// The page for `runs` (compared against `runs[baseline]` when there are several) and the
+/// timelines stored with them.
+pub fn page(runs: &[Run], baseline: usize, timelines: &[RunTimeline], version: &str) -> String {
+    let title = match runs {
+        [one] => format!("schedlab run {}", one.meta.display_name()),
+        _ => format!(
+            "schedlab: {}",
+            runs.iter().map(|r| r.meta.display_name()).collect::<Vec<_>>().join(" vs ")
+        ),
+    };
+    let mut nav = Vec::new();
+    let mut body = String::new();
+    section(&mut body, &mut nav, "runs", "Runs and machines", &runs_html(runs));
+    let warnings = warnings_html(runs);
+    if !warnings.is_empty() {
+        section(&mut body, &mut nav, "warnings", "Warnings", &warnings);
+    }
+    if runs.len() >= 2 {
+        section(&mut body, &mut nav, "comparison", "Comparison", &comparison_html(runs, baseline));
+    }
+    for (i, run) in runs.iter().enumerate() {
+        let id = format!("results-{i}");
+        let heading = format!("Results of {}", run.meta.display_name());
+        section(&mut body, &mut nav, &id, &heading, &results_html(run));
+        if let Some(m) = memory_html(run) {
+            let heading = format!("Memory lab of {}", run.meta.display_name());
+            section(&mut body, &mut nav, &format!("memory-{i}"), &heading, &m);
+        }
+    }
+    if !timelines.is_empty() {
+        section(&mut body, &mut nav, "timelines", "Timelines", &timelines_html(runs, timelines));
+    }
+    TEMPLATE
+        .replace("{{style}}", STYLE)
+        .replace("{{script}}", SCRIPT)
+        .replace("{{nav}}", &nav.concat())
+        .replace("{{version}}", &escape(version))
+        .replace("{{title}}", &escape(&title))
+        // Last: the body may hold anything, including text that looks like a placeholder.
+        .replace("{{body}}", &body)
+}
+
+fn section(body: &mut String, nav: &mut Vec<String>, id: &str, heading: &str, inner: &str) {
+    let (id, heading) = (escape(id), escape(heading));
+    nav.push(format!("<li><a href=\"#{id}\">{heading}</a></li>"));
+    body.push_str(&format!(
+        "<section id=\"{id}\" aria-labelledby=\"{id}-h\">\n<h2 id=\"{id}-h\">{heading}</h2>\n{inner}</section>\n"
+    ));
+}
+
+fn runs_html(runs: &[Run]) -> String {
+    let mut out = String::new();
+    for r in runs {
+        out.push_str(&format!(
+            "<div class=\"run\"><h3>{}</h3><ul>",
+            escape(&r.meta.display_name())
+        ));
+        for line in views::run_header(&r.meta) {
+            out.push_str(&format!("<li>{}</li>", escape(&line)));
+        }
+        out.push_str("</ul></div>\n");
+    }
+    out
+}
+
+fn warnings_html(runs: &[Run]) -> String {
+    let mut out = String::new();
+    for r in runs.iter().filter(|r| !r.warnings.is_empty()) {
+        out.push_str(&format!(
+            "<h3>{}</h3><ul class=\"warnings\">",
+            escape(&r.meta.display_name())
+        ));
+        for line in views::warning_lines(&r.warnings, usize::MAX) {
+            let class = if line.starts_with("    ") { " class=\"detail\"" } else { "" };
+            out.push_str(&format!("<li{class}>{}</li>", escape(line.trim_start())));
+        }
+        out.push_str("</ul>\n");
+    }
+    out
+}
+
+fn comparison_html(runs: &[Run], baseline: usize) -> String {
+    let caption = format!("against {} (the baseline)", runs[baseline].meta.display_name());
+    let mut out = String::from(
+        "<p>Median ± half-width of its 95% interval; ratio = run / baseline; \
+         \"within noise\" when the intervals overlap.</p>\n<div class=\"scroll\">",
+    );
+    out.push_str(&views::compare_table(runs, baseline).to_html(&caption, None));
+    out.push_str("</div>\n");
+    out
+}
+
+/// The family of a probe: what its id starts with (`os`, `threads`, `rt`, `mem`, `sched`).
+fn family(probe: &str) -> &str {
+    probe.split('.').next().unwrap_or(probe)
+}
+
+fn results_html(run: &Run) -> String {
+    let mut families: Vec<&str> = Vec::new();
+    for m in &run.results {
+        let f = family(&m.probe);
+        if !families.contains(&f) {
+            families.push(f);
+        }
+    }
+    let mut out = String::new();
+    for f in families {
+        let rows: Vec<&Measurement> =
+            run.results.iter().filter(|m| family(&m.probe) == f).collect();
+        let mut t = views::result_table();
+        for m in &rows {
+            t.row(views::result_cells(m));
+        }
+        let caption = format!("{f} ({} results)", rows.len());
+        if rows.len() > FOLD_ABOVE {
+            out.push_str(&format!(
+                "<details><summary>{} — folded: {} rows</summary><div class=\"scroll\">{}</div></details>\n",
+                escape(f),
+                rows.len(),
+                t.to_html(&caption, None)
+            ));
+            continue;
+        }
+        let plots: Vec<String> = rows.iter().map(|m| sample_plot(m)).collect();
+        out.push_str("<div class=\"scroll\">");
+        out.push_str(&t.to_html(&caption, Some(("raw samples", &plots))));
+        out.push_str("</div>\n");
+    }
+    out
+}
+
+/// The strip plot of one result's raw samples (empty when it has none).
+fn sample_plot(m: &Measurement) -> String {
+    match (&m.outcome, &m.summary) {
+        (Outcome::Ok, Some(s)) => {
+            let values: Vec<f64> = m.samples.iter().map(|x| x.value).collect();
+            let title = format!(
+                "{} {}: {} samples, median {}",
+                m.probe,
+                m.params.key(),
+                values.len(),
+                crate::units::human(s.median, m.unit)
+            );
+            strip(&values, s.median, (s.ci_low, s.ci_high), &title)
+        }
+        _ => String::new(),
+    }
+}
+
+fn memory_html(run: &Run) -> Option<String> {
+    if !run.results.iter().any(|m| m.probe == mem::CLEAR) {
+        return None;
+    }
+    let a = mem::analyse(&run.results, &[])?;
+    let mut out = String::new();
+    for s in mem::sections(&a) {
+        out.push_str("<div class=\"scroll\">");
+        out.push_str(&s.table.to_html(&s.title, None));
+        out.push_str("</div>\n");
+        for n in &s.notes {
+            out.push_str(&format!("<p>{}</p>\n", escape(n)));
+        }
+    }
+    for (name, chart) in mem::charts(&a, &run.meta.display_name()) {
+        out.push_str(&format!(
+            "<figure>{}<figcaption>{}</figcaption></figure>\n",
+            chart.to_svg(),
+            escape(&name)
+        ));
+    }
+    Some(out)
+}
+
+fn timelines_html(runs: &[Run], timelines: &[RunTimeline]) -> String {
+    let mut out = String::new();
+    for (i, rt) in timelines.iter().enumerate() {
+        let t = &rt.timeline;
+        let run = runs.iter().find(|r| r.meta.id == rt.run_id);
+        let subtitle = format!(
+            "run {} — {} recorder{}",
+            run.map_or_else(|| format!("#{}", rt.run_id), |r| r.meta.display_name()),
+            rt.recorder,
+            run.map_or(String::new(), |r| format!(" — {}", r.meta.machine.short_name()))
+        );
+        out.push_str(&format!("<h3>{}</h3>\n", escape(&t.title)));
+        out.push_str(&format!(
+            "<figure>{}<figcaption>{}</figcaption></figure>\n",
+            lanes::to_svg(t, &subtitle),
+            escape(&subtitle)
+        ));
+        let stats = schedlab_trace::stats::timeline_stats(t);
+        out.push_str("<div class=\"scroll\">");
+        out.push_str(&views::timeline_stats_table(&stats).to_html("per thread", None));
+        out.push_str("</div>\n");
+        let json = serde_json::to_string(&schedlab_trace::perfetto::to_json(t))
+            .expect("a trace always serialises");
+        let file = format!("schedlab-run{}-timeline{}-{}.json", rt.run_id, i, rt.recorder);
+        out.push_str(&format!(
+            "<p><a download=\"{}\" href=\"data:application/json;base64,{}\">Download the \
+             Perfetto trace</a> ({} KiB; open it in ui.perfetto.dev).</p>\n",
+            escape(&file),
+            base64::engine::general_purpose::STANDARD.encode(json.as_bytes()),
+            json.len().div_ceil(1024)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedlab_measure::machine::Machine;
+    use schedlab_measure::model::{Params, RunMeta, Sample, Unit, Warning};
+
+    fn run(id: i64, label: &str) -> Run {
+        let mut meta = RunMeta::starting("quick", Machine::fingerprint(), ("0.1.0", "abc"));
+        meta.id = id;
+        meta.label = Some(label.into());
+        let sample = |v: f64| Sample {
+            iters: 1,
+            elapsed_ns: 1,
+            value: v,
+            other_cpu_ns: None,
+            migrated: false,
+        };
+        let ok = Measurement::of_samples(
+            "os.syscall.null",
+            Params::new().with("kind", "<b>bold</b>"),
+            Unit::Nanos,
+            (0..11).map(|i| sample(100.0 + i as f64)).collect(),
+            0.1,
+        );
+        let skipped = Measurement::without_samples(
+            "threads.switch",
+            Params::new(),
+            Unit::Nanos,
+            Outcome::Skipped("needs \"root\" & <more>".into()),
+            0.0,
+        );
+        let warnings = vec![Warning {
+            kind: "vm".into(),
+            probe: None,
+            severity: schedlab_measure::model::Severity::Warn,
+            message: "a VM <here>".into(),
+            advice: "compare like with like".into(),
+        }];
+        Run { meta, results: vec![ok, skipped], warnings }
+    }
+
+    #[test]
+    fn everything_from_the_machine_or_the_user_is_escaped() {
+        let evil = "<script>alert(1)</script>";
+        let html = page(&[run(1, evil), run(2, "b")], 0, &[], "0.1.0");
+        assert!(!html.contains(evil), "a label reached the page unescaped");
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(!html.contains("<b>bold</b>") && html.contains("&lt;b&gt;bold&lt;/b&gt;"));
+        assert!(html.contains("needs &quot;root&quot; &amp; &lt;more&gt;"));
+        assert!(html.contains("a VM &lt;here&gt;"));
+        // The only scripts are the page's own.
+        assert_eq!(html.matches("<script>").count(), 1);
+    }
+
+    #[test]
+    fn a_page_is_self_contained_with_tables_plots_and_comparison() {
+        let html = page(&[run(1, "a"), run(2, "b")], 0, &[], "0.1.0");
+        assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
+        assert!(!html.contains("{{"), "a placeholder left in the page");
+        for absent in ["http://", "https://", "<link", "src="] {
+            let hits: Vec<_> = html
+                .match_indices(absent)
+                .map(|(i, _)| &html[i..(i + 60).min(html.len())])
+                .collect();
+            // SVG's namespace URI is an identifier, not a fetch.
+            assert!(
+                hits.iter().all(|h| h.starts_with("http://www.w3.org/2000/svg")),
+                "{absent}: {hits:?}"
+            );
+        }
+        assert!(html.contains("id=\"comparison\""));
+        assert_eq!(
+            html.matches("class=\"strip\"").count(),
+            2,
+            "one plot per measured result per run"
+        );
+        assert_eq!(html.matches("<circle").count(), 22, "one dot per raw sample");
+    }
+
+    #[test]
+    fn timelines_carry_lanes_stats_and_a_perfetto_download() {
+        use schedlab_trace::model::{Lane, Span};
+        let mut lane = Lane::new("a&b", "busy");
+        lane.runs = vec![Span { start_ns: 0, end_ns: 5_000_000 }];
+        lane.done_ns = 10_000_000;
+        let t = Timeline {
+            scenario: "3".into(),
+            title: "3. two <equal>".into(),
+            recorder: "sampling".into(),
+            window_ns: 10_000_000,
+            threshold_ns: 1,
+            interval_ns: 1,
+            lanes: vec![lane],
+            marks: vec![],
+        };
+        let html = page(
+            &[run(7, "t")],
+            0,
+            &[RunTimeline { run_id: 7, recorder: "sampling".into(), timeline: t }],
+            "0.1.0",
+        );
+        assert!(html.contains("3. two &lt;equal&gt;"));
+        assert!(html.contains("data:application/json;base64,"));
+        let b64 = html.split("base64,").nth(1).unwrap().split('"').next().unwrap();
+        let json = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert!(doc.get("traceEvents").is_some(), "a Chrome trace");
+    }
+}
