@@ -23,7 +23,8 @@
     });
     rows.forEach(function (r) { body.appendChild(r); });
   }
-  Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), function (table) {
+  var tables = document.querySelectorAll("table.sortable");
+  Array.prototype.forEach.call(tables, function (table) {
     var heads = table.tHead ? table.tHead.rows[0].cells : [];
     Array.prototype.forEach.call(heads, function (th, col) {
       th.tabIndex = 0;
@@ -50,4 +51,14 @@
     var holder = table.closest(".scroll") || table;
     holder.parentNode.insertBefore(input, holder);
   });
+  // A link can carry an ordering: #sort=TABLE,COLUMN,asc|desc (tables counted from 0 in
+  // page order), so a sorted view can be shared.
+  var m = location.hash.match(/^#sort=(\d+),(\d+),(asc|desc)$/);
+  if (m && tables[+m[1]]) {
+    var th = tables[+m[1]].tHead.rows[0].cells[+m[2]];
+    if (th) {
+      th.setAttribute("aria-sort", m[3] === "asc" ? "descending" : "ascending");
+      th.click();
+    }
+  }
 })();
