@@ -109,9 +109,37 @@ fn warnings_html(runs: &[Run]) -> String {
             "<h3>{}</h3><ul class=\"warnings\">",
             escape(&r.meta.display_name())
         ));
+        // A warning kind's line (with its advice), then its results folded: a noisy run
+        // can name hundreds.
+        let mut details: Vec<String> = Vec::new();
+        let flush = |out: &mut String, details: &mut Vec<String>| {
+            if !details.is_empty() {
+                out.push_str(&format!(
+                    "<details><summary>{} result{}</summary><ul>{}</ul></details>",
+                    details.len(),
+                    if details.len() == 1 { "" } else { "s" },
+                    details.concat()
+                ));
+                details.clear();
+            }
+        };
+        let mut open = false;
         for line in views::warning_lines(&r.warnings, usize::MAX) {
-            let class = if line.starts_with("    ") { " class=\"detail\"" } else { "" };
-            out.push_str(&format!("<li{class}>{}</li>", escape(line.trim_start())));
+            match line.strip_prefix("    ") {
+                Some(detail) => details.push(format!("<li>{}</li>", escape(detail))),
+                None => {
+                    flush(&mut out, &mut details);
+                    if open {
+                        out.push_str("</li>");
+                    }
+                    out.push_str(&format!("<li>{}", escape(&line)));
+                    open = true;
+                }
+            }
+        }
+        flush(&mut out, &mut details);
+        if open {
+            out.push_str("</li>");
         }
         out.push_str("</ul>\n");
     }
@@ -162,7 +190,8 @@ fn results_html(run: &Run) -> String {
         }
         let plots: Vec<String> = rows.iter().map(|m| sample_plot(m)).collect();
         out.push_str("<div class=\"scroll\">");
-        out.push_str(&t.to_html(&caption, Some(("raw samples", &plots))));
+        // The plot right after the median and its interval, where the eye is.
+        out.push_str(&t.to_html(&caption, Some(("raw samples", &plots, 4))));
         out.push_str("</div>\n");
     }
     out
@@ -295,6 +324,7 @@ mod tests {
         assert!(!html.contains("<b>bold</b>") && html.contains("&lt;b&gt;bold&lt;/b&gt;"));
         assert!(html.contains("needs &quot;root&quot; &amp; &lt;more&gt;"));
         assert!(html.contains("a VM &lt;here&gt;"));
+        assert!(!html.contains("<li></li>"));
         // The only scripts are the page's own.
         assert_eq!(html.matches("<script>").count(), 1);
     }

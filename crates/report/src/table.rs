@@ -121,33 +121,45 @@ impl Table {
 
     /// An HTML `<table>` (every cell escaped), with number columns marked `class="num"` and
     /// the header cells clickable for sorting when the page has its script. `extra` adds a
-    /// last column of trusted HTML per row (a plot), headed `extra_head`.
-    pub fn to_html(&self, caption: &str, extra: Option<(&str, &[String])>) -> String {
+    /// column of trusted HTML per row (a plot): its heading, its cells, and the index of the
+    /// column it goes before.
+    pub fn to_html(&self, caption: &str, extra: Option<(&str, &[String], usize)>) -> String {
         use crate::svg::escape;
+        let at = extra.map_or(usize::MAX, |e| e.2);
         let mut out = String::from("<table class=\"results sortable\">\n");
         if !caption.is_empty() {
             out.push_str(&format!("<caption>{}</caption>\n", escape(caption)));
         }
         out.push_str("<thead><tr>");
-        for (h, a) in self.headers.iter().zip(&self.aligns) {
+        for (i, (h, a)) in self.headers.iter().zip(&self.aligns).enumerate() {
+            if i == at {
+                out.push_str(&format!(
+                    "<th scope=\"col\">{}</th>",
+                    escape(extra.map_or("", |e| e.0))
+                ));
+            }
             let class = if *a == Align::Right { " class=\"num\"" } else { "" };
             out.push_str(&format!("<th scope=\"col\"{class}>{}</th>", escape(h)));
         }
-        if let Some((head, _)) = extra {
-            out.push_str(&format!("<th scope=\"col\">{}</th>", escape(head)));
+        if at >= self.headers.len() && extra.is_some() {
+            out.push_str(&format!("<th scope=\"col\">{}</th>", escape(extra.map_or("", |e| e.0))));
         }
         out.push_str("</tr></thead>\n<tbody>\n");
-        for (i, r) in self.rows.iter().enumerate() {
+        for (row, r) in self.rows.iter().enumerate() {
+            let plot = || {
+                let cell = extra.and_then(|e| e.1.get(row)).map_or("", |c| c.as_str());
+                format!("<td class=\"plot\">{cell}</td>")
+            };
             out.push_str("<tr>");
-            for (c, a) in r.iter().zip(&self.aligns) {
+            for (i, (c, a)) in r.iter().zip(&self.aligns).enumerate() {
+                if i == at {
+                    out.push_str(&plot());
+                }
                 let class = if *a == Align::Right { " class=\"num\"" } else { "" };
                 out.push_str(&format!("<td{class}>{}</td>", escape(c)));
             }
-            if let Some((_, cells)) = extra {
-                out.push_str(&format!(
-                    "<td class=\"plot\">{}</td>",
-                    cells.get(i).map_or("", |c| c)
-                ));
+            if at >= self.headers.len() && extra.is_some() {
+                out.push_str(&plot());
             }
             out.push_str("</tr>\n");
         }
