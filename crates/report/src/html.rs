@@ -61,6 +61,10 @@ pub fn page(runs: &[Run], baseline: usize, timelines: &[RunTimeline], version: &
         let id = format!("results-{i}");
         let heading = format!("Results of {}", run.meta.display_name());
         section(&mut body, &mut nav, &id, &heading, &results_html(run));
+        if let Some(t) = thread_systems_html(run) {
+            let heading = format!("Thread systems of {}", run.meta.display_name());
+            section(&mut body, &mut nav, &format!("threads-{i}"), &heading, &t);
+        }
         if let Some(m) = memory_html(run) {
             let heading = format!("Memory lab of {}", run.meta.display_name());
             section(&mut body, &mut nav, &format!("memory-{i}"), &heading, &m);
@@ -213,6 +217,55 @@ fn sample_plot(m: &Measurement) -> String {
         }
         _ => String::new(),
     }
+}
+
+/// The thread probes' os, rt and tokio medians side by side, one group per probe and
+/// parameter set (log axis: kernel threads take microseconds where user threads take
+/// nanoseconds).
+fn thread_systems_html(run: &Run) -> Option<String> {
+    const BACKENDS: [&str; 3] = ["os", "rt", "tokio"];
+    let mut groups: Vec<crate::svg::BarGroup> = Vec::new();
+    let mut keys: Vec<String> = Vec::new();
+    for m in run.results.iter().filter(|m| family(&m.probe) == "threads") {
+        let Some(backend) = m.params.get("backend") else { continue };
+        let Some(b) = BACKENDS.iter().position(|x| *x == backend) else { continue };
+        let rest: Vec<String> = m
+            .params
+            .0
+            .iter()
+            .filter(|(k, _)| k != "backend")
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let key = format!("{} {}", m.probe, rest.join(","));
+        let gi = match keys.iter().position(|k| *k == key) {
+            Some(i) => i,
+            None => {
+                keys.push(key.clone());
+                groups.push(crate::svg::BarGroup { label: key, bars: vec![None; BACKENDS.len()] });
+                groups.len() - 1
+            }
+        };
+        if let (Outcome::Ok, Some(s), schedlab_measure::model::Unit::Nanos) =
+            (&m.outcome, &m.summary, m.unit)
+        {
+            groups[gi].bars[b] = Some((s.median, crate::units::human(s.median, m.unit)));
+        }
+    }
+    if groups.is_empty() {
+        return None;
+    }
+    let chart = crate::svg::bars(
+        "Thread systems: median per operation",
+        &BACKENDS,
+        &groups,
+        "ns per operation (log scale)",
+    );
+    Some(format!(
+        "<p>Kernel threads (os), schedlab-rt user threads (rt) and tokio tasks on the same \
+         probes; a missing bar is a skipped or failed row (its reason is in the results \
+         table).</p>\n<figure>{chart}<figcaption>Thread systems of {}</figcaption></figure>\n",
+        escape(&run.meta.display_name())
+    ))
 }
 
 fn memory_html(run: &Run) -> Option<String> {

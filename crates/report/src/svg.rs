@@ -643,3 +643,135 @@ pub(crate) mod tests {
         assert_eq!(number_label(20.0), "20");
     }
 }
+
+/// One group of a [`bars`] chart: a label and one bar per series (`None`: no value, drawn
+/// as "n/a"), each with the text written at its end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarGroup {
+    /// The group's label, left of its bars.
+    pub label: String,
+    /// Per series: the value and its text.
+    pub bars: Vec<Option<(f64, String)>>,
+}
+
+/// Grouped horizontal bars on a logarithmic axis (values must be positive), for values that
+/// span orders of magnitude (kernel threads in µs beside user threads in ns). Every bar
+/// carries its series name and value as text, so nothing depends on telling the colours
+/// apart (grey-scale prints). `axis` labels the x axis with its unit. Pure.
+pub fn bars(title: &str, series: &[&str], groups: &[BarGroup], axis: &str) -> String {
+    const LEFT: f64 = 330.0;
+    const PLOT: f64 = 520.0;
+    const RIGHT: f64 = 170.0;
+    const BAR: f64 = 13.0;
+    let width = LEFT + PLOT + RIGHT;
+    let values: Vec<f64> = groups
+        .iter()
+        .flat_map(|g| g.bars.iter().flatten().map(|b| b.0))
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .collect();
+    let (lo, hi) = match values.iter().copied().fold(None, |acc: Option<(f64, f64)>, v| {
+        Some(acc.map_or((v, v), |(a, b)| (a.min(v), b.max(v))))
+    }) {
+        Some((a, b)) => (
+            10f64.powf(a.log10().floor()),
+            10f64.powf(b.log10().ceil().max(a.log10().floor() + 1.0)),
+        ),
+        None => (1.0, 10.0),
+    };
+    let x = |v: f64| LEFT + (v.log10() - lo.log10()) / (hi.log10() - lo.log10()) * PLOT;
+    let group_h = BAR * series.len() as f64 + 10.0;
+    let top = 40.0;
+    let height = top + group_h * groups.len() as f64 + 50.0;
+    let mut s = format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11" role="img"><title>{}</title>
+<rect width="100%" height="100%" fill="white"/>
+<text x="10" y="20" font-size="14" font-weight="bold">{}</text>
+"##,
+        escape(title),
+        escape(title)
+    );
+    let axis_y = top + group_h * groups.len() as f64;
+    for t in log_ticks(lo, hi, Ticks::Number) {
+        let tx = x(t);
+        let _ = write!(
+            s,
+            r##"<line x1="{tx:.1}" y1="{top}" x2="{tx:.1}" y2="{axis_y}" stroke="#ddd"/><text x="{tx:.1}" y="{}" text-anchor="middle">{}</text>"##,
+            axis_y + 14.0,
+            number_label(t)
+        );
+    }
+    let _ = write!(
+        s,
+        r##"<text x="{}" y="{}" text-anchor="middle">{}</text>"##,
+        LEFT + PLOT / 2.0,
+        axis_y + 32.0,
+        escape(axis)
+    );
+    for (gi, g) in groups.iter().enumerate() {
+        let gy = top + gi as f64 * group_h;
+        let _ = write!(
+            s,
+            r##"<text x="{}" y="{}" text-anchor="end">{}</text>"##,
+            LEFT - 8.0,
+            gy + group_h / 2.0,
+            escape(&g.label)
+        );
+        for (si, bar) in g.bars.iter().enumerate() {
+            let y = gy + si as f64 * BAR;
+            let name = series.get(si).copied().unwrap_or("");
+            match bar {
+                Some((v, text)) if *v > 0.0 && v.is_finite() => {
+                    let w = (x(*v) - LEFT).max(1.0);
+                    let _ = write!(
+                        s,
+                        r##"<rect x="{LEFT}" y="{y:.1}" width="{w:.1}" height="{}" fill="{}"/><text x="{:.1}" y="{:.1}">{} {}</text>"##,
+                        BAR - 2.0,
+                        color(si),
+                        LEFT + w + 4.0,
+                        y + BAR - 3.0,
+                        escape(name),
+                        escape(text)
+                    );
+                }
+                _ => {
+                    let _ = write!(
+                        s,
+                        r##"<text x="{}" y="{:.1}" fill="#555">{} n/a</text>"##,
+                        LEFT + 4.0,
+                        y + BAR - 3.0,
+                        escape(name)
+                    );
+                }
+            }
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+#[cfg(test)]
+mod bar_tests {
+    use super::*;
+
+    #[test]
+    fn bars_carry_their_series_and_value_as_text_on_a_log_axis() {
+        let groups = vec![
+            BarGroup {
+                label: "threads.switch".into(),
+                bars: vec![Some((2000.0, "2 µs".into())), Some((20.0, "20 ns".into())), None],
+            },
+            BarGroup { label: "a<b".into(), bars: vec![Some((5.0, "5 ns".into())), None, None] },
+        ];
+        let svg = bars("thread systems", &["os", "rt", "tokio"], &groups, "ns per operation");
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert_eq!(svg.matches("<rect x=\"330\"").count(), 3, "one rect per value");
+        assert!(
+            svg.contains(">os 2 µs<") && svg.contains(">rt 20 ns<") && svg.contains(">tokio n/a<")
+        );
+        assert!(svg.contains("a&lt;b"));
+        // Decades from 1 to 10,000 on the axis.
+        for t in [">1<", ">10<", ">100<", ">1000<"] {
+            assert!(svg.contains(t), "tick {t}");
+        }
+    }
+}
