@@ -158,6 +158,30 @@ fn comparison_html(runs: &[Run], baseline: usize) -> String {
     );
     out.push_str(&views::compare_table(runs, baseline).to_html(&caption, None));
     out.push_str("</div>\n");
+    // A chart of the ratios per run, for the families short enough to chart (the memory
+    // sweep is compared in its table).
+    let rows = views::comparison_rows(runs, baseline);
+    let count = |f: &str| rows.iter().filter(|r| family(&r.probe) == f).count();
+    for (i, run) in runs.iter().enumerate().filter(|(i, _)| *i != baseline) {
+        let bars: Vec<(String, f64, String)> = rows
+            .iter()
+            .filter(|r| count(family(&r.probe)) <= FOLD_ABOVE)
+            .filter_map(|r| {
+                let v = r.verdicts[i]?;
+                Some((format!("{} {}", r.probe, r.params), v.ratio, views::verdict_text(&v)))
+            })
+            .collect();
+        if bars.is_empty() {
+            continue;
+        }
+        let title =
+            format!("{} against {}", run.meta.display_name(), runs[baseline].meta.display_name());
+        out.push_str(&format!(
+            "<figure>{}<figcaption>{}</figcaption></figure>\n",
+            crate::svg::ratios(&title, &bars, "median / baseline median (log scale)"),
+            escape(&title)
+        ));
+    }
     out
 }
 

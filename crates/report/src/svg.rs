@@ -775,3 +775,104 @@ mod bar_tests {
         }
     }
 }
+
+/// Ratios against a baseline as bars from 1 on a logarithmic axis: left of the 1 line the
+/// value went down, right of it up; each row's `text` (its verdict) is written beside its
+/// bar, so the chart reads without colour. Rows: label, ratio, text. Pure.
+pub fn ratios(title: &str, rows: &[(String, f64, String)], axis: &str) -> String {
+    const LEFT: f64 = 330.0;
+    const PLOT: f64 = 480.0;
+    const RIGHT: f64 = 210.0;
+    const ROW: f64 = 15.0;
+    let width = LEFT + PLOT + RIGHT;
+    let top = 40.0;
+    let height = top + ROW * rows.len() as f64 + 50.0;
+    let finite: Vec<f64> = rows.iter().map(|r| r.1).filter(|r| *r > 0.0 && r.is_finite()).collect();
+    // Symmetric in log2 around 1, at least ×0.5..×2.
+    let reach = finite.iter().map(|r| r.log2().abs()).fold(1.0f64, f64::max).ceil();
+    let x = |r: f64| LEFT + (r.log2() + reach) / (2.0 * reach) * PLOT;
+    let mut s = format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11" role="img"><title>{}</title>
+<rect width="100%" height="100%" fill="white"/>
+<text x="10" y="20" font-size="14" font-weight="bold">{}</text>
+"##,
+        escape(title),
+        escape(title)
+    );
+    let axis_y = top + ROW * rows.len() as f64;
+    let mut k = -reach;
+    while k <= reach + 1e-9 {
+        let r = 2f64.powf(k);
+        let tx = x(r);
+        let stroke = if k == 0.0 { "#000" } else { "#ddd" };
+        let label = if r >= 1.0 {
+            format!("×{}", number_label(r))
+        } else {
+            format!("×1/{}", number_label(1.0 / r))
+        };
+        let _ = write!(
+            s,
+            r##"<line x1="{tx:.1}" y1="{top}" x2="{tx:.1}" y2="{axis_y}" stroke="{stroke}"/><text x="{tx:.1}" y="{}" text-anchor="middle">{label}</text>"##,
+            axis_y + 14.0
+        );
+        k += 1.0;
+    }
+    let _ = write!(
+        s,
+        r##"<text x="{}" y="{}" text-anchor="middle">{}</text>"##,
+        LEFT + PLOT / 2.0,
+        axis_y + 32.0,
+        escape(axis)
+    );
+    let one = x(1.0);
+    for (i, (label, r, text)) in rows.iter().enumerate() {
+        let y = top + i as f64 * ROW;
+        let _ = write!(
+            s,
+            r##"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            LEFT - 8.0,
+            y + ROW - 4.0,
+            escape(label)
+        );
+        if *r > 0.0 && r.is_finite() {
+            let (a, b) = if x(*r) < one { (x(*r), one) } else { (one, x(*r)) };
+            let _ = write!(
+                s,
+                r##"<rect x="{a:.1}" y="{:.1}" width="{:.1}" height="{}" fill="{}"/>"##,
+                y + 2.0,
+                (b - a).max(1.0),
+                ROW - 4.0,
+                color(0)
+            );
+        }
+        let _ = write!(
+            s,
+            r##"<text x="{}" y="{:.1}">{}</text>"##,
+            LEFT + PLOT + 8.0,
+            y + ROW - 4.0,
+            escape(text)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+#[cfg(test)]
+mod ratio_tests {
+    use super::*;
+
+    #[test]
+    fn ratios_are_bars_from_one_with_their_verdicts() {
+        let rows = vec![
+            ("a".to_string(), 2.0, "×2.00 worse".to_string()),
+            ("b<".to_string(), 0.25, "×0.25 better".to_string()),
+        ];
+        let svg = ratios("vs base", &rows, "ratio (log scale)");
+        assert_eq!(svg.matches("<rect x=").count(), 2, "one bar per row");
+        assert!(svg.contains("×2.00 worse") && svg.contains("b&lt;"));
+        // The axis reaches ×1/4 .. ×4 around the 1 line.
+        for t in [">×1/4<", ">×1<", ">×4<"] {
+            assert!(svg.contains(t), "tick {t}");
+        }
+    }
+}

@@ -138,27 +138,10 @@ pub fn compare_table(runs: &[Run], baseline: usize) -> Table {
     let cols: Vec<(&str, Align)> = headers.iter().map(|(h, a)| (h.as_str(), *a)).collect();
     let mut t = Table::new(&cols);
 
-    // Rows: every (probe, params) in order of first appearance, the baseline's order first.
-    let mut order: Vec<(String, String)> = Vec::new();
-    let mut runs_in_order: Vec<&Run> = vec![&runs[baseline]];
-    runs_in_order.extend(runs.iter().enumerate().filter(|(i, _)| *i != baseline).map(|(_, r)| r));
-    for r in runs_in_order {
-        for m in &r.results {
-            let key = (m.probe.clone(), m.params.key());
-            if !order.contains(&key) {
-                order.push(key);
-            }
-        }
-    }
-    let find = |run: &Run, key: &(String, String)| {
-        run.results.iter().find(|m| m.probe == key.0 && m.params.key() == key.1).cloned()
-    };
-    for key in &order {
-        let base = find(&runs[baseline], key);
-        let mut cells = vec![key.0.clone(), key.1.clone()];
-        for (i, run) in runs.iter().enumerate() {
-            let this = find(run, key);
-            cells.push(match &this {
+    for row in comparison_rows(runs, baseline) {
+        let mut cells = vec![row.probe.clone(), row.params.clone()];
+        for (i, m) in row.results.iter().enumerate() {
+            cells.push(match m {
                 None => "—".into(),
                 Some(m) => match &m.summary {
                     Some(s) if m.outcome == Outcome::Ok => {
@@ -170,29 +153,76 @@ pub fn compare_table(runs: &[Run], baseline: usize) -> Table {
             if i == baseline {
                 continue;
             }
-            let verdict = match (&base, &this) {
-                (Some(b), Some(o)) => match (&b.summary, &o.summary) {
-                    (Some(bs), Some(os))
-                        if b.outcome == Outcome::Ok && o.outcome == Outcome::Ok =>
-                    {
-                        let v = stats::compare(bs, os, b.better);
-                        if v.within_noise {
-                            format!("×{:.2} within noise", v.ratio)
-                        } else if v.improved {
-                            format!("×{:.2} better", v.ratio)
-                        } else {
-                            format!("×{:.2} worse", v.ratio)
-                        }
-                    }
-                    _ => String::new(),
-                },
-                _ => String::new(),
-            };
-            cells.push(verdict);
+            cells.push(row.verdicts[i].as_ref().map_or(String::new(), verdict_text));
         }
         t.row(cells);
     }
     t
+}
+
+/// A verdict as the comparison shows it: `×1.23 worse`, `×0.50 better`, `×1.01 within noise`.
+pub fn verdict_text(v: &stats::Verdict) -> String {
+    let word = if v.within_noise {
+        "within noise"
+    } else if v.improved {
+        "better"
+    } else {
+        "worse"
+    };
+    format!("×{:.2} {word}", v.ratio)
+}
+
+/// One probe and parameter set across compared runs.
+#[derive(Debug, Clone)]
+pub struct ComparisonRow<'a> {
+    /// The probe.
+    pub probe: String,
+    /// Its parameters' key.
+    pub params: String,
+    /// Per run, its result (if it has one).
+    pub results: Vec<Option<&'a Measurement>>,
+    /// Per run, the verdict against the baseline (`None` for the baseline itself and where
+    /// either side has no measured summary).
+    pub verdicts: Vec<Option<stats::Verdict>>,
+}
+
+/// Every (probe, params) of `runs` in order of first appearance (the baseline's order first)
+/// with each run's result and its verdict against `runs[baseline]`: what the comparison
+/// table and the ratio chart show.
+pub fn comparison_rows(runs: &[Run], baseline: usize) -> Vec<ComparisonRow<'_>> {
+    let mut order: Vec<(String, String)> = Vec::new();
+    let mut runs_in_order: Vec<&Run> = vec![&runs[baseline]];
+    runs_in_order.extend(runs.iter().enumerate().filter(|(i, _)| *i != baseline).map(|(_, r)| r));
+    for r in runs_in_order {
+        for m in &r.results {
+            let key = (m.probe.clone(), m.params.key());
+            if !order.contains(&key) {
+                order.push(key);
+            }
+        }
+    }
+    fn find<'r>(run: &'r Run, key: &(String, String)) -> Option<&'r Measurement> {
+        run.results.iter().find(|m| m.probe == key.0 && m.params.key() == key.1)
+    }
+    order
+        .into_iter()
+        .map(|key| {
+            let results: Vec<Option<&Measurement>> = runs.iter().map(|r| find(r, &key)).collect();
+            let base = results[baseline];
+            let verdicts = results
+                .iter()
+                .enumerate()
+                .map(|(i, this)| {
+                    let (b, o) = (base?, (*this)?);
+                    if i == baseline || b.outcome != Outcome::Ok || o.outcome != Outcome::Ok {
+                        return None;
+                    }
+                    Some(stats::compare(b.summary.as_ref()?, o.summary.as_ref()?, b.better))
+                })
+                .collect();
+            ComparisonRow { probe: key.0, params: key.1, results, verdicts }
+        })
+        .collect()
 }
 
 /// Warnings as lines for people: machine warnings one per line, measurement warnings grouped
