@@ -432,6 +432,47 @@ mod tests {
     }
 
     #[test]
+    fn the_page_grows_with_the_data_not_faster() {
+        // A run of n results of 11 samples each: the page is a fixed part plus at most
+        // 2.5 KiB per plotted result, and a folded family (no plots) far less per row.
+        let size = |n: usize, probe: &str| {
+            let mut r = run(1, "a");
+            let sample = |v: f64| Sample {
+                iters: 1,
+                elapsed_ns: 1,
+                value: v,
+                other_cpu_ns: None,
+                migrated: false,
+            };
+            r.results = (0..n)
+                .map(|i| {
+                    Measurement::of_samples(
+                        probe,
+                        Params::new().with("size", i),
+                        Unit::Nanos,
+                        (0..11).map(|k| sample(100.0 + k as f64)).collect(),
+                        0.1,
+                    )
+                })
+                .collect();
+            page(&[r], 0, &[], "0.1.0").len()
+        };
+        let (empty, hundred) = (size(0, "os.x"), size(100, "os.x"));
+        assert!(empty < 32 * 1024, "the page around the data is {empty} bytes");
+        assert!(
+            hundred - empty < 100 * 2560,
+            "{} bytes per plotted result",
+            (hundred - empty) / 100
+        );
+        let folded = size(FOLD_ABOVE * 5, "os.x") - empty;
+        assert!(
+            folded < FOLD_ABOVE * 5 * 512,
+            "{} bytes per folded row",
+            folded / (FOLD_ABOVE * 5)
+        );
+    }
+
+    #[test]
     fn timelines_carry_lanes_stats_and_a_perfetto_download() {
         use schedlab_trace::model::{Lane, Span};
         let mut lane = Lane::new("a&b", "busy");

@@ -132,6 +132,25 @@ pub fn strip(samples: &[f64], median: f64, ci: (f64, f64), title: &str) -> Strin
     s
 }
 
+/// The stroke pattern of line series `i`: a dashed series keeps its long dashes; the others
+/// cycle through patterns so that lines stay apart when printed in grey (the colours then
+/// look alike). The first series is solid.
+fn dash(i: usize, dashed: bool) -> &'static str {
+    const PATTERNS: [&str; 6] = [
+        "",
+        r#" stroke-dasharray="1 3""#,
+        r#" stroke-dasharray="8 2 2 2""#,
+        r#" stroke-dasharray="3 2""#,
+        r#" stroke-dasharray="12 3""#,
+        r#" stroke-dasharray="2 2 2 6""#,
+    ];
+    if dashed {
+        r#" stroke-dasharray="6 4""#
+    } else {
+        PATTERNS[i % PATTERNS.len()]
+    }
+}
+
 /// Escapes text for SVG content and attribute values.
 pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
@@ -394,7 +413,7 @@ impl Chart {
         }
 
         // Series: one path each, then its point markers.
-        for (s, pts) in &series {
+        for (si, (s, pts)) in series.iter().enumerate() {
             if pts.is_empty() {
                 continue;
             }
@@ -403,7 +422,7 @@ impl Chart {
                 let _ =
                     write!(d, "{}{:.1} {:.1}", if i == 0 { "M" } else { " L" }, sx.px(x), sy.px(y));
             }
-            let dash = if s.dashed { r#" stroke-dasharray="6 4""# } else { "" };
+            let dash = dash(si, s.dashed);
             let _ = writeln!(
                 o,
                 r#"<path class="series" d="{d}" fill="none" stroke="{}" stroke-width="1.8"{dash}><title>{}</title></path>"#,
@@ -425,7 +444,7 @@ impl Chart {
         let lx = W - RIGHT + 16.0;
         for (i, (s, _)) in series.iter().enumerate() {
             let y = TOP + 8.0 + i as f64 * 18.0;
-            let dash = if s.dashed { r#" stroke-dasharray="6 4""# } else { "" };
+            let dash = dash(i, s.dashed);
             let _ = writeln!(
                 o,
                 r#"<line x1="{lx}" y1="{y}" x2="{}" y2="{y}" stroke="{}" stroke-width="2.5"{dash}/><text x="{}" y="{}">{}</text>"#,
