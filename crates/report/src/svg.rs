@@ -663,6 +663,17 @@ pub(crate) mod tests {
     }
 }
 
+/// The opening of a bar chart's SVG: its size, accessible name, white ground and title.
+fn figure_start(width: f64, height: f64, title: &str) -> String {
+    let t = escape(title);
+    format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11" role="img"><title>{t}</title>
+<rect width="100%" height="100%" fill="white"/>
+<text x="10" y="20" font-size="14" font-weight="bold">{t}</text>
+"##
+    )
+}
+
 /// One group of a [`bars`] chart: a label and one bar per series (`None`: no value, drawn
 /// as "n/a"), each with the text written at its end.
 #[derive(Debug, Clone, PartialEq)]
@@ -701,14 +712,7 @@ pub fn bars(title: &str, series: &[&str], groups: &[BarGroup], axis: &str) -> St
     let group_h = BAR * series.len() as f64 + 10.0;
     let top = 40.0;
     let height = top + group_h * groups.len() as f64 + 50.0;
-    let mut s = format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11" role="img"><title>{}</title>
-<rect width="100%" height="100%" fill="white"/>
-<text x="10" y="20" font-size="14" font-weight="bold">{}</text>
-"##,
-        escape(title),
-        escape(title)
-    );
+    let mut s = figure_start(width, height, title);
     let axis_y = top + group_h * groups.len() as f64;
     for t in log_ticks(lo, hi, Ticks::Number) {
         let tx = x(t);
@@ -810,14 +814,7 @@ pub fn ratios(title: &str, rows: &[(String, f64, String)], axis: &str) -> String
     // Symmetric in log2 around 1, at least ×0.5..×2.
     let reach = finite.iter().map(|r| r.log2().abs()).fold(1.0f64, f64::max).ceil();
     let x = |r: f64| LEFT + (r.log2() + reach) / (2.0 * reach) * PLOT;
-    let mut s = format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11" role="img"><title>{}</title>
-<rect width="100%" height="100%" fill="white"/>
-<text x="10" y="20" font-size="14" font-weight="bold">{}</text>
-"##,
-        escape(title),
-        escape(title)
-    );
+    let mut s = figure_start(width, height, title);
     let axis_y = top + ROW * rows.len() as f64;
     let mut k = -reach;
     while k <= reach + 1e-9 {
