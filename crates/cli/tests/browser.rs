@@ -131,4 +131,51 @@ fn the_report_works_in_headless_chromium() {
     let size = std::fs::metadata(&shot).expect("a screenshot was written").len();
     eprintln!("screenshot of the report: {} ({} KiB)", shot.display(), size / 1024);
     assert!(size > 50 * 1024, "the screenshot looks blank ({size} bytes)");
+
+    // How long a page the size of the quick suite's takes to open, beside an empty page in
+    // the same sitting (printed for the log: speed is for benchmarks, not assertions).
+    let big = dir.path().join("quick-sized.html");
+    std::fs::write(&big, quick_sized_page()).unwrap();
+    let empty = dir.path().join("empty.html");
+    std::fs::write(&empty, "<!DOCTYPE html><html><body>x</body></html>").unwrap();
+    let mut times = Vec::new();
+    for f in [&empty, &big, &empty, &big] {
+        let t = std::time::Instant::now();
+        let (dom, _) = headless(&chrome, &["--dump-dom"], &format!("file://{}", f.display()));
+        assert!(dom.contains("</html>"));
+        times.push(t.elapsed().as_secs_f64());
+    }
+    eprintln!(
+        "a quick-suite-sized page ({} KiB, 2,408 results) opened in {:.2} s and {:.2} s, an empty page in {:.2} s and {:.2} s",
+        std::fs::metadata(&big).unwrap().len() / 1024,
+        times[1],
+        times[3],
+        times[0],
+        times[2]
+    );
+}
+
+/// A page with as many results as the quick suite (40 OS rows, 60 thread rows, 2,308
+/// memory points), 11 samples each.
+fn quick_sized_page() -> String {
+    use schedlab_measure::machine::Machine;
+    use schedlab_measure::model::{Measurement, Params, Run, RunMeta, Sample, Unit};
+    let mut meta = RunMeta::starting("quick", Machine::fingerprint(), ("0.1.0", "test"));
+    meta.id = 1;
+    let sample =
+        |v: f64| Sample { iters: 1, elapsed_ns: 1, value: v, other_cpu_ns: None, migrated: false };
+    let result = |probe: &str, i: usize| {
+        Measurement::of_samples(
+            probe,
+            Params::new().with("size", i),
+            Unit::Nanos,
+            (0..11).map(|k| sample(100.0 + (i * 7 + k) as f64)).collect(),
+            0.1,
+        )
+    };
+    let mut results: Vec<Measurement> = (0..40).map(|i| result("os.x", i)).collect();
+    results.extend((0..60).map(|i| result("threads.y", i)));
+    results.extend((0..2308).map(|i| result("mem.z", i)));
+    let run = Run { meta, results, warnings: vec![] };
+    schedlab_report::html::page(&[run], 0, &[], "0.1.0")
 }
