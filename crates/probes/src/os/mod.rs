@@ -14,6 +14,7 @@ mod process;
 mod select;
 mod signal;
 mod syscall;
+mod unixbench;
 
 use crate::Probe;
 
@@ -21,6 +22,7 @@ use crate::Probe;
 pub fn probes() -> Vec<Box<dyn Probe>> {
     let mut v: Vec<Box<dyn Probe>> = Vec::new();
     v.extend(syscall::probes());
+    v.extend(unixbench::probes());
     v.extend(signal::probes());
     v.extend(ipc::probes());
     v.extend(ctx::probes());

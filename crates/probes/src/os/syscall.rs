@@ -1,5 +1,5 @@
 //! System-call latency: lmbench's `lat_syscall` rows (null, read, write, stat, fstat,
-//! open/close).
+//! open/close) and HBench-OS's getrusage and gettimeofday (seed 003's table).
 //!
 //! Each timed body is a tight loop of one system call on prepared arguments; the calibrated
 //! empty-loop cost is subtracted by the sampler. `black_box` keeps the compiler from hoisting
@@ -23,16 +23,27 @@ enum Call {
     Stat,
     Fstat,
     OpenClose,
+    Getrusage,
+    Gettimeofday,
 }
 
 struct SyscallProbe(Call);
 
 /// The syscall probes, in catalog order.
 pub fn probes() -> Vec<Box<dyn Probe>> {
-    [Call::Null, Call::Read, Call::Write, Call::Stat, Call::Fstat, Call::OpenClose]
-        .into_iter()
-        .map(|c| Box::new(SyscallProbe(c)) as Box<dyn Probe>)
-        .collect()
+    [
+        Call::Null,
+        Call::Read,
+        Call::Write,
+        Call::Stat,
+        Call::Fstat,
+        Call::OpenClose,
+        Call::Getrusage,
+        Call::Gettimeofday,
+    ]
+    .into_iter()
+    .map(|c| Box::new(SyscallProbe(c)) as Box<dyn Probe>)
+    .collect()
 }
 
 /// The file that `stat`, `fstat` and `open/close` use, as lmbench does: a file that surely
@@ -40,6 +51,15 @@ pub fn probes() -> Vec<Box<dyn Probe>> {
 const STAT_PATH: &str = "/etc/passwd";
 
 impl Probe for SyscallProbe {
+    fn variants(&self, _suite: crate::Suite) -> Vec<Params> {
+        match self.0 {
+            Call::Gettimeofday => {
+                vec![Params::new().with("via", "vdso"), Params::new().with("via", "syscall")]
+            }
+            _ => vec![Params::new()],
+        }
+    }
+
     fn info(&self) -> Info {
         let (id, doc, mirrors) = match self.0 {
             Call::Null => (
@@ -72,11 +92,29 @@ impl Probe for SyscallProbe {
                 "open() then close() of /etc/passwd",
                 "lmbench lat_syscall open (reports open+close)",
             ),
+            Call::Getrusage => (
+                "os.syscall.getrusage",
+                "getrusage(RUSAGE_SELF): a system call that gathers per-process accounting",
+                "HBench-OS getrusage (seed 003's table)",
+            ),
+            Call::Gettimeofday => (
+                "os.syscall.gettimeofday",
+                "gettimeofday(): via=vdso is what programs get (libc, no kernel entry on Linux); via=syscall forces the kernel entry HBench-OS timed in 1997",
+                "HBench-OS gettimeofday (seed 003's table), which was a real system call then",
+            ),
         };
         Info { id, doc, unit: Unit::Nanos, mirrors, requires: "" }
     }
 
-    fn setup(&self, _params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
+    fn setup(&self, params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
+        let vdso = match (self.0, params.get("via")) {
+            (Call::Gettimeofday, None | Some("vdso")) => true,
+            (Call::Gettimeofday, Some("syscall")) => false,
+            (Call::Gettimeofday, Some(other)) => {
+                return Err(ProbeError::Failed(format!("via={other:?}: use vdso or syscall")))
+            }
+            _ => false,
+        };
         let open = |path: &str, flags| -> Result<OwnedFd, ProbeError> {
             let c = CString::new(path).expect("static path has no NUL");
             // SAFETY: `c` is a valid NUL-terminated path.
@@ -96,9 +134,14 @@ impl Probe for SyscallProbe {
                 drop(open(STAT_PATH, libc::O_RDONLY)?);
                 None
             }
-            Call::Null => None,
+            Call::Null | Call::Getrusage | Call::Gettimeofday => None,
         };
-        Ok(Box::new(Syscall { call: self.0, fd, path: CString::new(STAT_PATH).expect("no NUL") }))
+        Ok(Box::new(Syscall {
+            call: self.0,
+            fd,
+            path: CString::new(STAT_PATH).expect("no NUL"),
+            vdso,
+        }))
     }
 }
 
@@ -106,6 +149,8 @@ struct Syscall {
     call: Call,
     fd: Option<OwnedFd>,
     path: CString,
+    /// gettimeofday through libc's vDSO rather than the system call.
+    vdso: bool,
 }
 
 impl Workload for Syscall {
@@ -115,6 +160,10 @@ impl Workload for Syscall {
         let mut byte = [0u8; 1];
         // SAFETY: stat is plain data; all-zero is valid.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: rusage is plain data; all-zero is valid.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
+        let vdso = self.vdso;
         let mut failed = false;
         let t = Timing::measure(|| match self.call {
             Call::Null => {
@@ -158,8 +207,34 @@ impl Workload for Syscall {
                     unsafe { libc::close(f) };
                 }
             }
+            Call::Getrusage => {
+                for _ in 0..iters {
+                    // SAFETY: `ru` is a writable rusage.
+                    failed |= unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0;
+                }
+            }
+            Call::Gettimeofday if vdso => {
+                for _ in 0..iters {
+                    // SAFETY: `tv` is a writable timeval; no time zone is asked for.
+                    failed |=
+                        unsafe { libc::gettimeofday(black_box(&mut tv), std::ptr::null_mut()) }
+                            != 0;
+                }
+            }
+            Call::Gettimeofday => {
+                for _ in 0..iters {
+                    // SAFETY: the raw system call with a writable timeval and no time zone.
+                    failed |= unsafe {
+                        libc::syscall(
+                            libc::SYS_gettimeofday,
+                            black_box(&mut tv as *mut libc::timeval),
+                            std::ptr::null_mut::<libc::c_void>(),
+                        )
+                    } != 0;
+                }
+            }
         });
-        black_box(&st);
+        black_box((&st, &ru, &tv));
         if failed {
             return Err(ProbeError::last_os("system call in timed loop"));
         }
