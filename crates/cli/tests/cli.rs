@@ -64,7 +64,9 @@ fn smoke_run_is_stored_and_can_be_shown_exported_and_compared() {
     assert_eq!(o.status.code(), Some(0));
     let csv = std::fs::read_to_string(&out).unwrap();
     assert!(csv.starts_with("run_id,run,probe,params,unit"));
-    assert_eq!(csv.lines().count(), 1 + 6);
+    // The os.syscall rows: null, read, write, stat, fstat, open_close, getrusage,
+    // gettimeofday (vdso, syscall) and the UnixBench mix.
+    assert_eq!(csv.lines().count(), 1 + 10);
 
     let o = run(&db, &["export", "first", "--format", "markdown"]);
     assert!(text(&o.stdout).contains("| os.syscall.stat |"));
