@@ -145,6 +145,14 @@ impl RunQueue {
         t
     }
 
+    /// Whether nothing waits here, as the owner sees it: exact for the private
+    /// part; while a shared part may hold something (thieves only take, so
+    /// the owner's flags err towards it), `false`.
+    #[inline]
+    pub(crate) fn is_empty_owner(&self) -> bool {
+        !self.fresh_used.get() && !self.shared_used.get() && self.private().is_empty()
+    }
+
     /// Threads waiting in the private part (a hint, for another thread; the
     /// shared part is seen through its `Stealer`).
     pub(crate) fn len_hint(&self) -> usize {

@@ -531,6 +531,13 @@ impl Processor {
                 self.lifo_streak.set(streak + 1);
                 return Some(t);
             }
+            // The queue's turn, unless nothing waits there: then the streak
+            // goes on (at its bound, so the first thread queued gets the
+            // next decision). Two threads handing off to each other alone
+            // used to requeue and pop one of them every fourth switch.
+            if self.queue.is_empty_owner() {
+                return Some(t);
+            }
             self.lifo_streak_over(t);
         }
         self.lifo_streak.set(0);
