@@ -81,6 +81,19 @@ pub enum Event {
         /// How long it had run, as the monitor saw it.
         ran: Duration,
     },
+    /// A user thread spent its CPU budget for the period
+    /// ([`Builder::cpu_budget`](crate::Builder::cpu_budget)) and sleeps until
+    /// the period ends.
+    Throttled {
+        /// The thread.
+        thread: ThreadId,
+        /// The processor it ran on.
+        processor: usize,
+        /// What it was charged in this period.
+        used: Duration,
+        /// How long until its period ends and it is runnable again.
+        resume_in: Duration,
+    },
     /// A user thread blocked in the kernel and its processor went to another
     /// kernel thread (seed 003's BLOCKED upcall). Emitted by the monitor.
     Blocked {

@@ -94,6 +94,8 @@ mod arch;
 #[cfg(not(loom))]
 pub mod blocking;
 #[cfg(not(loom))]
+mod budget;
+#[cfg(not(loom))]
 pub mod event;
 #[cfg(not(loom))]
 mod futex;
@@ -137,6 +139,7 @@ mod yielder;
 #[cfg(not(loom))]
 pub use crate::{
     blocking::blocking,
+    budget::BudgetStats,
     event::{Detection, Event},
     local::LocalKey,
     monitor::DEFAULT_BLOCK_THRESHOLD,

@@ -160,6 +160,9 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
         lost: false,
     };
     let mut seen: Vec<Seen> = vec![fresh(u32::MAX, u32::MAX, start); procs.len()];
+    // Per processor: the CPU-budget deadline last seen and when the signal
+    // enforcing it was last sent (`budget.rs`).
+    let mut budget_seen: Vec<(u64, Option<Instant>)> = vec![(u64::MAX, None); procs.len()];
     let mut detached: Vec<(usize, u64, Instant, Option<Instant>)> = Vec::new();
     let mut last_waiting = start;
     let mut last_handoff: Option<Instant> = None;
@@ -236,6 +239,29 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                 *s = Seen { poll, started, ..fresh(sw, status, now) };
             }
             s.looked = now;
+            // A CPU budget that has run out is enforced whether or not work
+            // waits (`budget.rs`).
+            let deadline = vp.budget_deadline.load(Ordering::Relaxed);
+            let b = &mut budget_seen[i];
+            if deadline != b.0 {
+                *b = (deadline, None);
+            }
+            if deadline != u64::MAX && status == RUNNING && vp.in_user.load(Ordering::Relaxed) {
+                let left = deadline.saturating_sub(shared.timers.now());
+                if left == 0 {
+                    let m = vp.machine.load(Ordering::Relaxed);
+                    if !m.is_null() && b.1.is_none_or(|t| now - t >= RETRY) {
+                        // SAFETY: machines outlive the monitor.
+                        let m: &Machine = unsafe { &*m };
+                        m.request.store(REQ_PREEMPT, Ordering::Release);
+                        signal_thread(m.tid.load(Ordering::Relaxed));
+                        b.1 = Some(now);
+                    }
+                    want(now + RETRY);
+                } else {
+                    want(now + Duration::from_nanos(left));
+                }
+            }
             // Preemption is judged by this processor's own queue (another
             // processor's waiting work is its own quantum's business).
             let waiting = global || vp.has_waiting();

@@ -334,6 +334,11 @@ pub(crate) fn preempted() {
     match processor::here_raw() {
         processor::HereRaw::Processor(vp) => {
             if let Some(t) = vp.current_task() {
+                if let Some(b) = t.budget() {
+                    if let Some(left) = b.spent(vp.shared.timers.now()) {
+                        return crate::budget::throttle(vp, t, b, left);
+                    }
+                }
                 let ran = Duration::from_nanos(vp.preempt_ran.load(Ordering::Relaxed));
                 vp.emit(|| Event::Preempted { thread: t.id, processor: vp.index, ran });
             }

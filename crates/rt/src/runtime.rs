@@ -135,6 +135,9 @@ pub(crate) struct Shared {
     blocking_cv: Condvar,
     /// How user threads share a processor.
     pub(crate) preemption: Preemption,
+    /// A thread with a CPU budget was spawned (`budget.rs`): from then on
+    /// every switch does the budget's accounting.
+    pub(crate) budgets: AtomicBool,
     /// How long a kernel thread must have been blocked before its processor
     /// is handed off.
     pub(crate) block_threshold: Duration,
@@ -468,6 +471,7 @@ impl RuntimeBuilder {
             blocking: Mutex::new(Blocking::default()),
             blocking_cv: Condvar::new(),
             preemption: self.preemption,
+            budgets: AtomicBool::new(false),
             block_threshold: self.block_threshold,
             transparent_blocking: self.transparent_blocking,
             procs: OnceLock::new(),

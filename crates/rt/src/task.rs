@@ -19,6 +19,7 @@
 //! - `locals`: touched only by the task itself, while it runs.
 
 use crate::arch::StackPointer;
+use crate::budget::Budget;
 use crate::lifecycle::TaskState;
 use crate::park::ParkState;
 use crate::runtime::SharedRef;
@@ -32,7 +33,7 @@ use std::mem::ManuallyDrop;
 use std::num::NonZeroU64;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// A user thread's identifier, unique within the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -122,6 +123,9 @@ pub enum WaitReason {
     ChannelSend(usize),
     /// Receiving from the channel whose shared state is at this address.
     ChannelRecv(usize),
+    /// Throttled to the end of its CPU budget's period
+    /// ([`Builder::cpu_budget`](crate::Builder::cpu_budget)).
+    Throttled,
 }
 
 impl WaitReason {
@@ -139,6 +143,7 @@ impl WaitReason {
             WaitReason::Barrier(a) => (9, a as u64),
             WaitReason::ChannelSend(a) => (10, a as u64),
             WaitReason::ChannelRecv(a) => (11, a as u64),
+            WaitReason::Throttled => (12, 0),
         }
     }
 
@@ -156,6 +161,7 @@ impl WaitReason {
             9 => WaitReason::Barrier(a),
             10 => WaitReason::ChannelSend(a),
             11 => WaitReason::ChannelRecv(a),
+            12 => WaitReason::Throttled,
             _ => WaitReason::None,
         }
     }
@@ -168,6 +174,7 @@ impl fmt::Display for WaitReason {
             WaitReason::Park => write!(f, "park()"),
             WaitReason::Join(id) => write!(f, "join of thread {id}"),
             WaitReason::Sleep => write!(f, "sleep"),
+            WaitReason::Throttled => write!(f, "the end of its CPU budget's period"),
             WaitReason::Mutex(a) => write!(f, "Mutex at {a:#x}"),
             WaitReason::Condvar(a) => write!(f, "Condvar at {a:#x}"),
             WaitReason::RwLockRead(a) => write!(f, "RwLock (read) at {a:#x}"),
@@ -321,6 +328,19 @@ pub(crate) struct Task {
     wait_arg: AtomicU64,
     /// User-thread-local values.
     pub(crate) locals: UnsafeCell<LocalMap>,
+    /// The thread's CPU budget (`budget.rs`), an owned `Box`, or null. Set at
+    /// spawn before the task is published; freed with the task.
+    budget: AtomicPtr<Budget>,
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        let b = *self.budget.get_mut();
+        if !b.is_null() {
+            // SAFETY: set from `Box::into_raw` in `set_budget`, freed only here.
+            drop(unsafe { Box::from_raw(b) });
+        }
+    }
 }
 
 // SAFETY: every `UnsafeCell` field is owned by one party at a time by the
@@ -528,6 +548,7 @@ impl Task {
                     region: AtomicU32::new(0),
                     wait_arg: AtomicU64::new(0),
                     locals: UnsafeCell::new(None),
+                    budget: AtomicPtr::new(std::ptr::null_mut()),
                 },
                 body: Closure { f: UnsafeCell::new(Some(f)), out: UnsafeCell::new(None) },
             })
@@ -573,6 +594,19 @@ impl Task {
         }
         // SAFETY: allocated in `Task::new` with this layout.
         unsafe { dealloc(t.as_ptr().cast(), layout) };
+    }
+
+    /// Gives the task a CPU budget (at spawn, before it is published).
+    pub(crate) fn set_budget(&self, b: Box<Budget>) {
+        let old = self.budget.swap(Box::into_raw(b), Ordering::Release);
+        debug_assert!(old.is_null(), "a budget is set once");
+    }
+
+    /// The task's CPU budget, if it has one.
+    #[inline]
+    pub(crate) fn budget(&self) -> Option<&Budget> {
+        // SAFETY: set before the task was published and freed with it.
+        unsafe { self.budget.load(Ordering::Acquire).as_ref() }
     }
 
     /// Makes the task never preemptible (at spawn, before it is published).

@@ -41,6 +41,13 @@ impl Thread {
         self.task.stack_size
     }
 
+    /// What the thread's CPU budget allows and what it has used, from the
+    /// scheduler's own accounting; `None` for a thread without a budget
+    /// ([`Builder::cpu_budget`]).
+    pub fn budget_stats(&self) -> Option<crate::BudgetStats> {
+        self.task.budget().map(crate::budget::Budget::stats)
+    }
+
     /// Makes the thread's park token available: a parked thread runs again,
     /// and a running thread's next [`park`] returns at once. Can be called
     /// from any thread, inside or outside the runtime.
@@ -154,6 +161,25 @@ impl Builder {
     /// blocks on a runtime primitive.
     pub fn preemptible(mut self, on: bool) -> Builder {
         self.opts.not_preemptible = !on;
+        self
+    }
+
+    /// Holds the thread to at most `fraction` of one processor per `period`,
+    /// like cgroup v2's `cpu.max` for one thread: once it has run
+    /// `fraction × period` in a period it is preempted and sleeps until the
+    /// period ends ([`crate::Event::Throttled`]), even when nothing else
+    /// would run. Enforced by the runtime's monitor with the preemption
+    /// signal, so a period's charge may exceed the budget by the signal's
+    /// delay (tens of µs), or by a [`no_preempt`](crate::no_preempt) region;
+    /// a thread that is not [`preemptible`](Builder::preemptible) is
+    /// throttled only when it yields. The charge is the wall time the thread
+    /// is current on a processor (time blocked in the kernel after a hand-off
+    /// is not charged). See `budget.rs` for the accounting.
+    ///
+    /// `spawn` fails with [`io::ErrorKind::InvalidInput`] unless `fraction`
+    /// is in (0, 1] and `period` is at least 500 µs.
+    pub fn cpu_budget(mut self, fraction: f64, period: Duration) -> Builder {
+        self.opts.budget = Some((fraction, period));
         self
     }
 

@@ -264,6 +264,16 @@ pub(crate) struct Processor {
     pub(crate) in_user: AtomicBool,
     /// Who may use the processor (`blocking.rs`: RUNNING, SYSCALL, RELEASED).
     pub(crate) status: crate::handoff::Status,
+    /// A thread with a CPU budget exists in the runtime: every switch here
+    /// does the budget's accounting (`budget.rs`). Set once, by the spawner
+    /// of the first, on every processor (one test of a line the switch
+    /// touches anyway, where the runtime's flag cost a pointer chase).
+    pub(crate) budgets: AtomicBool,
+    /// The budgeted thread whose stint runs here (`budget.rs`).
+    budget_current: Cell<Option<NonNull<Task>>>,
+    /// When the running thread's CPU budget runs out (timer-clock ns), or
+    /// `u64::MAX`; read by the monitor.
+    pub(crate) budget_deadline: AtomicU64,
     /// How long the thread the monitor last asked to preempt had run, in ns.
     pub(crate) preempt_ran: AtomicU64,
     /// The user thread last detached from this processor (for the monitor's
@@ -306,6 +316,9 @@ impl Processor {
             in_user: AtomicBool::new(false),
             status: crate::handoff::Status::new(),
             preempt_ran: AtomicU64::new(0),
+            budgets: AtomicBool::new(false),
+            budget_current: Cell::new(None),
+            budget_deadline: AtomicU64::new(u64::MAX),
             detached_id: AtomicU64::new(0),
             tick: Cell::new(0),
             lifo_streak: Cell::new(0),
@@ -394,13 +407,57 @@ impl Processor {
     /// `blocking.rs`). Only the machine running the processor calls it.
     pub(crate) fn take_current(&self) -> Option<TaskRef> {
         // SAFETY: only this processor's machine touches `current`.
-        unsafe { (*self.current.get()).take() }
+        let t = unsafe { (*self.current.get()).take() };
+        if self.budgets.load(Ordering::Relaxed) {
+            // Its stint ends here (an exit or a detach), not at the next switch.
+            self.budget_switch();
+        }
+        t
     }
 
     /// Makes `t` the running user thread (a rejoin, `blocking.rs`).
     pub(crate) fn set_current(&self, t: TaskRef) {
         // SAFETY: as in `take_current`; it was empty.
         unsafe { *self.current.get() = Some(t) };
+        if self.budgets.load(Ordering::Relaxed) {
+            self.budget_switch();
+        }
+    }
+
+    /// The CPU-budget accounting of a change of the running context
+    /// (`budget.rs`): ends the stint of the budgeted thread that ran here, if
+    /// any, starts the current thread's if it has a budget, and publishes
+    /// when that budget runs out for the monitor. Runs on this processor's
+    /// kernel thread, after a switch and before its pending action (so the
+    /// thread that left is still private to us), or where a thread leaves or
+    /// takes the processor without a switch.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn budget_switch(&self) {
+        let now = self.shared.timers.now();
+        if let Some(prev) = self.budget_current.take() {
+            // SAFETY: `budget_current` names the thread that was current
+            // when it was set. One that left by a switch is kept alive by its
+            // pending action, which runs after this; one that left without a
+            // switch (exit, detach) went through `take_current`, which called
+            // this while it was still alive.
+            if let Some(b) = unsafe { prev.as_ref() }.budget() {
+                b.stop(now);
+            }
+        }
+        let deadline = match self.current_task().and_then(|t| Some((t, t.budget()?))) {
+            Some((t, b)) => {
+                self.budget_current.set(Some(NonNull::from(t)));
+                b.start(now)
+            }
+            None => u64::MAX,
+        };
+        if deadline != self.budget_deadline.load(Ordering::Relaxed) {
+            self.budget_deadline.store(deadline, Ordering::Relaxed);
+            if deadline != u64::MAX {
+                self.shared.monitor.poke();
+            }
+        }
     }
 
     /// The running user thread's address, if any.

@@ -19,6 +19,8 @@ pub(crate) struct SpawnOptions {
     pub(crate) stack_size: Option<usize>,
     /// `Builder::preemptible(false)` sets this.
     pub(crate) not_preemptible: bool,
+    /// `Builder::cpu_budget`: the share of a processor and its period.
+    pub(crate) budget: Option<(f64, std::time::Duration)>,
 }
 
 /// Which runtime a new user thread joins.
@@ -41,6 +43,10 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
+    if let Some((fraction, period)) = opts.budget {
+        crate::budget::check(fraction, period)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    }
     // A runtime section: spawning never switches. The common case (on a
     // processor) with the lighter section; `here` tells the others apart.
     let here = match super::enter() {
@@ -103,6 +109,17 @@ where
         *task.ctx.get() = arch::init_stack(top, super::entry::task_entry, std::ptr::null_mut())
     };
     task.set_preemptible(!opts.not_preemptible);
+    if let Some((fraction, period)) = opts.budget {
+        task.set_budget(Box::new(crate::budget::Budget::new(fraction, period)));
+        // Before the task is published (which releases): whichever
+        // processor runs it sees the flag.
+        if !shared.budgets.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            for p in shared.processors() {
+                // SAFETY: processors live as long as their runtime's `Shared`.
+                unsafe { &*p.0 }.budgets.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
     // SAFETY: nobody else sees the task yet.
     if let Some(stack) = unsafe { (*task.stack.get()).as_ref() } {
         stack.set_owner(task.as_ptr().as_ptr());

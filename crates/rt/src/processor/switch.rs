@@ -359,6 +359,9 @@ pub(crate) unsafe fn after_switch(vp: *mut u8) {
         "resumed by processor {} whose machine is not this kernel thread's",
         vp.index
     );
+    if vp.budgets.load(Ordering::Relaxed) {
+        vp.budget_switch();
+    }
     vp.run_pending();
     // The section the leaving context raised ends here (`machine.rs`).
     vp.machine().lower();
