@@ -94,6 +94,9 @@ pub struct RtSetup {
     pub quantum_us: Option<u64>,
     /// One more user thread that alternates work and a blocking system call.
     pub blocker: Option<Blocker>,
+    /// A CPU budget for the last thread (`Builder::cpu_budget`): percent of the
+    /// processor per period.
+    pub budget: Option<BudgetSetup>,
 }
 
 /// A user thread that computes `work_us`, then blocks `block_us` in the kernel
@@ -109,15 +112,36 @@ pub struct Blocker {
     pub handoff: bool,
 }
 
+/// A CPU budget for one user thread of a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetSetup {
+    /// Share of the processor, in percent.
+    pub percent: u32,
+    /// The budget's period, in µs.
+    pub period_us: u64,
+}
+
 impl RtSetup {
     /// `threads` user threads yielding every millisecond of work, no preemption.
     pub const fn cooperative(threads: usize) -> RtSetup {
-        RtSetup { threads, yield_every_us: Some(1000), quantum_us: None, blocker: None }
+        RtSetup {
+            threads,
+            yield_every_us: Some(1000),
+            quantum_us: None,
+            blocker: None,
+            budget: None,
+        }
     }
 
     /// `threads` user threads that never yield, preempted after `quantum_us`.
     pub const fn preemptive(threads: usize, quantum_us: u64) -> RtSetup {
-        RtSetup { threads, yield_every_us: None, quantum_us: Some(quantum_us), blocker: None }
+        RtSetup {
+            threads,
+            yield_every_us: None,
+            quantum_us: Some(quantum_us),
+            blocker: None,
+            budget: None,
+        }
     }
 }
 
@@ -177,6 +201,10 @@ pub fn record(setup: &RtSetup, window_ms: u64) -> Result<(Vec<Lane>, u64), Strin
                 mark(0, format!("unblocked u{thread}, queued"))
             }
             Event::ProcessorLost { processor } => mark(*processor, "processor lost".into()),
+            Event::Throttled { thread, processor, used, .. } => mark(
+                *processor,
+                format!("throttled u{thread} after {:.2} ms", used.as_secs_f64() * 1e3),
+            ),
             _ => {}
         })
         .build()
@@ -185,9 +213,17 @@ pub fn record(setup: &RtSetup, window_ms: u64) -> Result<(Vec<Lane>, u64), Strin
     let origin = now_ns();
     let end = origin + window;
     let every = setup.yield_every_us.map(std::time::Duration::from_micros);
+    let budgeted = |i: usize| setup.budget.filter(|_| i + 1 == setup.threads);
     let mut handles: Vec<_> = (0..setup.threads)
-        .map(|_| {
-            rt.spawn(move || {
+        .map(|i| {
+            let mut b = schedlab_rt::Builder::new();
+            if let Some(bs) = budgeted(i) {
+                b = b.cpu_budget(
+                    f64::from(bs.percent) / 100.0,
+                    std::time::Duration::from_micros(bs.period_us),
+                );
+            }
+            b.spawn_on(&rt, move || {
                 let mut units = 0u64;
                 // Seed 000's advice: yield by time, not by iteration count.
                 let mut yielder = every.map(schedlab_rt::Yielder::new);
@@ -203,7 +239,8 @@ pub fn record(setup: &RtSetup, window_ms: u64) -> Result<(Vec<Lane>, u64), Strin
                 }
             })
         })
-        .collect();
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("spawning a user thread: {e}"))?;
     if let Some(b) = setup.blocker {
         handles.push(rt.spawn(move || {
             let mut units = 0u64;
@@ -226,6 +263,8 @@ pub fn record(setup: &RtSetup, window_ms: u64) -> Result<(Vec<Lane>, u64), Strin
         let units = h.join().map_err(|_| "a user thread panicked".to_string())?;
         let name = if setup.blocker.is_some() && i == ids.len() - 1 {
             format!("u{} (blocks)", ids[i])
+        } else if let Some(b) = budgeted(i) {
+            format!("u{} ({}% budget)", ids[i], b.percent)
         } else {
             format!("u{}", ids[i])
         };

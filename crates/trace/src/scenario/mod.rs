@@ -17,7 +17,7 @@
 
 use schedlab_measure::units::human_ns;
 
-pub use crate::rt::{Blocker, RtSetup};
+pub use crate::rt::{Blocker, BudgetSetup, RtSetup};
 use crate::stats::ThreadStats;
 use crate::Timeline;
 

@@ -5,7 +5,7 @@
 
 use schedlab_measure::units::human_ns;
 
-use super::{pct, shares, Blocker, RtSetup, Scenario};
+use super::{pct, shares, Blocker, BudgetSetup, RtSetup, Scenario};
 use crate::stats::ThreadStats;
 use crate::Timeline;
 
@@ -97,6 +97,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
                 yield_every_us: Some(1000),
                 quantum_us: Some(10_000),
                 blocker: Some(Blocker { work_us: 2000, block_us: 20_000, handoff: true }),
+                budget: None,
             }),
             threads: vec![],
             explanation: "Two user threads compute (yielding every millisecond) beside a \
@@ -121,6 +122,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
                 yield_every_us: Some(1000),
                 quantum_us: Some(10_000),
                 blocker: Some(Blocker { work_us: 2000, block_us: 20_000, handoff: false }),
+                budget: None,
             }),
             threads: vec![],
             explanation: "Scenario 14 with transparent blocking detection off, as a plain \
@@ -130,7 +132,46 @@ pub(super) fn scenarios() -> Vec<Scenario> {
                 what is left",
             verdict: blocked_in_the_kernel,
         },
+        Scenario {
+            id: "16",
+            name: "rt-budget",
+            title: "16. schedlab-rt: a background thread held to 10% of the processor",
+            window_ms: 300,
+            hog: false,
+            needs_root: false,
+            measures_overhead: false,
+            rt: Some(RtSetup {
+                threads: 2,
+                yield_every_us: None,
+                quantum_us: Some(10_000),
+                blocker: None,
+                budget: Some(BudgetSetup { percent: 10, period_us: 20_000 }),
+            }),
+            threads: vec![],
+            explanation: "Seed 001's goal done by the scheduler: two user threads that never \
+                yield, the second with Builder::cpu_budget(0.10, 20 ms). The processor charges \
+                the budgeted thread each stint; when its 2 ms of a period are spent the \
+                monitor signals it whether or not the other waits, and it sleeps to the end \
+                of the period (the Throttled marks). When the period ends the first thread, \
+                alone on the processor meanwhile and so long past its 10 ms quantum, is \
+                preempted at once: its slices are 18 ms between the other's 2 ms, where a fair \
+                scheduler would split the processor evenly",
+            verdict: budgeted,
+        },
     ]
+}
+
+/// Scenario 16: the budgeted thread's share and how often it was throttled.
+fn budgeted(timeline: &Timeline, stats: &[ThreadStats]) -> String {
+    let throttled =
+        timeline.lanes[0].marks.iter().filter(|m| m.name.starts_with("throttled")).count();
+    let share = stats.last().map_or(0.0, |s| s.cpu_share);
+    format!(
+        "{}. The budgeted thread had {} of the processor (budget 10%), throttled {throttled} \
+         times.",
+        shares(stats),
+        pct(share)
+    )
 }
 
 /// Scenarios 12 and 13: how often the quantum struck, and how fair the rotation was.
