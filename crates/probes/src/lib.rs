@@ -24,6 +24,7 @@ pub mod mem;
 pub mod os;
 pub mod rt;
 pub mod runner;
+pub mod sched;
 #[cfg(test)]
 mod testkit;
 pub mod threads;
@@ -138,6 +139,7 @@ pub fn catalog() -> Vec<Box<dyn Probe>> {
     all.extend(threads::probes());
     all.extend(rt::probes());
     all.extend(mem::probes());
+    all.extend(sched::probes());
     all
 }
 

@@ -28,14 +28,8 @@ pub const THRESHOLD_NS: u64 = 4 * INTERVAL_NS;
 /// The target duration of one batch of work units between clock reads.
 pub const BATCH_NS: u64 = 5_000;
 
-/// CLOCK_MONOTONIC in nanoseconds.
-#[inline]
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use schedlab_measure::sys::now_ns;
+use schedlab_measure::sys::thread_cpu_ns;
 
 /// One unit of useful work: inverts a 4x4 matrix (Gauss-Jordan with partial pivoting),
 /// as the seed's ThreadTest did. `seed` varies the input so nothing can be hoisted out of
@@ -185,14 +179,6 @@ pub fn derive_runs(timestamps: &[u64], threshold_ns: u64, origin: u64) -> Vec<Sp
     }
     runs.push(cur);
     runs
-}
-
-/// CPU time of the calling thread, ns.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; the thread CPU clock always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The recorder's cost, measured: useful-work rate with and without recording.

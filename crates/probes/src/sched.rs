@@ -1,0 +1,667 @@
+//! Scheduling policies, measured as the seeds' experiments ask.
+//!
+//! `sched.background_budget` is seed 001's goal: a game's main loop presents a frame every
+//! 20 ms (50 FPS) while a background "level loader" that always has work takes no more than
+//! 10% of the CPU and does not disturb the frames. The seed could only approach it on
+//! Windows (Tests 8 and 9: a loader that sleeps itself, then a lower priority plus a main
+//! loop that sleeps 2 ms a frame with a 1 ms timer). Here every way Linux and schedlab-rt
+//! offer is one variant (`loader=`), run on one CPU and on two (`cpus=`):
+//!
+//! | loader | how it is held back |
+//! |---|---|
+//! | `none` | no loader: the baseline frame times |
+//! | `os` | an OS thread at the same priority (seed Test 2) |
+//! | `nice19` | an OS thread at nice 19 (Windows' "below normal" and lower) |
+//! | `idle` | an OS thread under `SCHED_IDLE` |
+//! | `selfthrottle` | an OS thread that works 2 ms, then sleeps 10 ms itself (seed Test 8) |
+//! | `test9` | nice 19, the main loop sleeping to its next frame with the default 50 µs timer slack (seed Test 9) |
+//! | `test9-slack` | `test9` with a 1 ns timer slack on the main loop (seed Test 9's `timeBeginPeriod(1)`) |
+//! | `deadline` | an OS thread under `SCHED_DEADLINE`, 2 ms of runtime per 20 ms (root, and every CPU of the root domain) |
+//! | `rt` | a schedlab-rt user thread with `cpu_budget(0.10, 20 ms)` beside the main loop as a user thread, 1 ms quantum |
+//!
+//! A frame's time is from the moment it was due to the end of its work: the main loop's
+//! wake-up delay plus its work, slowed by whatever the loader does to the CPU and its
+//! caches. The frame's work is a fixed amount, calibrated in setup to take about 4 ms alone
+//! on a 32 KiB working set; the loader reads and checksums a file in 64 KiB pieces and
+//! updates random cache lines of a 64 MiB array after each, so it evicts the main loop's
+//! cache lines as a real loader would (the seed warns of exactly this). The value of a
+//! sample is its median frame time; the notes give the p99 and maximum over every frame
+//! measured, the frames missed (work not done by the next frame's due time), the loader's
+//! CPU share (its thread's CPU clock; for `rt`, the runtime's own charge, which counts the
+//! wall time the loader is current on a processor) and its throughput.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use schedlab_measure::model::{Metric, Params, Unit};
+use schedlab_measure::sampler::Settings;
+use schedlab_measure::stats;
+use schedlab_measure::sys::{self, now_ns, thread_cpu_ns, PinGuard};
+use schedlab_measure::{ProbeError, Timing, Workload};
+
+use crate::{Context, Info, Instance, Probe, Suite};
+
+/// The sched probes, in catalog order.
+pub fn probes() -> Vec<Box<dyn Probe>> {
+    vec![Box::new(BackgroundBudget)]
+}
+
+/// The frame period: 50 frames a second.
+const FRAME: Duration = Duration::from_millis(20);
+
+/// How long a frame's work takes alone.
+const FRAME_WORK: Duration = Duration::from_millis(4);
+
+/// The main loop's working set, which fits in L1/L2.
+const FRAME_SET: usize = 32 << 10;
+
+/// The loader's file, read in pieces of [`PIECE`].
+const FILE_BYTES: usize = 8 << 20;
+const PIECE: usize = 64 << 10;
+
+/// The loader's large working set, and the cache lines it updates per piece.
+const LOADER_SET: usize = 64 << 20;
+const LINES_PER_PIECE: usize = 1024;
+
+/// The share of the CPU the seed allows the loader.
+const GOAL: f64 = 0.10;
+
+const LOADERS: &[&str] =
+    &["none", "os", "nice19", "idle", "selfthrottle", "test9", "test9-slack", "deadline", "rt"];
+
+struct BackgroundBudget;
+
+impl Probe for BackgroundBudget {
+    fn info(&self) -> Info {
+        Info {
+            id: "sched.background_budget",
+            doc: "Seed 001's goal: a main loop due every 20 ms doing ~4 ms of cache-resident work beside a background loader that always has work (reads and checksums a file, updates a 64 MiB array), held back by the variant's policy; frame time from due to done, median per sample, p99/max/missed frames and the loader's CPU share and throughput in notes",
+            unit: Unit::Nanos,
+            mirrors: "- (seed 001 Tests 8-9: a background thread held to ~10% of the CPU beside a 50 FPS loop)",
+            requires: "loader=deadline: root, and cpus=2 on a machine whose CPUs are all usable (SCHED_DEADLINE admits a thread only with every CPU of its root domain)",
+        }
+    }
+
+    fn variants(&self, suite: Suite) -> Vec<Params> {
+        let (loaders, cpus): (&[&str], &[&str]) = match suite {
+            Suite::Smoke => (&["none", "os", "rt"], &["1"]),
+            Suite::Quick => (LOADERS, &["1"]),
+            Suite::Full => (LOADERS, &["1", "2"]),
+        };
+        cpus.iter()
+            .flat_map(|c| {
+                loaders.iter().map(move |l| Params::new().with("loader", l).with("cpus", c))
+            })
+            .collect()
+    }
+
+    fn sampling(&self, suite: Suite, default: &Settings) -> Settings {
+        // Samples of a second (50 frames): the loader's share is a per-period matter. Few
+        // of them (3 quick, 5 full): the p99 and the share in the notes pool every frame.
+        let mut s = default.clone();
+        if suite != Suite::Smoke {
+            s.target = Duration::from_secs(1);
+            s.samples = if suite == Suite::Quick { 3 } else { 5 };
+            s.warmup = FRAME * 5;
+        }
+        s
+    }
+
+    fn setup(&self, params: &Params, ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
+        let loader = params.get("loader").unwrap_or("none");
+        if !LOADERS.contains(&loader) {
+            return Err(ProbeError::Failed(format!(
+                "loader={loader}: one of {}",
+                LOADERS.join(", ")
+            )));
+        }
+        let ncpus = match params.get("cpus").unwrap_or("1") {
+            "1" => 1,
+            "2" => 2,
+            other => return Err(ProbeError::Failed(format!("cpus={other}: 1 or 2"))),
+        };
+        let allowed = sys::allowed_cpus();
+        if allowed.len() < ncpus {
+            return Err(ProbeError::Skip(format!("cpus={ncpus} needs {ncpus} usable CPUs")));
+        }
+        if loader == "deadline" && ncpus == 1 {
+            return Err(ProbeError::Skip(
+                "SCHED_DEADLINE admits a thread only with every CPU of its root domain, so it \
+                 cannot be pinned to one CPU (cpus=2 runs it)"
+                    .into(),
+            ));
+        }
+        // One CPU: the main loop and the loader (or the runtime's kernel threads, which
+        // inherit the mask) share the first usable CPU.
+        let pin = if ncpus == 1 { Some(PinGuard::pin(allowed[0])?) } else { None };
+        let cpus = if ncpus == 1 { allowed[0].to_string() } else { "any".to_string() };
+        let passes = calibrate();
+        let main_slack = Slack::set(if loader == "test9-slack" { 1 } else { 0 })?;
+        let live = Arc::new(Mutex::new(Frames::default()));
+        let notes = Params::new()
+            .with("cpus", cpus)
+            .with("frame_ms", FRAME.as_millis())
+            .with("work_passes", passes);
+        let file = LoaderFile::create(&ctx.tmp_dir)?;
+        let (body, keep): (Body, Vec<Box<dyn std::any::Any>>) = if loader == "rt" {
+            rt_variant(ncpus, passes, file, live.clone())?
+        } else {
+            os_variant(loader, ncpus, passes, file, live.clone())?
+        };
+        let mut keep = keep;
+        keep.push(Box::new(main_slack));
+        if let Some(p) = pin {
+            keep.push(Box::new(p));
+        }
+        Ok(Box::new(Run { body, notes, live, _keep: keep }))
+    }
+}
+
+type Body = Box<dyn FnMut(u64) -> Result<Timing, ProbeError>>;
+
+/// What the frames and the loader did over every sample so far.
+#[derive(Default)]
+struct Frames {
+    times: Vec<u64>,
+    missed: u64,
+    wall_ns: u64,
+    loader_cpu_ns: u64,
+    loader_units: u64,
+}
+
+struct Run {
+    body: Body,
+    notes: Params,
+    live: Arc<Mutex<Frames>>,
+    /// Dropped last, in order: the loader (stopped and joined), the slack, the pin.
+    _keep: Vec<Box<dyn std::any::Any>>,
+}
+
+impl Workload for Run {
+    fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
+        (self.body)(iters)
+    }
+}
+
+impl Instance for Run {
+    fn metric(&self) -> Metric {
+        Metric::per_ops(1.0)
+    }
+
+    fn notes(&self) -> Params {
+        let mut n = self.notes.clone();
+        let f = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        if !f.times.is_empty() {
+            let mut t = f.times.clone();
+            t.sort_unstable();
+            n.set("frames", t.len());
+            n.set("p50_us", format!("{:.0}", stats::nearest_rank(&t, 50.0) as f64 / 1e3));
+            n.set("p99_us", format!("{:.0}", stats::nearest_rank(&t, 99.0) as f64 / 1e3));
+            n.set("max_us", format!("{:.0}", t[t.len() - 1] as f64 / 1e3));
+            n.set("missed", f.missed);
+        }
+        if f.wall_ns > 0 && f.loader_units > 0 {
+            n.set("loader_share", format!("{:.3}", f.loader_cpu_ns as f64 / f.wall_ns as f64));
+            n.set(
+                "loader_mib_s",
+                format!(
+                    "{:.1}",
+                    f.loader_units as f64 * PIECE as f64
+                        / (1 << 20) as f64
+                        / (f.wall_ns as f64 / 1e9)
+                ),
+            );
+        }
+        n.set("loader_goal", GOAL);
+        n
+    }
+}
+
+/// The main loop's work for one frame: `passes` passes over a cache-resident array.
+#[inline(never)]
+fn frame_work(set: &mut [u64], passes: u64) -> u64 {
+    let mut acc = 0u64;
+    for p in 0..passes {
+        for x in set.iter_mut() {
+            *x = x.rotate_left(5) ^ x.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ p;
+            acc = acc.wrapping_add(*x);
+        }
+    }
+    std::hint::black_box(acc)
+}
+
+/// Passes of [`frame_work`] that take [`FRAME_WORK`] on this CPU alone (the fastest of
+/// a few tries, so a preempted try does not inflate the frame).
+fn calibrate() -> u64 {
+    let mut set = vec![1u64; FRAME_SET / 8];
+    let mut best = u64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        frame_work(&mut set, 16);
+        best = best.min(t.elapsed().as_nanos() as u64);
+    }
+    ((FRAME_WORK.as_nanos() as u64 * 16) / best.max(1)).max(1)
+}
+
+/// Runs `iters` frames, due every [`FRAME`] from now, sleeping with `sleep_until` between
+/// them; records each frame's time and the frames missed in `out`.
+fn frames(iters: u64, passes: u64, sleep_until: impl Fn(u64), out: &mut Vec<u64>) -> u64 {
+    let mut set = vec![1u64; FRAME_SET / 8];
+    let period = FRAME.as_nanos() as u64;
+    let mut due = now_ns();
+    let mut missed = 0;
+    for _ in 0..iters {
+        sleep_until(due);
+        frame_work(&mut set, passes);
+        let done = now_ns();
+        out.push(done.saturating_sub(due));
+        // The next frame is due at the first tick after this one's end: a frame whose
+        // work ran past its successor's due time made that one (and any after) missed.
+        let mut next = due + period;
+        while next < done {
+            next += period;
+            missed += 1;
+        }
+        due = next;
+    }
+    missed
+}
+
+/// Records one sample's frames and the loader's progress over it; the sample's value is
+/// its median frame time.
+fn record(
+    live: &Mutex<Frames>,
+    times: Vec<u64>,
+    missed: u64,
+    wall: Duration,
+    loader: (u64, u64),
+) -> Timing {
+    let mut sorted = times.clone();
+    sorted.sort_unstable();
+    let p50 = stats::nearest_rank(&sorted, 50.0);
+    let mut f = live.lock().unwrap_or_else(|e| e.into_inner());
+    f.times.extend_from_slice(&times);
+    f.missed += missed;
+    f.wall_ns += wall.as_nanos() as u64;
+    f.loader_cpu_ns += loader.0;
+    f.loader_units += loader.1;
+    let value = Duration::from_nanos(p50.saturating_mul(times.len() as u64));
+    Timing { elapsed: wall.max(value), migrated: false, overhead: wall.saturating_sub(value) }
+}
+
+// ---------------------------------------------------------------------------------------
+// The loader.
+// ---------------------------------------------------------------------------------------
+
+/// The loader's input: a file in the temporary directory, removed when dropped.
+struct LoaderFile {
+    path: std::path::PathBuf,
+    file: File,
+}
+
+impl LoaderFile {
+    fn create(dir: &std::path::Path) -> Result<LoaderFile, ProbeError> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!("schedlab-loader-{}-{n}.bin", std::process::id()));
+        let mut data = vec![0u8; FILE_BYTES];
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for chunk in data.chunks_exact_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            chunk.copy_from_slice(&x.to_le_bytes());
+        }
+        std::fs::write(&path, &data)
+            .map_err(|e| ProbeError::io(&format!("writing {}", path.display()), e))?;
+        let file = File::open(&path)
+            .map_err(|e| ProbeError::io(&format!("opening {}", path.display()), e))?;
+        Ok(LoaderFile { path, file })
+    }
+}
+
+impl Drop for LoaderFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// What a loader has done, published after every piece.
+#[derive(Default)]
+struct Progress {
+    units: AtomicU64,
+    cpu_ns: AtomicU64,
+}
+
+impl Progress {
+    fn snapshot(&self) -> (u64, u64) {
+        (self.cpu_ns.load(Ordering::Relaxed), self.units.load(Ordering::Relaxed))
+    }
+}
+
+/// The loader's state: its file, its large working set and where it is in both.
+struct Loader {
+    file: Arc<LoaderFile>,
+    set: Vec<u64>,
+    buf: Vec<u8>,
+    offset: u64,
+    rng: u64,
+}
+
+impl Loader {
+    fn new(file: Arc<LoaderFile>) -> Loader {
+        Loader {
+            file,
+            set: vec![0u64; LOADER_SET / 8],
+            buf: vec![0u8; PIECE],
+            offset: 0,
+            rng: 0x9E37_79B9_7F4A_7C15,
+        }
+    }
+
+    /// One unit of loading: read a piece, checksum it ("parse"), then update random cache
+    /// lines of the large set with the result.
+    fn piece(&mut self) -> Result<(), std::io::Error> {
+        self.file.file.read_exact_at(&mut self.buf, self.offset)?;
+        self.offset = (self.offset + PIECE as u64) % FILE_BYTES as u64;
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for w in self.buf.chunks_exact(8) {
+            h = (h ^ u64::from_le_bytes(w.try_into().expect("8 bytes")))
+                .wrapping_mul(0x100_0000_01b3);
+        }
+        let lines = self.set.len() / 8;
+        for _ in 0..LINES_PER_PIECE {
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            let i = (self.rng as usize % lines) * 8;
+            self.set[i] = self.set[i].wrapping_add(h);
+        }
+        Ok(())
+    }
+}
+
+/// Stops a loader OS thread and joins it when dropped.
+struct OsLoader {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for OsLoader {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The policy an OS loader puts itself under before it starts.
+fn hold_back(loader: &str) -> std::io::Result<()> {
+    match loader {
+        "os" | "selfthrottle" => Ok(()),
+        "nice19" | "test9" | "test9-slack" => sys::set_nice(19),
+        "idle" => sys::set_policy(libc::SCHED_IDLE, 0),
+        "deadline" => set_deadline(Duration::from_micros(2000), FRAME),
+        other => unreachable!("loader {other} is not an OS thread"),
+    }
+}
+
+/// `SCHED_DEADLINE` for the calling thread: `runtime` of CPU per `period`.
+fn set_deadline(runtime: Duration, period: Duration) -> std::io::Result<()> {
+    #[repr(C)]
+    struct SchedAttr {
+        size: u32,
+        policy: u32,
+        flags: u64,
+        nice: i32,
+        priority: u32,
+        runtime: u64,
+        deadline: u64,
+        period: u64,
+    }
+    const SCHED_DEADLINE: u32 = 6;
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        policy: SCHED_DEADLINE,
+        flags: 0,
+        nice: 0,
+        priority: 0,
+        runtime: runtime.as_nanos() as u64,
+        deadline: period.as_nanos() as u64,
+        period: period.as_nanos() as u64,
+    };
+    // SAFETY: sched_setattr reads a sched_attr of the size it states from the pointer;
+    // 0 names the calling thread; the last argument (flags) must be 0.
+    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn os_variant(
+    loader: &str,
+    ncpus: usize,
+    passes: u64,
+    file: LoaderFile,
+    live: Arc<Mutex<Frames>>,
+) -> Result<(Body, Vec<Box<dyn std::any::Any>>), ProbeError> {
+    let progress = Arc::new(Progress::default());
+    let mut keep: Vec<Box<dyn std::any::Any>> = Vec::new();
+    if loader != "none" {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (s, p, name) = (stop.clone(), progress.clone(), loader.to_string());
+        let file = Arc::new(file);
+        let thread = std::thread::Builder::new()
+            .name("loader".into())
+            .spawn(move || {
+                // The thread inherits the probe thread's pin (cpus=1).
+                if let Err(e) = hold_back(&name) {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+                let mut l = Loader::new(file);
+                let _ = ready_tx.send(Ok(()));
+                let base = thread_cpu_ns();
+                let mut burst = now_ns();
+                while !s.load(Ordering::Relaxed) {
+                    if l.piece().is_err() {
+                        return;
+                    }
+                    p.units.fetch_add(1, Ordering::Relaxed);
+                    p.cpu_ns.store(thread_cpu_ns() - base, Ordering::Relaxed);
+                    if name == "selfthrottle" && now_ns() - burst >= 2_000_000 {
+                        std::thread::sleep(Duration::from_millis(10));
+                        burst = now_ns();
+                    }
+                }
+            })
+            .map_err(|e| ProbeError::io("spawning the loader thread", e))?;
+        let guard = OsLoader { stop, thread: Some(thread) };
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                drop(guard);
+                let what = format!("putting the loader under loader={loader}");
+                return Err(match e.raw_os_error() {
+                    Some(libc::EPERM) => ProbeError::Skip(format!("{what} needs root: {e}")),
+                    Some(libc::EBUSY) | Some(libc::EINVAL) if loader == "deadline" => {
+                        ProbeError::Skip(format!("{what}: the kernel refused admission: {e}"))
+                    }
+                    _ => ProbeError::io(&what, e),
+                });
+            }
+            Err(_) => return Err(ProbeError::Failed("the loader thread died at start".into())),
+        }
+        keep.push(Box::new(guard));
+    } else {
+        drop(file);
+    }
+    let _ = ncpus;
+    let body = move |iters: u64| {
+        let before = progress.snapshot();
+        let t0 = Instant::now();
+        let mut times = Vec::with_capacity(iters as usize);
+        let missed = frames(iters, passes, sys::sleep_until, &mut times);
+        let wall = t0.elapsed();
+        let after = progress.snapshot();
+        Ok(record(&live, times, missed, wall, (after.0 - before.0, after.1 - before.1)))
+    };
+    Ok((Box::new(body), keep))
+}
+
+/// The rt variant: the main loop and the loader as user threads of one runtime of `ncpus`
+/// processors with a 1 ms quantum, the loader under `cpu_budget(0.10, 20 ms)`.
+fn rt_variant(
+    ncpus: usize,
+    passes: u64,
+    file: LoaderFile,
+    live: Arc<Mutex<Frames>>,
+) -> Result<(Body, Vec<Box<dyn std::any::Any>>), ProbeError> {
+    let rt = schedlab_rt::Runtime::builder()
+        .processors(ncpus)
+        .preemption(schedlab_rt::Preemption::Quantum(Duration::from_millis(1)))
+        .build()
+        .map_err(|e| ProbeError::io("building the schedlab-rt runtime", e))?;
+    let rt = Arc::new(rt);
+    let progress = Arc::new(Progress::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let (s, p) = (stop.clone(), progress.clone());
+    let file = Arc::new(file);
+    let handle = schedlab_rt::Builder::new()
+        .name("loader")
+        .cpu_budget(GOAL, FRAME)
+        .spawn_on(&rt, move || {
+            let mut l = Loader::new(file);
+            while !s.load(Ordering::Relaxed) {
+                if l.piece().is_err() {
+                    return;
+                }
+                p.units.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+        .map_err(|e| ProbeError::io("spawning the loader user thread", e))?;
+    let thread = handle.thread().clone();
+    let charged = move || thread.budget_stats().map_or(0, |b| b.used.as_nanos() as u64);
+    let body = move |iters: u64| {
+        let before = (charged(), progress.units.load(Ordering::Relaxed));
+        let t0 = Instant::now();
+        let (times, missed) = rt
+            .block_on(move || {
+                let mut times = Vec::with_capacity(iters as usize);
+                let sleep = |due: u64| {
+                    let now = now_ns();
+                    if due > now {
+                        schedlab_rt::sleep(Duration::from_nanos(due - now));
+                    }
+                };
+                let missed = frames(iters, passes, sleep, &mut times);
+                (times, missed)
+            })
+            .map_err(|d| ProbeError::Failed(d.to_string()))?;
+        let wall = t0.elapsed();
+        let after = (charged(), progress.units.load(Ordering::Relaxed));
+        Ok(record(&live, times, missed, wall, (after.0 - before.0, after.1 - before.1)))
+    };
+    let guard = RtLoader { stop, handle: Some(handle) };
+    Ok((Box::new(body), vec![Box::new(guard)]))
+}
+
+/// Stops the rt loader and joins it when dropped (the runtime, held by the body, drops
+/// after).
+struct RtLoader {
+    stop: Arc<AtomicBool>,
+    handle: Option<schedlab_rt::JoinHandle<()>>,
+}
+
+impl Drop for RtLoader {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The calling thread's timer slack for the probe's lifetime (0: leave the default).
+struct Slack(bool);
+
+impl Slack {
+    fn set(ns: u64) -> Result<Slack, ProbeError> {
+        if ns == 0 {
+            return Ok(Slack(false));
+        }
+        sys::set_timer_slack(ns).map_err(|e| ProbeError::io("PR_SET_TIMERSLACK", e))?;
+        Ok(Slack(true))
+    }
+}
+
+impl Drop for Slack {
+    fn drop(&mut self) {
+        if self.0 {
+            let _ = sys::set_timer_slack(0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit;
+
+    #[test]
+    fn every_sched_probe_runs_in_smoke_settings() {
+        let ctx = Context::for_tests();
+        for p in probes() {
+            for params in p.variants(Suite::Smoke) {
+                let inst = testkit::smoke_one(&*p, &params, &ctx)
+                    .unwrap_or_else(|| panic!("{} [{params}] skipped", p.info().id));
+                let notes = inst.notes();
+                assert!(notes.get("frames").is_some(), "{} [{params}] notes {notes}", p.info().id);
+                if params.get("loader") != Some("none") {
+                    assert!(
+                        notes.get("loader_share").is_some(),
+                        "{} [{params}]: the loader made no progress ({notes})",
+                        p.info().id
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn frames_count_the_ticks_a_late_frame_covers() {
+        // Every frame's work (2 passes of nothing) is instant: nothing is missed.
+        let mut t = Vec::new();
+        assert_eq!(frames(3, 1, |_| {}, &mut t), 0);
+        assert_eq!(t.len(), 3);
+        // A sleep that oversleeps by two and a half periods misses two frames per frame.
+        let mut t = Vec::new();
+        let late = |due: u64| {
+            let until = due + FRAME.as_nanos() as u64 * 5 / 2;
+            while now_ns() < until {}
+        };
+        let missed = frames(2, 1, late, &mut t);
+        assert_eq!(missed, 4, "each frame done 2.5 periods after it was due");
+        assert!(t.iter().all(|&x| x >= FRAME.as_nanos() as u64 * 5 / 2));
+    }
+
+    #[test]
+    fn the_loader_reads_its_file_around() {
+        let file = Arc::new(LoaderFile::create(&std::env::temp_dir()).unwrap());
+        let path = file.path.clone();
+        let mut l = Loader::new(file);
+        for _ in 0..(FILE_BYTES / PIECE + 1) {
+            l.piece().unwrap();
+        }
+        assert_eq!(l.offset, PIECE as u64, "wrapped to the second piece");
+        drop(l);
+        assert!(!path.exists(), "the file goes with the loader");
+    }
+}
