@@ -110,6 +110,8 @@ mod monitor;
 #[cfg(not(loom))]
 pub mod preempt;
 #[cfg(not(loom))]
+mod priority;
+#[cfg(not(loom))]
 mod processor;
 #[cfg(not(loom))]
 mod queue;
@@ -144,6 +146,7 @@ pub use crate::{
     local::LocalKey,
     monitor::DEFAULT_BLOCK_THRESHOLD,
     preempt::{no_preempt, Preemption, DEFAULT_QUANTUM},
+    priority::{Priority, AGING},
     registry::ParkedThread,
     runtime::{Cancelled, Deadlock, Runtime, RuntimeBuilder, DEFAULT_SPIN, DEFAULT_STACK_SIZE},
     scope::{scope, Scope, ScopedJoinHandle},

@@ -257,6 +257,15 @@ impl Machine {
         self.guard.store(g | DEFERRED, Ordering::Relaxed);
     }
 
+    /// Asks for a preemption at the end of the current runtime section, if
+    /// one is open on this (the calling) kernel thread.
+    #[inline]
+    pub(crate) fn defer_in_section(&self) {
+        if self.guard_word() & !DEFERRED != 0 {
+            self.defer();
+        }
+    }
+
     /// Clears the deferral flag; returns whether it was set.
     #[inline(always)]
     pub(crate) fn clear_deferred(&self) -> bool {

@@ -41,6 +41,7 @@ use crate::blocking::{self, RELEASED, RUNNING, SYSCALL};
 use crate::event::{Detection, Event};
 use crate::machine::{Machine, REQ_PREEMPT, REQ_REJOIN, REQ_RELEASE};
 use crate::preempt::{signal_thread, Preemption};
+use crate::priority::{Priority, AGING};
 use crate::runtime::Shared;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -163,6 +164,9 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
     // Per processor: the CPU-budget deadline last seen and when the signal
     // enforcing it was last sent (`budget.rs`).
     let mut budget_seen: Vec<(u64, Option<Instant>)> = vec![(u64::MAX, None); procs.len()];
+    // Per processor, for the levels (`priority.rs`): since when it has run
+    // `High` threads, and when the monitor last signalled it for a level.
+    let mut prio_seen: Vec<(Option<Instant>, Option<Instant>)> = vec![(None, None); procs.len()];
     let mut detached: Vec<(usize, u64, Instant, Option<Instant>)> = Vec::new();
     let mut last_waiting = start;
     let mut last_handoff: Option<Instant> = None;
@@ -187,6 +191,22 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             shared.timers.fire(crate::processor::wake_timer_from_outside);
             if let Some(d) = shared.timers.until_next() {
                 want(now + d);
+            }
+        }
+        // Aging (`priority.rs`): `Low` threads that waited AGING join the
+        // `Normal` work, in the injection queue.
+        if shared.prios.load(Ordering::Relaxed) && shared.prio.low_waiting() {
+            let tnow = shared.timers.now();
+            let aging = AGING.as_nanos() as u64;
+            let (aged, next_at) = shared.prio.take_aged(tnow.saturating_sub(aging));
+            if !aged.is_empty() {
+                for t in aged {
+                    shared.injector.push(t);
+                }
+                shared.notify();
+            }
+            if let Some(at) = next_at {
+                want(now + Duration::from_nanos((at + aging).saturating_sub(tnow)));
             }
         }
         let global = !shared.injector.is_empty();
@@ -239,6 +259,48 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                 *s = Seen { poll, started, ..fresh(sw, status, now) };
             }
             s.looked = now;
+            // A level waiting above the running one takes the processor at
+            // once (`priority.rs`); `High` threads that ran AGING while
+            // `Normal` work waited here give it a turn.
+            if shared.prios.load(Ordering::Relaxed)
+                && status == RUNNING
+                && vp.in_user.load(Ordering::Relaxed)
+            {
+                let running = Priority::from_u8(vp.cur_prio.load(Ordering::Relaxed));
+                let normal_waits = global || vp.has_waiting();
+                let ps = &mut prio_seen[i];
+                if running == Priority::High {
+                    ps.0.get_or_insert(now);
+                } else {
+                    ps.0 = None;
+                }
+                let mut preempt = (running > Priority::High && shared.prio.high_waiting())
+                    || (running == Priority::Low && normal_waits);
+                if running == Priority::High && normal_waits {
+                    match ps.0 {
+                        Some(t) if now - t >= AGING => {
+                            vp.normal_turn.store(true, Ordering::Relaxed);
+                            ps.0 = Some(now);
+                            preempt = true;
+                        }
+                        Some(t) => want(t + AGING),
+                        None => {}
+                    }
+                }
+                if preempt {
+                    let m = vp.machine.load(Ordering::Relaxed);
+                    if !m.is_null() && ps.1.is_none_or(|t| now - t >= RETRY) {
+                        // SAFETY: machines outlive the monitor.
+                        let m: &Machine = unsafe { &*m };
+                        vp.preempt_ran
+                            .store((now - s.started).as_nanos() as u64, Ordering::Relaxed);
+                        m.request.store(REQ_PREEMPT, Ordering::Release);
+                        signal_thread(m.tid.load(Ordering::Relaxed));
+                        ps.1 = Some(now);
+                    }
+                    want(now + RETRY);
+                }
+            }
             // A CPU budget that has run out is enforced whether or not work
             // waits (`budget.rs`).
             let deadline = vp.budget_deadline.load(Ordering::Relaxed);

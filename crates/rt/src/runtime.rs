@@ -138,6 +138,10 @@ pub(crate) struct Shared {
     /// A thread with a CPU budget was spawned (`budget.rs`): from then on
     /// every switch does the budget's accounting.
     pub(crate) budgets: AtomicBool,
+    /// A thread of a level other than `Normal` was spawned (`priority.rs`).
+    pub(crate) prios: AtomicBool,
+    /// The `High` and `Low` levels' queues (`priority.rs`).
+    pub(crate) prio: crate::priority::PrioQueues,
     /// How long a kernel thread must have been blocked before its processor
     /// is handed off.
     pub(crate) block_threshold: Duration,
@@ -222,6 +226,13 @@ impl Shared {
 
     /// Queues `t` from outside the runtime's processors.
     pub(crate) fn inject(&self, t: TaskRef) {
+        if self.prios.load(Ordering::Relaxed) && t.priority() != crate::Priority::Normal {
+            let p = t.priority();
+            self.prio.push(t, p, self.timers.now());
+            self.notify();
+            self.monitor.poke();
+            return;
+        }
         self.injector.push(t);
         self.notify();
         self.monitor.work_arrived();
@@ -267,7 +278,11 @@ impl Shared {
     /// Run by the last processor going to sleep (module docs).
     #[cold]
     pub(crate) fn check_deadlock(&self) {
-        if self.timers.pending() || !self.injector.is_empty() {
+        if self.timers.pending()
+            || !self.injector.is_empty()
+            || self.prio.high_waiting()
+            || self.prio.low_waiting()
+        {
             return;
         }
         // Hold the processors off (`registry.rs`, step 1). A user thread running
@@ -472,6 +487,8 @@ impl RuntimeBuilder {
             blocking_cv: Condvar::new(),
             preemption: self.preemption,
             budgets: AtomicBool::new(false),
+            prios: AtomicBool::new(false),
+            prio: Default::default(),
             block_threshold: self.block_threshold,
             transparent_blocking: self.transparent_blocking,
             procs: OnceLock::new(),
@@ -812,6 +829,9 @@ impl Drop for Runtime {
             p.return_credits();
         }
         self.shared.timers.clear();
+        for t in self.shared.prio.drain() {
+            self.shared.injector.push(t);
+        }
         // The processors moved their queued threads here (shutdown step 2).
         loop {
             match self.shared.injector.steal() {

@@ -41,6 +41,11 @@ impl Thread {
         self.task.stack_size
     }
 
+    /// The thread's scheduling level.
+    pub fn priority(&self) -> crate::Priority {
+        self.task.priority()
+    }
+
     /// What the thread's CPU budget allows and what it has used, from the
     /// scheduler's own accounting; `None` for a thread without a budget
     /// ([`Builder::cpu_budget`]).
@@ -180,6 +185,14 @@ impl Builder {
     /// is in (0, 1] and `period` is at least 500 µs.
     pub fn cpu_budget(mut self, fraction: f64, period: Duration) -> Builder {
         self.opts.budget = Some((fraction, period));
+        self
+    }
+
+    /// The thread's scheduling level (default [`Priority::Normal`](crate::Priority)):
+    /// strict between levels, with aging so no level starves forever. See
+    /// [`Priority`](crate::Priority) and `priority.rs` for the rule and its bound.
+    pub fn priority(mut self, p: crate::Priority) -> Builder {
+        self.opts.priority = p;
         self
     }
 

@@ -264,6 +264,17 @@ pub(crate) struct Processor {
     pub(crate) in_user: AtomicBool,
     /// Who may use the processor (`blocking.rs`: RUNNING, SYSCALL, RELEASED).
     pub(crate) status: crate::handoff::Status,
+    /// The runtime has a policy (a CPU budget or a level other than
+    /// `Normal`): every switch here calls `policy_switch`.
+    pub(crate) policies: AtomicBool,
+    /// The runtime has threads of levels other than `Normal` (`priority.rs`).
+    pub(crate) prios: AtomicBool,
+    /// The level of the running user thread (`Priority::as_u8`; `Normal` for
+    /// the scheduler context), for the monitor, while `prios` is set.
+    pub(crate) cur_prio: std::sync::atomic::AtomicU8,
+    /// Set by the monitor: the next decision skips the `High` queue once, so
+    /// `Normal` work that waited under `High` threads for `AGING` gets a turn.
+    pub(crate) normal_turn: AtomicBool,
     /// A thread with a CPU budget exists in the runtime: every switch here
     /// does the budget's accounting (`budget.rs`). Set once, by the spawner
     /// of the first, on every processor (one test of a line the switch
@@ -316,6 +327,10 @@ impl Processor {
             in_user: AtomicBool::new(false),
             status: crate::handoff::Status::new(),
             preempt_ran: AtomicU64::new(0),
+            policies: AtomicBool::new(false),
+            prios: AtomicBool::new(false),
+            cur_prio: std::sync::atomic::AtomicU8::new(1),
+            normal_turn: AtomicBool::new(false),
             budgets: AtomicBool::new(false),
             budget_current: Cell::new(None),
             budget_deadline: AtomicU64::new(u64::MAX),
@@ -408,9 +423,9 @@ impl Processor {
     pub(crate) fn take_current(&self) -> Option<TaskRef> {
         // SAFETY: only this processor's machine touches `current`.
         let t = unsafe { (*self.current.get()).take() };
-        if self.budgets.load(Ordering::Relaxed) {
+        if self.policies.load(Ordering::Relaxed) {
             // Its stint ends here (an exit or a detach), not at the next switch.
-            self.budget_switch();
+            self.policy_switch();
         }
         t
     }
@@ -419,8 +434,22 @@ impl Processor {
     pub(crate) fn set_current(&self, t: TaskRef) {
         // SAFETY: as in `take_current`; it was empty.
         unsafe { *self.current.get() = Some(t) };
+        if self.policies.load(Ordering::Relaxed) {
+            self.policy_switch();
+        }
+    }
+
+    /// What a change of the running context means for the policies: the
+    /// CPU-budget accounting, and the running level published for the monitor.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn policy_switch(&self) {
         if self.budgets.load(Ordering::Relaxed) {
             self.budget_switch();
+        }
+        if self.prios.load(Ordering::Relaxed) {
+            let p = self.current_task().map_or(crate::Priority::Normal, Task::priority);
+            self.cur_prio.store(p.as_u8(), Ordering::Relaxed);
         }
     }
 
@@ -536,6 +565,7 @@ impl Processor {
     /// of such a conversation would move across CPUs.
     #[inline]
     pub(crate) fn schedule_next(&self, t: TaskRef) {
+        let Some(t) = self.divert(t, true) else { return };
         let shared = !self.solo;
         self.slot_used.set(true);
         if let Some(old) = self.lifo().put(t, shared) {
@@ -553,6 +583,7 @@ impl Processor {
     /// processor know.
     #[inline]
     pub(crate) fn enqueue(&self, t: TaskRef) -> bool {
+        let Some(t) = self.divert(t, false) else { return false };
         if self.solo {
             self.queue.push_private(t);
             false
@@ -560,6 +591,47 @@ impl Processor {
             self.queue.push_shared(t);
             true
         }
+    }
+
+    /// Sends `t` to its level's queue if it is not `Normal` and the runtime
+    /// has levels (`priority.rs`); gives it back otherwise. `woken`: the
+    /// running thread just made `t` runnable, and yields to it at the end of
+    /// its runtime section if `t` is of a higher level.
+    #[inline(always)]
+    pub(crate) fn divert(&self, t: TaskRef, woken: bool) -> Option<TaskRef> {
+        if !self.prios.load(Ordering::Relaxed) || t.priority() == crate::Priority::Normal {
+            return Some(t);
+        }
+        self.divert_slow(t, woken);
+        None
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn divert_slow(&self, t: TaskRef, woken: bool) {
+        let p = t.priority();
+        if woken && self.current_task().is_some_and(|c| c.priority() > p && c.preemptible()) {
+            // Strict levels on this processor: the waker is preempted when
+            // its section ends (`Machine::lower`), and the decision that
+            // follows takes `t` from its queue.
+            self.machine().defer_in_section();
+        }
+        self.shared.prio.push(t, p, self.shared.timers.now());
+        self.shared.notify();
+        // The monitor preempts a processor running a lower level elsewhere.
+        self.shared.monitor.poke();
+    }
+
+    /// The thread a decision takes from the levels' queues before its own
+    /// work (`priority.rs`): a `High` one, unless the monitor asked this
+    /// processor to let its `Normal` work have a turn (aging).
+    #[cold]
+    #[inline(never)]
+    fn prio_first(&self) -> Option<TaskRef> {
+        if self.normal_turn.swap(false, Ordering::Relaxed) {
+            return None;
+        }
+        self.shared.prio.pop_high()
     }
 
     /// Next thread to run, from the local queue (task or scheduler context).
@@ -582,6 +654,11 @@ impl Processor {
         if !self.shared.injector.is_empty() {
             self.drain_injector();
         }
+        if self.prios.load(Ordering::Relaxed) {
+            if let Some(t) = self.prio_first() {
+                return Some(t);
+            }
+        }
         if let Some(t) = self.take_lifo() {
             let streak = self.lifo_streak.get();
             if streak < MAX_LIFO_STREAK {
@@ -600,7 +677,18 @@ impl Processor {
         self.lifo_streak.set(0);
         match self.queue.pop() {
             Some(t) => Some(t),
-            None => self.pull_injector(),
+            None => self.pull_injector().or_else(|| self.low_last()),
+        }
+    }
+
+    /// A `Low` thread, when the runtime has levels: what a decision takes when
+    /// it has nothing else (`priority.rs`).
+    #[inline]
+    fn low_last(&self) -> Option<TaskRef> {
+        if self.prios.load(Ordering::Relaxed) {
+            self.shared.prio.pop_low()
+        } else {
+            None
         }
     }
 
@@ -720,6 +808,11 @@ impl Processor {
 
     /// One look at every source of work.
     fn steal_round(&self) -> Option<TaskRef> {
+        if self.prios.load(Ordering::Relaxed) {
+            if let Some(t) = self.prio_first() {
+                return Some(t);
+            }
+        }
         if let Some(t) = self.pop_local() {
             return Some(t);
         }
@@ -760,7 +853,7 @@ impl Processor {
                 }
             }
         }
-        None
+        self.low_last()
     }
 
     /// Takes the thread in `victim`'s next slot, unless its owner is likely

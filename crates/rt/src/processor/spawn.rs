@@ -21,6 +21,8 @@ pub(crate) struct SpawnOptions {
     pub(crate) not_preemptible: bool,
     /// `Builder::cpu_budget`: the share of a processor and its period.
     pub(crate) budget: Option<(f64, std::time::Duration)>,
+    /// `Builder::priority`.
+    pub(crate) priority: crate::Priority,
 }
 
 /// Which runtime a new user thread joins.
@@ -43,9 +45,9 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    if let Some((fraction, period)) = opts.budget {
-        crate::budget::check(fraction, period)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let (policies, priority, budget) = (opts.has_policies(), opts.priority, opts.budget);
+    if policies {
+        check_policies(&opts)?;
     }
     // A runtime section: spawning never switches. The common case (on a
     // processor) with the lighter section; `here` tells the others apart.
@@ -109,16 +111,8 @@ where
         *task.ctx.get() = arch::init_stack(top, super::entry::task_entry, std::ptr::null_mut())
     };
     task.set_preemptible(!opts.not_preemptible);
-    if let Some((fraction, period)) = opts.budget {
-        task.set_budget(Box::new(crate::budget::Budget::new(fraction, period)));
-        // Before the task is published (which releases): whichever
-        // processor runs it sees the flag.
-        if !shared.budgets.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            for p in shared.processors() {
-                // SAFETY: processors live as long as their runtime's `Shared`.
-                unsafe { &*p.0 }.budgets.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
+    if policies {
+        apply_policies(&task, priority, budget, shared);
     }
     // SAFETY: nobody else sees the task yet.
     if let Some(stack) = unsafe { (*task.stack.get()).as_ref() } {
@@ -138,4 +132,62 @@ where
         }
     }
     Ok(JoinHandle::new::<F>(task))
+}
+
+impl SpawnOptions {
+    /// A priority or a budget was asked for (the rare case, kept out of line so
+    /// that the common spawn stays small enough to inline).
+    #[inline(always)]
+    fn has_policies(&self) -> bool {
+        self.priority != crate::Priority::Normal || self.budget.is_some()
+    }
+}
+
+/// Refuses bad policy parameters before anything is allocated.
+#[cold]
+#[inline(never)]
+fn check_policies(opts: &SpawnOptions) -> io::Result<()> {
+    if let Some((fraction, period)) = opts.budget {
+        crate::budget::check(fraction, period)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    }
+    Ok(())
+}
+
+/// Gives a new task its level and budget, and turns the runtime's policy
+/// paths on at the first such thread. Before the task is published (which
+/// releases): whichever processor runs it sees the flags.
+#[cold]
+#[inline(never)]
+fn apply_policies(
+    task: &Task,
+    priority: crate::Priority,
+    budget: Option<(f64, std::time::Duration)>,
+    shared: &Shared,
+) {
+    use std::sync::atomic::Ordering;
+    let each_processor = |f: &dyn Fn(&Processor)| {
+        for p in shared.processors() {
+            // SAFETY: processors live as long as their runtime's `Shared`.
+            f(unsafe { &*p.0 });
+        }
+    };
+    if priority != crate::Priority::Normal {
+        task.set_priority(priority);
+        if !shared.prios.swap(true, Ordering::Relaxed) {
+            each_processor(&|p| {
+                p.prios.store(true, Ordering::Relaxed);
+                p.policies.store(true, Ordering::Relaxed);
+            });
+        }
+    }
+    if let Some((fraction, period)) = budget {
+        task.set_budget(Box::new(crate::budget::Budget::new(fraction, period)));
+        if !shared.budgets.swap(true, Ordering::Relaxed) {
+            each_processor(&|p| {
+                p.budgets.store(true, Ordering::Relaxed);
+                p.policies.store(true, Ordering::Relaxed);
+            });
+        }
+    }
 }

@@ -206,7 +206,11 @@ impl Processor {
         let pending = match leave {
             // Kept private: queued now, nothing pending (module docs).
             Leave::Yield if self.solo => {
-                self.queue.push_private(cur);
+                // A thread of another level goes to its level's queue, which
+                // only this processor takes from (the only one).
+                if let Some(cur) = self.divert(cur, false) {
+                    self.queue.push_private(cur);
+                }
                 None
             }
             Leave::Yield => Some(Pending::Requeue(cur)),
@@ -278,7 +282,11 @@ pub(crate) fn complete_leave(pending: Pending, home: Option<&Processor>) {
     match pending {
         Pending::None => {}
         Pending::Requeue(t) => match home {
-            Some(vp) => vp.queue.push_shared(t),
+            Some(vp) => {
+                if let Some(t) = vp.divert(t, false) {
+                    vp.queue.push_shared(t);
+                }
+            }
             None => requeue(t),
         },
         Pending::Park(t, kind) => {
@@ -359,8 +367,8 @@ pub(crate) unsafe fn after_switch(vp: *mut u8) {
         "resumed by processor {} whose machine is not this kernel thread's",
         vp.index
     );
-    if vp.budgets.load(Ordering::Relaxed) {
-        vp.budget_switch();
+    if vp.policies.load(Ordering::Relaxed) {
+        vp.policy_switch();
     }
     vp.run_pending();
     // The section the leaving context raised ends here (`machine.rs`).

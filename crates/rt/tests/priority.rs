@@ -1,0 +1,178 @@
+//! Priorities (`Builder::priority`): strict between levels, a higher level takes a
+//! processor from a lower one at once (locally and through the monitor), and aging ends
+//! starvation in both directions.
+//!
+//! Every test is causal: it finishes only if the runtime behaves (a starved or never
+//! preempted thread makes it hang, and the watchdog fails it), and the orders it checks
+//! do not depend on timing.
+
+mod common;
+
+use common::watchdog;
+use schedlab_rt::sync::channel;
+use schedlab_rt::{sleep, spawn, yield_now, Builder, Preemption, Priority, Runtime};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn one_processor(preemption: Preemption) -> Runtime {
+    Runtime::builder().processors(1).preemption(preemption).build().unwrap()
+}
+
+fn spin_until(flag: &AtomicBool) {
+    while !flag.load(Ordering::Relaxed) {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn levels_run_in_order_high_normal_low() {
+    let order = watchdog(10, || {
+        let rt = one_processor(Preemption::Cooperative);
+        rt.block_on(|| {
+            let log = Arc::new(Mutex::new(Vec::new()));
+            // Spawned in an order that neither FIFO (N H L) nor the next slot's
+            // newest-first (L H N) would run as H N L.
+            let hs: Vec<_> = [Priority::Normal, Priority::High, Priority::Low]
+                .into_iter()
+                .map(|p| {
+                    let log = log.clone();
+                    Builder::new().priority(p).spawn(move || log.lock().unwrap().push(p)).unwrap()
+                })
+                .collect();
+            assert_eq!(hs[2].thread().priority(), Priority::Low);
+            for h in hs {
+                h.join().unwrap();
+            }
+            let v = log.lock().unwrap().clone();
+            v
+        })
+        .unwrap()
+    });
+    assert_eq!(order, [Priority::High, Priority::Normal, Priority::Low]);
+}
+
+#[test]
+fn a_woken_high_thread_runs_before_its_waker_goes_on() {
+    let log = watchdog(10, || {
+        let rt = one_processor(Preemption::Cooperative);
+        rt.block_on(|| {
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let (tx, rx) = channel::<u32>(1);
+            let l = log.clone();
+            let high = Builder::new()
+                .priority(Priority::High)
+                .spawn(move || {
+                    let v = rx.recv().unwrap();
+                    l.lock().unwrap().push(format!("high got {v}"));
+                })
+                .unwrap();
+            // Let the high thread park in recv.
+            yield_now();
+            tx.send(7).unwrap();
+            log.lock().unwrap().push("waker goes on".to_string());
+            high.join().unwrap();
+            let v = log.lock().unwrap().clone();
+            v
+        })
+        .unwrap()
+    });
+    assert_eq!(log, ["high got 7", "waker goes on"]);
+}
+
+#[test]
+fn a_high_thread_woken_by_a_timer_preempts_a_spinner_at_once() {
+    // A quantum longer than the watchdog: only the level can take the processor.
+    watchdog(20, || {
+        let rt = one_processor(Preemption::Quantum(Duration::from_secs(60)));
+        rt.block_on(|| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = stop.clone();
+            let spinner = spawn(move || spin_until(&s));
+            let s = stop.clone();
+            let high = Builder::new()
+                .priority(Priority::High)
+                .spawn(move || {
+                    sleep(Duration::from_millis(20));
+                    s.store(true, Ordering::Relaxed);
+                })
+                .unwrap();
+            high.join().unwrap();
+            spinner.join().unwrap();
+        })
+        .unwrap()
+    });
+}
+
+#[test]
+fn aging_lets_a_low_thread_run_beside_a_normal_spinner() {
+    watchdog(20, || {
+        let rt = one_processor(Preemption::Quantum(Duration::from_millis(10)));
+        rt.block_on(|| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = stop.clone();
+            let spinner = spawn(move || spin_until(&s));
+            let s = stop.clone();
+            let low = Builder::new()
+                .priority(Priority::Low)
+                .spawn(move || s.store(true, Ordering::Relaxed))
+                .unwrap();
+            low.join().unwrap();
+            spinner.join().unwrap();
+        })
+        .unwrap()
+    });
+}
+
+#[test]
+fn aging_lets_normal_work_run_beside_a_high_spinner() {
+    watchdog(20, || {
+        let rt = one_processor(Preemption::Quantum(Duration::from_millis(10)));
+        rt.block_on(|| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = stop.clone();
+            let high =
+                Builder::new().priority(Priority::High).spawn(move || spin_until(&s)).unwrap();
+            let s = stop.clone();
+            let normal = spawn(move || s.store(true, Ordering::Relaxed));
+            normal.join().unwrap();
+            high.join().unwrap();
+        })
+        .unwrap()
+    });
+}
+
+#[test]
+fn levels_hold_across_two_processors() {
+    // Two processors busy with Normal spinners; a High thread woken by a timer still gets
+    // one of them at once (the quantum is longer than the watchdog).
+    watchdog(20, || {
+        let rt = Runtime::builder()
+            .processors(2)
+            .preemption(Preemption::Quantum(Duration::from_secs(60)))
+            .build()
+            .unwrap();
+        rt.block_on(|| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let spinners: Vec<_> = (0..2)
+                .map(|_| {
+                    let s = stop.clone();
+                    spawn(move || spin_until(&s))
+                })
+                .collect();
+            let s = stop.clone();
+            let high = Builder::new()
+                .priority(Priority::High)
+                .spawn(move || {
+                    sleep(Duration::from_millis(20));
+                    s.store(true, Ordering::Relaxed);
+                })
+                .unwrap();
+            high.join().unwrap();
+            for h in spinners {
+                h.join().unwrap();
+            }
+        })
+        .unwrap()
+    });
+}
