@@ -17,7 +17,8 @@
 //! | `test9` | nice 19, the main loop sleeping to its next frame with the default 50 µs timer slack (seed Test 9) |
 //! | `test9-slack` | `test9` with a 1 ns timer slack on the main loop (seed Test 9's `timeBeginPeriod(1)`) |
 //! | `deadline` | an OS thread under `SCHED_DEADLINE`, 2 ms of runtime per 20 ms (root, and every CPU of the root domain) |
-//! | `rt` | a schedlab-rt user thread with `cpu_budget(0.10, 20 ms)` beside the main loop as a user thread, 1 ms quantum |
+//! | `rt` | a schedlab-rt user thread with `cpu_budget(0.10, 20 ms)` at `Priority::Low`, beside the main loop as a `Normal` user thread of the same runtime |
+//! | `rt-budget` | `rt` without the level: the budget alone, the loader at the main loop's level |
 //!
 //! A frame's time is from the moment it was due to the end of its work: the main loop's
 //! wake-up delay plus its work, slowed by whatever the loader does to the CPU and its
@@ -69,8 +70,18 @@ const LINES_PER_PIECE: usize = 1024;
 /// The share of the CPU the seed allows the loader.
 const GOAL: f64 = 0.10;
 
-const LOADERS: &[&str] =
-    &["none", "os", "nice19", "idle", "selfthrottle", "test9", "test9-slack", "deadline", "rt"];
+const LOADERS: &[&str] = &[
+    "none",
+    "os",
+    "nice19",
+    "idle",
+    "selfthrottle",
+    "test9",
+    "test9-slack",
+    "deadline",
+    "rt",
+    "rt-budget",
+];
 
 struct BackgroundBudget;
 
@@ -87,7 +98,7 @@ impl Probe for BackgroundBudget {
 
     fn variants(&self, suite: Suite) -> Vec<Params> {
         let (loaders, cpus): (&[&str], &[&str]) = match suite {
-            Suite::Smoke => (&["none", "os", "rt"], &["1"]),
+            Suite::Smoke => (&["none", "os", "rt", "rt-budget"], &["1"]),
             Suite::Quick => (LOADERS, &["1"]),
             Suite::Full => (LOADERS, &["1", "2"]),
         };
@@ -146,8 +157,8 @@ impl Probe for BackgroundBudget {
             .with("frame_ms", FRAME.as_millis())
             .with("work_passes", passes);
         let file = LoaderFile::create(&ctx.tmp_dir)?;
-        let (body, keep): (Body, Vec<Box<dyn std::any::Any>>) = if loader == "rt" {
-            rt_variant(ncpus, passes, file, live.clone())?
+        let (body, keep): (Body, Vec<Box<dyn std::any::Any>>) = if loader.starts_with("rt") {
+            rt_variant(ncpus, loader == "rt", passes, file, live.clone())?
         } else {
             os_variant(loader, ncpus, passes, file, live.clone())?
         };
@@ -156,7 +167,7 @@ impl Probe for BackgroundBudget {
         if let Some(p) = pin {
             keep.push(Box::new(p));
         }
-        Ok(Box::new(Run { body, notes, live, _keep: keep }))
+        Ok(Box::new(Run { _keep: keep, body, notes, live }))
     }
 }
 
@@ -173,11 +184,13 @@ struct Frames {
 }
 
 struct Run {
+    /// Dropped first, in order: the loader (stopped and joined), the slack, the pin. The
+    /// loader goes before the body, which owns the rt variant's runtime: a runtime dropped
+    /// under a user thread that never yields waits for it for ever.
+    _keep: Vec<Box<dyn std::any::Any>>,
     body: Body,
     notes: Params,
     live: Arc<Mutex<Frames>>,
-    /// Dropped last, in order: the loader (stopped and joined), the slack, the pin.
-    _keep: Vec<Box<dyn std::any::Any>>,
 }
 
 impl Workload for Run {
@@ -355,7 +368,9 @@ impl Loader {
     fn new(file: Arc<LoaderFile>) -> Loader {
         Loader {
             file,
-            set: vec![0u64; LOADER_SET / 8],
+            // Written through, so every page is in place before the measurement: first
+            // touches would make the first pieces several times slower than the rest.
+            set: vec![0x5555_5555_5555_5555u64; LOADER_SET / 8],
             buf: vec![0u8; PIECE],
             offset: 0,
             rng: 0x9E37_79B9_7F4A_7C15,
@@ -516,29 +531,30 @@ fn os_variant(
     Ok((Box::new(body), keep))
 }
 
-/// The rt variant: the main loop and the loader as user threads of one runtime of `ncpus`
-/// processors with a 1 ms quantum, the loader under `cpu_budget(0.10, 20 ms)`.
+/// The rt variants: the main loop and the loader as user threads of one runtime of `ncpus`
+/// processors (default quantum), the loader under `cpu_budget(0.10, 20 ms)`, at
+/// `Priority::Low` when `low`.
 fn rt_variant(
     ncpus: usize,
+    low: bool,
     passes: u64,
     file: LoaderFile,
     live: Arc<Mutex<Frames>>,
 ) -> Result<(Body, Vec<Box<dyn std::any::Any>>), ProbeError> {
     let rt = schedlab_rt::Runtime::builder()
         .processors(ncpus)
-        .preemption(schedlab_rt::Preemption::Quantum(Duration::from_millis(1)))
         .build()
         .map_err(|e| ProbeError::io("building the schedlab-rt runtime", e))?;
     let rt = Arc::new(rt);
     let progress = Arc::new(Progress::default());
     let stop = Arc::new(AtomicBool::new(false));
     let (s, p) = (stop.clone(), progress.clone());
-    let file = Arc::new(file);
+    let mut l = Loader::new(Arc::new(file));
     let handle = schedlab_rt::Builder::new()
         .name("loader")
         .cpu_budget(GOAL, FRAME)
+        .priority(if low { schedlab_rt::Priority::Low } else { schedlab_rt::Priority::Normal })
         .spawn_on(&rt, move || {
-            let mut l = Loader::new(file);
             while !s.load(Ordering::Relaxed) {
                 if l.piece().is_err() {
                     return;
