@@ -17,6 +17,7 @@
 //! | `test9` | nice 19, the main loop sleeping to its next frame with the default 50 µs timer slack (seed Test 9) |
 //! | `test9-slack` | `test9` with a 1 ns timer slack on the main loop (seed Test 9's `timeBeginPeriod(1)`) |
 //! | `deadline` | an OS thread under `SCHED_DEADLINE`, 2 ms of runtime per 20 ms (root, and every CPU of the root domain) |
+//! | `cgroup` | an OS thread alone in a cgroup capped at 2 ms per 20 ms (v2 `cpu.max`, or v1 `cpu.cfs_quota_us`; root) |
 //! | `rt` | a schedlab-rt user thread with `cpu_budget(0.10, 20 ms)` at `Priority::Low`, beside the main loop as a `Normal` user thread of the same runtime |
 //! | `rt-budget` | `rt` without the level: the budget alone, the loader at the main loop's level |
 //!
@@ -45,6 +46,7 @@ use schedlab_measure::{ProbeError, Timing, Workload};
 
 use crate::{Context, Info, Instance, Probe, Suite};
 
+mod cgroup;
 mod coop;
 
 /// The sched probes, in catalog order.
@@ -81,6 +83,7 @@ const LOADERS: &[&str] = &[
     "test9",
     "test9-slack",
     "deadline",
+    "cgroup",
     "rt",
     "rt-budget",
 ];
@@ -94,7 +97,7 @@ impl Probe for BackgroundBudget {
             doc: "Seed 001's goal: a main loop due every 20 ms doing ~4 ms of cache-resident work beside a background loader that always has work (reads and checksums a file, updates a 64 MiB array), held back by the variant's policy; frame time from due to done, median per sample, p99/max/missed frames and the loader's CPU share and throughput in notes",
             unit: Unit::Nanos,
             mirrors: "- (seed 001 Tests 8-9: a background thread held to ~10% of the CPU beside a 50 FPS loop)",
-            requires: "loader=deadline: root, and cpus=2 on a machine whose CPUs are all usable (SCHED_DEADLINE admits a thread only with every CPU of its root domain)",
+            requires: "loader=deadline: root, and cpus=2 on a machine whose CPUs are all usable (SCHED_DEADLINE admits a thread only with every CPU of its root domain); loader=cgroup: root and a cgroup hierarchy with the cpu controller",
         }
     }
 
@@ -165,11 +168,16 @@ impl Probe for BackgroundBudget {
             os_variant(loader, ncpus, passes, file, live.clone())?
         };
         let mut keep = keep;
+        let cap = keep.iter().find_map(|k| k.downcast_ref::<Arc<cgroup::CpuCap>>()).cloned();
+        let mut notes = notes;
+        if let Some(c) = &cap {
+            notes.set("cgroup", if c.version() == cgroup::Version::V2 { "v2" } else { "v1" });
+        }
         keep.push(Box::new(main_slack));
         if let Some(p) = pin {
             keep.push(Box::new(p));
         }
-        Ok(Box::new(Run { _keep: keep, body, notes, live }))
+        Ok(Box::new(Run { _keep: keep, body, notes, live, cap }))
     }
 }
 
@@ -193,6 +201,8 @@ struct Run {
     body: Body,
     notes: Params,
     live: Arc<Mutex<Frames>>,
+    /// `loader=cgroup`'s cap, for the kernel's throttling counts.
+    cap: Option<Arc<cgroup::CpuCap>>,
 }
 
 impl Workload for Run {
@@ -231,6 +241,10 @@ impl Instance for Run {
             );
         }
         n.set("loader_goal", GOAL);
+        if let Some((times, total)) = self.cap.as_ref().and_then(|c| c.throttled()) {
+            n.set("throttled", times);
+            n.set("throttled_ms", format!("{:.1}", total.as_secs_f64() * 1e3));
+        }
         n
     }
 }
@@ -426,6 +440,8 @@ fn hold_back(loader: &str) -> std::io::Result<()> {
         "nice19" | "test9" | "test9-slack" => sys::set_nice(19),
         "idle" => sys::set_policy(libc::SCHED_IDLE, 0),
         "deadline" => set_deadline(Duration::from_micros(2000), FRAME),
+        // Moved into its cap by `os_variant`, from the loader thread itself.
+        "cgroup" => Ok(()),
         other => unreachable!("loader {other} is not an OS thread"),
     }
 }
@@ -473,16 +489,25 @@ fn os_variant(
 ) -> Result<(Body, Vec<Box<dyn std::any::Any>>), ProbeError> {
     let progress = Arc::new(Progress::default());
     let mut keep: Vec<Box<dyn std::any::Any>> = Vec::new();
+    let mut cap = None;
+    if loader == "cgroup" {
+        cap = Some(Arc::new(cgroup::CpuCap::create(Duration::from_micros(2000), FRAME)?));
+    }
     if loader != "none" {
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (s, p, name) = (stop.clone(), progress.clone(), loader.to_string());
         let file = Arc::new(file);
+        let thread_cap = cap.clone();
         let thread = std::thread::Builder::new()
             .name("loader".into())
             .spawn(move || {
                 // The thread inherits the probe thread's pin (cpus=1).
-                if let Err(e) = hold_back(&name) {
+                let held = match &thread_cap {
+                    Some(c) => c.add_thread(sys::gettid()),
+                    None => hold_back(&name),
+                };
+                if let Err(e) = held {
                     let _ = ready_tx.send(Err(e));
                     return;
                 }
@@ -510,7 +535,9 @@ fn os_variant(
                 drop(guard);
                 let what = format!("putting the loader under loader={loader}");
                 return Err(match e.raw_os_error() {
-                    Some(libc::EPERM) => ProbeError::Skip(format!("{what} needs root: {e}")),
+                    Some(libc::EPERM) | Some(libc::EACCES) => {
+                        ProbeError::Skip(format!("{what} needs root: {e}"))
+                    }
                     Some(libc::EBUSY) | Some(libc::EINVAL) if loader == "deadline" => {
                         ProbeError::Skip(format!("{what}: the kernel refused admission: {e}"))
                     }
@@ -519,7 +546,11 @@ fn os_variant(
             }
             Err(_) => return Err(ProbeError::Failed("the loader thread died at start".into())),
         }
+        // Dropped in order: the loader joined, then its cgroup removed.
         keep.push(Box::new(guard));
+        if let Some(c) = &cap {
+            keep.push(Box::new(c.clone()));
+        }
     } else {
         drop(file);
     }

@@ -362,7 +362,7 @@ fn busy_main(method: Method, stop: &AtomicBool, passes: &AtomicU64) {
     while !stop.load(Ordering::Relaxed) {
         kernel(&mut st);
         n += 1;
-        if n % 64 == 0 {
+        if n.is_multiple_of(64) {
             passes.store(n, Ordering::Relaxed);
         }
         y.after_pass(n);
@@ -425,7 +425,7 @@ impl Yield {
         match self {
             Yield::Never => {}
             Yield::EveryN(n) => {
-                if pass % *n == 0 {
+                if pass.is_multiple_of(*n) {
                     schedlab_rt::yield_now();
                 }
             }
