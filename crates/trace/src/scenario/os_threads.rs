@@ -298,6 +298,80 @@ pub(super) fn scenarios() -> Vec<Scenario> {
     ]
 }
 
+/// Scenarios 17 and 18: seed 001's Tests 5 and 7 as the seed ran them, recorded after the
+/// schedlab-rt ones so that the numbers the earlier scenarios have kept do not move.
+pub(super) fn later() -> Vec<Scenario> {
+    let t = ThreadSpec::busy;
+    vec![
+        Scenario {
+            id: "17",
+            name: "yield-priority",
+            title: "17. sched_yield from a higher-priority thread against a lower one",
+            window_ms: 600,
+            hog: false,
+            needs_root: false,
+            measures_overhead: false,
+            rt: None,
+            threads: vec![
+                ThreadSpec { behaviour: Yield { from_permille: 0 }, ..t("nice0-yields") },
+                ThreadSpec { nice: 5, ..t("nice5-busy") },
+            ],
+            explanation: "Seed Test 5 as the seed ran it: the thread that yields has the \
+                higher priority. On XP, Sleep(0) gave the CPU only to a ready thread of equal or \
+                higher priority, so a normal thread calling it against a below-normal one kept \
+                the CPU and the yield did nothing. In Linux's fair class a yield moves the \
+                yielder's deadline back by a slice whatever its weight, so the lower-weight \
+                thread is picked next: a nice 0 thread that yields after every ~5 µs batch \
+                gives most of the CPU to a busy nice 5 one, the opposite of what the weights \
+                (75:25, scenario 5) would give two busy threads.",
+            verdict: |_, stats| {
+                let (a, b) = (&stats[0], &stats[1]);
+                format!(
+                    "{}. The yielding nice 0 thread kept {} against {} for the busy nice 5 one \
+                     (two busy threads at these weights share 75:25): on Linux a yield gives \
+                     the CPU away to a lower priority; on XP it did not.",
+                    shares(stats),
+                    pct(a.cpu_share),
+                    pct(b.cpu_share)
+                )
+            },
+        },
+        Scenario {
+            id: "18",
+            name: "rt-throttle",
+            title: "18. A SCHED_FIFO hog against a normal thread for 2.5 s (root)",
+            window_ms: 2_500,
+            hog: false,
+            needs_root: true,
+            measures_overhead: false,
+            rt: None,
+            threads: vec![ThreadSpec { policy: Policy::Fifo(10), ..t("fifo") }, t("other")],
+            explanation: "Seed Test 7 long enough for the answer: XP starved a low-priority \
+                thread under a busy higher one until the balance-set manager boosted it, after \
+                about 4 s, for one quantum. Linux's strict class is the real-time one, and its \
+                answer to starvation is bandwidth, not a boost: RT throttling \
+                (sched_rt_runtime_us = 950 ms of every sched_rt_period_us = 1 s by default) or, \
+                on kernels since 6.12, the fair deadline server, which reserves 50 ms of every \
+                second for the fair class while real-time tasks hog the CPU. Either way the \
+                normal thread runs about once a second for about 50 ms, starting within a \
+                period, which scenario 10's 300 ms window was too short to see.",
+            verdict: |_, stats| {
+                let o = &stats[1];
+                format!(
+                    "{}. The SCHED_FIFO thread held the CPU except {} for the normal thread, \
+                     which first ran after {} and then in runs of median {} (the kernel's \
+                     reservation for the fair class, 50 ms per second by default = 5%); XP \
+                     rescued a starved thread only after ~4 s.",
+                    shares(stats),
+                    pct(o.cpu_share),
+                    o.first_run_ns.map_or("never".into(), human_ns),
+                    slice(o)
+                )
+            },
+        },
+    ]
+}
+
 /// Scenarios 3 and 4: equal threads share the CPU, they do not multiply it.
 fn shared_equally(_: &Timeline, stats: &[ThreadStats]) -> String {
     let total_rate: f64 = stats.iter().map(|s| s.work_rate).sum();

@@ -1,4 +1,4 @@
-//! Scenarios 11–15: schedlab-rt user threads on one virtual processor, recorded from the
+//! Scenarios 11–16: schedlab-rt user threads on one virtual processor, recorded from the
 //! runtime's own events. The lanes are the processor's first (its slices named after the user
 //! thread, its marks the upcalls: preempted, blocked, unblocked), then one per user thread, so
 //! a verdict reads `timeline.lanes[0]` for the processor and `stats[1..]` for the threads.
@@ -9,7 +9,7 @@ use super::{pct, shares, Blocker, BudgetSetup, RtSetup, Scenario};
 use crate::stats::ThreadStats;
 use crate::Timeline;
 
-/// Scenarios 11–15, in order.
+/// Scenarios 11–16, in order.
 pub(super) fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario {
