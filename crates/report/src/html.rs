@@ -65,10 +65,31 @@ pub fn page(runs: &[Run], baseline: usize, timelines: &[RunTimeline], version: &
             let heading = format!("Thread systems of {}", run.meta.display_name());
             section(&mut body, &mut nav, &format!("threads-{i}"), &heading, &t);
         }
+        if let Some(c) = coop_html(run) {
+            let heading = format!("Cooperative against preemptive on {}", run.meta.display_name());
+            section(&mut body, &mut nav, &format!("coop-{i}"), &heading, &c);
+        }
         if let Some(m) = memory_html(run) {
             let heading = format!("Memory lab of {}", run.meta.display_name());
             section(&mut body, &mut nav, &format!("memory-{i}"), &heading, &m);
         }
+    }
+    let tables: Vec<(String, crate::coop::CoopTable)> = runs
+        .iter()
+        .filter_map(|r| Some((r.meta.display_name(), crate::coop::analyse(r)?)))
+        .collect();
+    if let Some(chart) = crate::coop::machines_chart(&tables) {
+        let inner = format!(
+            "<figure>{chart}<figcaption>Figure 2 of the article: the same methods on each \
+             run's machine</figcaption></figure>\n"
+        );
+        section(
+            &mut body,
+            &mut nav,
+            "coop-machines",
+            "Cooperative against preemptive, runs compared",
+            &inner,
+        );
     }
     if !timelines.is_empty() {
         section(&mut body, &mut nav, "timelines", "Timelines", &timelines_html(runs, timelines));
@@ -290,6 +311,21 @@ fn thread_systems_html(run: &Run) -> Option<String> {
          table).</p>\n<figure>{chart}<figcaption>Thread systems of {}</figcaption></figure>\n",
         escape(&run.meta.display_name())
     ))
+}
+
+/// Seed 000's table and its Figures 1 and 3, for a run that measured
+/// `sched.coop_vs_preempt`.
+fn coop_html(run: &Run) -> Option<String> {
+    let t = crate::coop::analyse(run)?;
+    let mut out = format!("<p>{}</p>\n", escape(crate::coop::LEGEND));
+    out.push_str(&crate::coop::table(&t).to_html("Seed 000's table: normalized scores", None));
+    for (caption, chart) in crate::coop::charts(&run.meta.display_name(), &t) {
+        out.push_str(&format!(
+            "<figure>{chart}<figcaption>{}</figcaption></figure>\n",
+            escape(&caption)
+        ));
+    }
+    Some(out)
 }
 
 fn memory_html(run: &Run) -> Option<String> {

@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 
 pub mod catalog;
+pub mod coop;
 pub mod export;
 pub mod html;
 pub mod lanes;

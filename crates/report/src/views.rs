@@ -271,6 +271,9 @@ pub fn run_text(run: &Run) -> String {
     }
     text.push('\n');
     text.push_str(&run_table(run).to_terminal());
+    if let Some(t) = crate::coop::text(run) {
+        text.push_str(&t);
+    }
     if !run.warnings.is_empty() {
         text.push_str("\nwarnings:\n");
         for line in warning_lines(&run.warnings, usize::MAX) {
