@@ -11,7 +11,7 @@
 //! |---|---|
 //! | `coop-never` | a schedlab-rt user thread, cooperative runtime, never yields (seed: the 1.0 reference) |
 //! | `coop-4096` | yields every 4096 passes (the Apple sample's `(i & 0xFFF) == 0`) |
-//! | `coop-20ms` | reads the clock every pass and yields when 20 ms went by (the article's way) |
+//! | `coop-20ms` | reads the clock every pass and yields when it has run 20 ms since it got the CPU back (the article's way, with its listing's one flaw fixed: it counted from before the yield) |
 //! | `yielder` | `schedlab_rt::Yielder` with a 20 ms interval (by time, on a cheap clock) |
 //! | `preempt-10ms`, `preempt-1ms` | never yields; the runtime preempts it at that quantum |
 //! | `os` | an OS thread, never yields; the kernel's scheduler shares the CPU |
@@ -430,10 +430,13 @@ impl Yield {
                 }
             }
             Yield::Clock { last } => {
-                let now = Instant::now();
-                if now - *last >= INTERVAL {
-                    *last = now;
+                if last.elapsed() >= INTERVAL {
                     schedlab_rt::yield_now();
+                    // Counted from when the thread got the CPU back. The article's listing
+                    // stores the time before it yields: back from a busy peer's 20 ms, the
+                    // thread then yields again after one pass, every turn (the worst case
+                    // never ends).
+                    *last = Instant::now();
                 }
             }
             Yield::Yielder(y) => {
@@ -677,6 +680,56 @@ mod tests {
             (5, 0),
             "one turn for the other thread per 4096 passes, none without yields"
         );
+    }
+
+    #[test]
+    fn coop_20ms_counts_its_interval_from_when_it_got_the_cpu_back() {
+        let rt = schedlab_rt::Runtime::builder()
+            .processors(1)
+            .preemption(schedlab_rt::Preemption::Cooperative)
+            .build()
+            .unwrap();
+        let runs = rt
+            .block_on(|| {
+                let stop = Arc::new(AtomicBool::new(false));
+                let turns = Arc::new(AtomicU64::new(0));
+                let (s, t) = (stop.clone(), turns.clone());
+                // A busy peer: 20 ms of its own per turn, then it yields.
+                let peer = schedlab_rt::spawn(move || {
+                    while !s.load(Ordering::Relaxed) {
+                        let start = Instant::now();
+                        while start.elapsed() < INTERVAL {
+                            std::hint::spin_loop();
+                        }
+                        t.fetch_add(1, Ordering::Relaxed);
+                        schedlab_rt::yield_now();
+                    }
+                });
+                // The worker: passes between the peer's turns.
+                let mut st = KState::new();
+                let mut y = Yield::new(Method::Coop20ms);
+                let (mut since, mut runs) = (0u64, Vec::new());
+                for pass in 1.. {
+                    kernel(&mut st);
+                    since += 1;
+                    let before = turns.load(Ordering::Relaxed);
+                    y.after_pass(pass);
+                    if turns.load(Ordering::Relaxed) != before {
+                        runs.push(since);
+                        since = 0;
+                        if runs.len() == 4 {
+                            break;
+                        }
+                    }
+                }
+                stop.store(true, Ordering::Relaxed);
+                peer.join().unwrap();
+                runs
+            })
+            .unwrap();
+        // Back from the peer's 20 ms, the worker works its own 20 ms (thousands of passes)
+        // before it yields again, not one pass.
+        assert!(runs[1..].iter().all(|&n| n > 100), "passes per turn: {runs:?}");
     }
 
     #[test]
