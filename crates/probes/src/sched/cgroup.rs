@@ -264,17 +264,19 @@ mod tests {
             c.add_thread(schedlab_measure::sys::gettid()).unwrap();
             let start = schedlab_measure::sys::now_ns();
             let cpu0 = schedlab_measure::sys::thread_cpu_ns();
-            // 200 ms of wall time: ten periods.
-            while schedlab_measure::sys::now_ns() - start < 200_000_000 {
+            // 30 ms of CPU: 15 periods' quota, whatever else the machine runs meanwhile.
+            while schedlab_measure::sys::thread_cpu_ns() - cpu0 < 30_000_000 {
                 std::hint::spin_loop();
             }
             (schedlab_measure::sys::thread_cpu_ns() - cpu0, schedlab_measure::sys::now_ns() - start)
         });
         let (cpu, wall) = spinner.join().unwrap();
         let (n, _) = cap.throttled().expect("cpu.stat has throttling counts");
-        assert!(n >= 3, "ten periods of spinning at 10%: throttled {n} times");
-        // The kernel's own accounting, not a timing claim: well below half the wall time.
-        assert!(cpu * 2 < wall, "capped thread used {cpu} ns of CPU in {wall} ns");
+        // 2 ms a period: 30 ms of CPU cannot be had without running out of quota in at
+        // least 14 periods. The kernel's accounting, not a timing claim.
+        assert!(n >= 10, "30 ms of spinning under a 2 ms/20 ms cap: throttled {n} times");
+        // And it took at least those periods: more than 4x its CPU time in wall time.
+        assert!(cpu * 4 < wall, "capped thread used {cpu} ns of CPU in {wall} ns");
         let dir = cap.dir.clone();
         drop(cap);
         assert!(!dir.exists(), "the cgroup is removed");
