@@ -176,3 +176,56 @@ fn levels_hold_across_two_processors() {
         .unwrap()
     });
 }
+
+#[test]
+fn aging_ends_starvation_within_its_documented_bound() {
+    // The rule (`priority.rs`): a Low thread under a saturating Normal one starts within
+    // AGING plus a quantum, plus the monitor's and the signal's delays. Read from the
+    // runtime's own events, timestamped as they happen; the allowance for those delays is
+    // generous (a loaded CI machine), but far below what a missing aging would give (the
+    // spinner never yields: without aging the Low thread would wait for the whole test).
+    let quantum = Duration::from_millis(10);
+    let allowance = Duration::from_millis(300);
+    let events: Arc<Mutex<Vec<(std::time::Instant, schedlab_rt::Event)>>> = Arc::default();
+    let log = events.clone();
+    let rt = Runtime::builder()
+        .processors(1)
+        .preemption(Preemption::Quantum(quantum))
+        .on_event(move |e| log.lock().unwrap().push((std::time::Instant::now(), e.clone())))
+        .build()
+        .unwrap();
+    let (spinner_id, low_id) = watchdog(20, move || {
+        rt.block_on(|| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = stop.clone();
+            let spinner = spawn(move || spin_until(&s));
+            // Let the spinner start, so the Low thread arrives under a running Normal one.
+            yield_now();
+            let s = stop.clone();
+            let low = Builder::new()
+                .priority(Priority::Low)
+                .spawn(move || s.store(true, Ordering::Relaxed))
+                .unwrap();
+            let ids = (spinner.thread().id(), low.thread().id());
+            low.join().unwrap();
+            spinner.join().unwrap();
+            ids
+        })
+        .unwrap()
+    });
+    use schedlab_rt::Event;
+    let events = events.lock().unwrap();
+    let at = |want: &dyn Fn(&Event) -> bool| {
+        events.iter().find(|(_, e)| want(e)).map(|(t, _)| *t).expect("the event happened")
+    };
+    let spawned = at(&|e| matches!(e, Event::Spawned { thread, .. } if *thread == low_id));
+    let first_run = at(&|e| matches!(e, Event::Switched { to: Some(t), .. } if *t == low_id));
+    let spinner_ran = events.iter().any(|(t, e)| {
+        *t < first_run && matches!(e, Event::Switched { to: Some(x), .. } if *x == spinner_id)
+    });
+    assert!(spinner_ran, "the spinner held the processor while the Low thread waited");
+    let waited = first_run - spawned;
+    let bound = schedlab_rt::AGING + quantum + allowance;
+    eprintln!("the Low thread waited {waited:?} (rule: AGING + a quantum; bound with allowance {bound:?})");
+    assert!(waited <= bound, "the Low thread waited {waited:?}, past {bound:?}");
+}
