@@ -18,11 +18,18 @@
 //! pages per fault and µs per fault. We count with `RUSAGE_THREAD`, not `RUSAGE_SELF`: other
 //! threads of the process (the progress ticker, other tests) fault too.
 //!
-//! Deliberate difference: lmbench times touch + munmap + mmap and subtracts an mmap + munmap
-//! of an untouched mapping, so its figure also carries tearing down the touched page tables.
-//! We time the touches alone and report the teardown per page in the notes
-//! (`unmap_us_per_page`); lmbench's figure is about the sum. lmbench's `msync(MS_INVALIDATE)`
-//! after each mmap is a no-op for a clean shared mapping on Linux and is left out.
+//! Two definitions:
+//! - default (`def=schedlab`): the touches alone are timed; the teardown of the touched page
+//!   tables is timed apart and reported per page in the notes (`unmap_us_per_page`). A fault
+//!   and its teardown are different costs (the second grows with the pages mapped, not the
+//!   faults taken), so they are kept apart.
+//! - `def=lmbench`, exactly lat_pagefault's: each iteration touches every page, `munmap`s,
+//!   `mmap`s again and `msync(MS_INVALIDATE)`s (a no-op for a clean shared mapping on Linux,
+//!   kept for exactness); the same number of untouched `munmap` + `mmap` + `msync` rounds is
+//!   timed in the same call and subtracted (lmbench's `t_combined - t_mmap`), and the
+//!   difference divided by the pages. Its figure is therefore touch + unmapping the touched
+//!   pages, about the default's value plus `unmap_us_per_page`. Its file is lmbench's, small
+//!   folios (written by `lmdd` in 8 KiB blocks).
 //!
 //! # os.mm.mmap
 //! lat_mmap, exactly: `mmap(size, PROT_READ|PROT_WRITE, MAP_SHARED)` of the file, store one
@@ -43,6 +50,7 @@ use schedlab_measure::model::{Metric, Params, Unit};
 use schedlab_measure::{interrupt, ProbeError, Timing, Workload};
 
 use super::fs::{fill, fs_type, scratch_file};
+use super::Def;
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// A mapping of a file, unmapped on drop.
@@ -169,7 +177,7 @@ impl Probe for MmProbe {
                 id: "os.mm.pagefault",
                 doc: "read one byte of every page of a cached file mapped MAP_SHARED: µs per page touched (faults counted: see notes)",
                 unit: Unit::Micros,
-                mirrors: "lmbench lat_pagefault (touches timed alone; lmbench also counts the munmap of the touched pages: note unmap_us_per_page)",
+                mirrors: "lmbench lat_pagefault (default: touches timed alone, the munmap of the touched pages in note unmap_us_per_page; def=lmbench: touch + munmap + mmap minus an untouched munmap + mmap, lmbench's figure exactly)",
                 requires: "a writable --tmp-dir",
             },
             Kind::Mmap => Info {
@@ -184,9 +192,11 @@ impl Probe for MmProbe {
 
     fn variants(&self, suite: Suite) -> Vec<Params> {
         match self.0 {
-            Kind::PageFault => {
-                ["small", "large"].into_iter().map(|f| Params::new().with("folios", f)).collect()
-            }
+            Kind::PageFault => ["small", "large"]
+                .into_iter()
+                .map(|f| Params::new().with("folios", f))
+                .chain([Params::new().with("folios", "small").with("def", Def::Lmbench.key())])
+                .collect(),
             Kind::Mmap => {
                 let sizes: &[&str] = match suite {
                     Suite::Smoke => &["512k"],
@@ -203,6 +213,7 @@ impl Probe for MmProbe {
         match self.0 {
             Kind::PageFault => {
                 let folios = Folios::from_params(params)?;
+                let def = Def::from_params(params, Def::Schedlab, &[Def::Schedlab, Def::Lmbench])?;
                 // lmbench insists on at least 1 MiB; keep smoke setup quick.
                 let len = match ctx.suite {
                     Suite::Smoke => 1 << 20,
@@ -213,14 +224,21 @@ impl Probe for MmProbe {
                 let page = page_size();
                 let order =
                     permutation(len / page, 0x5EED_1A7F).into_iter().map(|p| p * page).collect();
+                // lmbench's initialize(): the mapping its first iteration touches.
+                let mapped = match def {
+                    Def::Lmbench => Some(lmbench_map(&scratch.file, len)?),
+                    _ => None,
+                };
                 Ok(Box::new(PageFault {
                     file: scratch.file,
                     len,
                     order,
                     folios,
                     fs,
+                    mapped,
                     touch: Duration::ZERO,
                     unmap: Duration::ZERO,
+                    remap: Duration::ZERO,
                     faults: 0,
                     maps: 0,
                 }))
@@ -251,15 +269,79 @@ struct PageFault {
     order: Vec<usize>,
     folios: Folios,
     fs: String,
+    /// `def=lmbench`: the mapping that persists from one iteration to the next, as
+    /// lat_pagefault's `state->where` does. `None` for our definition.
+    mapped: Option<Mapping>,
     /// Totals over every call, for the notes.
     touch: Duration,
     unmap: Duration,
+    /// `def=lmbench`: the untouched munmap + mmap + msync rounds subtracted.
+    remap: Duration,
     faults: u64,
     maps: u64,
 }
 
+/// lat_pagefault's `mmap(0, size, PROT_READ, MAP_SHARED, fd, 0)` then
+/// `msync(where, size, MS_INVALIDATE)`.
+fn lmbench_map(file: &File, len: usize) -> Result<Mapping, ProbeError> {
+    let map = Mapping::new(file, len, libc::PROT_READ)?;
+    // SAFETY: `map` is exactly the `len`-byte mapping just made.
+    if unsafe { libc::msync(map.ptr.cast(), len, libc::MS_INVALIDATE) } != 0 {
+        return Err(ProbeError::last_os("msync(MS_INVALIDATE)"));
+    }
+    Ok(map)
+}
+
+impl PageFault {
+    /// lat_pagefault's `benchmark` (`touch`) or `benchmark_mmap` (no touch) for `iters`
+    /// iterations: touch every page of the persistent mapping, then munmap + mmap + msync.
+    fn lmbench_rounds(&mut self, iters: u64, touch: bool) -> Result<Duration, ProbeError> {
+        let mut sum = 0u64;
+        let mut faults = 0;
+        let start = Instant::now();
+        for _ in 0..iters {
+            let Some(map) = self.mapped.take() else {
+                return Err(ProbeError::Failed("lost the persistent mapping".into()));
+            };
+            if touch {
+                let before = minor_faults();
+                for &off in &self.order {
+                    // SAFETY: `off` < len, inside the readable mapping; volatile so every
+                    // page is really read (and faulted), in this order.
+                    sum = sum.wrapping_add(u64::from(unsafe { map.ptr.add(off).read_volatile() }));
+                }
+                faults += minor_faults() - before;
+            }
+            drop(map);
+            self.mapped = Some(lmbench_map(&self.file, self.len)?);
+        }
+        let elapsed = start.elapsed();
+        black_box(sum);
+        self.faults += faults;
+        Ok(elapsed)
+    }
+}
+
 impl Workload for PageFault {
     fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
+        if self.mapped.is_some() {
+            // lmbench: t_mmap first, then t_combined; the figure is their difference.
+            let remap = self.lmbench_rounds(iters, false)?;
+            if interrupt::requested() {
+                return Err(ProbeError::Interrupted);
+            }
+            let combined = self.lmbench_rounds(iters, true)?;
+            self.remap += remap;
+            self.touch += combined;
+            self.maps += iters;
+            let Some(d) = combined.checked_sub(remap) else {
+                return Err(ProbeError::Failed(format!(
+                    "touching {} pages took less than not touching them ({combined:?} < {remap:?}): a disturbed sample",
+                    self.order.len()
+                )));
+            };
+            return Ok(Timing::from_elapsed(d));
+        }
         let mut elapsed = Duration::ZERO;
         let mut sum = 0u64;
         for _ in 0..iters {
@@ -297,6 +379,20 @@ impl Instance for PageFault {
     fn notes(&self) -> Params {
         let pages = self.order.len() as f64 * self.maps.max(1) as f64;
         let faults = self.faults.max(1) as f64;
+        if self.mapped.is_some() {
+            let per_map = |d: Duration| d.as_secs_f64() * 1e6 / self.maps.max(1) as f64;
+            return Params::new()
+                .with("file_kib", self.len >> 10)
+                .with("fill_kib", self.folios.fill_block() >> 10)
+                .with("fs", &self.fs)
+                .with(
+                    "faults_per_map",
+                    format!("{:.1}", self.faults as f64 / self.maps.max(1) as f64),
+                )
+                .with("pages_per_fault", format!("{:.1}", pages / faults))
+                .with("combined_us_per_map", format!("{:.1}", per_map(self.touch)))
+                .with("subtracted_us_per_map", format!("{:.1}", per_map(self.remap)));
+        }
         Params::new()
             .with("file_kib", self.len >> 10)
             .with("fill_kib", self.folios.fill_block() >> 10)
@@ -427,6 +523,30 @@ mod tests {
         drop(inst);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "a scratch file remained");
         std::fs::remove_dir(&dir).unwrap();
+    }
+
+    /// def=lmbench remaps after every touch pass, as lat_pagefault does: every pass faults
+    /// as many times as the first (a stale mapping would fault only once), and the untouched
+    /// remap rounds it subtracts cost less than the touched ones.
+    #[test]
+    fn lmbench_definition_remaps_every_pass() {
+        let ctx = Context::for_tests();
+        let params = Params::new().with("folios", "small").with("def", "lmbench");
+        let probe = MmProbe(Kind::PageFault);
+        let faults = |inst: &dyn Instance| -> f64 {
+            inst.notes().get("faults_per_map").unwrap().parse().unwrap()
+        };
+        let mut inst = probe.setup(&params, &ctx).unwrap();
+        inst.run(1).unwrap();
+        let first = faults(&*inst);
+        assert!(first >= 1.0, "{}", inst.notes());
+        inst.run(4).unwrap();
+        let mean = faults(&*inst);
+        assert!(mean >= 0.9 * first, "first pass {first} faults, mean {mean}: {}", inst.notes());
+        let n = inst.notes();
+        let combined: f64 = n.get("combined_us_per_map").unwrap().parse().unwrap();
+        let subtracted: f64 = n.get("subtracted_us_per_map").unwrap().parse().unwrap();
+        assert!(subtracted > 0.0 && subtracted < combined, "{n}");
     }
 
     /// Every full-suite variant (16 MiB pagefault files, mmap up to 16 MiB) sets up and runs.
