@@ -6,11 +6,29 @@
 //! with status 0 (lmbench's children `exit(1)` and nobody looks; we look, because a failed
 //! `execve` is otherwise measured as a very fast exec):
 //! - `os.proc.fork_exit`: the child `_exit(0)`s at once;
-//! - `os.proc.fork_exec`: the child `execve`s the schedlab binary's helper mode, which exits at
-//!   once (lmbench: its small `/tmp/hello` program), with an empty environment as lmbench passes;
-//! - `os.proc.fork_sh`: the child `execve`s `/bin/sh -c true` with our environment (lmbench:
-//!   `execlp("/bin/sh", "sh", "-c", "/tmp/hello")`; `true` is a shell builtin, so ours is the
-//!   shell's start-up without the extra exec of hello).
+//! - `os.proc.fork_exec`: the child `execve`s a program that exits at once, with an empty
+//!   environment as lmbench passes. Which program is the definition (the cost of exec grows
+//!   with what the loader maps and relocates), so there are two, both named:
+//!   - `def=lmbench` (the default): a small dynamically linked C program, `/bin/true`, with
+//!     standard output closed first, as lat_proc's `do_forkexec` does before it execs its
+//!     16 KB `hello` (`close(1); execve(PROG, nav, 0)`). coreutils' `true` (35 KB, libc only)
+//!     is that program: with no arguments its `main` returns at once, as `hello`'s `write` to
+//!     the closed descriptor does. The default, because it measures the kernel's exec, not our
+//!     build: the number stays put from one schedlab version to the next.
+//!   - `def=schedlab`: the schedlab binary's `__exec-helper` mode (tens of MB with debug
+//!     information, std's start-up): what exec'ing a large Rust program costs, 1.7× lmbench's
+//!     figure on the machine of issue 14.
+//!
+//!   A helper built with the crate was tried and rejected: a `#![no_main]` Rust binary still
+//!   links std (300 KB of text: the panic and backtrace machinery, which no stable setting
+//!   removes without `panic = "abort"` for the whole workspace) and loads `libgcc_s` besides
+//!   libc; fork + exec of it took 723 µs where `/bin/true` took 611 µs (best of 5 × 1000,
+//!   this 2-CPU VM, loaded), 18% more, so it would not be lmbench's definition.
+//! - `os.proc.fork_sh`: by default the child `execve`s `/bin/sh -c true` with our environment;
+//!   `true` is a shell builtin, so this is the shell's start-up alone. `def=lmbench` is
+//!   lat_proc's `do_shell` exactly: `execlp("/bin/sh", "sh", "-c", PROG)` with our environment
+//!   and standard output closed, PROG being the small program above, so the shell also execs
+//!   a program (dash and bash exec the last command of `-c` in place, without a fork).
 //!
 //! # Fork safety
 //! The children come from [`Child::fork`]: after `fork` only async-signal-safe code runs,
@@ -32,7 +50,8 @@ use schedlab_measure::model::{Metric, Params, Unit};
 use schedlab_measure::sys::Child;
 use schedlab_measure::{interrupt, ProbeError, Timing, Workload};
 
-use crate::{Context, Info, Instance, Probe};
+use super::Def;
+use crate::{Context, Info, Instance, Probe, Suite};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -54,6 +73,21 @@ pub fn probes() -> Vec<Box<dyn Probe>> {
 /// The shell lmbench's `lat_proc shell` runs.
 const SHELL: &str = "/bin/sh";
 
+/// Where the small C program (lmbench's `hello`, see the module doc) is looked for.
+const SMALL_PROGRAMS: [&str; 2] = ["/bin/true", "/usr/bin/true"];
+
+/// The first executable of [`SMALL_PROGRAMS`].
+fn small_program() -> Result<&'static Path, ProbeError> {
+    SMALL_PROGRAMS.iter().map(Path::new).find(|p| check_executable(p).is_ok()).ok_or_else(|| {
+        ProbeError::Skip(format!("needs a small program to exec: {}", SMALL_PROGRAMS.join(" or ")))
+    })
+}
+
+/// The size of the file at `path` in KiB (0 when unreadable), for the notes.
+fn file_kib(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len().div_ceil(1024))
+}
+
 impl Probe for ProcProbe {
     fn info(&self) -> Info {
         let (id, doc, mirrors, requires) = match self.0 {
@@ -65,24 +99,46 @@ impl Probe for ProcProbe {
             ),
             Kind::Exec => (
                 "os.proc.fork_exec",
-                "fork() + execve() of a helper that exits at once, then waitpid(): µs per process",
-                "lmbench lat_proc exec (helper: the schedlab binary's exit-at-once mode instead of /tmp/hello)",
-                "the schedlab binary's exec helper",
+                "fork() + execve() of a program that exits at once (empty environment), then waitpid(): µs per process",
+                "lmbench lat_proc exec (def=lmbench, the default: /bin/true, a small C program like its hello, stdout closed; def=schedlab: the schedlab binary's exit-at-once mode, a large Rust program)",
+                "/bin/true; the schedlab binary for def=schedlab",
             ),
             Kind::Shell => (
                 "os.proc.fork_sh",
                 "fork() + execve(/bin/sh -c true), then waitpid(): µs per process",
-                "lmbench lat_proc shell (sh -c true, a builtin, instead of sh -c /tmp/hello: no second exec)",
-                "/bin/sh",
+                "lmbench lat_proc shell (default: sh -c true, a builtin, the shell alone; def=lmbench: sh -c /bin/true with stdout closed, the shell execs a program as lmbench's does)",
+                "/bin/sh (and /bin/true for def=lmbench)",
             ),
         };
         Info { id, doc, unit: Unit::Micros, mirrors, requires }
     }
 
-    fn setup(&self, _params: &Params, ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
-        let exec = match self.0 {
-            Kind::Exit => None,
-            Kind::Exec => {
+    fn variants(&self, suite: Suite) -> Vec<Params> {
+        let _ = suite;
+        let def = |d: Def| Params::new().with("def", d.key());
+        match self.0 {
+            Kind::Exit => vec![Params::new()],
+            // Both named: the key without `def` meant the schedlab binary before def existed.
+            Kind::Exec => vec![def(Def::Lmbench), def(Def::Schedlab)],
+            Kind::Shell => vec![Params::new(), def(Def::Lmbench)],
+        }
+    }
+
+    fn setup(&self, params: &Params, ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
+        let both = [Def::Schedlab, Def::Lmbench];
+        let def = match self.0 {
+            Kind::Exit => Def::Schedlab,
+            Kind::Exec => Def::from_params(params, Def::Lmbench, &both)?,
+            Kind::Shell => Def::from_params(params, Def::Schedlab, &both)?,
+        };
+        let exec = match (self.0, def) {
+            (Kind::Exit, _) => None,
+            (Kind::Exec, Def::Lmbench) => {
+                let prog = small_program()?;
+                // do_forkexec: nav = { PROG, 0 }, a null environment.
+                Some(ExecArgs::new(prog, &[prog.as_os_str()], &[] as &[&str])?)
+            }
+            (Kind::Exec, _) => {
                 let Some((prog, args)) = &ctx.exec_helper else {
                     return Err(ProbeError::Skip("needs the schedlab binary's exec helper".into()));
                 };
@@ -94,7 +150,7 @@ impl Probe for ProcProbe {
                 // lmbench's do_forkexec passes a null environment.
                 Some(ExecArgs::new(prog, &argv, &[] as &[&str])?)
             }
-            Kind::Shell => {
+            (Kind::Shell, _) => {
                 if let Err(e) = check_executable(Path::new(SHELL)) {
                     return Err(ProbeError::Skip(format!("needs {SHELL} ({e})")));
                 }
@@ -107,11 +163,17 @@ impl Probe for ProcProbe {
                         kv
                     })
                     .collect();
-                let argv = ["sh", "-c", "true"].map(OsStr::new);
+                let command = match def {
+                    Def::Lmbench => small_program()?.as_os_str(),
+                    _ => OsStr::new("true"),
+                };
+                let argv = [OsStr::new("sh"), OsStr::new("-c"), command];
                 Some(ExecArgs::new(Path::new(SHELL), &argv, &env)?)
             }
         };
-        Ok(Box::new(Spawn { exec, parent_rss_kib: resident_kib() }))
+        // lat_proc's children close(1) before they exec.
+        let close_stdout = def == Def::Lmbench && exec.is_some();
+        Ok(Box::new(Spawn { exec, close_stdout, parent_rss_kib: resident_kib() }))
     }
 }
 
@@ -175,6 +237,8 @@ impl ExecArgs {
 
 struct Spawn {
     exec: Option<ExecArgs>,
+    /// Close descriptor 1 in the child before exec (lmbench's definition).
+    close_stdout: bool,
     parent_rss_kib: u64,
 }
 
@@ -186,7 +250,12 @@ impl Spawn {
             None => Child::fork(None, || 0)?,
             Some(e) => {
                 let (path, argv, envp) = (e.path.as_ptr(), e.argv.as_ptr(), e.envp.as_ptr());
+                let close_stdout = self.close_stdout;
                 Child::fork(None, move || {
+                    if close_stdout {
+                        // SAFETY: the child's own descriptor 1; close is async-signal-safe.
+                        unsafe { libc::close(1) };
+                    }
                     // SAFETY: all three point into `ExecArgs` built before the fork, which the
                     // parent keeps alive (and the child's copy of it is untouched); both
                     // arrays are null-terminated. execve is async-signal-safe.
@@ -229,8 +298,13 @@ impl Instance for Spawn {
     fn notes(&self) -> Params {
         let mut n = Params::new().with("parent_rss_kib", self.parent_rss_kib);
         if let Some(e) = &self.exec {
-            n.set("program", e.path.to_string_lossy());
+            let path = e.path.to_string_lossy();
+            n.set("program_kib", file_kib(Path::new(path.as_ref())));
+            n.set("program", path);
             n.set("env_vars", e.envp.len() - 1);
+            if self.close_stdout {
+                n.set("stdout", "closed");
+            }
         }
         n
     }
@@ -245,19 +319,59 @@ mod tests {
 
     /// The helper program for [`Context::exec_helper`] in tests.
     fn true_helper() -> Option<(PathBuf, Vec<String>)> {
-        ["/bin/true", "/usr/bin/true"]
-            .into_iter()
-            .map(PathBuf::from)
-            .find(|p| check_executable(p).is_ok())
-            .map(|p| (p, Vec::new()))
+        small_program().ok().map(|p| (p.to_path_buf(), Vec::new()))
     }
 
-    fn sample(kind: Kind, ctx: &Context, settings: &Settings) -> Result<Vec<f64>, ProbeError> {
-        let mut inst = ProcProbe(kind).setup(&Params::new(), ctx)?;
+    fn schedlab_def() -> Params {
+        Params::new().with("def", "schedlab")
+    }
+
+    fn sample_with(
+        kind: Kind,
+        params: &Params,
+        ctx: &Context,
+        settings: &Settings,
+    ) -> Result<(Vec<f64>, Params), ProbeError> {
+        let mut inst = ProcProbe(kind).setup(params, ctx)?;
         let metric = inst.metric();
         let c =
             sampler::collect_in(&mut *inst, settings, &Calibration::zero(), metric, Unit::Micros)?;
-        Ok(c.samples.iter().map(|s| s.value).collect())
+        Ok((c.samples.iter().map(|s| s.value).collect(), inst.notes()))
+    }
+
+    /// Samples `kind` with our definition (fork_exec: the exec helper).
+    fn sample(kind: Kind, ctx: &Context, settings: &Settings) -> Result<Vec<f64>, ProbeError> {
+        let params = if kind == Kind::Exec { schedlab_def() } else { Params::new() };
+        sample_with(kind, &params, ctx, settings).map(|(v, _)| v)
+    }
+
+    /// lmbench's definitions exec the small program with an empty environment (fork_exec)
+    /// or through `sh -c` with ours (fork_sh), standard output closed in both.
+    #[test]
+    fn lmbench_definitions_exec_the_small_program_with_stdout_closed() {
+        let Ok(small) = small_program() else {
+            eprintln!("no /bin/true here; not tested");
+            return;
+        };
+        let ctx = Context::for_tests();
+        let lm = Params::new().with("def", "lmbench");
+        // fork_exec's default is lmbench's definition, which needs no exec helper.
+        for params in [&Params::new(), &lm] {
+            let (v, notes) = sample_with(Kind::Exec, params, &ctx, &Settings::smoke()).unwrap();
+            assert!(v.iter().all(|&x| x > 0.0 && x.is_finite()));
+            assert_eq!(notes.get("program"), small.to_str(), "{notes}");
+            assert_eq!(notes.get("env_vars"), Some("0"), "{notes}");
+            assert_eq!(notes.get("stdout"), Some("closed"), "{notes}");
+        }
+        let (_, notes) = sample_with(Kind::Shell, &lm, &ctx, &Settings::smoke()).unwrap();
+        assert_eq!(notes.get("program"), Some(SHELL), "{notes}");
+        assert_eq!(notes.get("stdout"), Some("closed"), "{notes}");
+        let (_, notes) =
+            sample_with(Kind::Shell, &Params::new(), &ctx, &Settings::smoke()).unwrap();
+        assert_eq!(notes.get("stdout"), None, "{notes}");
+        assert!(ProcProbe(Kind::Exec)
+            .setup(&Params::new().with("def", "unixbench"), &ctx)
+            .is_err());
     }
 
     #[test]
@@ -280,7 +394,7 @@ mod tests {
     }
 
     #[test]
-    fn fork_exec_runs_bin_true_and_skips_without_a_helper() {
+    fn fork_exec_schedlab_def_runs_a_helper_and_skips_without_one() {
         let ctx = Context::for_tests();
         assert!(matches!(sample(Kind::Exec, &ctx, &Settings::smoke()), Err(ProbeError::Skip(_))));
         let Some(helper) = true_helper() else {
@@ -299,7 +413,7 @@ mod tests {
             ..Context::for_tests()
         };
         assert!(matches!(
-            ProcProbe(Kind::Exec).setup(&Params::new(), &ctx),
+            ProcProbe(Kind::Exec).setup(&schedlab_def(), &ctx),
             Err(ProbeError::Failed(_))
         ));
         // A helper that runs but exits non-zero: /bin/false.
