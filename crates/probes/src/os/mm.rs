@@ -38,7 +38,16 @@
 //! fault around, so faults ≈ stores (counted in the notes). lat_mmap refuses sizes below
 //! 320 KiB (two 160 KiB strides); so do we. lmbench's script runs `lat_mmap 512k`.
 //!
-//! Both probes use a scratch file in `--tmp-dir` (unlinked at once, see `fs.rs`), written and
+//! # os.mm.sbrk
+//! HBench-OS's `sbrk` row (seed 003's table: 0.72 µs beside getpid's 0.63 µs on NetBSD/Alpha):
+//! `sbrk(0)`, asking for the program break without moving it. NetBSD's libc passed that to
+//! the kernel's `break` call; glibc answers `sbrk(0)` from a cached value without entering
+//! the kernel, so we make the system call ourselves: `brk(0)`, an address below the heap,
+//! which Linux answers with the current break after taking the address-space lock for
+//! writing. It never moves the break, so it is safe beside malloc in other threads (a raw
+//! `brk` to any other value could take memory from under them).
+//!
+//! Both file probes use a scratch file in `--tmp-dir` (unlinked at once, see `fs.rs`), written and
 //! `fsync`ed in setup so it sits clean in the page cache.
 
 use std::fs::File;
@@ -161,13 +170,17 @@ fn mmap_touches(size: usize) -> impl Iterator<Item = usize> {
 enum Kind {
     PageFault,
     Mmap,
+    Sbrk,
 }
 
 struct MmProbe(Kind);
 
 /// The memory-mapping probes, in catalog order.
 pub fn probes() -> Vec<Box<dyn Probe>> {
-    vec![Box::new(MmProbe(Kind::PageFault)), Box::new(MmProbe(Kind::Mmap))]
+    [Kind::PageFault, Kind::Mmap, Kind::Sbrk]
+        .into_iter()
+        .map(|k| Box::new(MmProbe(k)) as Box<dyn Probe>)
+        .collect()
 }
 
 impl Probe for MmProbe {
@@ -187,6 +200,13 @@ impl Probe for MmProbe {
                 mirrors: "lmbench lat_mmap (sparse mode; same constants and size floor)",
                 requires: "a writable --tmp-dir",
             },
+            Kind::Sbrk => Info {
+                id: "os.mm.sbrk",
+                doc: "sbrk(0) as a system call, brk(0): the kernel reports the program break without moving it",
+                unit: Unit::Nanos,
+                mirrors: "HBench-OS sbrk (seed 003's table; glibc's sbrk(0) never enters the kernel, so the brk system call is made directly)",
+                requires: "",
+            },
         }
     }
 
@@ -205,10 +225,18 @@ impl Probe for MmProbe {
                 };
                 sizes.iter().map(|s| Params::new().with("size", s)).collect()
             }
+            Kind::Sbrk => vec![Params::new()],
         }
     }
 
     fn setup(&self, params: &Params, ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
+        if self.0 == Kind::Sbrk {
+            let brk = brk_query();
+            if brk == 0 || brk == usize::MAX {
+                return Err(ProbeError::last_os("brk(0)"));
+            }
+            return Ok(Box::new(Sbrk { brk }));
+        }
         let fs = fs_type(&ctx.tmp_dir);
         match self.0 {
             Kind::PageFault => {
@@ -258,7 +286,52 @@ impl Probe for MmProbe {
                 fill(&scratch.file, size, 8 << 10)?;
                 Ok(Box::new(MmapRoundTrip { file: scratch.file, size, fs, faults: 0, maps: 0 }))
             }
+            Kind::Sbrk => unreachable!("set up above"),
         }
+    }
+}
+
+/// The `brk` system call with address 0: returns the current program break, changing
+/// nothing (0 is below any heap, which Linux answers with the break as it is).
+#[inline]
+fn brk_query() -> usize {
+    // SAFETY: brk with an address below the heap's start only reports the break; no memory
+    // of ours is touched or unmapped.
+    unsafe { libc::syscall(libc::SYS_brk, black_box(0usize)) as usize }
+}
+
+struct Sbrk {
+    /// The break setup saw, for the error message.
+    brk: usize,
+}
+
+impl Workload for Sbrk {
+    fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
+        let mut last = 0;
+        let t = Timing::measure(|| {
+            for _ in 0..iters {
+                last = black_box(brk_query());
+            }
+        });
+        // malloc in another thread may move the break meanwhile (grow it, or trim it), but
+        // brk always answers with some break, never 0.
+        if iters > 0 && last == 0 {
+            return Err(ProbeError::Failed(format!(
+                "brk(0) returned 0 (the break was {:#x} in setup)",
+                self.brk
+            )));
+        }
+        Ok(t)
+    }
+}
+
+impl Instance for Sbrk {
+    fn metric(&self) -> Metric {
+        Metric::per_op()
+    }
+
+    fn notes(&self) -> Params {
+        Params::new().with("call", "brk(0)")
     }
 }
 
@@ -547,6 +620,22 @@ mod tests {
         let combined: f64 = n.get("combined_us_per_map").unwrap().parse().unwrap();
         let subtracted: f64 = n.get("subtracted_us_per_map").unwrap().parse().unwrap();
         assert!(subtracted > 0.0 && subtracted < combined, "{n}");
+    }
+
+    /// brk(0) reports the break glibc's sbrk(0) knows (within what other test threads'
+    /// mallocs may have moved it meanwhile), and the probe runs.
+    #[test]
+    fn sbrk_reports_the_break() {
+        // SAFETY: sbrk(0) only reads glibc's cached break.
+        let libc_brk = unsafe { libc::sbrk(0) } as usize;
+        let kernel_brk = brk_query();
+        assert!(
+            kernel_brk != 0 && kernel_brk.abs_diff(libc_brk) < 1 << 30,
+            "{kernel_brk:#x} vs {libc_brk:#x}"
+        );
+        let mut inst = MmProbe(Kind::Sbrk).setup(&Params::new(), &Context::for_tests()).unwrap();
+        inst.run(1000).unwrap();
+        assert_eq!(inst.notes().get("call"), Some("brk(0)"));
     }
 
     /// Every full-suite variant (16 MiB pagefault files, mmap up to 16 MiB) sets up and runs.
