@@ -30,6 +30,18 @@
 //!   and standard output closed, PROG being the small program above, so the shell also execs
 //!   a program (dash and bash exec the last command of `-c` in place, without a fork).
 //!
+//! - `os.proc.execl`: UnixBench's `execl`, an exec chain without fork. execl.c execs itself
+//!   again and again in one process (a small C program: 8 KB of bss and `big.c`'s code),
+//!   passing the environment on, and counts execs in 20 s (seed 002: Linux 49469, 404 µs
+//!   each). Our chain is of small C programs too: `/usr/bin/env /usr/bin/env ... /bin/true`,
+//!   each `env` (48 KB, libc only) `execvp`ing the next argument by its full path (no `PATH`
+//!   search), with our environment. One iteration forks a child that runs a chain of
+//!   `links` (10) `env`s ending in `true`; the same number of children that exec `true`
+//!   alone are timed in the same call and subtracted, so the fork, the final `true` and the
+//!   reaping drop out and the value is µs per exec in the chain. Not offered: the schedlab
+//!   binary exec'ing itself, which would be execl's "itself" literally but measures our
+//!   48 MB build (see fork_exec def=schedlab for that cost).
+//!
 //! # Fork safety
 //! The children come from [`Child::fork`]: after `fork` only async-signal-safe code runs,
 //! so every `argv`/`envp` string and pointer array is built in setup. The helper's prologue
@@ -44,7 +56,7 @@
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
 use schedlab_measure::sys::Child;
@@ -58,13 +70,14 @@ enum Kind {
     Exit,
     Exec,
     Shell,
+    Execl,
 }
 
 struct ProcProbe(Kind);
 
 /// The process-creation probes, in catalog order.
 pub fn probes() -> Vec<Box<dyn Probe>> {
-    [Kind::Exit, Kind::Exec, Kind::Shell]
+    [Kind::Exit, Kind::Exec, Kind::Shell, Kind::Execl]
         .into_iter()
         .map(|k| Box::new(ProcProbe(k)) as Box<dyn Probe>)
         .collect()
@@ -75,6 +88,12 @@ const SHELL: &str = "/bin/sh";
 
 /// Where the small C program (lmbench's `hello`, see the module doc) is looked for.
 const SMALL_PROGRAMS: [&str; 2] = ["/bin/true", "/usr/bin/true"];
+
+/// The program execl's chain is made of: `env` execs its first argument.
+const ENV_PROGRAMS: [&str; 2] = ["/usr/bin/env", "/bin/env"];
+
+/// Execs in one execl chain (the `env`s; the final `true` is subtracted).
+const EXECL_LINKS: usize = 10;
 
 /// The first executable of [`SMALL_PROGRAMS`].
 fn small_program() -> Result<&'static Path, ProbeError> {
@@ -109,6 +128,12 @@ impl Probe for ProcProbe {
                 "lmbench lat_proc shell (default: sh -c true, a builtin, the shell alone; def=lmbench: sh -c /bin/true with stdout closed, the shell execs a program as lmbench's does)",
                 "/bin/sh (and /bin/true for def=lmbench)",
             ),
+            Kind::Execl => (
+                "os.proc.execl",
+                "exec chain without fork: each of 10 small programs (/usr/bin/env) execs the next, our environment passed on: µs per exec",
+                "UnixBench execl (it counts execs of its own small C binary in 20 s: 10^6 / value per second; our chain: env execs env ... true, fork and the last exec subtracted)",
+                "/usr/bin/env and /bin/true",
+            ),
         };
         Info { id, doc, unit: Unit::Micros, mirrors, requires }
     }
@@ -121,6 +146,7 @@ impl Probe for ProcProbe {
             // Both named: the key without `def` meant the schedlab binary before def existed.
             Kind::Exec => vec![def(Def::Lmbench), def(Def::Schedlab)],
             Kind::Shell => vec![Params::new(), def(Def::Lmbench)],
+            Kind::Execl => vec![Params::new()],
         }
     }
 
@@ -128,11 +154,32 @@ impl Probe for ProcProbe {
         let both = [Def::Schedlab, Def::Lmbench];
         let def = match self.0 {
             Kind::Exit => Def::Schedlab,
+            Kind::Execl => Def::Unixbench,
             Kind::Exec => Def::from_params(params, Def::Lmbench, &both)?,
             Kind::Shell => Def::from_params(params, Def::Schedlab, &both)?,
         };
+        if self.0 == Kind::Execl {
+            let small = small_program()?;
+            let env_prog = ENV_PROGRAMS
+                .iter()
+                .map(Path::new)
+                .find(|p| check_executable(p).is_ok())
+                .ok_or_else(|| ProbeError::Skip(format!("needs {}", ENV_PROGRAMS.join(" or "))))?;
+            let vars = env();
+            let argv: Vec<&OsStr> = std::iter::repeat_n(env_prog.as_os_str(), EXECL_LINKS)
+                .chain([small.as_os_str()])
+                .collect();
+            let chain = ExecArgs::new(env_prog, &argv, &vars)?;
+            let base = ExecArgs::new(small, &[small.as_os_str()], &vars)?;
+            return Ok(Box::new(Spawn {
+                exec: Some(chain),
+                close_stdout: false,
+                parent_rss_kib: resident_kib(),
+                chain: Some(Chain { base, links: EXECL_LINKS }),
+            }));
+        }
         let exec = match (self.0, def) {
-            (Kind::Exit, _) => None,
+            (Kind::Exit, _) | (Kind::Execl, _) => None,
             (Kind::Exec, Def::Lmbench) => {
                 let prog = small_program()?;
                 // do_forkexec: nav = { PROG, 0 }, a null environment.
@@ -155,14 +202,7 @@ impl Probe for ProcProbe {
                     return Err(ProbeError::Skip(format!("needs {SHELL} ({e})")));
                 }
                 // execlp passes the caller's environment on.
-                let env: Vec<Vec<u8>> = std::env::vars_os()
-                    .map(|(k, v)| {
-                        let mut kv = k.as_bytes().to_vec();
-                        kv.push(b'=');
-                        kv.extend_from_slice(v.as_bytes());
-                        kv
-                    })
-                    .collect();
+                let env = env();
                 let command = match def {
                     Def::Lmbench => small_program()?.as_os_str(),
                     _ => OsStr::new("true"),
@@ -173,12 +213,24 @@ impl Probe for ProcProbe {
         };
         // lat_proc's children close(1) before they exec.
         let close_stdout = def == Def::Lmbench && exec.is_some();
-        Ok(Box::new(Spawn { exec, close_stdout, parent_rss_kib: resident_kib() }))
+        Ok(Box::new(Spawn { exec, close_stdout, parent_rss_kib: resident_kib(), chain: None }))
     }
 }
 
+/// Our environment as `KEY=value` strings, for `execve`.
+pub(super) fn env() -> Vec<Vec<u8>> {
+    std::env::vars_os()
+        .map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            kv
+        })
+        .collect()
+}
+
 /// `access(path, X_OK)`.
-fn check_executable(path: &Path) -> std::io::Result<()> {
+pub(super) fn check_executable(path: &Path) -> std::io::Result<()> {
     let c = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
     // SAFETY: `c` is a valid NUL-terminated path.
@@ -201,7 +253,7 @@ fn resident_kib() -> u64 {
 /// Everything `execve` needs, built before any fork: the strings and the null-terminated
 /// pointer arrays into them. The pointers stay valid because the strings are owned here and
 /// never modified (a `CString`'s heap buffer does not move when the `Vec` holding it does).
-struct ExecArgs {
+pub(super) struct ExecArgs {
     path: CString,
     _strings: Vec<CString>,
     argv: Vec<*const libc::c_char>,
@@ -209,7 +261,14 @@ struct ExecArgs {
 }
 
 impl ExecArgs {
-    fn new<A: AsRef<[u8]>>(
+    /// The program path, `argv` and `envp` as `execve` takes them; valid while `self` is.
+    pub(super) fn pointers(
+        &self,
+    ) -> (*const libc::c_char, *const *const libc::c_char, *const *const libc::c_char) {
+        (self.path.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr())
+    }
+
+    pub(super) fn new<A: AsRef<[u8]>>(
         path: &Path,
         argv: &[&OsStr],
         env: &[A],
@@ -240,59 +299,83 @@ struct Spawn {
     /// Close descriptor 1 in the child before exec (lmbench's definition).
     close_stdout: bool,
     parent_rss_kib: u64,
+    /// execl: `exec` is a chain of `links` execs, and `base` its end alone.
+    chain: Option<Chain>,
+}
+
+/// The baseline subtracted from an exec chain, and the chain's length.
+struct Chain {
+    base: ExecArgs,
+    links: usize,
 }
 
 impl Spawn {
-    /// One create-and-reap; the child's exit status must be 0.
-    #[inline]
-    fn once(&self) -> Result<(), ProbeError> {
-        let mut child = match &self.exec {
-            None => Child::fork(None, || 0)?,
-            Some(e) => {
-                let (path, argv, envp) = (e.path.as_ptr(), e.argv.as_ptr(), e.envp.as_ptr());
-                let close_stdout = self.close_stdout;
-                Child::fork(None, move || {
-                    if close_stdout {
-                        // SAFETY: the child's own descriptor 1; close is async-signal-safe.
-                        unsafe { libc::close(1) };
-                    }
-                    // SAFETY: all three point into `ExecArgs` built before the fork, which the
-                    // parent keeps alive (and the child's copy of it is untouched); both
-                    // arrays are null-terminated. execve is async-signal-safe.
-                    unsafe { libc::execve(path, argv, envp) };
-                    // Only reached when execve failed: the status tells the parent.
-                    127
-                })?
+    /// `iters` create-and-reaps of `exec`, timed.
+    fn batch(&self, exec: Option<&ExecArgs>, iters: u64) -> Result<Duration, ProbeError> {
+        let start = Instant::now();
+        for _ in 0..iters {
+            // Each iteration takes 0.1-10 ms: check for Ctrl-C between them.
+            if interrupt::requested() {
+                return Err(ProbeError::Interrupted);
             }
-        };
-        match child.wait()? {
-            0 => Ok(()),
-            127 if self.exec.is_some() => Err(ProbeError::Failed(format!(
-                "execve of {} failed in the child (status 127)",
-                self.exec.as_ref().map_or("?".into(), |e| e.path.to_string_lossy().into_owned())
-            ))),
-            s => Err(ProbeError::Failed(format!("child exited with status {s}, not 0"))),
+            create_and_reap(exec, self.close_stdout)?;
         }
+        Ok(start.elapsed())
+    }
+}
+
+/// Forks a child that execs `exec` (or exits at once when `None`) and reaps it; its exit
+/// status must be 0.
+#[inline]
+fn create_and_reap(exec: Option<&ExecArgs>, close_stdout: bool) -> Result<(), ProbeError> {
+    let mut child = match exec {
+        None => Child::fork(None, || 0)?,
+        Some(e) => {
+            let (path, argv, envp) = e.pointers();
+            Child::fork(None, move || {
+                if close_stdout {
+                    // SAFETY: the child's own descriptor 1; close is async-signal-safe.
+                    unsafe { libc::close(1) };
+                }
+                // SAFETY: all three point into `ExecArgs` built before the fork, which the
+                // parent keeps alive (and the child's copy of it is untouched); both
+                // arrays are null-terminated. execve is async-signal-safe.
+                unsafe { libc::execve(path, argv, envp) };
+                // Only reached when execve failed: the status tells the parent.
+                127
+            })?
+        }
+    };
+    match child.wait()? {
+        0 => Ok(()),
+        127 if exec.is_some() => Err(ProbeError::Failed(format!(
+            "execve of {} failed in the child (status 127)",
+            exec.map_or("?".into(), |e| e.path.to_string_lossy().into_owned())
+        ))),
+        s => Err(ProbeError::Failed(format!("child exited with status {s}, not 0"))),
     }
 }
 
 impl Workload for Spawn {
     fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
-        let start = Instant::now();
-        for _ in 0..iters {
-            // Each iteration takes 0.1-1 ms: check for Ctrl-C between them.
-            if interrupt::requested() {
-                return Err(ProbeError::Interrupted);
-            }
-            self.once()?;
-        }
-        Ok(Timing::from_elapsed(start.elapsed()))
+        let Some(chain) = &self.chain else {
+            return Ok(Timing::from_elapsed(self.batch(self.exec.as_ref(), iters)?));
+        };
+        // The chain's end alone first, then the chain; the difference is the links.
+        let base = self.batch(Some(&chain.base), iters)?;
+        let full = self.batch(self.exec.as_ref(), iters)?;
+        full.checked_sub(base).map(Timing::from_elapsed).ok_or_else(|| {
+            ProbeError::Failed(format!(
+                "a chain of {} execs took less than none ({full:?} < {base:?}): a disturbed sample",
+                chain.links
+            ))
+        })
     }
 }
 
 impl Instance for Spawn {
     fn metric(&self) -> Metric {
-        Metric::per_ops(1.0)
+        Metric::per_ops(self.chain.as_ref().map_or(1, |c| c.links) as f64)
     }
 
     fn notes(&self) -> Params {
@@ -305,6 +388,10 @@ impl Instance for Spawn {
             if self.close_stdout {
                 n.set("stdout", "closed");
             }
+        }
+        if let Some(c) = &self.chain {
+            n.set("links", c.links);
+            n.set("subtracted", format!("fork + exec {}", c.base.path.to_string_lossy()));
         }
         n
     }
@@ -404,6 +491,33 @@ mod tests {
         let ctx = Context { exec_helper: Some(helper), ..Context::for_tests() };
         let v = sample(Kind::Exec, &ctx, &Settings::smoke()).unwrap();
         assert!(v.iter().all(|&x| x > 0.0 && x.is_finite()));
+    }
+
+    /// The execl chain runs to its end: each env execs the next program (a chain ending in
+    /// /bin/false fails with false's status), and the probe reports per link.
+    #[test]
+    fn execl_chain_runs_to_its_end() {
+        let ctx = Context::for_tests();
+        let (v, notes) = match sample_with(Kind::Execl, &Params::new(), &ctx, &Settings::smoke()) {
+            Ok(r) => r,
+            Err(ProbeError::Skip(why)) => {
+                eprintln!("os.proc.execl skipped: {why}");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        assert!(v.iter().all(|&x| x > 0.0 && x.is_finite()), "{v:?}");
+        assert_eq!(notes.get("links"), Some("10"), "{notes}");
+        let env = ENV_PROGRAMS.iter().map(Path::new).find(|p| check_executable(p).is_ok());
+        let (Some(env), true) = (env, check_executable(Path::new("/bin/false")).is_ok()) else {
+            return;
+        };
+        let argv = |last: &'static str| [env.as_os_str(), env.as_os_str(), OsStr::new(last)];
+        let ok = ExecArgs::new(env, &argv("/bin/true"), &[] as &[&str]).unwrap();
+        create_and_reap(Some(&ok), false).unwrap();
+        let bad = ExecArgs::new(env, &argv("/bin/false"), &[] as &[&str]).unwrap();
+        let e = create_and_reap(Some(&bad), false).unwrap_err();
+        assert!(e.to_string().contains("status 1"), "{e}");
     }
 
     #[test]
