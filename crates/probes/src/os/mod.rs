@@ -12,6 +12,7 @@ mod ipc;
 mod mm;
 mod process;
 mod select;
+mod shell;
 mod signal;
 mod syscall;
 mod unixbench;
@@ -69,6 +70,7 @@ pub fn probes() -> Vec<Box<dyn Probe>> {
     v.extend(ipc::probes());
     v.extend(ctx::probes());
     v.extend(process::probes());
+    v.extend(shell::probes());
     v.extend(bandwidth::probes());
     v.extend(mm::probes());
     v.extend(select::probes());
