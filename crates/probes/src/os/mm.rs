@@ -63,14 +63,14 @@ use super::Def;
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// A mapping of a file, unmapped on drop.
-struct Mapping {
-    ptr: *mut u8,
+pub(super) struct Mapping {
+    pub(super) ptr: *mut u8,
     len: usize,
 }
 
 impl Mapping {
     /// `mmap(NULL, len, prot, MAP_SHARED, fd, 0)`.
-    fn new(file: &File, len: usize, prot: libc::c_int) -> Result<Mapping, ProbeError> {
+    pub(super) fn new(file: &File, len: usize, prot: libc::c_int) -> Result<Mapping, ProbeError> {
         // SAFETY: a fresh mapping at an address of the kernel's choosing; nothing aliases it.
         let p = unsafe {
             libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, file.as_raw_fd(), 0)

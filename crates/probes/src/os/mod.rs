@@ -9,6 +9,7 @@ mod bandwidth;
 mod ctx;
 mod fs;
 mod ipc;
+mod mcopy;
 mod mm;
 mod process;
 mod select;
@@ -75,6 +76,7 @@ pub fn probes() -> Vec<Box<dyn Probe>> {
     v.extend(mm::probes());
     v.extend(select::probes());
     v.extend(fs::probes());
+    v.extend(mcopy::probes());
     v
 }
 
