@@ -28,7 +28,9 @@
 //!   `true` is a shell builtin, so this is the shell's start-up alone. `def=lmbench` is
 //!   lat_proc's `do_shell` exactly: `execlp("/bin/sh", "sh", "-c", PROG)` with our environment
 //!   and standard output closed, PROG being the small program above, so the shell also execs
-//!   a program (dash and bash exec the last command of `-c` in place, without a fork).
+//!   a program too: dash 0.5.12 (Debian's /bin/sh) `vfork`s and `execve`s it and waits, as
+//!   `strace -f sh -c /bin/true` shows; so the row is fork + exec of the shell + vfork + exec
+//!   of the program, about the default's value plus one fork_exec.
 //!
 //! - `os.proc.execl`: UnixBench's `execl`, an exec chain without fork. execl.c execs itself
 //!   again and again in one process (a small C program: 8 KB of bss and `big.c`'s code),
