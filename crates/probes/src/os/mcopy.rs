@@ -37,18 +37,11 @@ pub fn probes() -> Vec<Box<dyn Probe>> {
     vec![Box::new(Mcopy)]
 }
 
-/// Parses `size` (k/m suffixes), at least one page and at most 1 GiB (one APUE chunk).
+/// Parses `size` (lmbench's k/m/g suffixes), at least one page and at most 1 GiB (one APUE
+/// chunk).
 fn parse_size(params: &Params) -> Result<usize, ProbeError> {
     let text = params.get("size").unwrap_or("1m");
-    let (num, mult) = match text.as_bytes().last() {
-        Some(b'k' | b'K') => (&text[..text.len() - 1], 1 << 10),
-        Some(b'm' | b'M') => (&text[..text.len() - 1], 1 << 20),
-        _ => (text, 1),
-    };
-    let size = num
-        .parse::<usize>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
+    let size = super::mm::parse_size(text)
         .ok_or_else(|| ProbeError::Failed(format!("bad size {text:?}")))?;
     if !(4096..=1 << 30).contains(&size) {
         return Err(ProbeError::Failed(format!("size {text} out of range 4k..1024m")));

@@ -119,7 +119,7 @@ fn permutation(n: usize, seed: u64) -> Vec<usize> {
 }
 
 /// Parses a size with lmbench's `bytes()` suffixes: `k`/`m`/`g` (powers of 2). Pure.
-fn parse_size(s: &str) -> Option<usize> {
+pub(super) fn parse_size(s: &str) -> Option<usize> {
     let s = s.trim();
     let (num, mult) = match s.char_indices().last()? {
         (i, 'k' | 'K') => (&s[..i], 1 << 10),

@@ -257,21 +257,13 @@ impl Probe for SelectProbe {
     }
 }
 
-/// The monotonic clock in nanoseconds. Async-signal-safe (`clock_gettime`).
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// lat_select's `doit`: `iters` selects on a fresh copy of `set` as the write set, zero
 /// timeout. Returns the elapsed nanoseconds and the first result that was not `want`
 /// (or `want`), with errno when it was -1. Async-signal-safe: runs in the forked child.
 fn doit(set: &libc::fd_set, nfds: RawFd, want: libc::c_int, iters: u64) -> (u64, i32, i32) {
     let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
     let (mut bad, mut errno) = (want, 0);
-    let start = mono_ns();
+    let start = sys::now_ns();
     for _ in 0..iters {
         // lmbench's `nosave = state->set`: select overwrites the set it is given.
         let mut nosave = black_box(*set);
@@ -286,7 +278,7 @@ fn doit(set: &libc::fd_set, nfds: RawFd, want: libc::c_int, iters: u64) -> (u64,
             errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
         }
     }
-    (mono_ns() - start, bad, errno)
+    (sys::now_ns() - start, bad, errno)
 }
 
 /// The child's loop: read an iteration count, run [`doit`], write back 16 bytes

@@ -18,10 +18,10 @@
 //! when it ends.
 
 use std::hint::black_box;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use schedlab_measure::model::{Metric, Params, Unit};
-use schedlab_measure::{ProbeError, Timing, Workload};
+use schedlab_measure::{sys, ProbeError, Timing, Workload};
 
 use crate::{Context, Info, Instance, Probe};
 
@@ -89,14 +89,7 @@ impl Probe for UnixBenchProbe {
                 Ok(Box::new(Mix))
             }
             Row::PipeThroughput => {
-                let mut fds = [0; 2];
-                // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-                if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-                    return Err(ProbeError::last_os("pipe2"));
-                }
-                // SAFETY: pipe2 returned two fresh descriptors that nothing else owns.
-                let (r, w) =
-                    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+                let (r, w) = sys::pipe()?;
                 Ok(Box::new(PipeLoop { r, w, buf: [0u8; PIPE_BYTES] }))
             }
             Row::Hanoi => Ok(Box::new(Hanoi { disks: HANOI_DISKS })),
