@@ -139,7 +139,11 @@ fn unixbench_rows() -> Vec<SuiteRow> {
         row(
             "Execl Throughput",
             Their::Lps,
-            &[("os.proc.execl", "", Fidelity::Ours("a chain of /usr/bin/env, not execl re-executing itself"))],
+            &[(
+                "os.proc.execl",
+                "",
+                Fidelity::Ours("a chain of /usr/bin/env, not execl re-executing itself"),
+            )],
             Some("execl"),
         ),
         row(
@@ -164,11 +168,16 @@ fn unixbench_rows() -> Vec<SuiteRow> {
         row(
             "Pipe-based Context Switching",
             Their::Lps,
-            &[(
-                "os.pipe.latency",
-                "placement=same",
-                Fidelity::Ours("lmbench's lat_pipe round trip, both ends on one CPU; context1 passes a 4-byte counter, unpinned"),
-            )],
+            &[
+                ("os.pipe.context1", "", EXACT),
+                (
+                    "os.pipe.latency",
+                    "placement=same",
+                    Fidelity::Ours(
+                        "lmbench's lat_pipe round trip, both ends on one CPU; context1 is unpinned",
+                    ),
+                ),
+            ],
             Some("context1"),
         ),
         row(
@@ -191,14 +200,61 @@ fn unixbench_rows() -> Vec<SuiteRow> {
         ),
         row("System Call Overhead", Their::Lps, &[("os.syscall.mix", "", EXACT)], Some("syscall")),
         // Rows of seed 002's Table 1 outside the index.
-        row("Shell Scripts (2 concurrent)", Their::Lpm, &[("os.proc.shell_scripts", "copies=2", Fidelity::Ours("generated sort.src"))], None),
-        row("Shell Scripts (4 concurrent)", Their::Lpm, &[("os.proc.shell_scripts", "copies=4", Fidelity::Ours("generated sort.src"))], None),
+        row(
+            "Shell Scripts (2 concurrent)",
+            Their::Lpm,
+            &[("os.proc.shell_scripts", "copies=2", Fidelity::Ours("generated sort.src"))],
+            None,
+        ),
+        row(
+            "Shell Scripts (4 concurrent)",
+            Their::Lpm,
+            &[("os.proc.shell_scripts", "copies=4", Fidelity::Ours("generated sort.src"))],
+            None,
+        ),
         row("hanoi", Their::Lps, &[("os.cpu.hanoi", "", EXACT)], None),
-        row("mcopy", Their::Kbps, &[("os.fs.mcopy", "size=1m", Fidelity::Ours("APUE's mcopy of a 1 MiB file, opens in setup"))], None),
-        row("fstime write", Their::Kbps, &[("os.fs.write", "bufsize=1024,maxblocks=2000", EXACT)], None),
-        row("fstime write O_SYNC", Their::Kbps, &[("os.fs.write", "bufsize=1024,maxblocks=2000,sync=osync", Fidelity::Ours("fstime -w on a descriptor opened O_SYNC"))], None),
-        row("fstime write O_DSYNC", Their::Kbps, &[("os.fs.write", "bufsize=1024,maxblocks=2000,sync=dsync", Fidelity::Ours("fstime -w on a descriptor opened O_DSYNC"))], None),
-        row("fstime read", Their::Kbps, &[("os.fs.read", "bufsize=1024,maxblocks=2000", EXACT)], None),
+        row(
+            "mcopy",
+            Their::Kbps,
+            &[(
+                "os.fs.mcopy",
+                "size=1m",
+                Fidelity::Ours("APUE's mcopy of a 1 MiB file, opens in setup"),
+            )],
+            None,
+        ),
+        row(
+            "fstime write",
+            Their::Kbps,
+            &[("os.fs.write", "bufsize=1024,maxblocks=2000", EXACT)],
+            None,
+        ),
+        row(
+            "fstime write O_SYNC",
+            Their::Kbps,
+            &[(
+                "os.fs.write",
+                "bufsize=1024,maxblocks=2000,sync=osync",
+                Fidelity::Ours("fstime -w on a descriptor opened O_SYNC"),
+            )],
+            None,
+        ),
+        row(
+            "fstime write O_DSYNC",
+            Their::Kbps,
+            &[(
+                "os.fs.write",
+                "bufsize=1024,maxblocks=2000,sync=dsync",
+                Fidelity::Ours("fstime -w on a descriptor opened O_DSYNC"),
+            )],
+            None,
+        ),
+        row(
+            "fstime read",
+            Their::Kbps,
+            &[("os.fs.read", "bufsize=1024,maxblocks=2000", EXACT)],
+            None,
+        ),
     ]
 }
 

@@ -9,6 +9,13 @@
 //!   pipe and reads them back; the time per write+read pair (UnixBench counts pairs in its
 //!   run's time: seed 002's Linux column reads 45.4 M).
 //!
+//! - `os.pipe.context1`: UnixBench's "Pipe-based Context Switching" (`context1`) — two
+//!   processes pass an increasing counter (an `unsigned long`, 8 bytes) back and forth through
+//!   two pipes, each checking it against its own count; the time per round trip (UnixBench
+//!   counts round trips: 10^6 / value per second). Unpinned, as UnixBench runs it: on a VM the
+//!   result depends on where the kernel puts the two (same CPU: a few µs; two CPUs: tens), so
+//!   the notes give the CPUs the parent was seen on; `os.pipe.latency` is the pinned
+//!   measurement of the same round trip.
 //! - `os.cpu.hanoi`: UnixBench's `hanoi` — the recursive Towers of Hanoi, 10 disks (its
 //!   default), moving the disk counts in a 4-slot array as `mov(n, f, t)` does; one iteration
 //!   is one whole solve (1023 moves). UnixBench counts solves in 20 s (seed 002: Linux 4.36 M,
@@ -18,10 +25,11 @@
 //! when it ends.
 
 use std::hint::black_box;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use schedlab_measure::model::{Metric, Params, Unit};
-use schedlab_measure::{sys, ProbeError, Timing, Workload};
+use schedlab_measure::sys::{self, Child};
+use schedlab_measure::{interrupt, ProbeError, Timing, Workload};
 
 use crate::{Context, Info, Instance, Probe};
 
@@ -29,6 +37,7 @@ use crate::{Context, Info, Instance, Probe};
 enum Row {
     SyscallMix,
     PipeThroughput,
+    Context1,
     Hanoi,
 }
 
@@ -36,7 +45,7 @@ struct UnixBenchProbe(Row);
 
 /// The UnixBench rows, in catalog order.
 pub fn probes() -> Vec<Box<dyn Probe>> {
-    [Row::SyscallMix, Row::PipeThroughput, Row::Hanoi]
+    [Row::SyscallMix, Row::PipeThroughput, Row::Context1, Row::Hanoi]
         .into_iter()
         .map(|r| Box::new(UnixBenchProbe(r)) as Box<dyn Probe>)
         .collect()
@@ -60,6 +69,13 @@ impl Probe for UnixBenchProbe {
                 doc: "One process writes 512 bytes to a pipe and reads them back: per write+read pair",
                 unit: Unit::Nanos,
                 mirrors: "UnixBench pipe throughput (it counts pairs per second: 10^9 / value)",
+                requires: "",
+            },
+            Row::Context1 => Info {
+                id: "os.pipe.context1",
+                doc: "Two unpinned processes pass an increasing 8-byte counter through two pipes, each checking it: per round trip",
+                unit: Unit::Micros,
+                mirrors: "UnixBench context1, Pipe-based Context Switching (unpinned as there; it counts round trips: 10^6 / value per second)",
                 requires: "",
             },
             Row::Hanoi => Info {
@@ -92,8 +108,112 @@ impl Probe for UnixBenchProbe {
                 let (r, w) = sys::pipe()?;
                 Ok(Box::new(PipeLoop { r, w, buf: [0u8; PIPE_BYTES] }))
             }
+            Row::Context1 => Ok(Box::new(Context1::start()?)),
             Row::Hanoi => Ok(Box::new(Hanoi { disks: HANOI_DISKS })),
         }
+    }
+}
+
+/// context1's child ("slave"): read the counter from `rd`, check it against its own, send
+/// its own back on `wr`, count on; leave on end of file (0) or a sync error (2).
+/// Async-signal-safe: runs in the forked child.
+fn context1_child(rd: RawFd, wr: RawFd) -> i32 {
+    let mut iter1: u64 = 0;
+    loop {
+        let mut b = [0u8; 8];
+        if sys::read_exact(rd, &mut b).is_err() {
+            return 0;
+        }
+        if u64::from_ne_bytes(b) != iter1 {
+            return 2;
+        }
+        if sys::write_all(wr, &iter1.to_ne_bytes()).is_err() {
+            return 1;
+        }
+        iter1 += 1;
+    }
+}
+
+/// UnixBench's context1: the parent ("master") end of the two pipes and the child.
+struct Context1 {
+    /// Write end of p1 and read end of p2. Declared before `child`, so dropped first: the
+    /// child sees end of file and leaves.
+    to_child: OwnedFd,
+    from_child: OwnedFd,
+    child: Child,
+    iter: u64,
+    /// The CPUs the parent was on at the end of each call, for the notes.
+    cpus: Vec<usize>,
+}
+
+impl Context1 {
+    fn start() -> Result<Context1, ProbeError> {
+        let (p1r, p1w) = sys::pipe()?;
+        let (p2r, p2w) = sys::pipe()?;
+        let (rd, wr, other_w, other_r) =
+            (sys::raw(&p1r), sys::raw(&p2w), sys::raw(&p1w), sys::raw(&p2r));
+        // Unpinned, as UnixBench forks it.
+        let child = Child::fork(None, move || {
+            // SAFETY: the child's copies of the parent's ends, which it does not use.
+            unsafe {
+                libc::close(other_w);
+                libc::close(other_r);
+            }
+            context1_child(rd, wr)
+        })?;
+        drop((p1r, p2w));
+        Ok(Context1 { to_child: p1w, from_child: p2r, child, iter: 0, cpus: Vec::new() })
+    }
+}
+
+impl Workload for Context1 {
+    fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
+        let (w, r) = (self.to_child.as_raw_fd(), self.from_child.as_raw_fd());
+        let pid = self.child.pid();
+        let gone = |what: &str, e: std::io::Error| {
+            if interrupt::requested() {
+                ProbeError::Interrupted
+            } else {
+                ProbeError::Failed(format!("context1 child (pid {pid}) {what}: {e}"))
+            }
+        };
+        let start = std::time::Instant::now();
+        for _ in 0..iters {
+            sys::write_all(w, &self.iter.to_ne_bytes()).map_err(|e| gone("took no counter", e))?;
+            let mut b = [0u8; 8];
+            sys::read_exact(r, &mut b).map_err(|e| gone("sent no counter back", e))?;
+            let check = u64::from_ne_bytes(b);
+            if check != self.iter {
+                return Err(ProbeError::Failed(format!(
+                    "context1 sync error: expected {}, got {check}",
+                    self.iter
+                )));
+            }
+            self.iter += 1;
+        }
+        let elapsed = start.elapsed();
+        if let Some(cpu) = sys::current_cpu() {
+            if !self.cpus.contains(&cpu) {
+                self.cpus.push(cpu);
+            }
+        }
+        Ok(Timing::from_elapsed(elapsed))
+    }
+}
+
+impl Instance for Context1 {
+    fn metric(&self) -> Metric {
+        Metric::per_op()
+    }
+
+    fn notes(&self) -> Params {
+        let mut cpus = self.cpus.clone();
+        cpus.sort_unstable();
+        let cpus: Vec<String> = cpus.iter().map(usize::to_string).collect();
+        Params::new()
+            .with("placement", "unpinned")
+            .with("parent_cpus", cpus.join(" "))
+            .with("message_bytes", 8)
     }
 }
 
@@ -225,6 +345,22 @@ impl Instance for PipeLoop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The counter goes round and comes back checked, from call to call; a child that
+    /// receives the wrong count leaves, which the parent reports.
+    #[test]
+    fn context1_passes_the_counter_and_catches_a_sync_error() {
+        let mut c = Context1::start().unwrap();
+        c.run(100).unwrap();
+        c.run(50).unwrap();
+        assert_eq!(c.iter, 150);
+        assert!(!c.notes().get("parent_cpus").unwrap().is_empty());
+        // Skip a count: the child exits with 2, and the parent's read sees end of file.
+        c.iter += 1;
+        let e = c.run(1).unwrap_err();
+        assert!(e.to_string().contains("sent no counter back"), "{e}");
+        assert_eq!(c.child.wait().unwrap(), 2);
+    }
 
     /// The recursion really moves the tower, every disk from peg 1 to peg 3 (which `run`
     /// checks after every call).
