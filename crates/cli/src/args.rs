@@ -31,6 +31,11 @@ pub enum Command {
     Show {
         /// A run id, a label (its most recent run), `latest` or `latest~N`.
         run: String,
+        /// How to present the results: schedlab's table, or the run read as another suite
+        /// reports it (UnixBench: rates, counts per 10 s and the index against its baseline
+        /// machine; lmbench: seed 002's Table 2 rows in lmbench's units).
+        #[arg(long, value_enum, default_value = "results")]
+        view: ViewArg,
     },
     /// Write one run as JSON, CSV or Markdown.
     Export(ExportArgs),
@@ -54,6 +59,17 @@ pub enum Command {
     },
     /// Print the man page (roff) to standard output (e.g. `schedlab man > schedlab.1`).
     Man,
+}
+
+/// The presentations of `schedlab show`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ViewArg {
+    /// schedlab's result table, header and warnings.
+    Results,
+    /// UnixBench's tests, units and index.
+    Unixbench,
+    /// lmbench's rows and units.
+    Lmbench,
 }
 
 /// The suites.

@@ -13,7 +13,9 @@ use schedlab_report::table::{Align, Table};
 use schedlab_report::{catalog, views};
 use schedlab_store::{Store, StoreError};
 
-use crate::args::{Cli, Command, CompareArgs, ExportArgs, FormatArg, ListArgs, ReportArgs};
+use crate::args::{
+    Cli, Command, CompareArgs, ExportArgs, FormatArg, ListArgs, ReportArgs, ViewArg,
+};
 use crate::settings::{db_path, RunPlan};
 use crate::{out, UsageError};
 
@@ -54,7 +56,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::List(args) => list(&args),
         Command::Runs => runs(&open(&db)?),
-        Command::Show { run } => show(&open(&db)?, &run),
+        Command::Show { run, view } => show(&open(&db)?, &run, view),
         Command::Export(args) => export(&open(&db)?, &args),
         Command::Compare(args) => compare(&open(&db)?, &args),
         Command::Report(args) => report(&open(&db)?, &args),
@@ -124,8 +126,13 @@ fn runs(store: &Store) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn show(store: &Store, spec: &str) -> Result<ExitCode> {
-    out(&views::run_text(&load(store, spec)?))?;
+fn show(store: &Store, spec: &str, view: ViewArg) -> Result<ExitCode> {
+    let run = load(store, spec)?;
+    out(&match view {
+        ViewArg::Results => views::run_text(&run),
+        ViewArg::Unixbench => schedlab_report::suites::unixbench_text(&run),
+        ViewArg::Lmbench => schedlab_report::suites::lmbench_text(&run),
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -16,9 +16,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// `argv[1]` that turns the binary into the tiny program `os.proc.fork_exec` executes (as
-/// UnixBench's execl re-executes itself). Checked before anything else so the helper costs
-/// no more than loading the binary.
+/// `argv[1]` that turns the binary into the program `os.proc.fork_exec def=schedlab` executes
+/// (what exec'ing a large Rust program costs; lmbench's definition execs `/bin/true`).
+/// Checked before anything else so the helper costs no more than loading the binary.
 pub const EXEC_HELPER_ARG: &str = "__exec-helper";
 
 /// An error the user can fix by typing something else: exit code 2.

@@ -395,3 +395,23 @@ fn report_writes_one_safe_page_for_runs_and_fails_early_on_a_bad_path() {
     let o = run(&db, &["runs"]);
     assert_eq!(text(&o.stdout).matches("complete").count(), 2, "no run was started");
 }
+
+/// `show --view unixbench|lmbench` reads a run in those suites' units and names.
+#[test]
+fn show_views_read_a_run_as_unixbench_and_lmbench_report_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    smoke(&db, "os.syscall.mix,os.syscall.null,os.proc.fork_exit", "views");
+    let o = run(&db, &["show", "views", "--view", "unixbench"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let ub = text(&o.stdout);
+    assert!(ub.contains("System Call Overhead") && ub.contains("Process Creation"), "{ub}");
+    assert!(ub.contains("Partial Index Score") && ub.contains("SPARCstation 20-61"), "{ub}");
+    let o = run(&db, &["show", "views", "--view", "lmbench"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let lm = text(&o.stdout);
+    assert!(lm.contains("simple syscall") && lm.contains("process fork+exit"), "{lm}");
+    assert!(!lm.contains("System Call Overhead"), "{lm}");
+    let o = run(&db, &["show", "views", "--view", "nonsense"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -25,6 +25,7 @@ pub mod export;
 pub mod html;
 pub mod lanes;
 pub mod mem;
+pub mod suites;
 pub mod svg;
 pub mod table;
 pub mod views;

@@ -23,6 +23,17 @@
 //! machine with memory to spare this measures the page cache and the system-call path, not
 //! the disk, whatever `--tmp-dir` points at.
 //!
+//! # Synchronous writes: `sync=osync|dsync`
+//! Seed 002 explains FreeBSD's poor fstime write figures by its synchronous writes of
+//! directory and metadata updates, which no page-cache row can show. `sync=osync` opens the
+//! file(s) written `O_SYNC` (every `write` returns once data and metadata, the changed mtime
+//! included, are on stable storage: a journal commit on ext4), `sync=dsync` `O_DSYNC` (data,
+//! and only the metadata needed to read it back: an overwrite in place skips the journal).
+//! Their difference is the synchronous metadata write the seed's finding is about. The
+//! descriptor is reopened through `/proc/self/fd` after the fill, so setup stays fast. These
+//! rows measure the storage under `--tmp-dir` (the notes name its file system: on tmpfs
+//! both flags do nothing).
+//!
 //! # Scratch files
 //! [`scratch_file`] creates a uniquely named file in the user's temporary directory and
 //! unlinks it at once: the open descriptor keeps the data alive until the probe drops it, and
@@ -159,6 +170,64 @@ fn fs_name(magic: i64) -> String {
     .to_string()
 }
 
+/// Synchronous writes for the passes that write (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SyncMode {
+    None,
+    /// `O_SYNC`: data and all metadata.
+    OSync,
+    /// `O_DSYNC`: data, and metadata only where needed to read it.
+    DSync,
+}
+
+impl SyncMode {
+    fn from_params(p: &Params, pass: Pass) -> Result<SyncMode, ProbeError> {
+        let sync = match p.get("sync").unwrap_or("none") {
+            "none" => SyncMode::None,
+            "osync" => SyncMode::OSync,
+            "dsync" => SyncMode::DSync,
+            other => {
+                return Err(ProbeError::Failed(format!(
+                    "bad sync {other:?}: use none, osync or dsync"
+                )))
+            }
+        };
+        if sync != SyncMode::None && pass == Pass::Read {
+            return Err(ProbeError::Failed("sync applies to the write and copy passes".into()));
+        }
+        Ok(sync)
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            SyncMode::None => "none",
+            SyncMode::OSync => "osync",
+            SyncMode::DSync => "dsync",
+        }
+    }
+
+    fn flag(self) -> libc::c_int {
+        match self {
+            SyncMode::None => 0,
+            SyncMode::OSync => libc::O_SYNC,
+            SyncMode::DSync => libc::O_DSYNC,
+        }
+    }
+}
+
+/// A second open file description of `file`, read-write with `extra` flags, through
+/// `/proc/self/fd` (works for an unlinked file).
+fn reopen(file: &File, extra: libc::c_int) -> Result<File, ProbeError> {
+    let path = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).expect("no NUL");
+    // SAFETY: `path` is a valid NUL-terminated path; no O_CREAT, so no mode argument.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC | extra) };
+    if fd < 0 {
+        return Err(ProbeError::last_os("reopen through /proc/self/fd"));
+    }
+    // SAFETY: open returned a fresh descriptor that nothing else owns.
+    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
 /// The three passes of fstime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pass {
@@ -224,20 +293,38 @@ impl Probe for FsProbe {
                 "UnixBench fstime -c, the index's File Copy rows (KiB/s there, MiB/s here; both files pre-filled and fsynced in setup)",
             ),
         };
+        let mirrors = match self.0 {
+            Pass::Read => mirrors,
+            // The writing passes also take sync=osync|dsync.
+            Pass::Write => "UnixBench fstime -w (KiB/s there, MiB/s here; file pre-filled and fsynced once in setup, no 2 s settle sleeps); sync=osync|dsync: O_SYNC / O_DSYNC writes, the synchronous writes behind seed 002's FreeBSD finding",
+            Pass::Copy => "UnixBench fstime -c, the index's File Copy rows (KiB/s there, MiB/s here; both files pre-filled and fsynced in setup); sync=osync|dsync: the destination written O_SYNC / O_DSYNC",
+        };
         Info { id, doc, unit: Unit::MibPerSec, mirrors, requires: "a writable --tmp-dir" }
     }
 
     fn variants(&self, suite: Suite) -> Vec<Params> {
         let row = |(b, m): (usize, usize)| Params::new().with("bufsize", b).with("maxblocks", m);
-        match suite {
+        let mut v = match suite {
             Suite::Smoke | Suite::Quick => vec![row(ROWS[0])],
             // The order of UnixBench's index: 1024/2000, 256/500, 4096/8000.
             Suite::Full => ROWS.into_iter().map(row).collect(),
+        };
+        let synced = |sync: SyncMode| row(ROWS[0]).with("sync", sync.key());
+        match (self.0, suite) {
+            (Pass::Read, _) => {}
+            (Pass::Write, Suite::Smoke) => v.push(synced(SyncMode::OSync)),
+            (Pass::Write, _) => v.extend([synced(SyncMode::OSync), synced(SyncMode::DSync)]),
+            (Pass::Copy, Suite::Full) => {
+                v.extend([synced(SyncMode::OSync), synced(SyncMode::DSync)])
+            }
+            (Pass::Copy, _) => {}
         }
+        v
     }
 
     fn setup(&self, params: &Params, ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
         let (bufsize, maxblocks) = parse_geometry(params)?;
+        let sync = SyncMode::from_params(params, self.0)?;
         let max_buffs = maxblocks * 1024 / bufsize;
         let file_bytes = max_buffs * bufsize;
         let src = scratch_file(&ctx.tmp_dir, "fstime0", libc::O_RDWR)?;
@@ -246,9 +333,17 @@ impl Probe for FsProbe {
             Pass::Copy => {
                 let dst = scratch_file(&ctx.tmp_dir, "fstime1", libc::O_RDWR)?;
                 fill(&dst.file, file_bytes, bufsize)?;
-                Some(dst.file)
+                Some(match sync {
+                    SyncMode::None => dst.file,
+                    _ => reopen(&dst.file, sync.flag())?,
+                })
             }
             _ => None,
+        };
+        // The write pass writes to its one file: reopen it synchronous.
+        let src = match (self.0, sync) {
+            (Pass::Write, SyncMode::OSync | SyncMode::DSync) => reopen(&src.file, sync.flag())?,
+            _ => src.file,
         };
         let mut buf = Box::new(Block([0; MAX_BUFSIZE]));
         for (i, b) in buf.0.iter_mut().enumerate() {
@@ -256,7 +351,8 @@ impl Probe for FsProbe {
         }
         let fs = Fstime {
             pass: self.0,
-            src: src.file,
+            sync,
+            src,
             dst,
             buf,
             bufsize,
@@ -276,6 +372,7 @@ struct Block([u8; MAX_BUFSIZE]);
 
 struct Fstime {
     pass: Pass,
+    sync: SyncMode,
     src: File,
     /// The copy destination (copy pass only).
     dst: Option<File>,
@@ -396,7 +493,15 @@ impl Instance for Fstime {
             .with("blocks_per_pass", self.max_buffs)
             .with("fs", &self.fs)
             .with("fsync", "setup_only")
-            .with("measures", "page_cache")
+            .with("measures", if self.sync == SyncMode::None { "page_cache" } else { "storage" })
+            .with(
+                "open_flags",
+                match self.sync {
+                    SyncMode::None => "-",
+                    SyncMode::OSync => "O_SYNC",
+                    SyncMode::DSync => "O_DSYNC",
+                },
+            )
     }
 }
 
@@ -477,6 +582,7 @@ mod tests {
         buf.0[..256].fill(0xAA);
         let mut f = Fstime {
             pass: Pass::Copy,
+            sync: SyncMode::None,
             src: src.file,
             dst: Some(dst.file),
             buf,
@@ -499,15 +605,43 @@ mod tests {
         std::fs::remove_dir(&dir).unwrap();
     }
 
+    /// The synchronous variants really open their written file O_SYNC / O_DSYNC, still write
+    /// the data, and refuse the read pass.
+    #[test]
+    fn sync_variants_write_synchronously() {
+        let ctx = Context::for_tests();
+        for (sync, flag) in [("osync", libc::O_SYNC), ("dsync", libc::O_DSYNC)] {
+            for pass in [Pass::Write, Pass::Copy] {
+                let params = Params::from_key(&format!("bufsize=1024,maxblocks=8,sync={sync}"));
+                let mut inst = FsProbe(pass).setup(&params, &ctx).unwrap();
+                inst.run(10).unwrap();
+                assert!(inst.notes().get("measures").unwrap().starts_with("storage"));
+                drop(inst);
+                // The flag reaches the descriptor: checked on a reopened scratch file.
+                let s = scratch_file(&ctx.tmp_dir, "synctest", libc::O_RDWR).unwrap();
+                let f = reopen(&s.file, flag).unwrap();
+                // SAFETY: F_GETFL on an open descriptor.
+                let fl = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
+                assert_eq!(fl & flag, flag, "{sync}: flags {fl:#x}");
+            }
+        }
+        let e = FsProbe(Pass::Read).setup(&Params::from_key("sync=osync"), &ctx).err();
+        assert!(matches!(e, Some(ProbeError::Failed(_))), "{e:?}");
+        assert!(FsProbe(Pass::Write).setup(&Params::from_key("sync=maybe"), &ctx).is_err());
+    }
+
     /// The full suite's rows (up to 8000 KiB per file) set up, run and clean up.
     #[test]
     fn full_suite_rows_run() {
         let ctx = Context { suite: Suite::Full, ..Context::for_tests() };
         let probe = FsProbe(Pass::Copy);
-        assert_eq!(probe.variants(Suite::Full).len(), 3);
+        // The three index rows, then the synchronous destination twice.
+        assert_eq!(probe.variants(Suite::Full).len(), 5);
         for params in probe.variants(Suite::Full) {
             let mut inst = probe.setup(&params, &ctx).unwrap();
-            inst.run(2500).unwrap_or_else(|e| panic!("{params}: {e}"));
+            // Past a rewind (2000 blocks); synchronous writes take far longer each.
+            let iters = if params.get("sync").is_some() { 20 } else { 2500 };
+            inst.run(iters).unwrap_or_else(|e| panic!("{params}: {e}"));
         }
     }
 }

@@ -18,11 +18,18 @@
 //! pages per fault and µs per fault. We count with `RUSAGE_THREAD`, not `RUSAGE_SELF`: other
 //! threads of the process (the progress ticker, other tests) fault too.
 //!
-//! Deliberate difference: lmbench times touch + munmap + mmap and subtracts an mmap + munmap
-//! of an untouched mapping, so its figure also carries tearing down the touched page tables.
-//! We time the touches alone and report the teardown per page in the notes
-//! (`unmap_us_per_page`); lmbench's figure is about the sum. lmbench's `msync(MS_INVALIDATE)`
-//! after each mmap is a no-op for a clean shared mapping on Linux and is left out.
+//! Two definitions:
+//! - default (`def=schedlab`): the touches alone are timed; the teardown of the touched page
+//!   tables is timed apart and reported per page in the notes (`unmap_us_per_page`). A fault
+//!   and its teardown are different costs (the second grows with the pages mapped, not the
+//!   faults taken), so they are kept apart.
+//! - `def=lmbench`, exactly lat_pagefault's: each iteration touches every page, `munmap`s,
+//!   `mmap`s again and `msync(MS_INVALIDATE)`s (a no-op for a clean shared mapping on Linux,
+//!   kept for exactness); the same number of untouched `munmap` + `mmap` + `msync` rounds is
+//!   timed in the same call and subtracted (lmbench's `t_combined - t_mmap`), and the
+//!   difference divided by the pages. Its figure is therefore touch + unmapping the touched
+//!   pages, about the default's value plus `unmap_us_per_page`. Its file is lmbench's, small
+//!   folios (written by `lmdd` in 8 KiB blocks).
 //!
 //! # os.mm.mmap
 //! lat_mmap, exactly: `mmap(size, PROT_READ|PROT_WRITE, MAP_SHARED)` of the file, store one
@@ -31,7 +38,16 @@
 //! fault around, so faults ≈ stores (counted in the notes). lat_mmap refuses sizes below
 //! 320 KiB (two 160 KiB strides); so do we. lmbench's script runs `lat_mmap 512k`.
 //!
-//! Both probes use a scratch file in `--tmp-dir` (unlinked at once, see `fs.rs`), written and
+//! # os.mm.sbrk
+//! HBench-OS's `sbrk` row (seed 003's table: 0.72 µs beside getpid's 0.63 µs on NetBSD/Alpha):
+//! `sbrk(0)`, asking for the program break without moving it. NetBSD's libc passed that to
+//! the kernel's `break` call; glibc answers `sbrk(0)` from a cached value without entering
+//! the kernel, so we make the system call ourselves: `brk(0)`, an address below the heap,
+//! which Linux answers with the current break after taking the address-space lock for
+//! writing. It never moves the break, so it is safe beside malloc in other threads (a raw
+//! `brk` to any other value could take memory from under them).
+//!
+//! Both file probes use a scratch file in `--tmp-dir` (unlinked at once, see `fs.rs`), written and
 //! `fsync`ed in setup so it sits clean in the page cache.
 
 use std::fs::File;
@@ -43,17 +59,18 @@ use schedlab_measure::model::{Metric, Params, Unit};
 use schedlab_measure::{interrupt, ProbeError, Timing, Workload};
 
 use super::fs::{fill, fs_type, scratch_file};
+use super::Def;
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// A mapping of a file, unmapped on drop.
-struct Mapping {
-    ptr: *mut u8,
+pub(super) struct Mapping {
+    pub(super) ptr: *mut u8,
     len: usize,
 }
 
 impl Mapping {
     /// `mmap(NULL, len, prot, MAP_SHARED, fd, 0)`.
-    fn new(file: &File, len: usize, prot: libc::c_int) -> Result<Mapping, ProbeError> {
+    pub(super) fn new(file: &File, len: usize, prot: libc::c_int) -> Result<Mapping, ProbeError> {
         // SAFETY: a fresh mapping at an address of the kernel's choosing; nothing aliases it.
         let p = unsafe {
             libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, file.as_raw_fd(), 0)
@@ -102,7 +119,7 @@ fn permutation(n: usize, seed: u64) -> Vec<usize> {
 }
 
 /// Parses a size with lmbench's `bytes()` suffixes: `k`/`m`/`g` (powers of 2). Pure.
-fn parse_size(s: &str) -> Option<usize> {
+pub(super) fn parse_size(s: &str) -> Option<usize> {
     let s = s.trim();
     let (num, mult) = match s.char_indices().last()? {
         (i, 'k' | 'K') => (&s[..i], 1 << 10),
@@ -153,13 +170,17 @@ fn mmap_touches(size: usize) -> impl Iterator<Item = usize> {
 enum Kind {
     PageFault,
     Mmap,
+    Sbrk,
 }
 
 struct MmProbe(Kind);
 
 /// The memory-mapping probes, in catalog order.
 pub fn probes() -> Vec<Box<dyn Probe>> {
-    vec![Box::new(MmProbe(Kind::PageFault)), Box::new(MmProbe(Kind::Mmap))]
+    [Kind::PageFault, Kind::Mmap, Kind::Sbrk]
+        .into_iter()
+        .map(|k| Box::new(MmProbe(k)) as Box<dyn Probe>)
+        .collect()
 }
 
 impl Probe for MmProbe {
@@ -169,7 +190,7 @@ impl Probe for MmProbe {
                 id: "os.mm.pagefault",
                 doc: "read one byte of every page of a cached file mapped MAP_SHARED: µs per page touched (faults counted: see notes)",
                 unit: Unit::Micros,
-                mirrors: "lmbench lat_pagefault (touches timed alone; lmbench also counts the munmap of the touched pages: note unmap_us_per_page)",
+                mirrors: "lmbench lat_pagefault (default: touches timed alone, the munmap of the touched pages in note unmap_us_per_page; def=lmbench: touch + munmap + mmap minus an untouched munmap + mmap, lmbench's figure exactly)",
                 requires: "a writable --tmp-dir",
             },
             Kind::Mmap => Info {
@@ -179,14 +200,23 @@ impl Probe for MmProbe {
                 mirrors: "lmbench lat_mmap (sparse mode; same constants and size floor)",
                 requires: "a writable --tmp-dir",
             },
+            Kind::Sbrk => Info {
+                id: "os.mm.sbrk",
+                doc: "sbrk(0) as a system call, brk(0): the kernel reports the program break without moving it",
+                unit: Unit::Nanos,
+                mirrors: "HBench-OS sbrk (seed 003's table; glibc's sbrk(0) never enters the kernel, so the brk system call is made directly)",
+                requires: "",
+            },
         }
     }
 
     fn variants(&self, suite: Suite) -> Vec<Params> {
         match self.0 {
-            Kind::PageFault => {
-                ["small", "large"].into_iter().map(|f| Params::new().with("folios", f)).collect()
-            }
+            Kind::PageFault => ["small", "large"]
+                .into_iter()
+                .map(|f| Params::new().with("folios", f))
+                .chain([Params::new().with("folios", "small").with("def", Def::Lmbench.key())])
+                .collect(),
             Kind::Mmap => {
                 let sizes: &[&str] = match suite {
                     Suite::Smoke => &["512k"],
@@ -195,14 +225,23 @@ impl Probe for MmProbe {
                 };
                 sizes.iter().map(|s| Params::new().with("size", s)).collect()
             }
+            Kind::Sbrk => vec![Params::new()],
         }
     }
 
     fn setup(&self, params: &Params, ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
+        if self.0 == Kind::Sbrk {
+            let brk = brk_query();
+            if brk == 0 || brk == usize::MAX {
+                return Err(ProbeError::last_os("brk(0)"));
+            }
+            return Ok(Box::new(Sbrk { brk }));
+        }
         let fs = fs_type(&ctx.tmp_dir);
         match self.0 {
             Kind::PageFault => {
                 let folios = Folios::from_params(params)?;
+                let def = Def::from_params(params, Def::Schedlab, &[Def::Schedlab, Def::Lmbench])?;
                 // lmbench insists on at least 1 MiB; keep smoke setup quick.
                 let len = match ctx.suite {
                     Suite::Smoke => 1 << 20,
@@ -213,14 +252,21 @@ impl Probe for MmProbe {
                 let page = page_size();
                 let order =
                     permutation(len / page, 0x5EED_1A7F).into_iter().map(|p| p * page).collect();
+                // lmbench's initialize(): the mapping its first iteration touches.
+                let mapped = match def {
+                    Def::Lmbench => Some(lmbench_map(&scratch.file, len)?),
+                    _ => None,
+                };
                 Ok(Box::new(PageFault {
                     file: scratch.file,
                     len,
                     order,
                     folios,
                     fs,
+                    mapped,
                     touch: Duration::ZERO,
                     unmap: Duration::ZERO,
+                    remap: Duration::ZERO,
                     faults: 0,
                     maps: 0,
                 }))
@@ -240,7 +286,52 @@ impl Probe for MmProbe {
                 fill(&scratch.file, size, 8 << 10)?;
                 Ok(Box::new(MmapRoundTrip { file: scratch.file, size, fs, faults: 0, maps: 0 }))
             }
+            Kind::Sbrk => unreachable!("set up above"),
         }
+    }
+}
+
+/// The `brk` system call with address 0: returns the current program break, changing
+/// nothing (0 is below any heap, which Linux answers with the break as it is).
+#[inline]
+fn brk_query() -> usize {
+    // SAFETY: brk with an address below the heap's start only reports the break; no memory
+    // of ours is touched or unmapped.
+    unsafe { libc::syscall(libc::SYS_brk, black_box(0usize)) as usize }
+}
+
+struct Sbrk {
+    /// The break setup saw, for the error message.
+    brk: usize,
+}
+
+impl Workload for Sbrk {
+    fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
+        let mut last = 0;
+        let t = Timing::measure(|| {
+            for _ in 0..iters {
+                last = black_box(brk_query());
+            }
+        });
+        // malloc in another thread may move the break meanwhile (grow it, or trim it), but
+        // brk always answers with some break, never 0.
+        if iters > 0 && last == 0 {
+            return Err(ProbeError::Failed(format!(
+                "brk(0) returned 0 (the break was {:#x} in setup)",
+                self.brk
+            )));
+        }
+        Ok(t)
+    }
+}
+
+impl Instance for Sbrk {
+    fn metric(&self) -> Metric {
+        Metric::per_op()
+    }
+
+    fn notes(&self) -> Params {
+        Params::new().with("call", "brk(0)")
     }
 }
 
@@ -251,15 +342,79 @@ struct PageFault {
     order: Vec<usize>,
     folios: Folios,
     fs: String,
+    /// `def=lmbench`: the mapping that persists from one iteration to the next, as
+    /// lat_pagefault's `state->where` does. `None` for our definition.
+    mapped: Option<Mapping>,
     /// Totals over every call, for the notes.
     touch: Duration,
     unmap: Duration,
+    /// `def=lmbench`: the untouched munmap + mmap + msync rounds subtracted.
+    remap: Duration,
     faults: u64,
     maps: u64,
 }
 
+/// lat_pagefault's `mmap(0, size, PROT_READ, MAP_SHARED, fd, 0)` then
+/// `msync(where, size, MS_INVALIDATE)`.
+fn lmbench_map(file: &File, len: usize) -> Result<Mapping, ProbeError> {
+    let map = Mapping::new(file, len, libc::PROT_READ)?;
+    // SAFETY: `map` is exactly the `len`-byte mapping just made.
+    if unsafe { libc::msync(map.ptr.cast(), len, libc::MS_INVALIDATE) } != 0 {
+        return Err(ProbeError::last_os("msync(MS_INVALIDATE)"));
+    }
+    Ok(map)
+}
+
+impl PageFault {
+    /// lat_pagefault's `benchmark` (`touch`) or `benchmark_mmap` (no touch) for `iters`
+    /// iterations: touch every page of the persistent mapping, then munmap + mmap + msync.
+    fn lmbench_rounds(&mut self, iters: u64, touch: bool) -> Result<Duration, ProbeError> {
+        let mut sum = 0u64;
+        let mut faults = 0;
+        let start = Instant::now();
+        for _ in 0..iters {
+            let Some(map) = self.mapped.take() else {
+                return Err(ProbeError::Failed("lost the persistent mapping".into()));
+            };
+            if touch {
+                let before = minor_faults();
+                for &off in &self.order {
+                    // SAFETY: `off` < len, inside the readable mapping; volatile so every
+                    // page is really read (and faulted), in this order.
+                    sum = sum.wrapping_add(u64::from(unsafe { map.ptr.add(off).read_volatile() }));
+                }
+                faults += minor_faults() - before;
+            }
+            drop(map);
+            self.mapped = Some(lmbench_map(&self.file, self.len)?);
+        }
+        let elapsed = start.elapsed();
+        black_box(sum);
+        self.faults += faults;
+        Ok(elapsed)
+    }
+}
+
 impl Workload for PageFault {
     fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
+        if self.mapped.is_some() {
+            // lmbench: t_mmap first, then t_combined; the figure is their difference.
+            let remap = self.lmbench_rounds(iters, false)?;
+            if interrupt::requested() {
+                return Err(ProbeError::Interrupted);
+            }
+            let combined = self.lmbench_rounds(iters, true)?;
+            self.remap += remap;
+            self.touch += combined;
+            self.maps += iters;
+            let Some(d) = combined.checked_sub(remap) else {
+                return Err(ProbeError::Failed(format!(
+                    "touching {} pages took less than not touching them ({combined:?} < {remap:?}): a disturbed sample",
+                    self.order.len()
+                )));
+            };
+            return Ok(Timing::from_elapsed(d));
+        }
         let mut elapsed = Duration::ZERO;
         let mut sum = 0u64;
         for _ in 0..iters {
@@ -297,6 +452,20 @@ impl Instance for PageFault {
     fn notes(&self) -> Params {
         let pages = self.order.len() as f64 * self.maps.max(1) as f64;
         let faults = self.faults.max(1) as f64;
+        if self.mapped.is_some() {
+            let per_map = |d: Duration| d.as_secs_f64() * 1e6 / self.maps.max(1) as f64;
+            return Params::new()
+                .with("file_kib", self.len >> 10)
+                .with("fill_kib", self.folios.fill_block() >> 10)
+                .with("fs", &self.fs)
+                .with(
+                    "faults_per_map",
+                    format!("{:.1}", self.faults as f64 / self.maps.max(1) as f64),
+                )
+                .with("pages_per_fault", format!("{:.1}", pages / faults))
+                .with("combined_us_per_map", format!("{:.1}", per_map(self.touch)))
+                .with("subtracted_us_per_map", format!("{:.1}", per_map(self.remap)));
+        }
         Params::new()
             .with("file_kib", self.len >> 10)
             .with("fill_kib", self.folios.fill_block() >> 10)
@@ -427,6 +596,46 @@ mod tests {
         drop(inst);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "a scratch file remained");
         std::fs::remove_dir(&dir).unwrap();
+    }
+
+    /// def=lmbench remaps after every touch pass, as lat_pagefault does: every pass faults
+    /// as many times as the first (a stale mapping would fault only once), and the untouched
+    /// remap rounds it subtracts cost less than the touched ones.
+    #[test]
+    fn lmbench_definition_remaps_every_pass() {
+        let ctx = Context::for_tests();
+        let params = Params::new().with("folios", "small").with("def", "lmbench");
+        let probe = MmProbe(Kind::PageFault);
+        let faults = |inst: &dyn Instance| -> f64 {
+            inst.notes().get("faults_per_map").unwrap().parse().unwrap()
+        };
+        let mut inst = probe.setup(&params, &ctx).unwrap();
+        inst.run(1).unwrap();
+        let first = faults(&*inst);
+        assert!(first >= 1.0, "{}", inst.notes());
+        inst.run(4).unwrap();
+        let mean = faults(&*inst);
+        assert!(mean >= 0.9 * first, "first pass {first} faults, mean {mean}: {}", inst.notes());
+        let n = inst.notes();
+        let combined: f64 = n.get("combined_us_per_map").unwrap().parse().unwrap();
+        let subtracted: f64 = n.get("subtracted_us_per_map").unwrap().parse().unwrap();
+        assert!(subtracted > 0.0 && subtracted < combined, "{n}");
+    }
+
+    /// brk(0) reports the break glibc's sbrk(0) knows (within what other test threads'
+    /// mallocs may have moved it meanwhile), and the probe runs.
+    #[test]
+    fn sbrk_reports_the_break() {
+        // SAFETY: sbrk(0) only reads glibc's cached break.
+        let libc_brk = unsafe { libc::sbrk(0) } as usize;
+        let kernel_brk = brk_query();
+        assert!(
+            kernel_brk != 0 && kernel_brk.abs_diff(libc_brk) < 1 << 30,
+            "{kernel_brk:#x} vs {libc_brk:#x}"
+        );
+        let mut inst = MmProbe(Kind::Sbrk).setup(&Params::new(), &Context::for_tests()).unwrap();
+        inst.run(1000).unwrap();
+        assert_eq!(inst.notes().get("call"), Some("brk(0)"));
     }
 
     /// Every full-suite variant (16 MiB pagefault files, mmap up to 16 MiB) sets up and runs.

@@ -9,14 +9,58 @@ mod bandwidth;
 mod ctx;
 mod fs;
 mod ipc;
+mod mcopy;
 mod mm;
 mod process;
 mod select;
+mod shell;
 mod signal;
 mod syscall;
 mod unixbench;
 
+use schedlab_measure::model::Params;
+use schedlab_measure::ProbeError;
+
 use crate::Probe;
+
+/// Whose definition of a row a variant measures (the `def` parameter): where schedlab's
+/// definition differs from lmbench's or UnixBench's, the established one is offered as a
+/// named variant, made exact, so the row can be put beside that suite's number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Def {
+    /// schedlab's own definition (each probe's doc says why it differs).
+    Schedlab,
+    /// lmbench 3's definition, exactly.
+    Lmbench,
+    /// UnixBench's definition, exactly.
+    Unixbench,
+}
+
+impl Def {
+    /// The parameter value.
+    pub(crate) fn key(self) -> &'static str {
+        match self {
+            Def::Schedlab => "schedlab",
+            Def::Lmbench => "lmbench",
+            Def::Unixbench => "unixbench",
+        }
+    }
+
+    /// Parses `def` from `params`: `default` when absent, an error when the value names no
+    /// definition or one this probe does not offer (`offered`).
+    pub(crate) fn from_params(
+        params: &Params,
+        default: Def,
+        offered: &[Def],
+    ) -> Result<Def, ProbeError> {
+        let Some(text) = params.get("def") else { return Ok(default) };
+        let names = || offered.iter().map(|d| d.key()).collect::<Vec<_>>().join(" or ");
+        [Def::Schedlab, Def::Lmbench, Def::Unixbench]
+            .into_iter()
+            .find(|d| d.key() == text && offered.contains(d))
+            .ok_or_else(|| ProbeError::Failed(format!("bad def {text:?}: use {}", names())))
+    }
+}
 
 /// The OS probes, in catalog order.
 pub fn probes() -> Vec<Box<dyn Probe>> {
@@ -27,10 +71,12 @@ pub fn probes() -> Vec<Box<dyn Probe>> {
     v.extend(ipc::probes());
     v.extend(ctx::probes());
     v.extend(process::probes());
+    v.extend(shell::probes());
     v.extend(bandwidth::probes());
     v.extend(mm::probes());
     v.extend(select::probes());
     v.extend(fs::probes());
+    v.extend(mcopy::probes());
     v
 }
 
@@ -41,6 +87,18 @@ mod tests {
     use super::*;
     use crate::testkit;
     use crate::{Context, Suite};
+
+    #[test]
+    fn def_parses_offered_definitions_only() {
+        let offered = [Def::Schedlab, Def::Lmbench];
+        let p = |s: &str| Def::from_params(&Params::from_key(s), Def::Schedlab, &offered);
+        assert_eq!(p("").unwrap(), Def::Schedlab);
+        assert_eq!(p("def=lmbench").unwrap(), Def::Lmbench);
+        assert_eq!(p("def=schedlab").unwrap(), Def::Schedlab);
+        let e = p("def=unixbench").unwrap_err();
+        assert!(e.to_string().contains("schedlab or lmbench"), "{e}");
+        assert!(p("def=bsd").is_err());
+    }
 
     #[test]
     fn every_os_probe_runs_in_smoke_settings() {

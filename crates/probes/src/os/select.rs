@@ -10,10 +10,11 @@
 //!   walks all N descriptors, calls each one's poll, and returns N. We check that it does.
 //!
 //! Deliberate differences, each for a reason:
-//! - lat_select passes `state->num` (N) as `nfds`, although it computes `max + 1`; with fds
-//!   numbered from 3 or so, lmbench examines only the first N - 3 or so of its N descriptors,
-//!   and in our process (other descriptors open, numbers unpredictable) `nfds = N` could
-//!   examine none. We pass `max + 1`, which is what the test means.
+//! - lat_select passes `state->num` (N) as `nfds`, although it computes `max + 1`, so it
+//!   examines only its descriptors numbered below N. By default (`def=schedlab`) we pass
+//!   `max + 1`, which is what the test means: every call polls all N descriptors.
+//!   `def=lmbench` reproduces lmbench exactly (see below): `nfds = N`, and the duplicates
+//!   carry the numbers they get in lmbench's measuring process, so the same ones are polled.
 //! - The TCP peer: lmbench forks a server process on a fixed port that accepts and blocks in
 //!   `read`. We listen on 127.0.0.1 with an ephemeral port in-process and accept the
 //!   connection in setup; the client socket is in the same ESTABLISHED state, and no process
@@ -39,6 +40,20 @@
 //!
 //! lmbench's script runs N = 10, 100, 250 and 500 for both kinds. `fd_set` holds descriptors
 //! below `FD_SETSIZE` (1024); setup skips when ours would not fit.
+//!
+//! # def=lmbench: the same descriptor numbers, `nfds = N`
+//! Which of lmbench's descriptors a call examines depends on their numbers, and those follow
+//! from what is open in lmbench 3's measuring process (the `benchmp` child) when `initialize`
+//! dups: 0-2 (stdio); for `tcp`, 3, the server's listening socket, opened before `benchmp`;
+//! then `benchmp`'s four pipes (response, start, result, exit), of which the child keeps
+//! `response[1]`, `start[0]`, `result[0]`, `exit[0]`. The file or socket then takes the lowest
+//! free number and its N duplicates the next lowest ones ([`lmbench_fds`]). For `tcp` N = 10
+//! that is 7, 9, 11, 12, ..., 18, and `select(10, ...)` polls two of them (7 and 9) and
+//! returns 2; for `file` N = 10 (no listening socket) it is 6, 8, 10, ..., 17, again two.
+//! With `def=lmbench` the measuring child moves the duplicates to exactly those numbers
+//! (`dup2`, after closing everything else it inherited below them and moving its own pipes
+//! above), passes `nfds = N`, and checks that each call reports the descriptors below N that
+//! lmbench's call reports. The notes give `polled`, how many of the N each call examines.
 
 use std::hint::black_box;
 use std::io::{Read, Write};
@@ -50,6 +65,7 @@ use schedlab_measure::sys::{self, Child};
 use schedlab_measure::{interrupt, ProbeError, Timing, Workload};
 
 use super::fs::scratch_file;
+use super::Def;
 use crate::{Context, Info, Instance, Probe, Suite};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,8 +83,8 @@ impl Kind {
     }
 }
 
-/// Parses `kind` and `fds`. Pure.
-fn parse(params: &Params) -> Result<(Kind, usize), ProbeError> {
+/// Parses `kind`, `fds` and `def`. Pure.
+fn parse(params: &Params) -> Result<(Kind, usize, Def), ProbeError> {
     let kind = match params.get("kind").unwrap_or("file") {
         "file" => Kind::File,
         "tcp" => Kind::Tcp,
@@ -78,7 +94,68 @@ fn parse(params: &Params) -> Result<(Kind, usize), ProbeError> {
     if !(1..libc::FD_SETSIZE).contains(&n) {
         return Err(ProbeError::Failed(format!("fds={n} out of range 1..{}", libc::FD_SETSIZE)));
     }
-    Ok((kind, n))
+    let def = Def::from_params(params, Def::Schedlab, &[Def::Schedlab, Def::Lmbench])?;
+    Ok((kind, n, def))
+}
+
+/// The numbers lmbench 3's `lat_select -n n` gives its `n` duplicates in the `benchmp`
+/// child (see the module doc), in the order `dup` returns them. Pure.
+fn lmbench_fds(kind: Kind, n: usize) -> Vec<RawFd> {
+    let mut open: Vec<RawFd> = vec![0, 1, 2];
+    if kind == Kind::Tcp {
+        // server(): the listening socket, still open in the parent when benchmp forks.
+        open.push(3);
+    }
+    let lowest_free = |open: &[RawFd]| (0..).find(|fd| !open.contains(fd)).expect("a free fd");
+    // benchmp: pipe(response), pipe(start_signal), pipe(result_signal), pipe(exit_signal).
+    let mut pipes = Vec::with_capacity(8);
+    for _ in 0..8 {
+        let fd = lowest_free(&open);
+        open.push(fd);
+        pipes.push(fd);
+    }
+    // The child closes response[0], start_signal[1], result_signal[1], exit_signal[1].
+    for closed in [pipes[0], pipes[3], pipes[5], pipes[7]] {
+        open.retain(|&fd| fd != closed);
+    }
+    // initialize(): fid = open()/tcp_connect(), then n dups of it.
+    let fid = lowest_free(&open);
+    open.push(fid);
+    (0..n)
+        .map(|_| {
+            let fd = lowest_free(&open);
+            open.push(fd);
+            fd
+        })
+        .collect()
+}
+
+/// In the forked child: gives the child exactly lmbench's descriptor numbers. Moves `keep`
+/// (the command and result pipes) and `src` (one duplicate) above `targets`, closes every
+/// other descriptor from 3 up to there, and `dup2`s `src` onto each target. Returns the new
+/// numbers of `keep`, or `None` when a call failed. Async-signal-safe (no allocation).
+fn arrange(src: RawFd, keep: [RawFd; 2], targets: &[RawFd]) -> Option<[RawFd; 2]> {
+    let hi = targets.iter().max().map_or(3, |&m| m + 1);
+    // SAFETY: fcntl(F_DUPFD) on descriptors the child inherited open.
+    let moved = keep.map(|fd| unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, hi) });
+    // SAFETY: as above.
+    let src = unsafe { libc::fcntl(src, libc::F_DUPFD_CLOEXEC, hi) };
+    if moved.contains(&-1) || src < 0 {
+        return None;
+    }
+    for fd in 3..hi {
+        // SAFETY: the child's own copies; closing one that is not open fails harmlessly.
+        unsafe { libc::close(fd) };
+    }
+    for &t in targets {
+        // SAFETY: `t` < hi is free now; `src` is open.
+        if unsafe { libc::dup2(src, t) } != t {
+            return None;
+        }
+    }
+    // SAFETY: the child's temporary copy, no longer needed.
+    unsafe { libc::close(src) };
+    Some(moved)
 }
 
 /// `dup`s `fd` `n` times (close-on-exec) and builds the `fd_set` of the copies.
@@ -129,7 +206,7 @@ impl Probe for SelectProbe {
             id: "os.select.fds",
             doc: "select() with a zero timeout on N ready descriptors (dups of one file or one connected TCP socket): µs per call",
             unit: Unit::Micros,
-            mirrors: "lmbench lat_select -n N file|tcp (nfds = max fd + 1 where lmbench passes N; in-process 127.0.0.1 peer instead of a forked server)",
+            mirrors: "lmbench lat_select -n N file|tcp (default: nfds = max fd + 1, all N polled, where lmbench passes N; def=lmbench: nfds = N with lmbench's own descriptor numbers, so only those below N are polled; in-process 127.0.0.1 peer instead of a forked server)",
             requires: "a writable --tmp-dir (kind=file)",
         }
     }
@@ -140,16 +217,16 @@ impl Probe for SelectProbe {
             Suite::Quick => &[10, 100],
             Suite::Full => &[10, 100, 250, 500],
         };
-        [Kind::File, Kind::Tcp]
-            .into_iter()
-            .flat_map(|k| {
-                counts.iter().map(move |&n| Params::new().with("kind", k.key()).with("fds", n))
-            })
-            .collect()
+        let ours = [Kind::File, Kind::Tcp].into_iter().flat_map(|k| {
+            counts.iter().map(move |&n| Params::new().with("kind", k.key()).with("fds", n))
+        });
+        // lmbench's definition, after ours (whose keys predate it and carry no def).
+        let lmbench = ours.clone().map(|p| p.with("def", Def::Lmbench.key()));
+        ours.chain(lmbench).collect()
     }
 
     fn setup(&self, params: &Params, ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
-        let (kind, n) = parse(params)?;
+        let (kind, n, def) = parse(params)?;
         let (original, peer) = match kind {
             Kind::File => {
                 let scratch = scratch_file(&ctx.tmp_dir, "select", libc::O_RDONLY)?;
@@ -172,16 +249,12 @@ impl Probe for SelectProbe {
         let (fds, set, nfds) = duplicate(original.as_raw_fd(), n)?;
         // lmbench closes the original: the duplicates keep the file or socket open.
         drop(original);
-        Ok(Box::new(Select::start(kind, fds, set, nfds, peer)?))
+        let layout = match def {
+            Def::Schedlab => Layout::Ours { set, nfds },
+            _ => Layout::lmbench(kind, n)?,
+        };
+        Ok(Box::new(Select::start(kind, fds, layout, peer)?))
     }
-}
-
-/// The monotonic clock in nanoseconds. Async-signal-safe (`clock_gettime`).
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// lat_select's `doit`: `iters` selects on a fresh copy of `set` as the write set, zero
@@ -190,7 +263,7 @@ fn mono_ns() -> u64 {
 fn doit(set: &libc::fd_set, nfds: RawFd, want: libc::c_int, iters: u64) -> (u64, i32, i32) {
     let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
     let (mut bad, mut errno) = (want, 0);
-    let start = mono_ns();
+    let start = sys::now_ns();
     for _ in 0..iters {
         // lmbench's `nosave = state->set`: select overwrites the set it is given.
         let mut nosave = black_box(*set);
@@ -205,7 +278,7 @@ fn doit(set: &libc::fd_set, nfds: RawFd, want: libc::c_int, iters: u64) -> (u64,
             errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
         }
     }
-    (mono_ns() - start, bad, errno)
+    (sys::now_ns() - start, bad, errno)
 }
 
 /// The child's loop: read an iteration count, run [`doit`], write back 16 bytes
@@ -227,6 +300,57 @@ fn serve(cmd: RawFd, res: RawFd, set: &libc::fd_set, nfds: RawFd, want: libc::c_
     }
 }
 
+/// Which descriptors the measuring child polls, and with which `nfds`.
+enum Layout {
+    /// The duplicates as numbered in our process, `nfds = max + 1`: all N polled.
+    Ours { set: libc::fd_set, nfds: RawFd },
+    /// lmbench's numbers ([`lmbench_fds`]), `nfds = N`.
+    Lmbench { targets: Vec<RawFd>, set: libc::fd_set, nfds: RawFd },
+}
+
+impl Layout {
+    /// lmbench's layout for `n` descriptors of `kind`.
+    fn lmbench(kind: Kind, n: usize) -> Result<Layout, ProbeError> {
+        let targets = lmbench_fds(kind, n);
+        // SAFETY: fd_set is plain data; FD_ZERO below initialises it properly.
+        let mut set: libc::fd_set = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid fd_set.
+        unsafe { libc::FD_ZERO(&mut set) };
+        for &t in &targets {
+            if t as usize >= libc::FD_SETSIZE {
+                return Err(ProbeError::Skip(format!(
+                    "lmbench's descriptor {t} is beyond FD_SETSIZE ({})",
+                    libc::FD_SETSIZE
+                )));
+            }
+            // SAFETY: 0 <= t < FD_SETSIZE, checked above.
+            unsafe { libc::FD_SET(t, &mut set) };
+        }
+        Ok(Layout::Lmbench { targets, set, nfds: n as RawFd })
+    }
+
+    fn set(&self) -> &libc::fd_set {
+        match self {
+            Layout::Ours { set, .. } | Layout::Lmbench { set, .. } => set,
+        }
+    }
+
+    fn nfds(&self) -> RawFd {
+        match self {
+            Layout::Ours { nfds, .. } | Layout::Lmbench { nfds, .. } => *nfds,
+        }
+    }
+
+    /// How many descriptors each call examines and reports ready: those in the set below
+    /// `nfds`.
+    fn polled(&self, n: usize) -> usize {
+        match self {
+            Layout::Ours { .. } => n,
+            Layout::Lmbench { targets, nfds, .. } => targets.iter().filter(|&&t| t < *nfds).count(),
+        }
+    }
+}
+
 /// The server end of the TCP connection, kept open while the probe runs.
 struct Peer {
     _listener: TcpListener,
@@ -238,6 +362,10 @@ struct Select {
     /// The parent's copies of the duplicates (the child has its own).
     fds: Vec<OwnedFd>,
     nfds: RawFd,
+    /// Descriptors each call must report ready.
+    want: usize,
+    /// lmbench's descriptor numbers, when the child uses them.
+    lmbench: Option<(RawFd, RawFd)>,
     /// Command pipe to the child (write end) and result pipe from it (read end).
     cmd: OwnedFd,
     res: OwnedFd,
@@ -251,15 +379,20 @@ impl Select {
     fn start(
         kind: Kind,
         fds: Vec<OwnedFd>,
-        set: libc::fd_set,
-        nfds: RawFd,
+        layout: Layout,
         peer: Option<Peer>,
     ) -> Result<Select, ProbeError> {
-        let want = fds.len() as libc::c_int;
+        let want = layout.polled(fds.len());
+        let (set, nfds) = (*layout.set(), layout.nfds());
+        let src = fds.first().map_or(-1, |f| f.as_raw_fd());
         let (cmd_r, cmd_w) = sys::pipe()?;
         let (res_r, res_w) = sys::pipe()?;
         let (c_r, c_w, r_r, r_w) =
             (sys::raw(&cmd_r), sys::raw(&cmd_w), sys::raw(&res_r), sys::raw(&res_w));
+        let lmbench = match &layout {
+            Layout::Lmbench { targets, .. } => Some((targets[0], targets[targets.len() - 1])),
+            Layout::Ours { .. } => None,
+        };
         let child = Child::fork(None, move || {
             // Close the parent's ends so that the parent's drop is seen as end of file.
             // SAFETY: these are the child's copies of descriptors it does not use.
@@ -267,9 +400,16 @@ impl Select {
                 libc::close(c_w);
                 libc::close(r_r);
             }
-            serve(c_r, r_w, &set, nfds, want)
+            let (c_r, r_w) = match &layout {
+                Layout::Ours { .. } => (c_r, r_w),
+                Layout::Lmbench { targets, .. } => match arrange(src, [c_r, r_w], targets) {
+                    Some([c, r]) => (c, r),
+                    None => return 3,
+                },
+            };
+            serve(c_r, r_w, &set, nfds, want as libc::c_int)
         })?;
-        Ok(Select { kind, fds, nfds, cmd: cmd_w, res: res_r, child, _peer: peer })
+        Ok(Select { kind, fds, nfds, want, lmbench, cmd: cmd_w, res: res_r, child, _peer: peer })
     }
 }
 
@@ -289,7 +429,7 @@ impl Workload for Select {
         let ns = u64::from_ne_bytes(out[..8].try_into().expect("8 bytes"));
         let bad = i32::from_ne_bytes(out[8..12].try_into().expect("4 bytes"));
         let errno = i32::from_ne_bytes(out[12..].try_into().expect("4 bytes"));
-        let want = self.fds.len() as i32;
+        let want = self.want as i32;
         if bad < 0 {
             return Err(ProbeError::Failed(format!(
                 "select: {}",
@@ -298,7 +438,7 @@ impl Workload for Select {
         }
         if bad != want {
             return Err(ProbeError::Failed(format!(
-                "select reported {bad} of {want} descriptors ready"
+                "select reported {bad} descriptors ready, not {want}"
             )));
         }
         Ok(Timing::from_elapsed(std::time::Duration::from_nanos(ns)))
@@ -311,11 +451,16 @@ impl Instance for Select {
     }
 
     fn notes(&self) -> Params {
-        let first = self.fds.first().map_or(-1, |f| f.as_raw_fd());
+        let (first, last) = self.lmbench.unwrap_or((
+            self.fds.first().map_or(-1, |f| f.as_raw_fd()),
+            self.fds.last().map_or(-1, |f| f.as_raw_fd()),
+        ));
         Params::new()
             .with("kind", self.kind.key())
             .with("nfds", self.nfds)
-            .with("fd_range", format!("{first}-{}", self.nfds - 1))
+            .with("polled", self.want)
+            .with("fd_range", format!("{first}-{last}"))
+            .with("fd_numbers", if self.lmbench.is_some() { "lmbench's" } else { "ours" })
             .with("set", "write")
             .with("process", "single-threaded child")
     }
@@ -328,8 +473,10 @@ mod tests {
     #[test]
     fn params_parse_and_reject_nonsense() {
         let p = |s: &str| parse(&Params::from_key(s));
-        assert_eq!(p("kind=tcp,fds=10").unwrap(), (Kind::Tcp, 10));
-        assert_eq!(p("").unwrap(), (Kind::File, 100));
+        assert_eq!(p("kind=tcp,fds=10").unwrap(), (Kind::Tcp, 10, Def::Schedlab));
+        assert_eq!(p("").unwrap(), (Kind::File, 100, Def::Schedlab));
+        assert_eq!(p("kind=tcp,fds=10,def=lmbench").unwrap(), (Kind::Tcp, 10, Def::Lmbench));
+        assert!(p("def=unixbench").is_err());
         assert!(p("kind=udp").is_err());
         assert!(p("fds=0").is_err());
         assert!(p("fds=1024").is_err());
@@ -341,8 +488,46 @@ mod tests {
         let v: Vec<String> = SelectProbe.variants(Suite::Quick).iter().map(Params::key).collect();
         assert_eq!(
             v,
-            ["kind=file,fds=10", "kind=file,fds=100", "kind=tcp,fds=10", "kind=tcp,fds=100"]
+            [
+                "kind=file,fds=10",
+                "kind=file,fds=100",
+                "kind=tcp,fds=10",
+                "kind=tcp,fds=100",
+                "kind=file,fds=10,def=lmbench",
+                "kind=file,fds=100,def=lmbench",
+                "kind=tcp,fds=10,def=lmbench",
+                "kind=tcp,fds=100,def=lmbench"
+            ]
         );
+    }
+
+    /// lmbench 3's numbering, worked out by hand from lat_select.c and benchmp (module doc).
+    #[test]
+    fn lmbench_numbers_follow_its_open_descriptors() {
+        assert_eq!(lmbench_fds(Kind::Tcp, 10), [7, 9, 11, 12, 13, 14, 15, 16, 17, 18]);
+        assert_eq!(lmbench_fds(Kind::File, 10), [6, 8, 10, 11, 12, 13, 14, 15, 16, 17]);
+        let polled = |k, n| Layout::lmbench(k, n).unwrap().polled(n);
+        // select(10, ...) sees two of the ten; select(100, ...) 100 - 9 and 100 - 8.
+        assert_eq!(polled(Kind::Tcp, 10), 2);
+        assert_eq!(polled(Kind::File, 10), 2);
+        assert_eq!(polled(Kind::Tcp, 100), 91);
+        assert_eq!(polled(Kind::File, 100), 92);
+        assert_eq!(lmbench_fds(Kind::Tcp, 500).last(), Some(&508));
+    }
+
+    /// In lmbench's layout the child really polls only the descriptors below N: `run` fails
+    /// unless every call reports exactly that many ready.
+    #[test]
+    fn lmbench_definition_polls_only_the_descriptors_below_n() {
+        let ctx = Context::for_tests();
+        for (kind, n, want) in [("tcp", 10, 2), ("file", 10, 2), ("tcp", 100, 91)] {
+            let params = Params::new().with("kind", kind).with("fds", n).with("def", "lmbench");
+            let mut inst = SelectProbe.setup(&params, &ctx).unwrap();
+            inst.run(20).unwrap_or_else(|e| panic!("{params}: {e}"));
+            let notes = inst.notes();
+            assert_eq!(notes.get("polled"), Some(want.to_string().as_str()), "{notes}");
+            assert_eq!(notes.get("nfds"), Some(n.to_string().as_str()), "{notes}");
+        }
     }
 
     #[test]
@@ -366,7 +551,7 @@ mod tests {
         let (mut server, _) = listener.accept().unwrap();
         let (fds, set, nfds) = duplicate(client.as_raw_fd(), 5).unwrap();
         drop(client);
-        let mut sel = Select::start(Kind::Tcp, fds, set, nfds, None).unwrap();
+        let mut sel = Select::start(Kind::Tcp, fds, Layout::Ours { set, nfds }, None).unwrap();
         sel.run(3).unwrap();
         drop(sel);
         // The server sees end-of-file only once every duplicate of the client is closed.
