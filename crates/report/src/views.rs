@@ -213,24 +213,35 @@ pub struct ComparisonRow<'a> {
 /// with each run's result and its verdict against `runs[baseline]`: what the comparison
 /// table and the ratio chart show.
 pub fn comparison_rows(runs: &[Run], baseline: usize) -> Vec<ComparisonRow<'_>> {
+    // Each run's results by (probe, params), the first one winning; one pass per run, so that
+    // comparing ten quick-suite runs (2,408 results each) takes milliseconds, not seconds.
+    let index: Vec<std::collections::HashMap<(String, String), &Measurement>> = runs
+        .iter()
+        .map(|r| {
+            let mut by_key = std::collections::HashMap::with_capacity(r.results.len());
+            for m in &r.results {
+                by_key.entry((m.probe.clone(), m.params.key())).or_insert(m);
+            }
+            by_key
+        })
+        .collect();
     let mut order: Vec<(String, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut runs_in_order: Vec<&Run> = vec![&runs[baseline]];
     runs_in_order.extend(runs.iter().enumerate().filter(|(i, _)| *i != baseline).map(|(_, r)| r));
     for r in runs_in_order {
         for m in &r.results {
             let key = (m.probe.clone(), m.params.key());
-            if !order.contains(&key) {
+            if seen.insert(key.clone()) {
                 order.push(key);
             }
         }
     }
-    fn find<'r>(run: &'r Run, key: &(String, String)) -> Option<&'r Measurement> {
-        run.results.iter().find(|m| m.probe == key.0 && m.params.key() == key.1)
-    }
     order
         .into_iter()
         .map(|key| {
-            let results: Vec<Option<&Measurement>> = runs.iter().map(|r| find(r, &key)).collect();
+            let results: Vec<Option<&Measurement>> =
+                index.iter().map(|by_key| by_key.get(&key).copied()).collect();
             let base = results[baseline];
             let verdicts = results
                 .iter()
