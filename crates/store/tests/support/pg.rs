@@ -27,7 +27,7 @@ pub struct PgServer {
 }
 
 /// The directory holding `initdb`, `pg_ctl` and `postgres`: `$PG_BINDIR`, the newest
-/// /usr/lib/postgresql/*/bin, or the one `pg_config --bindir` names.
+/// /usr/lib/postgresql/*/bin, one on `$PATH`, or the one `pg_config --bindir` names.
 fn bindir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("PG_BINDIR").map(PathBuf::from) {
         return Some(d);
@@ -45,6 +45,12 @@ fn bindir() -> Option<PathBuf> {
     versions.sort();
     if let Some((_, b)) = versions.pop() {
         return Some(b);
+    }
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p).find(|d| d.join("initdb").exists() && d.join("pg_ctl").exists())
+    });
+    if on_path.is_some() {
+        return on_path;
     }
     let out = Command::new("pg_config").arg("--bindir").output().ok()?;
     let b = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
