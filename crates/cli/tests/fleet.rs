@@ -289,6 +289,11 @@ fn a_fleet_pushes_to_postgresql() {
     assert!(cmp.contains("within noise") || cmp.contains('×'), "{cmp}");
     ok(&at(&fleet_url, &["show", "shared"]));
     ok(&at(&fleet_url, &["export", "shared", "--format", "csv"]));
+    // Pulling one host's runs from the server into a file.
+    let m2 = dir.path().join("m2-pulled.db");
+    let o = ok(&run(&m2, &["pull", "--from", &fleet_url, "--host", "m2"]));
+    assert!(o.contains("2 copied"), "{o}");
+    assert!(!o.contains(pg::PASSWORD), "the password leaked: {o}");
     // Measuring commands write straight to the server too, timelines and all.
     let o = ok(&at(
         &fleet_url,
