@@ -53,6 +53,10 @@ pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 /// How long an SQLite write waits for another process's write to finish before it fails.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long connecting to a PostgreSQL server may take, unless the URL says
+/// (`?connect_timeout=SECONDS`).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// What can go wrong with the database; every message names the file (or the server's URL,
 /// without its password).
 #[derive(Debug, thiserror::Error)]
@@ -457,7 +461,18 @@ impl Store {
 
     fn connect(url: &str, write: bool) -> Result<Store> {
         let shown = PathBuf::from(redact(url));
-        let client = postgres::Client::connect(url, postgres::NoTls).map_err(|e| {
+        let mut config: postgres::Config = url.parse().map_err(|e| {
+            StoreError::open(
+                &shown,
+                " (not a PostgreSQL URL: postgres://user[:password]@host[:port]/dbname[?options])",
+                e,
+            )
+        })?;
+        // An unreachable host fails in seconds rather than after the system's TCP timeout.
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let client = config.connect(postgres::NoTls).map_err(|e| {
             StoreError::open(
                 &shown,
                 " (is the server running, and are the user, password, host and database in the URL right?)",

@@ -265,6 +265,30 @@ fn postgresql_conforms_and_refuses_what_it_must() {
     assert!(!text.contains(wrong), "the password leaked: {text}");
 }
 
+/// A URL that is not one, or a server that is not there: a clear error naming it, quickly,
+/// without its password. Needs no server.
+#[test]
+fn a_bad_url_or_an_absent_server_is_a_clear_error_without_the_password() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in [
+        "postgres://lab:hunter2@localhost:notaport/db".to_string(),
+        format!("postgres://lab:hunter2@localhost/db?host={}", dir.path().display()),
+    ] {
+        let started = std::time::Instant::now();
+        let err = Store::open_at(&Location::parse(url.as_ref())).unwrap_err();
+        let mut text = err.to_string();
+        let mut source = std::error::Error::source(&err);
+        while let Some(s) = source {
+            text.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        assert!(matches!(err, StoreError::Open { .. }), "{text}");
+        assert!(text.contains("postgres://lab:***@localhost"), "{text}");
+        assert!(!text.contains("hunter2"), "the password leaked: {text}");
+        assert!(started.elapsed() < schedlab_store::CONNECT_TIMEOUT, "{text}");
+    }
+}
+
 #[test]
 fn passwords_are_redacted_from_every_url() {
     use schedlab_store::redact;
