@@ -11,7 +11,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[command(name = "schedlab", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
     /// The results database: an SQLite file, or a PostgreSQL server as
-    /// postgres://user[:password]@host[:port]/dbname (a fleet's shared database)
+    /// postgres://user:password@host:port/dbname (a fleet's shared database;
+    /// password and port optional)
     /// [default: $SCHEDLAB_DB, else $XDG_DATA_HOME/schedlab/results.db]
     #[arg(long, global = true, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
