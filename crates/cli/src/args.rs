@@ -10,8 +10,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(name = "schedlab", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
-    /// The results database [default: $SCHEDLAB_DB, else $XDG_DATA_HOME/schedlab/results.db]
-    #[arg(long, global = true, value_name = "PATH")]
+    /// The results database: an SQLite file, or a PostgreSQL server as
+    /// postgres://user:password@host:port/dbname (a fleet's shared database;
+    /// password and port optional)
+    /// [default: $SCHEDLAB_DB, else $XDG_DATA_HOME/schedlab/results.db]
+    #[arg(long, global = true, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
 
     #[command(subcommand)]
@@ -25,8 +28,8 @@ pub enum Command {
     Run(RunArgs),
     /// The probe catalog: id, unit, what it mirrors, what it needs.
     List(ListArgs),
-    /// The stored runs.
-    Runs,
+    /// The stored runs, with the host that made each.
+    Runs(RunsArgs),
     /// One stored run: machine, results, warnings.
     Show {
         /// A run id, a label (its most recent run), `latest` or `latest~N`.
@@ -50,6 +53,16 @@ pub enum Command {
     /// Scheduler timelines: who ran when in the seed's ThreadTest scenarios, per-thread CPU
     /// share, time slices and gaps, stored as a run; terminal lanes, SVG and Perfetto.
     Timeline(TimelineArgs),
+    /// Copy runs (results, raw samples, warnings, timelines) from this database to another,
+    /// e.g. a fleet's PostgreSQL: idempotent, one transaction per run, so an interrupted push
+    /// is completed by pushing again.
+    Push(PushArgs),
+    /// Copy runs from another database (e.g. a fleet's PostgreSQL) into this one, optionally
+    /// only some hosts', labels' or dates'.
+    Pull(PullArgs),
+    /// Merge another schedlab SQLite file's runs into this database (runs it has already
+    /// are not stored twice).
+    Import(ImportArgs),
     /// Print a completion script for a shell to standard output (e.g. `schedlab completions
     /// bash > ~/.local/share/bash-completion/completions/schedlab`).
     Completions {
@@ -145,10 +158,65 @@ pub struct ExportArgs {
     pub output: Option<PathBuf>,
 }
 
+/// Which runs, by machine, label and date (`runs`, `pull`, `import`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct RunFilterArgs {
+    /// Only runs made on HOST: a host name, or the first 8 or more characters of a machine
+    /// id (`runs` shows them); repeat for several.
+    #[arg(long, value_name = "HOST")]
+    pub host: Vec<String>,
+    /// Only runs with this label; repeat for several.
+    #[arg(long, value_name = "TEXT")]
+    pub label: Vec<String>,
+    /// Only runs started on or after DATE (`2026-11-20` or an RFC 3339 time).
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+}
+
+/// `schedlab runs`.
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Which runs.
+    #[command(flatten)]
+    pub filter: RunFilterArgs,
+}
+
+/// `schedlab push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The runs to push (ids, labels, UUIDs, `latest`, `latest~N`) [default: every finished
+    /// run].
+    pub runs: Vec<String>,
+    /// The database to push to: postgres://user@host/dbname, or an SQLite file.
+    #[arg(long, value_name = "URL|PATH", required = true)]
+    pub to: PathBuf,
+}
+
+/// `schedlab pull`.
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// The database to pull from: postgres://user@host/dbname, or an SQLite file.
+    #[arg(long, value_name = "URL|PATH", required = true)]
+    pub from: PathBuf,
+    /// Which runs [default: all].
+    #[command(flatten)]
+    pub filter: RunFilterArgs,
+}
+
+/// `schedlab import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The schedlab SQLite file whose runs are merged into this database (read only).
+    pub file: PathBuf,
+    /// Which runs [default: all].
+    #[command(flatten)]
+    pub filter: RunFilterArgs,
+}
+
 /// `schedlab compare`.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// Two or more runs (ids, labels, `latest`, `latest~N`).
+    /// Two or more runs (ids, labels, UUIDs, `latest`, `latest~N`).
     #[arg(num_args = 1.., required = true)]
     pub runs: Vec<String>,
     /// The run the others are compared against [default: the first].
@@ -160,6 +228,15 @@ pub struct CompareArgs {
     /// Print Markdown instead of a terminal table.
     #[arg(long)]
     pub markdown: bool,
+    /// Resolve labels among the runs of HOST only (a host name or a machine id prefix): in a
+    /// fleet's database many hosts have a run called `baseline`.
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+    /// Judge runs of other machines than the baseline's as within noise, better or worse
+    /// anyway (by default only their ratio is shown: one machine's noise says nothing about
+    /// another's).
+    #[arg(long)]
+    pub across_machines: bool,
 }
 
 /// `schedlab report`.

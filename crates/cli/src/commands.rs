@@ -11,10 +11,10 @@ use schedlab_report::export::{Csv, Format, Json, Markdown};
 use schedlab_report::html::{page, RunTimeline};
 use schedlab_report::table::{Align, Table};
 use schedlab_report::{catalog, views};
-use schedlab_store::{Store, StoreError};
+use schedlab_store::{Location, Store, StoreError};
 
 use crate::args::{
-    Cli, Command, CompareArgs, ExportArgs, FormatArg, ListArgs, ReportArgs, ViewArg,
+    Cli, Command, CompareArgs, ExportArgs, FormatArg, ListArgs, ReportArgs, RunsArgs, ViewArg,
 };
 use crate::settings::{db_path, RunPlan};
 use crate::{out, UsageError};
@@ -46,7 +46,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             let all = catalog();
             select(&all, &plan.filters).map_err(|e| UsageError(e.to_string()))?;
             let report = plan.report.clone();
-            let mut store = Store::open(&db)?;
+            let mut store = Store::open_at(&db)?;
             let (id, code) = crate::run::run(plan, &mut store)?;
             if let Some(path) = report {
                 let run = store.load_run(id)?;
@@ -55,28 +55,49 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(code)
         }
         Command::List(args) => list(&args),
-        Command::Runs => runs(&open(&db)?),
+        Command::Runs(args) => runs(&open(&db)?, &args),
         Command::Show { run, view } => show(&open(&db)?, &run, view),
         Command::Export(args) => export(&open(&db)?, &args),
         Command::Compare(args) => compare(&open(&db)?, &args),
         Command::Report(args) => report(&open(&db)?, &args),
         Command::Mem(args) => crate::mem::mem(&args, &db),
         Command::Timeline(args) => crate::timeline::timeline(&args, &db),
+        Command::Push(args) => crate::fleet::push(&args, &db),
+        Command::Pull(args) => crate::fleet::pull(&args, &db),
+        Command::Import(args) => crate::fleet::import(&args, &db),
         Command::Completions { .. } | Command::Man => unreachable!("handled above"),
     }
 }
 
-fn open(db: &Path) -> Result<Store> {
-    Ok(Store::open_existing(db)?)
+fn open(db: &Location) -> Result<Store> {
+    Ok(Store::open_existing_at(db)?)
 }
 
 /// Loads the run a RUN argument names; an unknown run is a usage error.
 pub(crate) fn load(store: &Store, spec: &str) -> Result<Run> {
-    let id = store.resolve(spec).map_err(|e| match e {
+    Ok(store.load_run(resolve(store, spec, None)?)?)
+}
+
+/// The id a RUN argument names, among the runs of `host` only when given (a label then means
+/// that host's most recent run with it); an unknown run is a usage error.
+fn resolve(store: &Store, spec: &str, host: Option<&str>) -> Result<i64> {
+    let usage = |e: StoreError| match e {
         StoreError::NoSuchRun(..) => anyhow::Error::new(UsageError(e.to_string())),
         other => other.into(),
-    })?;
-    Ok(store.load_run(id)?)
+    };
+    let Some(host) = host else { return store.resolve(spec).map_err(usage) };
+    let filter = crate::fleet::RunFilter { hosts: vec![host.to_string()], ..Default::default() };
+    let on_host = filter.apply(store.runs()?);
+    let by_label = on_host.iter().rev().find(|r| r.label.as_deref() == Some(spec));
+    if let Some(r) = by_label {
+        return Ok(r.id);
+    }
+    let id = store.resolve(spec).map_err(usage)?;
+    if on_host.iter().any(|r| r.id == id) {
+        Ok(id)
+    } else {
+        Err(UsageError(format!("no run of host {host:?} matches {spec:?} in {}; `schedlab runs --host {host}` lists them", store.path().display())).into())
+    }
 }
 
 fn list(args: &ListArgs) -> Result<ExitCode> {
@@ -90,10 +111,16 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn runs(store: &Store) -> Result<ExitCode> {
-    let list = store.runs()?;
+fn runs(store: &Store, args: &RunsArgs) -> Result<ExitCode> {
+    let all = store.runs()?;
+    let total = all.len();
+    let list = crate::fleet::RunFilter::from_args(&args.filter)?.apply(all);
     if list.is_empty() {
-        out(&format!("no runs yet in {}; `schedlab run` makes one\n", store.path().display()))?;
+        if total == 0 {
+            out(&format!("no runs yet in {}; `schedlab run` makes one\n", store.path().display()))?;
+        } else {
+            out(&format!("none of the {total} runs in {} matches\n", store.path().display()))?;
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = Table::new(&[
@@ -103,12 +130,17 @@ fn runs(store: &Store) -> Result<ExitCode> {
         ("suite", Align::Left),
         ("status", Align::Left),
         ("host", Align::Left),
+        ("machine", Align::Left),
         ("kernel", Align::Left),
         ("ok", Align::Right),
         ("skipped", Align::Right),
         ("failed", Align::Right),
     ]);
+    let mut reasons = Vec::new();
     for r in list {
+        if let Some(why) = &r.reason {
+            reasons.push(format!("run #{} {}: {why}\n", r.id, r.status.key()));
+        }
         t.row(vec![
             r.id.to_string(),
             r.label.unwrap_or_default(),
@@ -116,6 +148,7 @@ fn runs(store: &Store) -> Result<ExitCode> {
             r.suite,
             r.status.key().to_string(),
             r.host,
+            r.machine_id.chars().take(8).collect(),
             r.kernel,
             r.ok.to_string(),
             r.skipped.to_string(),
@@ -123,6 +156,9 @@ fn runs(store: &Store) -> Result<ExitCode> {
         ]);
     }
     out(&t.to_terminal())?;
+    if !reasons.is_empty() {
+        out(&format!("\n{}", reasons.concat()))?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -155,7 +191,12 @@ fn export(store: &Store, args: &ExportArgs) -> Result<ExitCode> {
 
 /// The runs RUN arguments name, with `baseline` among them (first when it was not named),
 /// and the baseline's index. A run named twice is a usage error.
-fn load_runs(store: &Store, specs: &[String], baseline: Option<&str>) -> Result<(Vec<Run>, usize)> {
+fn load_runs(
+    store: &Store,
+    specs: &[String],
+    baseline: Option<&str>,
+    host: Option<&str>,
+) -> Result<(Vec<Run>, usize)> {
     let mut specs = specs.to_vec();
     if let Some(b) = baseline {
         if !specs.iter().any(|s| s == b) {
@@ -164,7 +205,7 @@ fn load_runs(store: &Store, specs: &[String], baseline: Option<&str>) -> Result<
     }
     let mut runs: Vec<Run> = Vec::new();
     for s in &specs {
-        let r = load(store, s)?;
+        let r = store.load_run(resolve(store, s, host)?)?;
         if runs.iter().any(|x| x.meta.id == r.meta.id) {
             return Err(
                 UsageError(format!("run {s:?} is named twice (it is run #{})", r.meta.id)).into()
@@ -174,7 +215,7 @@ fn load_runs(store: &Store, specs: &[String], baseline: Option<&str>) -> Result<
     }
     let index = match baseline {
         Some(b) => {
-            let id = store.resolve(b)?;
+            let id = resolve(store, b, host)?;
             runs.iter().position(|r| r.meta.id == id).expect("the baseline was loaded above")
         }
         None => 0,
@@ -194,7 +235,7 @@ fn write_atomically(path: &Path, text: &str) -> Result<()> {
 
 fn report(store: &Store, args: &ReportArgs) -> Result<ExitCode> {
     crate::timeline::check_writable(&args.output)?;
-    let (runs, baseline) = load_runs(store, &args.runs, args.baseline.as_deref())?;
+    let (runs, baseline) = load_runs(store, &args.runs, args.baseline.as_deref(), None)?;
     write_report(store, runs, baseline, &args.output)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -223,7 +264,8 @@ fn write_report(store: &Store, runs: Vec<Run>, baseline: usize, path: &Path) -> 
 }
 
 fn compare(store: &Store, args: &CompareArgs) -> Result<ExitCode> {
-    let (mut runs, baseline) = load_runs(store, &args.runs, args.baseline.as_deref())?;
+    let (mut runs, baseline) =
+        load_runs(store, &args.runs, args.baseline.as_deref(), args.host.as_deref())?;
     if runs.len() < 2 {
         return Err(UsageError(
             "compare needs at least two runs (or one run and --baseline)".into(),
@@ -237,6 +279,6 @@ fn compare(store: &Store, args: &CompareArgs) -> Result<ExitCode> {
             r.results.retain(|m| args.filter.iter().any(|f| schedlab_probes::matches(f, &m.probe)));
         }
     }
-    out(&views::compare_text(&runs, baseline, args.markdown))?;
+    out(&views::compare_text_across(&runs, baseline, args.markdown, args.across_machines))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -2,10 +2,11 @@
 //!
 //! `main` turns every outcome into an exit code in one place: 0 success, 1 failure, 2 usage
 //! error (bad arguments, unknown probe pattern or run). A closed pipe (`schedlab list | head`)
-//! ends quietly with 0.
+//! ends quietly with 0; a broken connection to a database server is a failure.
 
 mod args;
 mod commands;
+mod fleet;
 mod mem;
 mod run;
 mod settings;
@@ -48,9 +49,15 @@ fn main() -> ExitCode {
     match commands::dispatch(cli) {
         Ok(code) => code,
         Err(err) => {
-            if err.chain().any(|c| {
-                c.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-            }) {
+            // A closed standard output, not a connection to a database server that broke
+            // (whose error also ends in a broken pipe).
+            let database = err.chain().any(|c| c.is::<schedlab_store::StoreError>());
+            if !database
+                && err.chain().any(|c| {
+                    c.downcast_ref::<io::Error>()
+                        .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+                })
+            {
                 return ExitCode::SUCCESS;
             }
             eprintln!("schedlab: error: {err:#}");

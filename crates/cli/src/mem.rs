@@ -15,7 +15,6 @@
 //! Only measuring and storing happen here, through `run::run` and the store; the
 //! analysis and the charts are pure functions in the report crate.
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -23,7 +22,7 @@ use anyhow::{Context as _, Result};
 use schedlab_measure::model::Run;
 use schedlab_report::mem::{self as analysis, CacheLevel};
 use schedlab_report::views;
-use schedlab_store::Store;
+use schedlab_store::{Location, Store};
 
 use crate::args::{MemArgs, RunArgs};
 use crate::settings::RunPlan;
@@ -33,11 +32,11 @@ use crate::{out, UsageError};
 const FAMILY: &str = "mem";
 
 /// `schedlab mem`.
-pub fn mem(args: &MemArgs, db: &Path) -> Result<ExitCode> {
+pub fn mem(args: &MemArgs, db: &Location) -> Result<ExitCode> {
     let started = Instant::now();
     let (run, code) = match &args.run {
         Some(spec) => {
-            let store = Store::open_existing(db)?;
+            let store = Store::open_existing_at(db)?;
             (crate::commands::load(&store, spec)?, ExitCode::SUCCESS)
         }
         None => measure(args, db)?,
@@ -56,7 +55,7 @@ pub fn mem(args: &MemArgs, db: &Path) -> Result<ExitCode> {
             "\nrun #{} measured and analysed in {:.1} s; stored in {}\nagain without measuring: schedlab mem --run {}\n",
             run.meta.id,
             started.elapsed().as_secs_f64(),
-            db.display(),
+            db,
             run.meta.id
         ));
     }
@@ -65,7 +64,7 @@ pub fn mem(args: &MemArgs, db: &Path) -> Result<ExitCode> {
 
 /// Measures the mem family into a new run, the way `schedlab run --filter mem` does (same
 /// loop, same store, same Ctrl-C handling), and returns it as stored.
-fn measure(args: &MemArgs, db: &Path) -> Result<(Run, ExitCode)> {
+fn measure(args: &MemArgs, db: &Location) -> Result<(Run, ExitCode)> {
     let plan = RunPlan::from_args(&RunArgs {
         suite: args.suite,
         filter: vec![FAMILY.to_string()],
@@ -75,7 +74,7 @@ fn measure(args: &MemArgs, db: &Path) -> Result<(Run, ExitCode)> {
         tmp_dir: None,
         report: None,
     })?;
-    let mut store = Store::open(db)?;
+    let mut store = Store::open_at(db)?;
     let (run_id, code) = crate::run::run(plan, &mut store)?;
     Ok((store.load_run(run_id)?, code))
 }

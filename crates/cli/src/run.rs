@@ -2,6 +2,10 @@
 //! measurement committed in its own transaction as soon as it exists) and to the terminal
 //! (a progress bar on stderr, a row per result on stdout, one line per sweep).
 //!
+//! A storage failure (disk full, lock timeout, I/O error, lost server) stops the run at once:
+//! the results committed before it stay, and the run is marked interrupted with the failure
+//! as its reason.
+//!
 //! SIGINT/SIGTERM set the interrupt flag: the current probe stops at its next sample
 //! boundary, is stored as interrupted, and the run is marked interrupted. A second Ctrl-C
 //! ends the process at once (everything measured is already committed).
@@ -92,7 +96,7 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
 
     let mut terminal = Terminal::new(work.len());
     let mut sink = StoreSink { store, run_id };
-    let report = runner::run_work(
+    let outcome = runner::run_work(
         &work,
         plan.suite,
         &plan.ctx,
@@ -100,16 +104,20 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
         &cal,
         &mut sink,
         &mut terminal,
-    )?;
+    );
     terminal.pb.finish_and_clear();
     let store = sink.store;
+    let report = outcome.map_err(|e| storage_failed(store, run_id, e))?;
     let mut all_warnings = warnings::machine_warnings(&machine);
     all_warnings.extend(report.warnings);
     let (failed, interrupted) = (report.failed, report.interrupted);
 
-    store.save_warnings(run_id, &all_warnings)?;
     let status = if interrupted { RunStatus::Interrupted } else { RunStatus::Complete };
-    store.finish_run(run_id, status)?;
+    store
+        .save_warnings(run_id, &all_warnings)
+        .context("storing the run's warnings")
+        .and_then(|()| store.finish_run(run_id, status).context("finishing the run"))
+        .map_err(|e| storage_failed(store, run_id, e))?;
 
     if !all_warnings.is_empty() {
         let mut text = String::from("\nwarnings:\n");
@@ -131,6 +139,23 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
         return Ok((run_id, ExitCode::from(1)));
     }
     Ok((run_id, ExitCode::SUCCESS))
+}
+
+/// The run stops on a storage failure (disk full, a lock held too long, an I/O error, a lost
+/// server): what was committed before stays, and the run is marked interrupted with `e` as
+/// its reason — or, when even that cannot be written, the error says so and the next
+/// schedlab that opens the database for writing marks it.
+fn storage_failed(store: &Store, run_id: i64, e: anyhow::Error) -> anyhow::Error {
+    let db = store.path().display().to_string();
+    let reason = format!("storage failure: {e:#}");
+    match store.interrupt_run(run_id, &reason) {
+        Ok(()) => e.context(format!(
+            "the run stopped: everything measured before is stored as run #{run_id} (marked interrupted) in {db}"
+        )),
+        Err(mark) => e.context(format!(
+            "the run stopped: everything measured before is stored as run #{run_id} in {db}; it could not be marked interrupted ({mark}), the next schedlab command that writes to the database will mark it"
+        )),
+    }
 }
 
 /// The store as the run loop's sink: each result committed as it comes.

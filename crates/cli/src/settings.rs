@@ -6,25 +6,26 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use schedlab_measure::sampler::Settings;
 use schedlab_probes::{Context, Suite};
+use schedlab_store::Location;
 
 use crate::args::{RunArgs, SuiteArg};
 use crate::UsageError;
 
-/// The database path: `--db`, else `$SCHEDLAB_DB`, else `$XDG_DATA_HOME/schedlab/results.db`,
-/// else `~/.local/share/schedlab/results.db`.
-pub fn db_path(flag: Option<&Path>) -> Result<PathBuf> {
+/// The database: `--db`, else `$SCHEDLAB_DB`, else `$XDG_DATA_HOME/schedlab/results.db`,
+/// else `~/.local/share/schedlab/results.db`. A `postgres://` URL names a server.
+pub fn db_path(flag: Option<&Path>) -> Result<Location> {
     if let Some(p) = flag {
-        return Ok(p.to_path_buf());
+        return Ok(Location::parse(p.as_os_str()));
     }
     let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(p) = env("SCHEDLAB_DB") {
-        return Ok(p);
+        return Ok(Location::parse(p.as_os_str()));
     }
     let base = env("XDG_DATA_HOME")
         .filter(|p| p.is_absolute())
         .or_else(|| env("HOME").map(|h| h.join(".local/share")))
         .ok_or_else(|| UsageError("cannot find a place for the database: set HOME, XDG_DATA_HOME or SCHEDLAB_DB, or pass --db".into()))?;
-    Ok(base.join("schedlab/results.db"))
+    Ok(Location::File(base.join("schedlab/results.db")))
 }
 
 /// A validated `schedlab run`.

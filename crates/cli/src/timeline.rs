@@ -25,7 +25,7 @@ use schedlab_measure::noise::{CpuCounters, Noise};
 use schedlab_measure::units::human_ns;
 use schedlab_report::table::wrap;
 use schedlab_report::views;
-use schedlab_store::{Store, StoredTimeline};
+use schedlab_store::{Location, Store, StoredTimeline};
 use schedlab_trace::kernel::{self, KernelTrace};
 use schedlab_trace::scenario::{self, Scenario};
 use schedlab_trace::stats::timeline_stats;
@@ -38,7 +38,7 @@ use crate::{out, UsageError};
 const COLS: usize = 80;
 
 /// `schedlab timeline`.
-pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
+pub fn timeline(args: &TimelineArgs, db: &Location) -> Result<ExitCode> {
     crate::settings::validate_label(args.label.as_deref())?;
     let Some(key) = args.scenario.as_deref().filter(|_| !args.list) else {
         out(&list())?;
@@ -95,7 +95,7 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
         // One rule for every command: an interrupted command exits 1 (README).
         return Ok(ExitCode::FAILURE);
     }
-    let mut store = Store::open(db)?;
+    let mut store = Store::open_at(db)?;
     let mut meta = run_meta(&s, args);
     let run_id = store.begin_run(&meta)?;
     meta.id = run_id;
@@ -220,7 +220,7 @@ pub fn timeline(args: &TimelineArgs, db: &Path) -> Result<ExitCode> {
     }
     text.push_str(&format!(
         "\nstored as run #{run_id} in {}\nshow it: schedlab show {run_id}\n",
-        db.display()
+        db
     ));
     out(&text)?;
     Ok(ExitCode::SUCCESS)

@@ -43,7 +43,7 @@ pub struct Cell {
 pub struct CoopTable {
     /// The methods (`coop-never`, `preempt-10ms`, ...), rows of the table.
     pub methods: Vec<String>,
-    /// `cells[method][mode]`, modes in [`MODES`] order.
+    /// `cells[method][mode]`, modes in `MODES` order.
     pub cells: Vec<[Option<Cell>; 3]>,
 }
 

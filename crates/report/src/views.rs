@@ -125,6 +125,24 @@ pub fn run_header(meta: &RunMeta) -> Vec<String> {
 /// interval), and for each other run a column with the ratio to the baseline and an explicit
 /// verdict: "within noise" when the intervals overlap, else better or worse.
 pub fn compare_table(runs: &[Run], baseline: usize) -> Table {
+    compare_table_across(runs, baseline, false)
+}
+
+/// Whether two runs were made on the same machine: the fields its fingerprint id is made of
+/// (host name, architecture, CPU model, logical CPUs; `schedlab_store::machine_id`).
+pub fn same_machine(a: &Run, b: &Run) -> bool {
+    let (a, b) = (&a.meta.machine, &b.meta.machine);
+    a.host == b.host
+        && a.arch == b.arch
+        && a.cpu_model == b.cpu_model
+        && a.logical_cpus == b.logical_cpus
+}
+
+/// [`compare_table`], saying in the verdict column when a run was made on another machine
+/// than the baseline: a ratio across machines is shown, but "within noise", "better" or
+/// "worse" are claims about one machine's noise, made across machines only when `across`
+/// (the user asked for it).
+pub fn compare_table_across(runs: &[Run], baseline: usize, across: bool) -> Table {
     let names: Vec<String> = runs.iter().map(|r| r.meta.display_name()).collect();
     let mut headers: Vec<(String, Align)> =
         vec![("probe".into(), Align::Left), ("params".into(), Align::Left)];
@@ -153,7 +171,12 @@ pub fn compare_table(runs: &[Run], baseline: usize) -> Table {
             if i == baseline {
                 continue;
             }
-            cells.push(row.verdicts[i].as_ref().map_or(String::new(), verdict_text));
+            let other = !same_machine(&runs[i], &runs[baseline]);
+            cells.push(row.verdicts[i].as_ref().map_or(String::new(), |v| match (other, across) {
+                (false, _) => verdict_text(v),
+                (true, false) => format!("×{:.2} other machine", v.ratio),
+                (true, true) => format!("{} (other machine)", verdict_text(v)),
+            }));
         }
         t.row(cells);
     }
@@ -190,24 +213,35 @@ pub struct ComparisonRow<'a> {
 /// with each run's result and its verdict against `runs[baseline]`: what the comparison
 /// table and the ratio chart show.
 pub fn comparison_rows(runs: &[Run], baseline: usize) -> Vec<ComparisonRow<'_>> {
+    // Each run's results by (probe, params), the first one winning; one pass per run, so that
+    // comparing ten quick-suite runs (2,408 results each) takes milliseconds, not seconds.
+    let index: Vec<std::collections::HashMap<(String, String), &Measurement>> = runs
+        .iter()
+        .map(|r| {
+            let mut by_key = std::collections::HashMap::with_capacity(r.results.len());
+            for m in &r.results {
+                by_key.entry((m.probe.clone(), m.params.key())).or_insert(m);
+            }
+            by_key
+        })
+        .collect();
     let mut order: Vec<(String, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut runs_in_order: Vec<&Run> = vec![&runs[baseline]];
     runs_in_order.extend(runs.iter().enumerate().filter(|(i, _)| *i != baseline).map(|(_, r)| r));
     for r in runs_in_order {
         for m in &r.results {
             let key = (m.probe.clone(), m.params.key());
-            if !order.contains(&key) {
+            if seen.insert(key.clone()) {
                 order.push(key);
             }
         }
     }
-    fn find<'r>(run: &'r Run, key: &(String, String)) -> Option<&'r Measurement> {
-        run.results.iter().find(|m| m.probe == key.0 && m.params.key() == key.1)
-    }
     order
         .into_iter()
         .map(|key| {
-            let results: Vec<Option<&Measurement>> = runs.iter().map(|r| find(r, &key)).collect();
+            let results: Vec<Option<&Measurement>> =
+                index.iter().map(|by_key| by_key.get(&key).copied()).collect();
             let base = results[baseline];
             let verdicts = results
                 .iter()
@@ -286,6 +320,11 @@ pub fn run_text(run: &Run) -> String {
 /// `schedlab compare`: one line per run saying where and when it ran, the side-by-side
 /// table ([`compare_table`], Markdown or terminal) and how to read it.
 pub fn compare_text(runs: &[Run], baseline: usize, markdown: bool) -> String {
+    compare_text_across(runs, baseline, markdown, false)
+}
+
+/// [`compare_text`] with [`compare_table_across`]'s rule for runs of other machines.
+pub fn compare_text_across(runs: &[Run], baseline: usize, markdown: bool, across: bool) -> String {
     let mut text = String::new();
     for r in runs {
         let m = &r.meta.machine;
@@ -302,11 +341,18 @@ pub fn compare_text(runs: &[Run], baseline: usize, markdown: bool) -> String {
         ));
     }
     text.push('\n');
-    let table = compare_table(runs, baseline);
+    let table = compare_table_across(runs, baseline, across);
     text.push_str(&if markdown { table.to_markdown() } else { table.to_terminal() });
     text.push_str(
         "\nmedian ± half-width of its 95% interval; ratio = run / baseline; \"within noise\" when the intervals overlap\n",
     );
+    if runs.iter().any(|r| !same_machine(r, &runs[baseline])) {
+        text.push_str(if across {
+            "runs of other machines than the baseline's are judged anyway (--across-machines): their noise is not the baseline's\n"
+        } else {
+            "\"other machine\": made on another machine than the baseline, so only the ratio is shown; a noise verdict across machines is not claimed (--across-machines to judge anyway)\n"
+        });
+    }
     text
 }
 

@@ -1,15 +1,23 @@
 //! schedlab-store: the results database.
 //!
-//! Runs, their results, every raw sample and the noise warnings live in one SQLite file
-//! (embedded through rusqlite's `bundled` feature: no system library needed). The schema is
-//! versioned with `PRAGMA user_version` and migrated forward; the file is marked as ours with
-//! `PRAGMA application_id`, so a file that is not a schedlab database, or one written by a newer
-//! schedlab, is refused with a clear error and never modified. The schema is documented for
-//! people who query it with `sqlite3` in docs/DATABASE.md.
+//! Runs, their results, every raw sample, the noise warnings and the timelines live in one
+//! database: an SQLite file (embedded through rusqlite's `bundled` feature: no system library
+//! needed), or a PostgreSQL server that a fleet of machines shares (`postgres://...`, through
+//! the `postgres` crate). Both hold the same schema, written once in two dialects (the `schema` module)
+//! and versioned the same way: an SQLite file in `PRAGMA user_version` and `PRAGMA
+//! application_id`, a server in the table `schedlab_meta`. A database that is not a schedlab
+//! database, or one written by a newer schedlab, is refused with a clear error and never
+//! modified. The schema is documented in docs/DATABASE.md.
 //!
-//! Each result is committed in its own transaction the moment it is measured: Ctrl-C or a
-//! crash loses nothing already measured. A run left `running` by a process that no longer
-//! exists is marked `interrupted` the next time the database is opened for writing.
+//! Every run has a UUID and the machine that made it a fingerprint id, so runs copied
+//! between databases ([`Store::copy_run`]: `push`, `pull`, `import`) never collide and the
+//! same run is never stored twice.
+//!
+//! Each result is committed in its own transaction the moment it is measured: Ctrl-C, a
+//! crash or a storage failure loses nothing already measured. A run left `running` by a
+//! process that no longer exists is marked `interrupted` the next time the database is
+//! opened for writing on that machine. SQLite files use write-ahead logging with a busy
+//! timeout, so readers never block a run and a run waits for a writer rather than failing.
 //!
 //! ```
 //! use schedlab_store::Store;
@@ -19,14 +27,21 @@
 //! ```
 #![deny(missing_docs)]
 
+mod db;
 mod schema;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use db::{insert_many, Conn, DbError, Row, V};
+use rusqlite::{Connection, OpenFlags};
 use schedlab_measure::clock::Calibration;
+use schedlab_measure::machine::Machine;
 use schedlab_measure::model::{
     Better, Measurement, Outcome, Params, Run, RunMeta, RunStatus, Sample, Severity, Unit, Warning,
 };
@@ -35,7 +50,15 @@ use schedlab_measure::stats::Summary;
 
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 
-/// What can go wrong with the database; every message names the file.
+/// How long an SQLite write waits for another process's write to finish before it fails.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long connecting to a PostgreSQL server may take, unless the URL says
+/// (`?connect_timeout=SECONDS`).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What can go wrong with the database; every message names the file (or the server's URL,
+/// without its password).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// There is no database at the path (for commands that only read).
@@ -49,21 +72,21 @@ pub enum StoreError {
     /// Written by a newer schedlab; it was not touched.
     #[error("{path} was written by a newer schedlab (schema version {found}, this build knows up to {known}); it was left untouched. Upgrade schedlab or use another --db")]
     TooNew {
-        /// The database file.
+        /// The database file or URL.
         path: PathBuf,
         /// Its schema version.
         found: i64,
         /// Ours.
         known: i64,
     },
-    /// The file cannot be created or opened (permissions, missing directory...).
+    /// The database cannot be created, opened or connected to.
     #[error("cannot open database {}{hint}", path.display())]
     Open {
-        /// The database file.
+        /// The database file or URL.
         path: PathBuf,
         /// What to check, with its leading separator, or empty.
         hint: &'static str,
-        /// What the operating system or SQLite said.
+        /// What the operating system, SQLite or the server said.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
@@ -78,19 +101,37 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
-    /// The file says an older schema version than its tables are (its `user_version` was
+    /// The PostgreSQL server reported an error, or the connection to it failed.
+    #[error("database {}{hint}", path.display())]
+    Server {
+        /// The server's URL, without its password.
+        path: PathBuf,
+        /// What it means and what to do, with its leading separator, or empty.
+        hint: &'static str,
+        /// What the server or the connection said.
+        #[source]
+        source: postgres::Error,
+    },
+    /// A row that must be unique exists already (a second result for the same probe and
+    /// parameters in a run, say); nothing was written.
+    #[error("database {path}: {1}; nothing was written", path = .0.display())]
+    Duplicate(PathBuf, String),
+    /// A stored value cannot be read back (a column edited by hand).
+    #[error("database {path}: {1}", path = .0.display())]
+    Unreadable(PathBuf, String),
+    /// The database says an older schema version than its tables are (its version was
     /// changed by hand, or a migration was interrupted outside schedlab); nothing was changed.
     #[error("{path} says schema version {version}, but its tables do not match that version ({detail}); it was left untouched. Was its user_version changed by hand? Use --db to choose another file, or restore the file")]
     Inconsistent {
-        /// The database file.
+        /// The database file or URL.
         path: PathBuf,
         /// The version it claims.
         version: i64,
-        /// What SQLite said when the migration from that version was tried.
+        /// What the database said when the migration from that version was tried.
         detail: String,
     },
     /// A RUN argument matched nothing.
-    #[error("no run matches {0:?} in {1}; `schedlab runs` lists them (RUN is an id, a label or `latest`)")]
+    #[error("no run matches {0:?} in {1}; `schedlab runs` lists them (RUN is an id, a label, a UUID or `latest`)")]
     NoSuchRun(String, PathBuf),
 }
 
@@ -102,15 +143,108 @@ impl StoreError {
     ) -> StoreError {
         StoreError::Open { path: path.into(), hint, source: Box::new(e) }
     }
+
+    /// Whether the error came from the storage itself failing (disk full, I/O error, a lock
+    /// held too long, a lost server) rather than from what was asked of it.
+    pub fn is_storage_failure(&self) -> bool {
+        use rusqlite::ErrorCode as C;
+        match self {
+            StoreError::Sql { source, .. } => matches!(
+                source.sqlite_error_code(),
+                Some(C::DiskFull | C::SystemIoFailure | C::DatabaseBusy | C::DatabaseLocked)
+            ),
+            StoreError::Server { source, .. } => source.as_db_error().is_none(),
+            _ => false,
+        }
+    }
 }
 
 /// Shorthand for results of this crate.
 pub type Result<T> = std::result::Result<T, StoreError>;
 
+/// Where a database is: an SQLite file or a PostgreSQL server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// An SQLite file.
+    File(PathBuf),
+    /// A PostgreSQL connection URL (`postgres://user:password@host:port/dbname?options`,
+    /// or `postgresql://`).
+    Server(String),
+}
+
+impl Location {
+    /// `postgres://...` and `postgresql://...` are servers; anything else is a file path.
+    pub fn parse(s: &OsStr) -> Location {
+        match s.to_str() {
+            Some(u) if u.starts_with("postgres://") || u.starts_with("postgresql://") => {
+                Location::Server(u.to_string())
+            }
+            _ => Location::File(PathBuf::from(s)),
+        }
+    }
+
+    /// How messages name it: the path, or the URL without its password.
+    pub fn shown(&self) -> PathBuf {
+        match self {
+            Location::File(p) => p.clone(),
+            Location::Server(u) => PathBuf::from(redact(u)),
+        }
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.shown().display())
+    }
+}
+
+/// A connection URL with its password (in the user part or as a `password=` option)
+/// replaced by `***`, so that no message or log line ever carries it.
+pub fn redact(url: &str) -> String {
+    let mut out = url.to_string();
+    if let Some(scheme_end) = out.find("://") {
+        let rest_start = scheme_end + 3;
+        let authority_end =
+            out[rest_start..].find(['/', '?']).map_or(out.len(), |i| rest_start + i);
+        if let Some(at) = out[rest_start..authority_end].rfind('@') {
+            let userinfo = &out[rest_start..rest_start + at];
+            if let Some(colon) = userinfo.find(':') {
+                let from = rest_start + colon + 1;
+                out.replace_range(from..rest_start + at, "***");
+            }
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let (base, query) = out.split_at(q + 1);
+        let query: Vec<String> = query
+            .split('&')
+            .map(|kv| {
+                if kv.to_ascii_lowercase().starts_with("password=") {
+                    "password=***".to_string()
+                } else {
+                    kv.to_string()
+                }
+            })
+            .collect();
+        out = format!("{base}{}", query.join("&"));
+    }
+    out
+}
+
+/// A machine's fingerprint id: a UUID (version 5) of its host name, architecture, CPU model
+/// and logical CPU count, so the same machine gets the same id in every run and every
+/// database, and two machines that share a host name (two cloud instances called `ubuntu`)
+/// but not their hardware do not.
+pub fn machine_id(m: &Machine) -> String {
+    const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x5343_484c_6d61_6368_696e_6520_6964_0001);
+    let key = format!("{}\n{}\n{}\n{}", m.host, m.arch, m.cpu_model, m.logical_cpus);
+    uuid::Uuid::new_v5(&NAMESPACE, key.as_bytes()).to_string()
+}
+
 /// An open results database.
 #[derive(Debug)]
 pub struct Store {
-    conn: Connection,
+    conn: RefCell<Conn>,
     path: PathBuf,
 }
 
@@ -131,18 +265,24 @@ pub struct StoredTimeline {
 /// One line of `schedlab runs`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunSummary {
-    /// Run id.
+    /// Run id (in this database).
     pub id: i64,
+    /// The run's UUID (the same in every database it is copied to).
+    pub uuid: String,
     /// Label, if any.
     pub label: Option<String>,
     /// Suite name.
     pub suite: String,
     /// Status.
     pub status: RunStatus,
+    /// Why it was interrupted, when it was and the reason is known.
+    pub reason: Option<String>,
     /// Start time (RFC 3339).
     pub started_at: String,
     /// Host name.
     pub host: String,
+    /// The machine's fingerprint id ([`machine_id`]).
+    pub machine_id: String,
     /// Kernel release.
     pub kernel: String,
     /// Results measured (`ok`).
@@ -151,6 +291,19 @@ pub struct RunSummary {
     pub skipped: i64,
     /// Results failed or interrupted.
     pub failed: i64,
+}
+
+/// What [`Store::copy_run`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copied {
+    /// The run was not there; it is now, whole.
+    Copied,
+    /// The same run (same UUID, status and results) was there already; nothing was written.
+    AlreadyThere,
+    /// An older state of the run (interrupted, or fewer results) was there; it was replaced.
+    Replaced,
+    /// The run is still being measured; it was not copied (copy it once it has finished).
+    StillRunning,
 }
 
 /// Checks that `path` holds an SQLite file before SQLite sees it, so a foreign file is never
@@ -168,9 +321,75 @@ fn check_header(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The columns of `runs` that travel with a run from one database to another (all but `id`).
+const RUN_COLS: &[&str] = &[
+    "label",
+    "suite",
+    "status",
+    "started_at",
+    "finished_at",
+    "host",
+    "os",
+    "kernel",
+    "cpu_model",
+    "logical_cpus",
+    "version",
+    "git_rev",
+    "pid",
+    "filters",
+    "settings",
+    "calibration",
+    "machine",
+    "uuid",
+    "machine_id",
+    "reason",
+];
+
+/// The columns of `results` that travel (all but `id` and `run_id`).
+const RESULT_COLS: &[&str] = &[
+    "seq",
+    "probe",
+    "params",
+    "params_json",
+    "unit",
+    "better",
+    "status",
+    "reason",
+    "notes",
+    "iters_per_sample",
+    "overhead_ns_per_iter",
+    "n",
+    "median",
+    "min",
+    "max",
+    "mean",
+    "stddev",
+    "p5",
+    "p95",
+    "ci_low",
+    "ci_high",
+    "ci_level",
+    "cv",
+    "outliers",
+    "window_ns",
+    "other_cpu_ns",
+    "steal_ns",
+    "wall_s",
+    "measured_at",
+];
+
+const SAMPLE_COLS: &[&str] =
+    &["result_id", "idx", "iters", "elapsed_ns", "value", "other_cpu_ns", "migrated"];
+const WARNING_COLS: &[&str] = &["run_id", "kind", "probe", "severity", "message", "advice"];
+const TIMELINE_COLS: &[&str] = &["run_id", "scenario", "recorder", "window_ns", "data"];
+
+fn placeholders(from: usize, n: usize) -> String {
+    (from..from + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
 impl Store {
-    /// Opens the database at `path` for writing, creating it (and its directory) if needed and
-    /// migrating an older schema forward.
+    /// Opens the SQLite database at `path` for writing, creating it (and its directory) if
+    /// needed and migrating an older schema forward.
     ///
     /// # Errors
     /// See [`StoreError`]: foreign, newer, unreadable or unwritable files are refused.
@@ -185,13 +404,14 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(|e| sql_error(path, e))?;
-        let store = Store { conn, path: path.into() };
+        let store = Store { conn: RefCell::new(Conn::Sqlite(conn)), path: path.into() };
         store.check_and_migrate(true)?;
         store.mark_abandoned()?;
         Ok(store)
     }
 
-    /// Opens an existing database for reading only (`runs`, `show`, `export`, `compare`).
+    /// Opens an existing SQLite database for reading only (`runs`, `show`, `export`,
+    /// `compare`).
     ///
     /// # Errors
     /// [`StoreError::Missing`] when there is no file; otherwise as [`Store::open`].
@@ -205,7 +425,8 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| sql_error(path, e))?;
-        let store = Store { conn, path: path.into() };
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| sql_error(path, e))?;
+        let store = Store { conn: RefCell::new(Conn::Sqlite(conn)), path: path.into() };
         let version = store.check_and_migrate(false)?;
         if version < SCHEMA_VERSION {
             // An older schema needs a migration, which needs write access: reopen that way.
@@ -215,31 +436,120 @@ impl Store {
         Ok(store)
     }
 
-    /// The file this store lives in.
+    /// Opens the database at `at` for writing (created and migrated as needed).
+    ///
+    /// # Errors
+    /// As [`Store::open`]; for a server also when it cannot be reached or refuses the user.
+    pub fn open_at(at: &Location) -> Result<Store> {
+        match at {
+            Location::File(p) => Store::open(p),
+            Location::Server(url) => Store::connect(url, true),
+        }
+    }
+
+    /// Opens the existing database at `at` for reading.
+    ///
+    /// # Errors
+    /// As [`Store::open_existing`]; a server without a schedlab schema is
+    /// [`StoreError::Missing`].
+    pub fn open_existing_at(at: &Location) -> Result<Store> {
+        match at {
+            Location::File(p) => Store::open_existing(p),
+            Location::Server(url) => Store::connect(url, false),
+        }
+    }
+
+    fn connect(url: &str, write: bool) -> Result<Store> {
+        let shown = PathBuf::from(redact(url));
+        let mut config: postgres::Config = url.parse().map_err(|e| {
+            StoreError::open(
+                &shown,
+                " (not a PostgreSQL URL: postgres://user[:password]@host[:port]/dbname[?options])",
+                e,
+            )
+        })?;
+        // An unreachable host fails in seconds rather than after the system's TCP timeout.
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let client = config.connect(postgres::NoTls).map_err(|e| {
+            StoreError::open(
+                &shown,
+                " (is the server running, and are the user, password, host and database in the URL right?)",
+                e,
+            )
+        })?;
+        let store =
+            Store { conn: RefCell::new(Conn::Pg(Box::new(client), HashMap::new())), path: shown };
+        if !write {
+            let (_, version, tables) = store.db(schema::identify(&mut store.conn.borrow_mut()))?;
+            if version == 0 && tables == 0 {
+                return Err(StoreError::Missing(store.path));
+            }
+        }
+        store.check_and_migrate(true)?;
+        if write {
+            store.mark_abandoned()?;
+        }
+        Ok(store)
+    }
+
+    /// The file this store lives in, or the server's URL without its password.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    fn sql<T>(&self, r: rusqlite::Result<T>) -> Result<T> {
-        r.map_err(|e| sql_error(&self.path, e))
+    /// Whether this store is a PostgreSQL server.
+    pub fn is_server(&self) -> bool {
+        self.conn.borrow().is_pg()
+    }
+
+    /// How long an SQLite write waits for another writer ([`BUSY_TIMEOUT`] unless set here).
+    pub fn set_busy_timeout(&self, t: Duration) -> Result<()> {
+        if let Conn::Sqlite(c) = &*self.conn.borrow() {
+            c.busy_timeout(t).map_err(|e| sql_error(&self.path, e))?;
+        }
+        Ok(())
+    }
+
+    fn db<T>(&self, r: std::result::Result<T, DbError>) -> Result<T> {
+        r.map_err(|e| db_error(&self.path, e))
+    }
+
+    fn query(&self, sql: &str, params: &[V]) -> Result<Vec<Row>> {
+        let r = self.conn.borrow_mut().query(sql, params);
+        self.db(r)
+    }
+
+    fn row(&self, sql: &str, params: &[V]) -> Result<Option<Row>> {
+        let r = self.conn.borrow_mut().row(sql, params);
+        self.db(r)
+    }
+
+    fn exec(&self, sql: &str, params: &[V]) -> Result<u64> {
+        let r = self.conn.borrow_mut().exec(sql, params);
+        self.db(r)
+    }
+
+    fn tx<T>(&self, f: impl FnOnce(&mut Conn) -> std::result::Result<T, DbError>) -> Result<T> {
+        let r = self.conn.borrow_mut().tx(f);
+        self.db(r)
     }
 
     /// Validates identity and version; creates or migrates when `write`. Returns the version
     /// found before any migration.
     fn check_and_migrate(&self, write: bool) -> Result<i64> {
-        let app: i64 = self.sql(self.conn.query_row("PRAGMA application_id", [], |r| r.get(0)))?;
-        let version: i64 =
-            self.sql(self.conn.query_row("PRAGMA user_version", [], |r| r.get(0)))?;
-        let tables: i64 = self.sql(self.conn.query_row(
-            "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'",
-            [],
-            |r| r.get(0),
-        ))?;
+        let (app, version, tables) = self.db(schema::identify(&mut self.conn.borrow_mut()))?;
         let fresh = app == 0 && version == 0 && tables == 0;
+        let server = self.is_server();
         if !fresh && app != APPLICATION_ID {
             return Err(StoreError::NotOurs(
                 self.path.clone(),
-                format!("an SQLite database of another application (application_id {app:#x}, {tables} tables)"),
+                if server {
+                    format!("a PostgreSQL database of another application ({tables} tables, no schedlab_meta)")
+                } else {
+                    format!("an SQLite database of another application (application_id {app:#x}, {tables} tables)")
+                },
             ));
         }
         if version > SCHEMA_VERSION {
@@ -250,20 +560,26 @@ impl Store {
             });
         }
         if write {
-            self.sql(self.conn.busy_timeout(std::time::Duration::from_secs(5)))?;
-            self.sql(self.conn.execute_batch("PRAGMA foreign_keys = ON;"))?;
+            if !server {
+                self.set_busy_timeout(BUSY_TIMEOUT)?;
+                // Write-ahead logging: readers never block the run's writes (nor it them),
+                // and a crash loses no committed transaction.
+                self.row("PRAGMA journal_mode = WAL", &[])?;
+                self.exec("PRAGMA foreign_keys = ON", &[])?;
+            }
             if version < SCHEMA_VERSION {
-                // A migration step runs in one transaction: when it fails, dropping the
-                // connection rolls it back, so the file is left as it was.
-                schema::migrate(&self.conn, version).map_err(|e| {
+                // A migration step runs in one transaction: when it fails, it is rolled back,
+                // so the database is left as it was.
+                let r = schema::migrate(&mut self.conn.borrow_mut(), version);
+                r.map_err(|e| {
                     if fresh {
-                        sql_error(&self.path, e)
+                        db_error(&self.path, e)
                     } else {
-                        // SQLite's words, without the SQL rusqlite appends.
-                        let text = e.to_string();
-                        let first = text.lines().next().unwrap_or(&text).trim();
-                        let detail = first.strip_suffix(" in").unwrap_or(first).to_string();
-                        StoreError::Inconsistent { path: self.path.clone(), version, detail }
+                        StoreError::Inconsistent {
+                            path: self.path.clone(),
+                            version,
+                            detail: in_words(&e),
+                        }
                     }
                 })?;
             }
@@ -271,405 +587,557 @@ impl Store {
         Ok(version)
     }
 
-    /// Marks runs left `running` by a process of this host that no longer exists as
+    /// Marks runs left `running` by a process of this machine that no longer exists as
     /// interrupted (the process crashed or was killed with SIGKILL).
     fn mark_abandoned(&self) -> Result<()> {
-        let host = schedlab_measure::machine::hostname();
-        let mut stmt = self.sql(
-            self.conn.prepare("SELECT id, pid FROM runs WHERE status = 'running' AND host = ?1"),
+        let ours = machine_id(&Machine::fingerprint());
+        let rows = self.query(
+            "SELECT id, pid FROM runs WHERE status = 'running' AND machine_id = $1",
+            &[ours.into()],
         )?;
-        let rows: Vec<(i64, i64)> = self.sql(
-            stmt.query_map([&host], |r| Ok((r.get(0)?, r.get(1)?))).and_then(|m| m.collect()),
-        )?;
-        for (id, pid) in rows {
+        for row in rows {
+            let (id, pid) = (row[0].i(), row[1].i());
             // SAFETY: kill with signal 0 sends nothing; it only checks that the pid exists.
             let alive = pid > 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
             if !alive {
-                self.sql(self.conn.execute(
-                    "UPDATE runs SET status = 'interrupted', finished_at = coalesce(finished_at, ?2) WHERE id = ?1",
-                    params![id, schedlab_measure::machine::now_rfc3339()],
-                ))?;
+                self.exec(
+                    "UPDATE runs SET status = 'interrupted', finished_at = coalesce(finished_at, $1),
+                        reason = coalesce(reason, $2) WHERE id = $3",
+                    &[
+                        schedlab_measure::machine::now_rfc3339().into(),
+                        format!("the process that made it (pid {pid}) ended without finishing it (crash or kill)").into(),
+                        id.into(),
+                    ],
+                )?;
             }
         }
         Ok(())
     }
 
-    /// Stores a new run in state `running` and returns its id.
+    /// Stores a new run in state `running` and returns its id. It gets a new UUID and its
+    /// machine's fingerprint id.
     pub fn begin_run(&self, meta: &RunMeta) -> Result<i64> {
         let m = &meta.machine;
-        self.sql(self.conn.execute(
+        let row = self.row(
             "INSERT INTO runs (label, suite, status, started_at, host, os, kernel, cpu_model, logical_cpus,
-                               version, git_rev, pid, filters, settings, calibration, machine)
-             VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-            params![
-                meta.label,
-                meta.suite,
-                meta.started_at,
-                m.host,
-                m.os,
-                m.kernel,
-                m.cpu_model,
-                m.logical_cpus as i64,
-                meta.version,
-                meta.git_rev,
-                std::process::id() as i64,
-                json(&meta.filters),
-                json(&params_object(&meta.settings)),
-                meta.calibration.as_ref().map(json),
-                json(m),
+                               version, git_rev, pid, filters, settings, calibration, machine, uuid, machine_id)
+             VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+             RETURNING id",
+            &[
+                meta.label.clone().into(),
+                meta.suite.clone().into(),
+                meta.started_at.clone().into(),
+                m.host.clone().into(),
+                m.os.clone().into(),
+                m.kernel.clone().into(),
+                m.cpu_model.clone().into(),
+                (m.logical_cpus as i64).into(),
+                meta.version.clone().into(),
+                meta.git_rev.clone().into(),
+                (std::process::id() as i64).into(),
+                json(&meta.filters).into(),
+                json(&params_object(&meta.settings)).into(),
+                meta.calibration.as_ref().map(json).into(),
+                json(m).into(),
+                uuid::Uuid::new_v4().to_string().into(),
+                machine_id(m).into(),
             ],
-        ))?;
-        Ok(self.conn.last_insert_rowid())
+        )?;
+        Ok(row.map_or(0, |r| r[0].i()))
     }
 
     /// Stores one measurement with its samples, in one transaction (committed on return).
+    ///
+    /// # Errors
+    /// [`StoreError::Duplicate`] when the run has a result for the same probe and parameters.
     pub fn save_result(&mut self, run: i64, m: &Measurement) -> Result<()> {
         let now = schedlab_measure::machine::now_rfc3339();
-        let path = self.path.clone();
-        let tx = self.conn.transaction().map_err(|e| sql_error(&path, e))?;
         let s = m.summary.as_ref();
-        let res = (|| -> rusqlite::Result<()> {
-            tx.execute(
-                "INSERT INTO results (run_id, seq, probe, params, params_json, unit, better, status, reason,
-                    notes, iters_per_sample, overhead_ns_per_iter, n, median, min, max, mean, stddev,
-                    p5, p95, ci_low, ci_high, ci_level, cv, outliers, wall_s, measured_at,
-                    window_ns, other_cpu_ns, steal_ns)
-                 VALUES (?1, (SELECT count(*) FROM results WHERE run_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-                    ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26,
-                    ?27, ?28, ?29)
-                 ON CONFLICT (run_id, probe, params) DO NOTHING",
-                params![
-                    run,
-                    m.probe,
-                    m.params.key(),
-                    json(&params_object(&m.params)),
-                    m.unit.key(),
-                    m.better.key(),
-                    m.outcome.key(),
-                    m.outcome.reason(),
-                    json(&params_object(&m.notes)),
-                    m.iters_per_sample as i64,
-                    m.overhead_ns_per_iter,
-                    s.map(|s| s.n as i64),
-                    s.map(|s| s.median),
-                    s.map(|s| s.min),
-                    s.map(|s| s.max),
-                    s.map(|s| s.mean),
-                    s.map(|s| s.stddev),
-                    s.map(|s| s.p5),
-                    s.map(|s| s.p95),
-                    s.map(|s| s.ci_low),
-                    s.map(|s| s.ci_high),
-                    s.map(|s| s.ci_level),
-                    s.map(|s| s.cv),
-                    s.map(|s| s.outliers as i64),
-                    m.wall_s,
-                    now,
-                    m.noise.map(|n| n.window_ns as i64),
-                    m.noise.map(|n| n.other_cpu_ns),
-                    m.noise.map(|n| n.steal_ns),
-                ],
-            )?;
-            if tx.changes() == 0 {
-                return Err(rusqlite::Error::SqliteFailure(
-                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT),
-                    Some(format!("run {run} already has a result for {} [{}]", m.probe, m.params)),
-                ));
-            }
-            let result_id = tx.last_insert_rowid();
-            let mut stmt = tx.prepare(
-                "INSERT INTO samples (result_id, idx, iters, elapsed_ns, value, other_cpu_ns, migrated)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?;
-            for (i, x) in m.samples.iter().enumerate() {
-                stmt.execute(params![
-                    result_id,
-                    i as i64,
-                    x.iters as i64,
-                    x.elapsed_ns as i64,
-                    x.value,
-                    x.other_cpu_ns,
-                    x.migrated
-                ])?;
-            }
-            Ok(())
-        })();
-        res.map_err(|e| sql_error(&path, e))?;
-        tx.commit().map_err(|e| sql_error(&path, e))
+        let values: Vec<V> = vec![
+            run.into(),
+            m.probe.clone().into(),
+            m.params.key().into(),
+            json(&params_object(&m.params)).into(),
+            m.unit.key().into(),
+            m.better.key().into(),
+            m.outcome.key().into(),
+            m.outcome.reason().into(),
+            json(&params_object(&m.notes)).into(),
+            (m.iters_per_sample as i64).into(),
+            m.overhead_ns_per_iter.into(),
+            s.map(|s| s.n as i64).into(),
+            s.map(|s| s.median).into(),
+            s.map(|s| s.min).into(),
+            s.map(|s| s.max).into(),
+            s.map(|s| s.mean).into(),
+            s.map(|s| s.stddev).into(),
+            s.map(|s| s.p5).into(),
+            s.map(|s| s.p95).into(),
+            s.map(|s| s.ci_low).into(),
+            s.map(|s| s.ci_high).into(),
+            s.map(|s| s.ci_level).into(),
+            s.map(|s| s.cv).into(),
+            s.map(|s| s.outliers as i64).into(),
+            m.noise.map(|n| n.window_ns as i64).into(),
+            m.noise.map(|n| n.other_cpu_ns).into(),
+            m.noise.map(|n| n.steal_ns).into(),
+            m.wall_s.into(),
+            now.into(),
+        ];
+        self.tx(|c| {
+            let sql = format!(
+                "INSERT INTO results (run_id, {}) VALUES ($1, (SELECT count(*) FROM results WHERE run_id = $1), {})
+                 ON CONFLICT (run_id, probe, params) DO NOTHING RETURNING id",
+                RESULT_COLS.join(", "),
+                placeholders(2, RESULT_COLS.len() - 1)
+            );
+            let Some(row) = c.row(&sql, &values)? else {
+                return Err(DbError::Conflict(format!(
+                    "run {run} already has a result for {} [{}]",
+                    m.probe, m.params
+                )));
+            };
+            let result_id = row[0].i();
+            let rows: Vec<Row> = m
+                .samples
+                .iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    vec![
+                        result_id.into(),
+                        (i as i64).into(),
+                        (x.iters as i64).into(),
+                        (x.elapsed_ns as i64).into(),
+                        x.value.into(),
+                        x.other_cpu_ns.into(),
+                        x.migrated.into(),
+                    ]
+                })
+                .collect();
+            insert_many(c, "samples", SAMPLE_COLS, &rows)
+        })
     }
 
     /// Stores warnings for a run.
     pub fn save_warnings(&mut self, run: i64, warnings: &[Warning]) -> Result<()> {
-        let path = self.path.clone();
-        let tx = self.conn.transaction().map_err(|e| sql_error(&path, e))?;
-        let res = (|| -> rusqlite::Result<()> {
-            let mut stmt = tx.prepare(
-                "INSERT INTO warnings (run_id, kind, probe, severity, message, advice) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?;
-            for w in warnings {
+        let rows: Vec<Row> = warnings
+            .iter()
+            .map(|w| {
                 let sev = match w.severity {
                     Severity::Info => "info",
                     Severity::Warn => "warn",
                 };
-                stmt.execute(params![run, w.kind, w.probe, sev, w.message, w.advice])?;
-            }
-            Ok(())
-        })();
-        res.map_err(|e| sql_error(&path, e))?;
-        tx.commit().map_err(|e| sql_error(&path, e))
+                vec![
+                    run.into(),
+                    w.kind.clone().into(),
+                    w.probe.clone().into(),
+                    sev.into(),
+                    w.message.clone().into(),
+                    w.advice.clone().into(),
+                ]
+            })
+            .collect();
+        self.tx(|c| insert_many(c, "warnings", WARNING_COLS, &rows))
     }
 
     /// Stores a scenario's raw timeline (`data`: the timeline as JSON) with its run.
     /// Returns the timeline's id.
     pub fn save_timeline(&self, run: i64, t: &StoredTimeline) -> Result<i64> {
-        self.sql(self.conn.execute(
-            "INSERT INTO timelines (run_id, scenario, recorder, window_ns, data) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![run, t.scenario, t.recorder, t.window_ns as i64, t.data],
-        ))?;
-        Ok(self.conn.last_insert_rowid())
+        let row = self.row(
+            "INSERT INTO timelines (run_id, scenario, recorder, window_ns, data) VALUES ($1, $2, $3, $4, $5)
+             RETURNING id",
+            &[
+                run.into(),
+                t.scenario.clone().into(),
+                t.recorder.clone().into(),
+                (t.window_ns as i64).into(),
+                t.data.clone().into(),
+            ],
+        )?;
+        Ok(row.map_or(0, |r| r[0].i()))
     }
 
     /// The timelines stored with a run, in the order they were stored.
     pub fn timelines(&self, run: i64) -> Result<Vec<StoredTimeline>> {
-        let mut stmt = self.sql(self.conn.prepare(
-            "SELECT scenario, recorder, window_ns, data FROM timelines WHERE run_id = ?1 ORDER BY id",
-        ))?;
-        self.sql(
-            stmt.query_map([run], |r| {
-                Ok(StoredTimeline {
-                    scenario: r.get(0)?,
-                    recorder: r.get(1)?,
-                    window_ns: r.get::<_, i64>(2)? as u64,
-                    data: r.get(3)?,
-                })
+        Ok(self
+            .query(
+                "SELECT scenario, recorder, window_ns, data FROM timelines WHERE run_id = $1 ORDER BY id",
+                &[run.into()],
+            )?
+            .into_iter()
+            .map(|r| StoredTimeline {
+                scenario: r[0].t(),
+                recorder: r[1].t(),
+                window_ns: r[2].i() as u64,
+                data: r[3].t(),
             })
-            .and_then(|m| m.collect()),
-        )
+            .collect())
     }
 
     /// Sets a run's final status and end time.
     pub fn finish_run(&self, run: i64, status: RunStatus) -> Result<()> {
-        self.sql(self.conn.execute(
-            "UPDATE runs SET status = ?2, finished_at = ?3 WHERE id = ?1",
-            params![run, status.key(), schedlab_measure::machine::now_rfc3339()],
-        ))?;
+        self.exec(
+            "UPDATE runs SET status = $1, finished_at = $2 WHERE id = $3",
+            &[status.key().into(), schedlab_measure::machine::now_rfc3339().into(), run.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Marks a run interrupted, saying why (a storage failure, a signal...). Everything
+    /// already committed for it stays.
+    pub fn interrupt_run(&self, run: i64, reason: &str) -> Result<()> {
+        self.exec(
+            "UPDATE runs SET status = 'interrupted', finished_at = $1, reason = $2 WHERE id = $3",
+            &[schedlab_measure::machine::now_rfc3339().into(), reason.into(), run.into()],
+        )?;
         Ok(())
     }
 
     /// All runs, oldest first.
     pub fn runs(&self) -> Result<Vec<RunSummary>> {
-        let mut stmt = self.sql(self.conn.prepare(
-            "SELECT r.id, r.label, r.suite, r.status, r.started_at, r.host, r.kernel,
+        let rows = self.query(
+            "SELECT r.id, r.uuid, r.label, r.suite, r.status, r.reason, r.started_at, r.host,
+                    r.machine_id, r.kernel,
                     (SELECT count(*) FROM results x WHERE x.run_id = r.id AND x.status = 'ok'),
                     (SELECT count(*) FROM results x WHERE x.run_id = r.id AND x.status = 'skipped'),
                     (SELECT count(*) FROM results x WHERE x.run_id = r.id AND x.status IN ('failed', 'interrupted'))
              FROM runs r ORDER BY r.id",
-        ))?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok(RunSummary {
-                    id: r.get(0)?,
-                    label: r.get(1)?,
-                    suite: r.get(2)?,
-                    status: run_status(r.get(3)?),
-                    started_at: r.get(4)?,
-                    host: r.get(5)?,
-                    kernel: r.get(6)?,
-                    ok: r.get(7)?,
-                    skipped: r.get(8)?,
-                    failed: r.get(9)?,
-                })
+            &[],
+        )?;
+        Ok(rows
+            .into_iter()
+            .map(|r| RunSummary {
+                id: r[0].i(),
+                uuid: r[1].t(),
+                label: r[2].ot(),
+                suite: r[3].t(),
+                status: run_status(r[4].t()),
+                reason: r[5].ot(),
+                started_at: r[6].t(),
+                host: r[7].t(),
+                machine_id: r[8].t(),
+                kernel: r[9].t(),
+                ok: r[10].i(),
+                skipped: r[11].i(),
+                failed: r[12].i(),
             })
-            .and_then(|m| m.collect());
-        self.sql(rows)
+            .collect())
     }
 
-    /// Resolves a RUN argument: a numeric id, `latest`, `latest~N` (N runs before the latest)
-    /// or a label (the most recent run with it).
+    /// Resolves a RUN argument: a numeric id, `latest`, `latest~N` (N runs before the latest),
+    /// a UUID (or its first 8 or more characters) or a label (the most recent run with it).
     ///
     /// # Errors
     /// [`StoreError::NoSuchRun`] when nothing matches.
     pub fn resolve(&self, spec: &str) -> Result<i64> {
         let none = || StoreError::NoSuchRun(spec.to_string(), self.path.clone());
-        let found: Option<i64> = if spec == "latest" || spec.starts_with("latest~") {
+        let first = |rows: Vec<Row>| rows.first().map(|r| r[0].i());
+        let mut found: Option<i64> = if spec == "latest" || spec.starts_with("latest~") {
             let back: i64 =
                 spec.strip_prefix("latest~").map_or(Ok(0), |n| n.parse()).map_err(|_| none())?;
-            self.sql(
-                self.conn
-                    .query_row(
-                        "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?1",
-                        [back],
-                        |r| r.get(0),
-                    )
-                    .optional(),
-            )?
+            first(
+                self.query(
+                    "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET $1",
+                    &[back.into()],
+                )?,
+            )
         } else if let Ok(id) = spec.parse::<i64>() {
-            self.sql(
-                self.conn
-                    .query_row("SELECT id FROM runs WHERE id = ?1", [id], |r| r.get(0))
-                    .optional(),
-            )?
+            first(self.query("SELECT id FROM runs WHERE id = $1", &[id.into()])?)
         } else {
             None
         };
-        let found = match found {
-            Some(id) => Some(id),
-            None => self.sql(
-                self.conn
-                    .query_row(
-                        "SELECT id FROM runs WHERE label = ?1 ORDER BY id DESC LIMIT 1",
-                        [spec],
-                        |r| r.get(0),
-                    )
-                    .optional(),
-            )?,
-        };
+        if found.is_none()
+            && spec.len() >= 8
+            && spec.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+        {
+            let rows = self.query(
+                "SELECT id FROM runs WHERE uuid LIKE $1 LIMIT 2",
+                &[format!("{}%", spec.to_ascii_lowercase()).into()],
+            )?;
+            if rows.len() == 1 {
+                found = first(rows);
+            }
+        }
+        if found.is_none() {
+            found = first(self.query(
+                "SELECT id FROM runs WHERE label = $1 ORDER BY id DESC LIMIT 1",
+                &[spec.into()],
+            )?);
+        }
         found.ok_or_else(none)
+    }
+
+    /// A run's UUID and its machine's fingerprint id.
+    pub fn identity(&self, id: i64) -> Result<(String, String)> {
+        let row = self.row("SELECT uuid, machine_id FROM runs WHERE id = $1", &[id.into()])?;
+        let row = row.ok_or_else(|| StoreError::NoSuchRun(id.to_string(), self.path.clone()))?;
+        Ok((row[0].t(), row[1].t()))
     }
 
     /// Loads a run with its results, samples and warnings.
     pub fn load_run(&self, id: i64) -> Result<Run> {
-        let meta = self.sql(self.conn.query_row(
-            "SELECT id, label, suite, status, started_at, finished_at, filters, version, git_rev,
-                    settings, calibration, machine FROM runs WHERE id = ?1",
-            [id],
-            |r| {
-                let filters: String = r.get(6)?;
-                let settings: String = r.get(9)?;
-                let calibration: Option<String> = r.get(10)?;
-                let machine: String = r.get(11)?;
-                Ok(RunMeta {
-                    id: r.get(0)?,
-                    label: r.get(1)?,
-                    suite: r.get(2)?,
-                    status: run_status(r.get(3)?),
-                    started_at: r.get(4)?,
-                    finished_at: r.get(5)?,
-                    filters: serde_json::from_str(&filters).unwrap_or_default(),
-                    version: r.get(7)?,
-                    git_rev: r.get(8)?,
-                    settings: params_from_json(&settings),
-                    calibration: calibration
-                        .and_then(|c| serde_json::from_str::<Calibration>(&c).ok()),
-                    machine: serde_json::from_str(&machine).map_err(|e| {
-                        rusqlite::Error::FromSqlConversionFailure(
-                            11,
-                            rusqlite::types::Type::Text,
-                            Box::new(e),
-                        )
-                    })?,
-                })
-            },
-        ))?;
-        let mut stmt = self.sql(self.conn.prepare(
+        let row = self
+            .row(
+                "SELECT id, label, suite, status, started_at, finished_at, filters, version, git_rev,
+                    settings, calibration, machine FROM runs WHERE id = $1",
+                &[id.into()],
+            )?
+            .ok_or_else(|| StoreError::NoSuchRun(id.to_string(), self.path.clone()))?;
+        let machine = serde_json::from_str(&row[11].t()).map_err(|e| {
+            StoreError::Unreadable(
+                self.path.clone(),
+                format!("run {id}'s machine fingerprint is not the JSON schedlab wrote ({e})"),
+            )
+        })?;
+        let meta = RunMeta {
+            id: row[0].i(),
+            label: row[1].ot(),
+            suite: row[2].t(),
+            status: run_status(row[3].t()),
+            started_at: row[4].t(),
+            finished_at: row[5].ot(),
+            filters: serde_json::from_str(&row[6].t()).unwrap_or_default(),
+            version: row[7].t(),
+            git_rev: row[8].t(),
+            settings: params_from_json(&row[9].t()),
+            calibration: row[10].ot().and_then(|c| serde_json::from_str::<Calibration>(&c).ok()),
+            machine,
+        };
+        let rows = self.query(
             "SELECT id, probe, params, unit, better, status, reason, notes, iters_per_sample,
                     overhead_ns_per_iter, n, median, min, max, mean, stddev, p5, p95, ci_low, ci_high,
                     ci_level, cv, outliers, wall_s, window_ns, other_cpu_ns, steal_ns
-             FROM results WHERE run_id = ?1 ORDER BY seq",
-        ))?;
-        let rows: Vec<(i64, Measurement)> = self.sql(
-            stmt.query_map([id], |r| {
-                let unit_key: String = r.get(3)?;
-                let unit = Unit::from_key(&unit_key).unwrap_or(Unit::Nanos);
-                let better = match r.get::<_, String>(4)?.as_str() {
-                    "higher" => Better::Higher,
-                    _ => Better::Lower,
-                };
-                let reason: Option<String> = r.get(6)?;
-                let outcome = match r.get::<_, String>(5)?.as_str() {
-                    "ok" => Outcome::Ok,
-                    "skipped" => Outcome::Skipped(reason.unwrap_or_default()),
-                    "interrupted" => Outcome::Interrupted,
-                    _ => Outcome::Failed(reason.unwrap_or_default()),
-                };
-                let n: Option<i64> = r.get(10)?;
-                let summary = match n {
-                    Some(n) => Some(Summary {
-                        n: n as usize,
-                        median: r.get(11)?,
-                        min: r.get(12)?,
-                        max: r.get(13)?,
-                        mean: r.get(14)?,
-                        stddev: r.get(15)?,
-                        p5: r.get(16)?,
-                        p95: r.get(17)?,
-                        ci_low: r.get(18)?,
-                        ci_high: r.get(19)?,
-                        ci_level: r.get(20)?,
-                        cv: r.get(21)?,
-                        outliers: r.get::<_, i64>(22)? as usize,
-                    }),
-                    None => None,
-                };
-                Ok((
-                    r.get(0)?,
-                    Measurement {
-                        probe: r.get(1)?,
-                        params: Params::from_key(&r.get::<_, String>(2)?),
-                        unit,
-                        better,
-                        outcome,
-                        notes: params_from_json(&r.get::<_, String>(7)?),
-                        iters_per_sample: r.get::<_, i64>(8)? as u64,
-                        overhead_ns_per_iter: r.get(9)?,
-                        samples: Vec::new(),
-                        summary,
-                        noise: match r.get::<_, Option<i64>>(24)? {
-                            Some(window) => Some(Noise {
-                                window_ns: window as u64,
-                                other_cpu_ns: r.get::<_, Option<i64>>(25)?.unwrap_or(0),
-                                steal_ns: r.get::<_, Option<i64>>(26)?.unwrap_or(0),
-                            }),
-                            None => None,
-                        },
-                        wall_s: r.get(23)?,
-                    },
-                ))
-            })
-            .and_then(|m| m.collect()),
+             FROM results WHERE run_id = $1 ORDER BY seq",
+            &[id.into()],
         )?;
+        let mut index = HashMap::new();
         let mut results = Vec::with_capacity(rows.len());
-        let mut sstmt = self.sql(self.conn.prepare(
-            "SELECT iters, elapsed_ns, value, other_cpu_ns, migrated FROM samples WHERE result_id = ?1 ORDER BY idx",
-        ))?;
-        for (rid, mut m) in rows {
-            m.samples = self.sql(
-                sstmt
-                    .query_map([rid], |r| {
-                        Ok(Sample {
-                            iters: r.get::<_, i64>(0)? as u64,
-                            elapsed_ns: r.get::<_, i64>(1)? as u64,
-                            value: r.get(2)?,
-                            other_cpu_ns: r.get(3)?,
-                            migrated: r.get(4)?,
-                        })
-                    })
-                    .and_then(|m| m.collect()),
-            )?;
-            results.push(m);
+        for r in rows {
+            let unit = Unit::from_key(&r[3].t()).unwrap_or(Unit::Nanos);
+            let better = match r[4].t().as_str() {
+                "higher" => Better::Higher,
+                _ => Better::Lower,
+            };
+            let reason = r[6].ot();
+            let outcome = match r[5].t().as_str() {
+                "ok" => Outcome::Ok,
+                "skipped" => Outcome::Skipped(reason.unwrap_or_default()),
+                "interrupted" => Outcome::Interrupted,
+                _ => Outcome::Failed(reason.unwrap_or_default()),
+            };
+            let summary = r[10].oi().map(|n| Summary {
+                n: n as usize,
+                median: r[11].f(),
+                min: r[12].f(),
+                max: r[13].f(),
+                mean: r[14].f(),
+                stddev: r[15].f(),
+                p5: r[16].f(),
+                p95: r[17].f(),
+                ci_low: r[18].f(),
+                ci_high: r[19].f(),
+                ci_level: r[20].f(),
+                cv: r[21].f(),
+                outliers: r[22].i() as usize,
+            });
+            index.insert(r[0].i(), results.len());
+            results.push(Measurement {
+                probe: r[1].t(),
+                params: Params::from_key(&r[2].t()),
+                unit,
+                better,
+                outcome,
+                notes: params_from_json(&r[7].t()),
+                iters_per_sample: r[8].i() as u64,
+                overhead_ns_per_iter: r[9].f(),
+                samples: Vec::new(),
+                summary,
+                noise: r[24].oi().map(|window| Noise {
+                    window_ns: window as u64,
+                    other_cpu_ns: r[25].oi().unwrap_or(0),
+                    steal_ns: r[26].oi().unwrap_or(0),
+                }),
+                wall_s: r[23].f(),
+            });
         }
-        let mut wstmt = self.sql(self.conn.prepare(
-            "SELECT kind, probe, severity, message, advice FROM warnings WHERE run_id = ?1 ORDER BY id",
-        ))?;
-        let warnings = self.sql(
-            wstmt
-                .query_map([id], |r| {
-                    Ok(Warning {
-                        kind: r.get(0)?,
-                        probe: r.get(1)?,
-                        severity: if r.get::<_, String>(2)? == "info" {
-                            Severity::Info
-                        } else {
-                            Severity::Warn
-                        },
-                        message: r.get(3)?,
-                        advice: r.get(4)?,
-                    })
-                })
-                .and_then(|m| m.collect()),
-        )?;
+        for s in self.query(
+            "SELECT s.result_id, s.iters, s.elapsed_ns, s.value, s.other_cpu_ns, s.migrated
+             FROM samples s JOIN results x ON x.id = s.result_id WHERE x.run_id = $1
+             ORDER BY s.result_id, s.idx",
+            &[id.into()],
+        )? {
+            if let Some(&i) = index.get(&s[0].i()) {
+                results[i].samples.push(Sample {
+                    iters: s[1].i() as u64,
+                    elapsed_ns: s[2].i() as u64,
+                    value: s[3].f(),
+                    other_cpu_ns: s[4].oi(),
+                    migrated: s[5].i() != 0,
+                });
+            }
+        }
+        let warnings = self
+            .query(
+                "SELECT kind, probe, severity, message, advice FROM warnings WHERE run_id = $1 ORDER BY id",
+                &[id.into()],
+            )?
+            .into_iter()
+            .map(|r| Warning {
+                kind: r[0].t(),
+                probe: r[1].ot(),
+                severity: if r[2].t() == "info" { Severity::Info } else { Severity::Warn },
+                message: r[3].t(),
+                advice: r[4].t(),
+            })
+            .collect();
         Ok(Run { meta, results, warnings })
     }
+
+    /// Copies run `id` of this database, whole (results, raw samples, warnings, timelines),
+    /// into `to`, in one transaction there: an interruption leaves `to` without any of it,
+    /// and copying again completes it. A run `to` already has (same UUID) is not copied
+    /// twice; an older state of it (interrupted there, or with fewer results) is replaced.
+    /// Runs still being measured are not copied.
+    pub fn copy_run(&self, id: i64, to: &Store) -> Result<Copied> {
+        let run = self
+            .row(&format!("SELECT {} FROM runs WHERE id = $1", RUN_COLS.join(", ")), &[id.into()])?
+            .ok_or_else(|| StoreError::NoSuchRun(id.to_string(), self.path.clone()))?;
+        let col = |name: &str| RUN_COLS.iter().position(|c| *c == name).expect("a run column");
+        let status = run[col("status")].t();
+        if status == "running" {
+            return Ok(Copied::StillRunning);
+        }
+        let uuid = run[col("uuid")].t();
+        let results = self.query(
+            &format!(
+                "SELECT id, {} FROM results WHERE run_id = $1 ORDER BY seq",
+                RESULT_COLS.join(", ")
+            ),
+            &[id.into()],
+        )?;
+        let samples = self.query(
+            &format!(
+                "SELECT {} FROM samples s JOIN results x ON x.id = s.result_id WHERE x.run_id = $1
+                 ORDER BY s.result_id, s.idx",
+                SAMPLE_COLS.iter().map(|c| format!("s.{c}")).collect::<Vec<_>>().join(", ")
+            ),
+            &[id.into()],
+        )?;
+        let warnings = self.query(
+            &format!(
+                "SELECT {} FROM warnings WHERE run_id = $1 ORDER BY id",
+                WARNING_COLS.join(", ")
+            ),
+            &[id.into()],
+        )?;
+        let timelines = self.query(
+            &format!(
+                "SELECT {} FROM timelines WHERE run_id = $1 ORDER BY id",
+                TIMELINE_COLS.join(", ")
+            ),
+            &[id.into()],
+        )?;
+        to.tx(|c| {
+            let mut replaced = false;
+            if let Some(there) = c.row(
+                "SELECT id, status, (SELECT count(*) FROM results x WHERE x.run_id = runs.id)
+                 FROM runs WHERE uuid = $1",
+                &[uuid.clone().into()],
+            )? {
+                if there[1].t() == status && there[2].i() == results.len() as i64 {
+                    return Ok(Copied::AlreadyThere);
+                }
+                c.exec("DELETE FROM runs WHERE id = $1", &[there[0].clone()])?;
+                replaced = true;
+            }
+            let Some(new) = c.row(
+                &format!(
+                    "INSERT INTO runs ({}) VALUES ({}) ON CONFLICT (uuid) DO NOTHING RETURNING id",
+                    RUN_COLS.join(", "),
+                    placeholders(1, RUN_COLS.len())
+                ),
+                &run,
+            )?
+            else {
+                // Another copy of the same run committed meanwhile.
+                return Ok(Copied::AlreadyThere);
+            };
+            let new_run = new[0].clone();
+            let mut ids = HashMap::new();
+            let sql = format!(
+                "INSERT INTO results (run_id, {}) VALUES ($1, {}) RETURNING id",
+                RESULT_COLS.join(", "),
+                placeholders(2, RESULT_COLS.len())
+            );
+            for r in &results {
+                let mut values = Vec::with_capacity(r.len());
+                values.push(new_run.clone());
+                values.extend(r[1..].iter().cloned());
+                let row = c.row(&sql, &values)?.expect("INSERT ... RETURNING returns its row");
+                ids.insert(r[0].i(), row[0].clone());
+            }
+            let samples: Vec<Row> = samples
+                .iter()
+                .filter_map(|s| {
+                    let mut s = s.clone();
+                    s[0] = ids.get(&s[0].i())?.clone();
+                    Some(s)
+                })
+                .collect();
+            insert_many(c, "samples", SAMPLE_COLS, &samples)?;
+            let relink = |rows: &[Row]| -> Vec<Row> {
+                rows.iter()
+                    .map(|r| {
+                        let mut r = r.clone();
+                        r[0] = new_run.clone();
+                        r
+                    })
+                    .collect()
+            };
+            insert_many(c, "warnings", WARNING_COLS, &relink(&warnings))?;
+            insert_many(c, "timelines", TIMELINE_COLS, &relink(&timelines))?;
+            Ok(if replaced { Copied::Replaced } else { Copied::Copied })
+        })
+    }
+}
+
+/// A database error as words: SQLite's or the server's message without the SQL that
+/// rusqlite appends.
+fn in_words(e: &DbError) -> String {
+    let text = match e {
+        DbError::Sqlite(e) => e.to_string(),
+        DbError::Pg(e) => {
+            e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string())
+        }
+        DbError::Conflict(what) => what.clone(),
+    };
+    let first = text.lines().next().unwrap_or(&text).trim();
+    first.strip_suffix(" in").unwrap_or(first).to_string()
+}
+
+/// Turns a backend's error into one that names the database and says what to do.
+fn db_error(path: &Path, e: DbError) -> StoreError {
+    match e {
+        DbError::Sqlite(e) => sql_error(path, e),
+        DbError::Pg(e) => pg_error(path, e),
+        DbError::Conflict(what) => StoreError::Duplicate(path.into(), what),
+    }
+}
+
+fn pg_error(path: &Path, e: postgres::Error) -> StoreError {
+    use postgres::error::SqlState;
+    let hint = match e.code() {
+        None => ": the connection to the server failed or was lost; nothing of the transaction in progress was committed",
+        Some(c) if *c == SqlState::DISK_FULL => ": the server's disk is full",
+        Some(c) if *c == SqlState::INSUFFICIENT_PRIVILEGE => {
+            ": the user in the URL may not do this (grant it the rights, or use another user)"
+        }
+        Some(c) if *c == SqlState::ADMIN_SHUTDOWN || *c == SqlState::CRASH_SHUTDOWN => {
+            ": the server is shutting down; nothing of the transaction in progress was committed"
+        }
+        _ => "",
+    };
+    StoreError::Server { path: path.into(), hint, source: e }
 }
 
 /// A stored run status; anything unknown reads as interrupted (never as complete).
@@ -687,6 +1155,21 @@ fn sql_error(path: &Path, e: rusqlite::Error) -> StoreError {
         Some(ErrorCode::DatabaseCorrupt) => StoreError::Sql {
             path: path.into(),
             hint: " is corrupt (restore it from a backup or use another --db)",
+            source: e,
+        },
+        Some(ErrorCode::DiskFull) => StoreError::Sql {
+            path: path.into(),
+            hint: " is full: its disk (or quota) has no room left; everything committed before is kept",
+            source: e,
+        },
+        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => StoreError::Sql {
+            path: path.into(),
+            hint: " is locked by another process that held it longer than the busy timeout; try again when it is done",
+            source: e,
+        },
+        Some(ErrorCode::SystemIoFailure) => StoreError::Sql {
+            path: path.into(),
+            hint: " could not be read or written (an I/O error: a failing disk, a file size limit, a removed file system?)",
             source: e,
         },
         Some(ErrorCode::ReadOnly)

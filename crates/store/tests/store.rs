@@ -235,23 +235,38 @@ fn a_timeline_is_stored_with_its_run_and_read_back() {
     assert!(store.timelines(run + 1).unwrap().is_empty());
 }
 
+/// Turns a current database back into a version 1 file, as an older schedlab left it.
+fn downgrade_to_version_1(path: &std::path::Path) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(
+        "DROP INDEX runs_uuid; DROP INDEX runs_machine;
+         ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN machine_id;
+         ALTER TABLE runs DROP COLUMN reason;
+         DROP TABLE timelines; PRAGMA user_version = 1;",
+    )
+    .unwrap();
+}
+
 #[test]
-fn a_version_1_database_is_migrated_to_version_2_keeping_its_runs() {
+fn a_version_1_database_is_migrated_forward_keeping_its_runs_and_giving_them_an_identity() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v1.db");
-    let id = {
+    let (id, id2) = {
         let store = Store::open(&path).unwrap();
-        store.begin_run(&meta(Some("old"))).unwrap()
+        (store.begin_run(&meta(Some("old"))).unwrap(), store.begin_run(&meta(None)).unwrap())
     };
-    {
-        // Turn it back into a version 1 file, as an older schedlab left it.
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch("DROP TABLE timelines; PRAGMA user_version = 1;").unwrap();
-    }
+    downgrade_to_version_1(&path);
     let store = Store::open_existing(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 2);
+    assert_eq!(SCHEMA_VERSION, 3);
     assert_eq!(store.resolve("old").unwrap(), id);
     assert!(store.timelines(id).unwrap().is_empty());
+    let (uuid, machine) = store.identity(id).unwrap();
+    let (uuid2, machine2) = store.identity(id2).unwrap();
+    assert_eq!(uuid.len(), 36, "{uuid}");
+    assert_ne!(uuid, uuid2, "every run gets its own UUID");
+    assert_eq!(machine, schedlab_store::machine_id(&Machine::fingerprint()));
+    assert_eq!(machine, machine2, "runs of one machine share its id");
+    assert_eq!(store.resolve(&uuid[..8]).unwrap(), id, "a UUID prefix names the run");
 }
 
 #[test]
@@ -272,4 +287,46 @@ fn a_lowered_schema_version_is_explained_in_words_and_nothing_changes() {
     assert!(msg.contains("says schema version 1") && msg.contains("user_version"), "{msg}");
     assert!(!msg.contains("CREATE"), "the message is words, not SQL: {msg}");
     assert_eq!(fs::read(&path).unwrap(), before, "the file was changed");
+}
+
+/// Write-ahead logging: a reader in the middle of a long read does not block the run's
+/// writes, and the file says `wal` to any sqlite3 that opens it.
+#[test]
+fn a_reader_never_blocks_a_run_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wal.db");
+    let mut store = Store::open(&path).unwrap();
+    let run = store.begin_run(&meta(None)).unwrap();
+    let reader = rusqlite::Connection::open(&path).unwrap();
+    let mode: String = reader.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal");
+    reader.execute_batch("BEGIN; SELECT count(*) FROM runs;").unwrap();
+    store.set_busy_timeout(std::time::Duration::from_millis(1)).unwrap();
+    let started = std::time::Instant::now();
+    store.save_result(run, &measurement("os.syscall.null", Params::new(), &[1.0, 2.0])).unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    reader.execute_batch("COMMIT").unwrap();
+}
+
+/// A write lock held by another process longer than the busy timeout: the write fails with
+/// an error that says so, and nothing of it is stored.
+#[test]
+fn a_lock_held_too_long_is_a_clear_storage_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("locked.db");
+    let mut store = Store::open(&path).unwrap();
+    let run = store.begin_run(&meta(None)).unwrap();
+    store.set_busy_timeout(std::time::Duration::from_millis(50)).unwrap();
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let err =
+        store.save_result(run, &measurement("os.syscall.null", Params::new(), &[1.0])).unwrap_err();
+    assert!(err.is_storage_failure(), "{err}");
+    assert!(err.to_string().contains("locked by another process"), "{err}");
+    other.execute_batch("ROLLBACK").unwrap();
+    store.interrupt_run(run, &format!("storage failure: {err}")).unwrap();
+    let summary = &store.runs().unwrap()[0];
+    assert_eq!(summary.status, RunStatus::Interrupted);
+    assert!(summary.reason.as_deref().unwrap().contains("locked"));
+    assert_eq!(store.load_run(run).unwrap().results.len(), 0);
 }

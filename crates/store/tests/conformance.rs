@@ -1,0 +1,304 @@
+//! One conformance suite, run against both backends: an SQLite file, and a real PostgreSQL
+//! server (a throwaway cluster, see `support/pg.rs`; the PostgreSQL half skips with its
+//! reason printed where none can be started). Then what only a server can do wrong:
+//! a newer or foreign schema, bad credentials, a database that does not exist yet.
+
+#[path = "support/pg.rs"]
+mod pg;
+
+use schedlab_measure::machine::Machine;
+use schedlab_measure::model::{
+    Measurement, Outcome, Params, RunMeta, RunStatus, Sample, Severity, Unit, Warning,
+};
+use schedlab_store::{machine_id, Copied, Location, Store, StoreError, StoredTimeline};
+
+fn meta(label: Option<&str>) -> RunMeta {
+    let mut m = RunMeta::starting("smoke", Machine::fingerprint(), ("0.1.0", "abc1234"));
+    m.label = label.map(str::to_string);
+    m.started_at = "2026-11-21T05:00:00Z".into();
+    m.filters = vec!["os.pipe".into()];
+    m.settings = Params::new().with("samples", 2);
+    m
+}
+
+fn measurement(probe: &str, params: Params, values: &[f64]) -> Measurement {
+    let samples: Vec<Sample> = values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| Sample {
+            iters: 100 + i as u64,
+            elapsed_ns: 1_000_000 + i as u64,
+            value: v,
+            other_cpu_ns: if i == 0 { None } else { Some(10_000_000 * i as i64 - 15_000_000) },
+            migrated: i == 1,
+        })
+        .collect();
+    let mut m = Measurement::of_samples(probe, params, Unit::Micros, samples, 0.5);
+    m.notes = Params::new().with("cpus", "0,0");
+    m.iters_per_sample = 100;
+    m.overhead_ns_per_iter = 0.25;
+    m.noise = Some(schedlab_measure::noise::Noise {
+        window_ns: 30_000_000,
+        other_cpu_ns: -10_000_000,
+        steal_ns: 20_000_000,
+    });
+    m
+}
+
+/// A finished run of `n` results with samples, a skipped one, a warning and a timeline.
+fn fill(store: &mut Store, label: &str, n: usize) -> i64 {
+    let run = store.begin_run(&meta(Some(label))).unwrap();
+    for i in 0..n {
+        let values: Vec<f64> = (0..7).map(|k| 1.0 + (i * 7 + k) as f64 / 3.0).collect();
+        store
+            .save_result(
+                run,
+                &measurement(&format!("os.p{i}"), Params::new().with("k", i), &values),
+            )
+            .unwrap();
+    }
+    let skipped = Measurement::without_samples(
+        "os.pipe.latency",
+        Params::new().with("placement", "cross"),
+        Unit::Micros,
+        Outcome::Skipped("needs two CPUs".into()),
+        0.0,
+    );
+    store.save_result(run, &skipped).unwrap();
+    let w = Warning {
+        kind: "vm".into(),
+        probe: Some("os.p0".into()),
+        severity: Severity::Warn,
+        message: "it's a \"VM\" — ünïcode".into(),
+        advice: "use metal".into(),
+    };
+    store.save_warnings(run, &[w]).unwrap();
+    store
+        .save_timeline(
+            run,
+            &StoredTimeline {
+                scenario: "3 two-equal".into(),
+                recorder: "sampling".into(),
+                window_ns: 600_000_000,
+                data: r#"{"lanes":[]}"#.into(),
+            },
+        )
+        .unwrap();
+    store.finish_run(run, RunStatus::Complete).unwrap();
+    run
+}
+
+/// What every backend must do alike. `open` opens (a new connection to) the database.
+fn conformance(open: &dyn Fn() -> Store) {
+    let mut store = open();
+    assert!(store.runs().unwrap().is_empty());
+    let run = fill(&mut store, "baseline", 5);
+    let other = store.begin_run(&meta(None)).unwrap();
+    drop(store);
+
+    let store = open();
+    let loaded = store.load_run(run).unwrap();
+    assert_eq!(loaded.meta.label.as_deref(), Some("baseline"));
+    assert_eq!(loaded.meta.status, RunStatus::Complete);
+    assert_eq!(loaded.meta.machine.host, Machine::fingerprint().host);
+    assert_eq!(loaded.meta.settings, Params::new().with("samples", 2));
+    assert_eq!(loaded.meta.filters, vec!["os.pipe".to_string()]);
+    assert_eq!(loaded.results.len(), 6);
+    assert_eq!(loaded.results[2], {
+        let values: Vec<f64> = (0..7).map(|k| 1.0 + (2 * 7 + k) as f64 / 3.0).collect();
+        measurement("os.p2", Params::new().with("k", 2), &values)
+    });
+    assert_eq!(loaded.warnings.len(), 1);
+    assert_eq!(loaded.warnings[0].message, "it's a \"VM\" — ünïcode");
+    assert_eq!(store.timelines(run).unwrap().len(), 1);
+
+    let runs = store.runs().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!((runs[0].ok, runs[0].skipped, runs[0].failed), (5, 1, 0));
+    assert_eq!(runs[0].uuid.len(), 36);
+    assert_ne!(runs[0].uuid, runs[1].uuid);
+    assert_eq!(runs[0].machine_id, machine_id(&Machine::fingerprint()));
+    assert_eq!(runs[1].status, RunStatus::Running);
+
+    assert_eq!(store.resolve("baseline").unwrap(), run);
+    assert_eq!(store.resolve("latest").unwrap(), other);
+    assert_eq!(store.resolve("latest~1").unwrap(), run);
+    assert_eq!(store.resolve(&runs[0].uuid[..13]).unwrap(), run);
+    assert!(matches!(store.resolve("nosuch"), Err(StoreError::NoSuchRun(..))));
+
+    let mut store = store;
+    let dup = measurement("os.p1", Params::new().with("k", 1), &[1.0]);
+    let err = store.save_result(run, &dup).unwrap_err();
+    assert!(matches!(err, StoreError::Duplicate(..)), "{err}");
+    assert_eq!(store.load_run(run).unwrap().results.len(), 6, "nothing half-written");
+
+    store.interrupt_run(other, "storage failure: disk full").unwrap();
+    let r = store.runs().unwrap().into_iter().find(|r| r.id == other).unwrap();
+    assert_eq!(r.status, RunStatus::Interrupted);
+    assert_eq!(r.reason.as_deref(), Some("storage failure: disk full"));
+}
+
+/// Copies from `a` to `b`: whole, once, replacing an older state, never a running run.
+fn copying(a: &dyn Fn() -> Store, b: &dyn Fn() -> Store) {
+    let mut from = a();
+    let to = b();
+    let run = fill(&mut from, "copied", 4);
+    assert_eq!(from.copy_run(run, &to).unwrap(), Copied::Copied);
+    assert_eq!(from.copy_run(run, &to).unwrap(), Copied::AlreadyThere);
+    let (uuid, machine) = from.identity(run).unwrap();
+    let there = to.resolve(&uuid).unwrap();
+    assert_eq!(to.identity(there).unwrap(), (uuid.clone(), machine));
+    let mut original = from.load_run(run).unwrap();
+    let copy = to.load_run(there).unwrap();
+    original.meta.id = copy.meta.id;
+    assert_eq!(copy, original, "a copy is the run, whole");
+    assert_eq!(to.timelines(there).unwrap(), from.timelines(run).unwrap());
+
+    // A run still being measured is not copied; once interrupted it is, and once it has
+    // more results, the newer state replaces the older one.
+    let live = from.begin_run(&meta(Some("live"))).unwrap();
+    from.save_result(live, &measurement("os.a", Params::new(), &[1.0, 2.0])).unwrap();
+    assert_eq!(from.copy_run(live, &to).unwrap(), Copied::StillRunning);
+    from.interrupt_run(live, "killed").unwrap();
+    assert_eq!(from.copy_run(live, &to).unwrap(), Copied::Copied);
+    from.save_result(live, &measurement("os.b", Params::new(), &[3.0])).unwrap();
+    from.finish_run(live, RunStatus::Complete).unwrap();
+    assert_eq!(from.copy_run(live, &to).unwrap(), Copied::Replaced);
+    let runs = to.runs().unwrap();
+    let lives: Vec<_> = runs.iter().filter(|r| r.label.as_deref() == Some("live")).collect();
+    assert_eq!(lives.len(), 1, "replaced, not duplicated");
+    assert_eq!((lives[0].status, lives[0].ok), (RunStatus::Complete, 2));
+}
+
+#[test]
+fn sqlite_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.db");
+    let b = dir.path().join("b.db");
+    conformance(&|| Store::open(&a).unwrap());
+    let c = dir.path().join("c.db");
+    copying(&|| Store::open(&c).unwrap(), &|| Store::open(&b).unwrap());
+}
+
+/// Everything against one throwaway server: the conformance suite, copies both ways, and
+/// the refusals.
+#[test]
+fn postgresql_conforms_and_refuses_what_it_must() {
+    let Some(server) = pg::server_or_skip("postgresql_conforms_and_refuses_what_it_must") else {
+        return;
+    };
+    let url = server.create_db("conformance");
+    let at = Location::parse(url.as_ref());
+    assert!(matches!(at, Location::Server(_)));
+    conformance(&|| Store::open_at(&at).unwrap());
+
+    // SQLite to PostgreSQL and back.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("local.db");
+    let up = server.create_db("copies_up");
+    copying(&|| Store::open(&file).unwrap(), &|| {
+        Store::open_at(&Location::Server(up.clone())).unwrap()
+    });
+    let down = dir.path().join("down.db");
+    copying(&|| Store::open_at(&Location::Server(up.clone())).unwrap(), &|| {
+        Store::open(&down).unwrap()
+    });
+
+    // A database that has no schedlab schema yet: reading says so and creates nothing.
+    let empty = server.create_db("empty");
+    let err = Store::open_existing_at(&Location::Server(empty)).unwrap_err();
+    assert!(matches!(err, StoreError::Missing(_)), "{err}");
+    let tables: i64 = server
+        .client("empty")
+        .query_one(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 0);
+
+    // Another application's database is refused and untouched.
+    let foreign = server.create_db("foreign_app");
+    server.client("foreign_app").batch_execute("CREATE TABLE contacts (name TEXT)").unwrap();
+    let err = Store::open_at(&Location::Server(foreign)).unwrap_err();
+    assert!(matches!(err, StoreError::NotOurs(..)), "{err}");
+    let tables: i64 = server
+        .client("foreign_app")
+        .query_one(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 1);
+
+    // A schema from a newer schedlab is refused, for reading and writing, and untouched.
+    server
+        .client("conformance")
+        .batch_execute("UPDATE schedlab_meta SET schema_version = schema_version + 1")
+        .unwrap();
+    for err in [Store::open_at(&at).unwrap_err(), Store::open_existing_at(&at).unwrap_err()] {
+        assert!(matches!(err, StoreError::TooNew { .. }), "{err}");
+        assert!(err.to_string().contains("newer schedlab"), "{err}");
+        assert!(!err.to_string().contains(pg::PASSWORD), "the password leaked: {err}");
+    }
+    let mut c = server.client("conformance");
+    let v: i64 = c.query_one("SELECT schema_version FROM schedlab_meta", &[]).unwrap().get(0);
+    assert_eq!(v, schedlab_store::SCHEMA_VERSION + 1);
+    let runs: i64 = c.query_one("SELECT count(*) FROM runs", &[]).unwrap().get(0);
+    assert_eq!(runs, 2);
+
+    // Bad credentials: a clear error that names the server, without the password.
+    let wrong = "not-the-password-42";
+    let err = Store::open_at(&Location::Server(server.url_as(pg::USER, wrong, "conformance")))
+        .unwrap_err();
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    assert!(matches!(err, StoreError::Open { .. }), "{text}");
+    assert!(text.contains("password authentication failed"), "{text}");
+    assert!(text.contains("postgres://schedlab:***@localhost/conformance"), "{text}");
+    assert!(!text.contains(wrong), "the password leaked: {text}");
+}
+
+/// A URL that is not one, or a server that is not there: a clear error naming it, quickly,
+/// without its password. Needs no server.
+#[test]
+fn a_bad_url_or_an_absent_server_is_a_clear_error_without_the_password() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in [
+        "postgres://lab:hunter2@localhost:notaport/db".to_string(),
+        format!("postgres://lab:hunter2@localhost/db?host={}", dir.path().display()),
+    ] {
+        let started = std::time::Instant::now();
+        let err = Store::open_at(&Location::parse(url.as_ref())).unwrap_err();
+        let mut text = err.to_string();
+        let mut source = std::error::Error::source(&err);
+        while let Some(s) = source {
+            text.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        assert!(matches!(err, StoreError::Open { .. }), "{text}");
+        assert!(text.contains("postgres://lab:***@localhost"), "{text}");
+        assert!(!text.contains("hunter2"), "the password leaked: {text}");
+        assert!(started.elapsed() < schedlab_store::CONNECT_TIMEOUT, "{text}");
+    }
+}
+
+#[test]
+fn passwords_are_redacted_from_every_url() {
+    use schedlab_store::redact;
+    assert_eq!(redact("postgres://u:pw@h:5432/db"), "postgres://u:***@h:5432/db");
+    assert_eq!(
+        redact("postgres://u@h/db?password=pw&sslmode=disable"),
+        "postgres://u@h/db?password=***&sslmode=disable"
+    );
+    assert_eq!(redact("postgresql://u:p%40ss@h/db"), "postgresql://u:***@h/db");
+    assert_eq!(redact("postgres://h/db"), "postgres://h/db");
+    let shown = Location::parse("postgres://u:hunter2@h/db".as_ref()).to_string();
+    assert!(!shown.contains("hunter2"), "{shown}");
+}

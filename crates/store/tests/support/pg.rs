@@ -1,0 +1,216 @@
+//! A throwaway PostgreSQL server for tests: `initdb` in a temporary directory, listening on
+//! a Unix socket only (no TCP port), password authentication, stopped and removed when the
+//! [`PgServer`] is dropped — also when the test fails (unwinding drops it).
+//!
+//! As root (CI) the cluster runs as an unprivileged user (`postgres` when Debian's package
+//! made one, else `nobody`): PostgreSQL refuses to run as root. Where no `initdb`/`pg_ctl`
+//! can be found (Debian's `postgresql` package puts them in /usr/lib/postgresql/*/bin),
+//! [`PgServer::start`] returns the reason, and the tests print it and skip.
+
+#![allow(dead_code)]
+
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The superuser the cluster is made with.
+pub const USER: &str = "schedlab";
+/// Its password.
+pub const PASSWORD: &str = "s3cret-fleet-pw";
+
+/// A running throwaway cluster.
+pub struct PgServer {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    owner: Option<(u32, u32)>,
+}
+
+/// The directory holding `initdb`, `pg_ctl` and `postgres`: `$PG_BINDIR`, the newest
+/// /usr/lib/postgresql/*/bin, one on `$PATH`, or the one `pg_config --bindir` names.
+fn bindir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("PG_BINDIR").map(PathBuf::from) {
+        return Some(d);
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.parse().ok()?;
+            Some((v, e.path().join("bin")))
+        })
+        .filter(|(_, b)| b.join("initdb").exists() && b.join("pg_ctl").exists())
+        .collect();
+    versions.sort();
+    if let Some((_, b)) = versions.pop() {
+        return Some(b);
+    }
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p).find(|d| d.join("initdb").exists() && d.join("pg_ctl").exists())
+    });
+    if on_path.is_some() {
+        return on_path;
+    }
+    let out = Command::new("pg_config").arg("--bindir").output().ok()?;
+    let b = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    (b.join("initdb").exists() && b.join("pg_ctl").exists()).then_some(b)
+}
+
+/// The uid and gid of `name` from /etc/passwd.
+fn user_ids(name: &str) -> Option<(u32, u32)> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() > 3 && f[0] == name).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
+    })
+}
+
+fn chown_tree(path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    std::os::unix::fs::chown(path, Some(uid), Some(gid))?;
+    if path.is_dir() {
+        for e in std::fs::read_dir(path)? {
+            chown_tree(&e?.path(), uid, gid)?;
+        }
+    }
+    Ok(())
+}
+
+impl PgServer {
+    /// Makes and starts a cluster, or says why none can be.
+    pub fn start() -> Result<PgServer, String> {
+        let bin = bindir().ok_or(
+            "no initdb/pg_ctl found (install Debian's `postgresql` package, or set PG_BINDIR)",
+        )?;
+        let root = std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false);
+        let owner = if root {
+            Some(user_ids("postgres").or_else(|| user_ids("nobody")).ok_or(
+                "running as root and no unprivileged user (postgres, nobody) to run PostgreSQL as",
+            )?)
+        } else {
+            None
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("schedlab-pg-")
+            .tempdir()
+            .map_err(|e| format!("cannot make a temporary directory: {e}"))?;
+        std::fs::write(dir.path().join("pw"), PASSWORD).map_err(|e| e.to_string())?;
+        std::fs::create_dir(dir.path().join("sock")).map_err(|e| e.to_string())?;
+        if let Some((uid, gid)) = owner {
+            chown_tree(dir.path(), uid, gid).map_err(|e| format!("chown: {e}"))?;
+        }
+        let server = PgServer { dir, bin, owner };
+        let data = server.dir.path().join("data");
+        let o = server
+            .cmd("initdb")
+            .arg("-D")
+            .arg(&data)
+            .args(["-U", USER, "-E", "UTF8", "--no-sync", "--auth-local=scram-sha-256"])
+            .args(["--auth-host=reject", "--pwfile"])
+            .arg(server.dir.path().join("pw"))
+            .output()
+            .map_err(|e| format!("cannot run initdb: {e}"))?;
+        if !o.status.success() {
+            return Err(format!("initdb failed: {}", String::from_utf8_lossy(&o.stderr)));
+        }
+        server.pg_ctl_start()?;
+        Ok(server)
+    }
+
+    fn cmd(&self, tool: &str) -> Command {
+        let mut c = Command::new(self.bin.join(tool));
+        c.stdin(Stdio::null()).env("LC_ALL", "C");
+        if let Some((uid, gid)) = self.owner {
+            c.uid(uid).gid(gid);
+        }
+        c
+    }
+
+    fn pg_ctl_start(&self) -> Result<(), String> {
+        let sock = self.dir.path().join("sock");
+        let o = self
+            .cmd("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .arg("-l")
+            .arg(self.dir.path().join("log"))
+            .arg("-o")
+            .arg(format!(
+                "-c listen_addresses='' -k {} -c fsync=off -c max_connections=40",
+                sock.display()
+            ))
+            .args(["-w", "-t", "60", "start"])
+            .stdout(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run pg_ctl: {e}"))?;
+        if !o.status.success() {
+            let log = std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default();
+            return Err(format!(
+                "pg_ctl start failed: {}\n{log}",
+                String::from_utf8_lossy(&o.stderr)
+            ));
+        }
+        Ok(())
+    }
+
+    /// The server stopped at once, as by a crash (`pg_ctl stop -m immediate`: every backend
+    /// quits without finishing its transaction).
+    pub fn kill(&self) {
+        let _ = self
+            .cmd("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .args(["-m", "immediate", "-w", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+
+    /// Starts the server again after [`PgServer::kill`].
+    pub fn restart(&self) {
+        self.pg_ctl_start().expect("the server starts again");
+    }
+
+    /// The URL of database `db` for `user:password`.
+    pub fn url_as(&self, user: &str, password: &str, db: &str) -> String {
+        format!(
+            "postgres://{user}:{password}@localhost/{db}?host={}",
+            self.dir.path().join("sock").display()
+        )
+    }
+
+    /// The URL of database `db` for the superuser.
+    pub fn url(&self, db: &str) -> String {
+        self.url_as(USER, PASSWORD, db)
+    }
+
+    /// A new empty database called `name`; returns its URL.
+    pub fn create_db(&self, name: &str) -> String {
+        let mut c = self.client("postgres");
+        c.batch_execute(&format!("CREATE DATABASE {name}")).expect("CREATE DATABASE");
+        self.url(name)
+    }
+
+    /// A plain client of database `db`, as the superuser.
+    pub fn client(&self, db: &str) -> postgres::Client {
+        postgres::Client::connect(&self.url(db), postgres::NoTls)
+            .expect("connect to the test server")
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The server, or `None` after printing why the test skips.
+pub fn server_or_skip(test: &str) -> Option<PgServer> {
+    match PgServer::start() {
+        Ok(s) => Some(s),
+        Err(why) => {
+            eprintln!("skipping {test}: no PostgreSQL server can be started here: {why}");
+            None
+        }
+    }
+}
