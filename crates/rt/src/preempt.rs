@@ -355,6 +355,12 @@ pub(crate) fn preempted() {
                 }
                 let ran = Duration::from_nanos(vp.preempt_ran.load(Ordering::Relaxed));
                 vp.emit(|| Event::Preempted { thread: t.id, processor: vp.index, ran });
+                if vp.halt.load(Ordering::Relaxed) {
+                    // Removed (or shutting down): the thread goes back to
+                    // the queue this processor is about to hand over
+                    // (`runtime.rs`, "Resizing", step 2).
+                    return vp.yield_to_scheduler();
+                }
             }
             vp.machine().lower_quietly();
             processor::yield_current();
