@@ -406,3 +406,34 @@ fn set_processors_from_a_user_thread_shrinks_and_grows_its_own_runtime() {
         }
     });
 }
+
+/// The deadlock check needs every processor asleep or retired: after a
+/// shrink (and on a runtime built with spare capacity) it still reports,
+/// whether the last to stop is an active processor or a retiring one, and
+/// still does not report while a removed processor runs a thread.
+#[test]
+fn a_deadlock_is_reported_after_a_shrink() {
+    watchdog(60, || {
+        for (p, max, n) in [(3, 3, 1), (1, 4, 1), (2, 4, 3), (3, 3, 2)] {
+            let rt =
+                Arc::new(Runtime::builder().processors(p).max_processors(max).build().unwrap());
+            rt.set_processors(n).unwrap();
+            let rt2 = rt.clone();
+            let err = rt
+                .block_on(move || {
+                    // Shrink again from inside, so a removed processor may
+                    // be the last to stop.
+                    rt2.set_processors(1).unwrap();
+                    let (tx, rx) = channel::<u32>(1);
+                    let h = spawn(move || rx.recv());
+                    let _ = h.join(); // never returns: we still hold `tx`
+                    drop(tx);
+                })
+                .unwrap_err();
+            assert_eq!(err.threads.len(), 2, "{p}/{max} -> {n} -> 1: {err}");
+            // Still usable, grown back, and dropped without hanging.
+            rt.set_processors(max).unwrap();
+            assert_eq!(rt.block_on(|| 1).unwrap(), 1);
+        }
+    });
+}
