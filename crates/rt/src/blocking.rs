@@ -207,12 +207,14 @@ pub(crate) fn rejoin_in(m: &'static Machine, how: Detection) {
     leave(m, Pending::Requeue);
 }
 
-/// Binds a `RELEASED` processor of `shared`: `first` if it is, else any.
+/// Binds a `RELEASED` processor of `shared`: `first` if it is, else any;
+/// active ones only (a removed one is for the monitor to hand to a spare,
+/// which retires it: `runtime.rs`, "Resizing").
 fn take_released(shared: &Shared, first: *mut Processor) -> Option<&Processor> {
     let try_take = |p: *const Processor| {
         // SAFETY: processors live as long as the runtime's machines.
         let vp = unsafe { &*p };
-        vp.status.take_released().then_some(vp)
+        (shared.is_active(vp.index) && vp.status.take_released()).then_some(vp)
     };
     // SAFETY: as above.
     if !first.is_null() && std::ptr::eq(unsafe { &*first }.shared.as_ref(), shared) {

@@ -30,12 +30,14 @@ pub enum Detection {
 }
 
 /// Something the scheduler did. `processor` is the index of a virtual
-/// processor, `0..processors`.
+/// processor, `0..max_processors`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event {
-    /// A virtual processor started running (its kernel thread is up), or ran
-    /// again after `ProcessorLost`; the "new processor" upcall.
+    /// A virtual processor started running (its kernel thread is up), ran
+    /// again after `ProcessorLost`, or was added back by
+    /// [`Runtime::set_processors`](crate::Runtime::set_processors); the "new
+    /// processor" upcall.
     NewProcessor {
         /// The processor.
         processor: usize,
@@ -119,6 +121,16 @@ pub enum Event {
     /// thread was current and work waited. `NewProcessor` follows when it
     /// runs again. Emitted by the monitor.
     ProcessorLost {
+        /// The processor.
+        processor: usize,
+    },
+    /// A virtual processor removed by
+    /// [`Runtime::set_processors`](crate::Runtime::set_processors) stopped:
+    /// its running thread's stint is over, its queued threads went to the
+    /// injection queue, and its kernel thread parks until it is added back
+    /// (seed 003: a change in the size of the virtual processor set).
+    /// Emitted on that kernel thread.
+    ProcessorRemoved {
         /// The processor.
         processor: usize,
     },

@@ -14,6 +14,10 @@
 //!   without being woken);
 //! - `sleeping` and the `sleepers` list: processors asleep (or about to be)
 //!   on their parker.
+//! - `retired`: processors removed by `Runtime::set_processors` and parked
+//!   outside this protocol (`runtime.rs`, "Resizing"): never in `sleepers`,
+//!   never counted as searching, so no wake-up is aimed at them. The
+//!   deadlock check counts them with the sleepers (below).
 //!
 //! # Protocol
 //!
@@ -53,6 +57,7 @@ pub(crate) struct Idle {
     sleepers: Mutex<Vec<usize>>,
     sleeping: AtomicUsize,
     searching: AtomicUsize,
+    retired: AtomicUsize,
 }
 
 impl Idle {
@@ -134,9 +139,29 @@ impl Idle {
     }
 
     /// Number of processors asleep or about to sleep.
-    #[cfg_attr(loom, allow(dead_code))] // used by the runtime, not the models
+    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
     pub(crate) fn sleeping(&self) -> usize {
         self.sleeping.load(Ordering::SeqCst)
+    }
+
+    /// A removed processor parks for good (it is neither searching nor
+    /// sleeping here). The caller has moved its work away first.
+    pub(crate) fn retire(&self) {
+        self.retired.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A retired processor was added back (or the runtime shuts down). Like a
+    /// sleeper that wakes, it must pass [`CheckGate::wait`] before it runs a
+    /// thread.
+    pub(crate) fn unretire(&self) {
+        self.retired.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Processors that run no thread and will not until woken: asleep here
+    /// or retired. Equal to the number of processors only when none runs.
+    #[cfg_attr(loom, allow(dead_code))] // used by the runtime, not the models
+    pub(crate) fn stopped(&self) -> usize {
+        self.sleeping.load(Ordering::SeqCst) + self.retired.load(Ordering::SeqCst)
     }
 }
 
@@ -154,13 +179,21 @@ impl CheckGate {
     }
 
     /// Step 1: announces a check, then returns `true` if every one of the
-    /// `n` processors is still asleep (the caller may read), `false` if not.
-    /// Either way the caller must call [`CheckGate::end`] afterwards.
+    /// `n` processors (all of them, active or not) is still asleep or
+    /// retired (the caller may read), `false` if not. Either way the caller
+    /// must call [`CheckGate::end`] afterwards.
+    ///
+    /// The two counters are read one after the other, so a processor moving
+    /// from one to the other could be counted twice; it cannot, because a
+    /// processor that leaves either state decrements it and then passes
+    /// [`CheckGate::wait`] before it does anything else, including entering
+    /// the other state. If its fence comes after ours, it waits for the
+    /// check to end; if before, our reads see its decrement.
     pub(crate) fn begin(&self, idle: &Idle, n: usize) -> bool {
         self.checking.store(true, Ordering::Relaxed);
         // Dekker with `wait`: each side writes, fences, then reads the other.
         fence(Ordering::SeqCst);
-        idle.sleeping.load(Ordering::Relaxed) == n
+        idle.sleeping.load(Ordering::Relaxed) + idle.retired.load(Ordering::Relaxed) == n
     }
 
     /// Ends a check (release: what the check read happens before what a
@@ -169,9 +202,9 @@ impl CheckGate {
         self.checking.store(false, Ordering::Release);
     }
 
-    /// Step 2: a processor that stopped sleeping (`sleeping` already
-    /// decremented, by it or its waker, which happens before this call)
-    /// waits for a check in progress.
+    /// Step 2: a processor that stopped sleeping or stopped being retired
+    /// (`sleeping` or `retired` already decremented, by it or its waker,
+    /// which happens before this call) waits for a check in progress.
     #[inline]
     pub(crate) fn wait(&self) {
         fence(Ordering::SeqCst);
@@ -408,6 +441,120 @@ mod loom_tests {
             }
             checker.join().unwrap();
             p.join().unwrap();
+        });
+    }
+
+    /// Model of a processor removed while asleep (`runtime.rs`, "Resizing"):
+    /// processors 0 and 1 search and sleep; a controller removes 1 (stores
+    /// the active count, unparks it) and a producer queues work and
+    /// notifies, which may pick 1 just as it leaves. Processor 1 takes the
+    /// work or, on finding itself removed, stops searching (notifying if it
+    /// was the last searcher) and retires. loom fails the model if the work
+    /// can be left with processor 0 asleep for good (a wake-up lost on the
+    /// removed one), or taken twice.
+    #[test]
+    fn loom_a_removed_sleeper_passes_its_wake_up_on() {
+        struct Resizable {
+            idle: Idle,
+            parkers: [Parker; 2],
+            queue: Mutex<VecDeque<u32>>,
+            active: AtomicUsize,
+            /// Set by the model's end when the work went to processor 1, so
+            /// processor 0 may stop waiting for it.
+            finished: AtomicBool,
+        }
+        impl Resizable {
+            fn notify(&self) {
+                if let Some(i) = self.idle.notify_one() {
+                    self.parkers[i].unpark();
+                }
+            }
+        }
+        loom::model(|| {
+            let m = Arc::new(Resizable {
+                idle: Idle::new(),
+                parkers: [Parker::new(), Parker::new()],
+                queue: Mutex::new(VecDeque::new()),
+                active: AtomicUsize::new(2),
+                finished: AtomicBool::new(false),
+            });
+            // Processor 1: `run_loop` and `search`, with the removal checks
+            // where they are. Returns whether it took the work.
+            let p1 = {
+                let m = m.clone();
+                loom::thread::spawn(move || {
+                    let mut took = false;
+                    loop {
+                        if m.active.load(Ordering::SeqCst) <= 1 {
+                            m.idle.retire();
+                            return took;
+                        }
+                        m.idle.start_searching();
+                        loop {
+                            if m.active.load(Ordering::SeqCst) <= 1 {
+                                if m.idle.stop_searching() {
+                                    m.notify();
+                                }
+                                break;
+                            }
+                            if m.queue.lock().unwrap().pop_front().is_some() {
+                                if m.idle.stop_searching() {
+                                    m.notify();
+                                }
+                                took = true;
+                                break;
+                            }
+                            m.idle.prepare_sleep(1);
+                            if m.queue.lock().unwrap().pop_front().is_some() {
+                                m.idle.cancel_sleep(1);
+                                took = true;
+                                break;
+                            }
+                            m.parkers[1].park(None);
+                            m.idle.after_wake(1);
+                        }
+                    }
+                })
+            };
+            // Processor 0, active: searches until it gets the work, or the
+            // model's end says processor 1 took it.
+            let p0 = {
+                let m = m.clone();
+                loom::thread::spawn(move || {
+                    m.idle.start_searching();
+                    loop {
+                        if m.queue.lock().unwrap().pop_front().is_some() {
+                            if m.idle.stop_searching() {
+                                m.notify();
+                            }
+                            return true;
+                        }
+                        m.idle.prepare_sleep(0);
+                        if m.queue.lock().unwrap().pop_front().is_some() {
+                            m.idle.cancel_sleep(0);
+                            return true;
+                        }
+                        if m.finished.load(Ordering::SeqCst) {
+                            m.idle.cancel_sleep(0);
+                            return false;
+                        }
+                        m.parkers[0].park(None);
+                        m.idle.after_wake(0);
+                    }
+                })
+            };
+            // The controller (`set_processors(1)`), then a producer.
+            m.active.store(1, Ordering::SeqCst);
+            m.parkers[1].unpark();
+            m.queue.lock().unwrap().push_back(1);
+            m.notify();
+            let took1 = p1.join().unwrap();
+            if took1 {
+                m.finished.store(true, Ordering::SeqCst);
+                m.parkers[0].unpark();
+            }
+            let took0 = p0.join().unwrap();
+            assert!(took0 ^ took1, "the work was taken exactly once");
         });
     }
 

@@ -17,7 +17,9 @@
 //! thread blocked in the kernel** to a spare kernel thread, whether the call
 //! was wrapped in [`blocking()`] or not ([`mod@blocking`]). The upcalls show as
 //! [`Event`]s: `Preempted`, `Blocked`, `Unblocked`, `ProcessorLost`,
-//! `NewProcessor`.
+//! `NewProcessor`, and `ProcessorRemoved` when [`Runtime::set_processors`]
+//! shrinks the set of processors while threads run (seed 003's
+//! `sa_setconcurrency`).
 //!
 //! The API has the shape of `std::thread` and `std::sync`:
 //!

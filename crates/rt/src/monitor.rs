@@ -13,7 +13,12 @@
 //! - **timers** of sleeping user threads are fired when every processor is
 //!   busy (idle processors fire their own);
 //! - **work waiting behind a running thread** since the last look wakes an
-//!   idle processor (a thread put in a next slot wakes none by itself).
+//!   idle processor (a thread put in a next slot wakes none by itself);
+//! - **removed processors** (`runtime.rs`, "Resizing") still running a user
+//!   thread are preempted at once when preemption is on, and blocked ones are
+//!   retaken and handed to a spare whether or not work waits, so each gets
+//!   to its scheduler context and retires. The loops below run over all the
+//!   runtime's processors, active or not.
 //!
 //! # Cost
 //!
@@ -225,7 +230,11 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             });
         let mut any_waiting = stealable;
         let mut stale = false;
+        let active = shared.active.load(Ordering::SeqCst);
         for (i, p) in procs.iter().enumerate() {
+            // Removed, and not yet retired: it must reach its scheduler
+            // context ("Resizing", step 2).
+            let removed = i >= active;
             // SAFETY: processors outlive the monitor.
             let vp = unsafe { &*p.0 };
             let status = vp.status.state(Ordering::Acquire);
@@ -234,7 +243,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             let changed = sw != s.switches || status != s.status;
             if changed {
                 if s.lost {
-                    emit(&shared, Event::NewProcessor { processor: i });
+                    emit_found(&shared, vp);
                 }
                 if status == RELEASED && s.status == RUNNING {
                     // Released by its own signal handler (transparent).
@@ -333,7 +342,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             // next slot does not wake one, `Processor::schedule_next`.)
             stale |= waiting && !changed && status == RUNNING;
             match status {
-                SYSCALL if stealable => {
+                SYSCALL if stealable || removed => {
                     if now - s.since >= threshold {
                         if blocking::retake(&shared, vp) {
                             emit_blocked(&shared, vp, Detection::Explicit);
@@ -344,11 +353,11 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                         want(s.since + threshold);
                     }
                 }
-                RELEASED if stealable => {
+                RELEASED if stealable || removed => {
                     blocking::hand_off(&shared, *p);
                     last_handoff = Some(now);
                 }
-                RUNNING if stealable && vp.in_user.load(Ordering::Relaxed) => {
+                RUNNING if (stealable || removed) && vp.in_user.load(Ordering::Relaxed) => {
                     let m = vp.machine.load(Ordering::Relaxed);
                     if m.is_null() {
                         continue;
@@ -356,9 +365,11 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                     // SAFETY: machines outlive the monitor.
                     let m: &Machine = unsafe { &*m };
                     let ran = now - s.since;
-                    if let (Some(q), true) = (quantum, waiting) {
+                    if let (Some(q), true) = (quantum, waiting || removed) {
                         let ran = now - s.started;
-                        if ran >= q {
+                        // A removed processor's thread is preempted now:
+                        // its stint ends with its processor.
+                        if ran >= q || removed {
                             let retry = s.signalled.is_some();
                             if s.signalled.is_none_or(|t| now - t >= RETRY) {
                                 vp.preempt_ran.store(ran.as_nanos() as u64, Ordering::Relaxed);
@@ -372,7 +383,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                             // thread's quantum ends, one wake-up per quantum.
                             // A thread that was not at a safe point is found
                             // then, and signalled every RETRY from there.
-                            want(now + if retry { RETRY } else { q });
+                            want(now + if retry || removed { RETRY } else { q });
                         } else {
                             want(s.started + q);
                         }
@@ -406,7 +417,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                                 (_, Some(c)) => {
                                     if s.lost && s.cpu.is_some_and(|(c0, _)| c != c0) {
                                         s.lost = false;
-                                        emit(&shared, Event::NewProcessor { processor: i });
+                                        emit_found(&shared, vp);
                                     }
                                     let confirm = s.cpu.is_none();
                                     s.cpu = Some((c, now));
@@ -557,6 +568,19 @@ fn ask_to_run_promptly() {
     // initialised attribute block of the size it announces; the kernel only
     // reads it.
     unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+}
+
+/// `NewProcessor` for `vp`, which runs again after `ProcessorLost`, unless
+/// it has been removed: finishing a stint (not active), or retired (its
+/// `ProcessorRemoved` emitted), announcing it would read as its return.
+/// Under the resize lock, under which a removal and the processor's own
+/// `NewProcessor` and `ProcessorRemoved` happen: so ours comes between
+/// those two, in the order the hook sees them.
+fn emit_found(shared: &Shared, vp: &crate::processor::Processor) {
+    let _events_in_order = shared.resize.lock().unwrap_or_else(|e| e.into_inner());
+    if shared.is_active(vp.index) && vp.announced.load(Ordering::Relaxed) {
+        emit(shared, Event::NewProcessor { processor: vp.index });
+    }
 }
 
 fn emit(shared: &Shared, e: Event) {

@@ -334,6 +334,20 @@ pub(crate) fn preempted() {
     match processor::here_raw() {
         processor::HereRaw::Processor(vp) => {
             if let Some(t) = vp.current_task() {
+                // A request deferred to the end of a runtime section was
+                // deferred before the handler's safe-point 2 (the section
+                // comes first): apply it now. Not preemptible: dropped, as
+                // the handler drops it; inside a region: kept for the
+                // region's end.
+                if !t.preemptible() {
+                    vp.machine().lower_quietly();
+                    return;
+                }
+                if t.in_no_preempt() {
+                    t.defer_preemption();
+                    vp.machine().lower_quietly();
+                    return;
+                }
                 if let Some(b) = t.budget() {
                     if let Some(left) = b.spent(vp.shared.timers.now()) {
                         return crate::budget::throttle(vp, t, b, left);
@@ -341,6 +355,12 @@ pub(crate) fn preempted() {
                 }
                 let ran = Duration::from_nanos(vp.preempt_ran.load(Ordering::Relaxed));
                 vp.emit(|| Event::Preempted { thread: t.id, processor: vp.index, ran });
+                if vp.halt.load(Ordering::Relaxed) {
+                    // Removed (or shutting down): the thread goes back to
+                    // the queue this processor is about to hand over
+                    // (`runtime.rs`, "Resizing", step 2).
+                    return vp.yield_to_scheduler();
+                }
             }
             vp.machine().lower_quietly();
             processor::yield_current();
@@ -454,6 +474,58 @@ mod tests {
             assert!(ran.load(Ordering::SeqCst), "the deferred preemption was not taken");
             assert_eq!(preempted.load(Ordering::SeqCst), 1);
             other.join().unwrap();
+        })
+        .unwrap();
+    }
+
+    /// A request deferred to a runtime section's end, inside a `no_preempt`
+    /// region, waits for the region's end too (the handler defers to the
+    /// section before it looks at the region).
+    #[test]
+    fn a_signal_inside_a_section_inside_no_preempt_waits_for_the_region() {
+        let preempted = Arc::new(AtomicUsize::new(0));
+        let rt = runtime(preempted.clone());
+        rt.block_on(move || {
+            let ran = Arc::new(AtomicBool::new(false));
+            let r = ran.clone();
+            let other = spawn(move || r.store(true, Ordering::SeqCst));
+            no_preempt(|| {
+                let m = Machine::enter_section();
+                request_preemption();
+                m.lower();
+                assert!(!ran.load(Ordering::SeqCst), "switched inside a no_preempt region");
+                assert_eq!(preempted.load(Ordering::SeqCst), 0);
+            });
+            assert!(ran.load(Ordering::SeqCst), "the deferred preemption was not taken");
+            assert_eq!(preempted.load(Ordering::SeqCst), 1);
+            other.join().unwrap();
+        })
+        .unwrap();
+    }
+
+    /// A non-preemptible thread drops a request deferred to a section's end,
+    /// as the handler drops one outside sections.
+    #[test]
+    fn a_non_preemptible_thread_ignores_a_signal_deferred_in_a_section() {
+        let preempted = Arc::new(AtomicUsize::new(0));
+        let rt = runtime(preempted.clone());
+        rt.block_on(move || {
+            crate::Builder::new()
+                .preemptible(false)
+                .spawn(move || {
+                    let ran = Arc::new(AtomicBool::new(false));
+                    let r = ran.clone();
+                    let other = spawn(move || r.store(true, Ordering::SeqCst));
+                    let m = Machine::enter_section();
+                    request_preemption();
+                    m.lower();
+                    assert!(!ran.load(Ordering::SeqCst), "a non-preemptible thread was switched");
+                    other.join().unwrap();
+                })
+                .unwrap()
+                .join()
+                .unwrap();
+            assert_eq!(preempted.load(Ordering::SeqCst), 0);
         })
         .unwrap();
     }

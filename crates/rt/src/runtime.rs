@@ -39,6 +39,71 @@
 //! dropped. Programs that wake user threads that way should turn detection
 //! off with [`RuntimeBuilder::deadlock_detection`] (or make the channel on
 //! the OS thread).
+//!
+//! # Resizing
+//!
+//! [`Runtime::set_processors`] is seed 003's `sa_setconcurrency`: the number
+//! of virtual processors that run user threads changes while they run. A
+//! runtime makes `max` processors at build ([`RuntimeBuilder::max_processors`]),
+//! each with its kernel thread, run queue, next slot and parker; those arrays
+//! never change, so nothing that indexes them needs a lock. `active` of them
+//! run user threads: those of index `< active`, a prefix (Go's `procresize`
+//! keeps `allp[:gomaxprocs]` the same way).
+//!
+//! **Invariant.** A processor of index `>= active` ("removed") runs at most
+//! what it is running when it is removed, up to its next look at its `halt`
+//! flag; then it moves its next slot and queue to the injection queue and
+//! parks *retired* (`Idle::retire`): outside the idle protocol, never the
+//! target of a wake-up, counted with the sleepers by the deadlock check.
+//!
+//! **Protocol.** One resize at a time (the `resize` lock).
+//! 1. *Shrink* from `a` to `n`: store `active = n`; for each removed
+//!    processor set `halt` and unpark its parker; poke the monitor.
+//! 2. The removed processor leaves user code at its next scheduling decision
+//!    that reads `halt`: the periodic maintenance decision (every
+//!    `MAINTENANCE_INTERVAL`) picks nothing, as at shutdown, and a yield with
+//!    nothing else to run goes to the scheduler context instead of going
+//!    on; a park with nothing local goes there anyway. No switch pays for this: `halt` replaces the
+//!    shutdown flag those paths already read. With preemption on, the
+//!    monitor asks it at once (`REQ_PREEMPT`, regardless of the quantum) and
+//!    the preempted thread goes back to the processor's own queue through
+//!    the scheduler context (`Processor::yield_to_scheduler`). A searching
+//!    one stops searching at its next round; a sleeping one is woken by
+//!    step 1's unpark (and one a producer woke meanwhile passes the wake-up
+//!    on, `Processor::search`). One whose kernel thread is blocked is
+//!    retaken and handed to a spare by the monitor whether or not work
+//!    waits, and a machine returning from the kernel binds only active
+//!    processors (`blocking.rs`).
+//! 3. In its scheduler context it sees `index >= active`
+//!    (`Processor::retire`): moves its next slot's thread and its queue to the
+//!    injection queue and notifies, emits [`Event::ProcessorRemoved`],
+//!    retires, runs the deadlock check if it is the last to stop, and parks
+//!    until `index < active` or shutdown, checking again after every wake.
+//! 4. *Grow* from `a` to `n`: store `active = n`; for each added processor
+//!    clear `halt` and unpark it. A retired one wakes, sees it is active,
+//!    unretires, waits for the deadlock check's gate, emits
+//!    [`Event::NewProcessor`] and searches (it finds the injected work
+//!    without being notified). One that had not yet retired goes on.
+//!
+//! **Why it is correct.** *No thread lost or run twice:* a runnable thread is
+//! in one place at a time, and retiring moves the slot's and the queue's
+//! threads, which only their owner pushes, to the injection queue, which
+//! every active processor polls; until then they stay stealable, since
+//! thieves look at all `max` processors (and the monitor, seeing work wait
+//! behind a removed processor's thread, wakes an idle one). *No wake-up
+//! lost:* wake-ups go to processors in the idle set; a removed one is there
+//! only until step 1's unpark has woken it, and, counted as searching by a
+//! producer meanwhile, it leaves the search as any searcher does: the last
+//! one notifies again. *No lost re-add:* step 4 stores `active` before it
+//! unparks, and a retired processor reads `active` before every park, whose
+//! token outlives an early unpark. *Deadlock check:* it requires all `max`
+//! processors asleep or retired (`CheckGate::begin` says why the sum is
+//! exact), and a processor that retires last runs it. *Events in order:* a
+//! processor's `NewProcessor` and `ProcessorRemoved`, and the monitor's
+//! `NewProcessor` after `ProcessorLost` (only for an announced, active
+//! processor), are emitted under the resize lock, so after a processor's
+//! `ProcessorRemoved` the hook sees nothing of it before the
+//! `NewProcessor` of its return (`tests/resize.rs` checks this).
 
 use crate::event::{Event, Hook};
 use crate::idle::{CheckGate, Idle, Parker};
@@ -110,7 +175,13 @@ const STACK_RETAIN: usize = 1024;
 /// the runtime is gone, its processors have returned their credits and the
 /// last task is freed. Until then every `SharedRef` points to live memory.
 pub(crate) struct Shared {
-    pub(crate) nprocs: usize,
+    /// Processors made at build (the length of every per-processor array).
+    pub(crate) max_procs: usize,
+    /// Processors that run user threads: those of index `< active`
+    /// ("Resizing" above). Read on slow paths only.
+    pub(crate) active: CachePadded<AtomicUsize>,
+    /// One resize at a time (and the monitor's `NewProcessor`, `monitor.rs`).
+    pub(crate) resize: Mutex<()>,
     pub(crate) stack_size: usize,
     pub(crate) spin: Duration,
     pub(crate) deadlock_detection: bool,
@@ -238,7 +309,13 @@ impl Shared {
         self.monitor.work_arrived();
     }
 
-    /// The processors.
+    /// Whether processor `index` is among the active ones ("Resizing").
+    #[inline]
+    pub(crate) fn is_active(&self, index: usize) -> bool {
+        index < self.active.load(Ordering::SeqCst)
+    }
+
+    /// Every processor, active or not (`max_procs` of them).
     pub(crate) fn processors(&self) -> &[ProcPtr] {
         self.procs.get().map_or(&[], |p| &p[..])
     }
@@ -258,10 +335,15 @@ impl Shared {
     pub(crate) fn start_machine(&self, first: Option<ProcPtr>) {
         let shared = self.arc();
         let n = self.machines.len();
-        match std::thread::Builder::new()
-            .name(format!("schedlab-m{n}"))
-            .spawn(move || processor::machine_main(shared, first))
-        {
+        match std::thread::Builder::new().name(format!("schedlab-m{n}")).spawn(move || {
+            // A processor handed off: announced again if active (as it
+            // always was before processors could be removed).
+            let announce = first.is_some_and(|p| {
+                // SAFETY: a processor of this runtime.
+                shared.is_active(unsafe { &*p.0 }.index)
+            });
+            processor::machine_main(shared, first, announce)
+        }) {
             Ok(t) => self.extra_threads.lock().unwrap().push(t),
             Err(_) => {
                 // No thread: put the processor back for someone else.
@@ -275,7 +357,7 @@ impl Shared {
         }
     }
 
-    /// Run by the last processor going to sleep (module docs).
+    /// Run by the last processor going to sleep or retiring (module docs).
     #[cold]
     pub(crate) fn check_deadlock(&self) {
         if self.timers.pending()
@@ -288,7 +370,7 @@ impl Shared {
         // Hold the processors off (`registry.rs`, step 1). A user thread running
         // outside the processors (detached, `blocking.rs`) may wake others, or
         // be half way between two states the registry shows: no check then.
-        let parked = if self.check_gate.begin(&self.idle, self.nprocs)
+        let parked = if self.check_gate.begin(&self.idle, self.max_procs)
             && self.detached.load(Ordering::SeqCst) == 0
         {
             // SAFETY: every processor is asleep, and any that wakes waits
@@ -365,6 +447,7 @@ impl std::error::Error for Deadlock {}
 /// Configures and builds a [`Runtime`].
 pub struct RuntimeBuilder {
     processors: usize,
+    max_processors: Option<usize>,
     stack_size: usize,
     spin: Duration,
     deadlock_detection: bool,
@@ -378,6 +461,7 @@ impl fmt::Debug for RuntimeBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RuntimeBuilder")
             .field("processors", &self.processors)
+            .field("max_processors", &self.max_processors)
             .field("stack_size", &self.stack_size)
             .field("spin", &self.spin)
             .field("deadlock_detection", &self.deadlock_detection)
@@ -393,6 +477,7 @@ impl Default for RuntimeBuilder {
     fn default() -> Self {
         RuntimeBuilder {
             processors: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            max_processors: None,
             stack_size: DEFAULT_STACK_SIZE,
             spin: DEFAULT_SPIN,
             deadlock_detection: true,
@@ -406,9 +491,27 @@ impl Default for RuntimeBuilder {
 
 impl RuntimeBuilder {
     /// Number of virtual processors (kernel threads running user threads),
-    /// 1 to 64. Default: the CPUs available to the process.
+    /// 1 to 64, at first ([`Runtime::set_processors`] changes it). Default:
+    /// the CPUs available to the process.
     pub fn processors(mut self, n: usize) -> Self {
         self.processors = n;
+        self
+    }
+
+    /// The most processors [`Runtime::set_processors`] may ask for, at least
+    /// [`processors`](RuntimeBuilder::processors) and at most 64. Default:
+    /// `processors`, so a runtime can shrink and grow back but not beyond
+    /// what it was built with unless asked.
+    ///
+    /// Every processor up to the maximum is made at build, with its kernel
+    /// thread, which parks at once when it is not among the active ones (it
+    /// costs a thread and its stack, no CPU). The default is not the
+    /// machine's CPU count because a runtime with a maximum of one processor
+    /// runs its queue unsynchronised (nobody can ever steal from it,
+    /// `queue.rs`), and one that may grow cannot: a one-processor runtime
+    /// that may gain a second pays a locked instruction per queue operation.
+    pub fn max_processors(mut self, m: usize) -> Self {
+        self.max_processors = Some(m);
         self
     }
 
@@ -466,16 +569,19 @@ impl RuntimeBuilder {
     }
 
     fn shared(self, stealers: Vec<QueueStealer>) -> Shared {
+        let max = self.max_processors.unwrap_or(self.processors).max(self.processors);
         Shared {
-            nprocs: self.processors,
+            max_procs: max,
+            active: CachePadded::new(AtomicUsize::new(self.processors)),
+            resize: Mutex::new(()),
             stack_size: rounded_size(self.stack_size.max(MIN_STACK_SIZE)),
             spin: self.spin,
             deadlock_detection: self.deadlock_detection,
             hook: self.hook,
             injector: Injector::new(),
             stealers,
-            slots: (0..self.processors).map(|_| CachePadded::new(LifoSlot::new())).collect(),
-            parkers: (0..self.processors).map(|_| CachePadded::new(Parker::new())).collect(),
+            slots: (0..max).map(|_| CachePadded::new(LifoSlot::new())).collect(),
+            parkers: (0..max).map(|_| CachePadded::new(Parker::new())).collect(),
             idle: Idle::new(),
             timers: Timers::new(),
             depot: Depot::new(rounded_size(self.stack_size.max(MIN_STACK_SIZE)), STACK_RETAIN),
@@ -509,13 +615,20 @@ impl RuntimeBuilder {
                 format!("processors must be 1 to 64, not {}", self.processors),
             ));
         }
+        let max = self.max_processors.unwrap_or(self.processors);
+        if !(self.processors..=64).contains(&max) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("max_processors must be {} (processors) to 64, not {max}", self.processors),
+            ));
+        }
         crate::guard::install_handler();
         crate::preempt::install_handler();
-        // With one processor nobody steals: its whole run queue is private.
-        // With more, nothing is (`queue.rs`).
-        let private_cap = if self.processors == 1 { usize::MAX } else { 0 };
+        // With one processor for good nobody steals: its whole run queue is
+        // private. With more, or more to come, nothing is (`queue.rs`).
+        let private_cap = if max == 1 { usize::MAX } else { 0 };
         let queues: Vec<RunQueue> =
-            (0..self.processors).map(|_| RunQueue::new(Worker::new_fifo(), private_cap)).collect();
+            (0..max).map(|_| RunQueue::new(Worker::new_fifo(), private_cap)).collect();
         let shared = Arc::new(self.shared(queues.iter().map(RunQueue::stealer).collect()));
         // The strong count owned by the population of task references
         // (`Shared`, "Lifetime"); released by `Shared::release_refs`.
@@ -533,14 +646,18 @@ impl RuntimeBuilder {
             processors: Processors(processors),
             monitor: None,
         };
-        let watch = shared.preemption != Preemption::Cooperative || shared.nprocs > 0;
+        // The monitor also hands off processors of blocked kernel threads,
+        // and retakes removed ones: always.
+        let watch = true;
+        let initial = shared.active.load(Ordering::SeqCst);
         for (index, p) in ptrs.iter().enumerate() {
             let shared = shared.clone();
             let p = *p;
+            let announce = index < initial;
             // If this fails, dropping `runtime` stops the processors started so far.
             let t = std::thread::Builder::new()
                 .name(format!("schedlab-vp-{index}"))
-                .spawn(move || processor::machine_main(shared, Some(p)))?;
+                .spawn(move || processor::machine_main(shared, Some(p), announce))?;
             runtime.threads.push(t);
         }
         if watch {
@@ -689,7 +806,10 @@ pub struct Runtime {
 
 impl fmt::Debug for Runtime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Runtime").field("processors", &self.shared.nprocs).finish_non_exhaustive()
+        f.debug_struct("Runtime")
+            .field("processors", &self.processors())
+            .field("max_processors", &self.shared.max_procs)
+            .finish_non_exhaustive()
     }
 }
 
@@ -704,9 +824,79 @@ impl Runtime {
         Runtime::builder().build()
     }
 
-    /// Number of virtual processors.
+    /// Number of virtual processors that run user threads: the last count
+    /// given to [`Runtime::set_processors`], else the one built with.
+    /// Removed processors may still be finishing a thread's stint.
     pub fn processors(&self) -> usize {
-        self.shared.nprocs
+        self.shared.active.load(Ordering::SeqCst)
+    }
+
+    /// The most processors [`Runtime::set_processors`] accepts
+    /// ([`RuntimeBuilder::max_processors`]).
+    pub fn max_processors(&self) -> usize {
+        self.shared.max_procs
+    }
+
+    /// Grows or shrinks the set of virtual processors that run user threads
+    /// to `n`, while they run (seed 003's `sa_setconcurrency`); callable from
+    /// any thread, including a user thread of this runtime.
+    ///
+    /// Returns at once. A removed processor (the highest indices go first)
+    /// finishes the stint of the thread it runs: with preemption on
+    /// ([`RuntimeBuilder::preemption`]) the monitor preempts that thread at
+    /// its next safe point; cooperative, the processor stops at the thread's
+    /// next scheduling decision (a park, an exit, or within
+    /// a few dozen yields), so a thread that never yields keeps it. Its
+    /// queued threads, and the one in its next slot, move to the injection
+    /// queue, where the other processors take them (they can also steal
+    /// them until then); then its kernel thread parks, emitting
+    /// [`Event::ProcessorRemoved`]. No user thread is lost or run twice.
+    /// An added processor's kernel thread (made at build) wakes, emits
+    /// [`Event::NewProcessor`] and looks for work. A processor whose kernel
+    /// thread is blocked in the kernel is handed to another kernel thread to
+    /// retire, as for any blocked thread (`blocking`).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if `n` is 0 or more than [`Runtime::max_processors`].
+    pub fn set_processors(&self, n: usize) -> io::Result<()> {
+        let shared = &*self.shared;
+        let max = shared.max_procs;
+        if n == 0 || n > max {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "set_processors: the count must be 1 to {max} (the runtime's \
+                     max_processors), not {n}"
+                ),
+            ));
+        }
+        // "Resizing" in the module docs: steps 1 and 4. Not preempted while
+        // holding the lock (on a user thread): the next thread to resize on
+        // its kernel thread would block it.
+        crate::preempt::no_preempt(|| self.resize(n))
+    }
+
+    fn resize(&self, n: usize) -> io::Result<()> {
+        let shared = &*self.shared;
+        let _one_at_a_time = shared.resize.lock().unwrap_or_else(|e| e.into_inner());
+        let old = shared.active.load(Ordering::SeqCst);
+        if n == old {
+            return Ok(());
+        }
+        // Before any unpark: a woken processor reads it.
+        shared.active.store(n, Ordering::SeqCst);
+        // The removed (n..old) or added (old..n) ones.
+        let changed = n.min(old)..n.max(old);
+        for (p, parker) in shared.processors()[changed.clone()].iter().zip(&shared.parkers[changed])
+        {
+            // SAFETY: processors outlive the runtime's `Shared` users.
+            unsafe { &*p.0 }.halt.store(n < old, Ordering::SeqCst);
+            parker.unpark();
+        }
+        // It preempts removed processors and retakes blocked ones.
+        shared.monitor.poke();
+        Ok(())
     }
 
     /// The runtime's stacks of the default size: how many were carved, and how many
@@ -778,8 +968,14 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        // Shutdown step 1 (processor.rs).
+        // Shutdown step 1 (processor.rs): every processor, active or
+        // retired, leaves user code at its next decision and is woken.
         self.shared.shutdown.store(true, Ordering::SeqCst);
+        for p in self.shared.processors() {
+            // SAFETY: the processors are freed below, after every kernel
+            // thread has stopped.
+            unsafe { &*p.0 }.halt.store(true, Ordering::SeqCst);
+        }
         for p in self.shared.parkers.iter() {
             p.unpark();
         }

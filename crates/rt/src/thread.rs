@@ -300,7 +300,13 @@ pub fn sleep(d: Duration) {
         return;
     }
     let deadline = Instant::now() + d;
-    task.shared.timers.insert(d, task.clone());
+    {
+        // Inside a runtime section: preempted while holding the timer heap's
+        // lock, this thread would leave it locked to the next thread on its
+        // kernel thread, which blocks on it (and the monitor with it).
+        let _section = processor::here();
+        task.shared.timers.insert(d, task.clone());
+    }
     drop(task);
     // Exactly one Sync token comes, from the timer.
     processor::park_current(Kind::Sync, WaitReason::Sleep);

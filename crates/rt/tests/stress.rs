@@ -1,16 +1,17 @@
 //! Stress: thousands of user threads with random yields, random short blocking
 //! system calls (explicit and not), and mutex, condvar and channel traffic, on
-//! 1, 2 and 4 processors, in every scheduling mode. Every work item carries an
+//! 1, 2 and 4 processors, in every scheduling mode, and on a runtime whose
+//! processor count changes at random meanwhile. Every work item carries an
 //! identity; the checks are that each is produced once, consumed once, and
 //! that every thread ran its body exactly once. Nothing here depends on
 //! timing; the watchdog only catches hangs.
 
 mod common;
 
-use common::{runtime, runtime_in, watchdog, Mode, MODES, PROCESSORS};
+use common::{builder_in, runtime, runtime_in, watchdog, Mode, MODES, PROCESSORS};
 use schedlab_rt::sync::{channel, Condvar, Mutex};
 use schedlab_rt::{spawn, yield_now};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A tiny deterministic generator (each thread seeds its own).
@@ -40,7 +41,10 @@ impl Rng {
 }
 
 fn stress(processors: usize, mode: Mode, threads: usize, items_per_thread: usize) {
-    let rt = runtime_in(processors, mode);
+    stress_on(&runtime_in(processors, mode), threads, items_per_thread);
+}
+
+fn stress_on(rt: &schedlab_rt::Runtime, threads: usize, items_per_thread: usize) {
     rt.block_on(move || {
         let ran: Arc<Vec<AtomicU8>> = Arc::new((0..threads).map(|_| AtomicU8::new(0)).collect());
         let received: Arc<Vec<AtomicU8>> =
@@ -122,6 +126,38 @@ fn stress_thousands_of_threads_on_1_2_and_4_processors_in_every_scheduling_mode(
                 eprintln!("stress {p} {mode:?}");
                 stress(p, mode, 2000, 4);
             }
+        }
+    });
+}
+
+#[test]
+fn stress_while_the_processor_count_changes_at_random() {
+    watchdog(240, || {
+        for mode in MODES {
+            eprintln!("stress resizing {mode:?}");
+            let rt = builder_in(4, mode).max_processors(4).build().unwrap();
+            let stop = AtomicBool::new(false);
+            let resizes = std::thread::scope(|s| {
+                let resizer = s.spawn(|| {
+                    let mut rng = Rng(0x5EED ^ mode as u64);
+                    let mut n = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        rt.set_processors(1 + rng.next() as usize % 4).unwrap();
+                        n += 1;
+                        std::thread::sleep(std::time::Duration::from_micros(rng.next() % 500));
+                    }
+                    n
+                });
+                stress_on(&rt, 2000, 4);
+                stop.store(true, Ordering::SeqCst);
+                resizer.join().unwrap()
+            });
+            assert!(resizes > 0);
+            eprintln!("  {resizes} resizes");
+            // And once more at the count it was left with, then grown back.
+            stress_on(&rt, 200, 4);
+            rt.set_processors(4).unwrap();
+            stress_on(&rt, 200, 4);
         }
     });
 }

@@ -27,11 +27,15 @@
 //! sleep on its futex following the protocol in `idle.rs`; the last processor
 //! to fall asleep with no timer pending runs the deadlock check.
 //!
+//! A processor removed by `Runtime::set_processors` leaves the loop for
+//! [`Processor::retire`] (the protocol is in `runtime.rs`, "Resizing").
+//!
 //! # Shutdown
 //!
-//! 1. `Runtime::drop` sets `shutdown` and unparks every processor.
+//! 1. `Runtime::drop` sets `shutdown` and every processor's `halt`, and
+//!    unparks every processor (retired ones too).
 //! 2. A processor sees the flag in its scheduler context (user threads that
-//!    yield are sent there: `next_local` returns nothing once the flag is
+//!    yield are sent there: `next_local` returns nothing once `halt` is
 //!    set), moves its queued threads to the injection queue, frees its stack
 //!    pool and exits.
 //! 3. `Runtime::drop` joins the kernel threads and frees what is left (see
@@ -239,8 +243,21 @@ unsafe fn enter_at_entry<'a>() -> Option<Entered<'a>> {
 /// One virtual processor. See the module docs for what it owns.
 pub(crate) struct Processor {
     pub(crate) index: usize,
-    /// The runtime has this one processor only (nobody steals, nobody idles).
+    /// The runtime has this one processor only, for good (nobody steals,
+    /// nobody idles): its maximum is one.
     solo: bool,
+    /// Leave user code for the scheduler context at the next decision that
+    /// looks (`next_local`'s maintenance turn, a yield with nothing else to
+    /// run): set for every processor at shutdown, and for a processor
+    /// removed by `Runtime::set_processors` (cleared when it is added back).
+    /// The flag those paths read for shutdown alone before.
+    pub(crate) halt: AtomicBool,
+    /// `NewProcessor` was emitted for this processor and `ProcessorRemoved`
+    /// not since. Changed, with the event, by its machine under the resize
+    /// lock, which the monitor holds to emit `NewProcessor` after
+    /// `ProcessorLost` only while this is set: so a processor's events read
+    /// in order say whether it is in the set (`monitor.rs`, `emit_found`).
+    pub(crate) announced: AtomicBool,
     pub(crate) shared: Arc<Shared>,
     hook: Option<Hook>,
     queue: RunQueue,
@@ -312,7 +329,9 @@ impl Processor {
         let slot = NonNull::from(&*shared.slots[index]);
         Processor {
             index,
-            solo: shared.nprocs == 1,
+            solo: shared.max_procs == 1,
+            halt: AtomicBool::new(false),
+            announced: AtomicBool::new(false),
             hook: shared.hook.clone(),
             pool: UnsafeCell::new(StackPool::new(shared.stack_size, STACK_POOL_CAP)),
             shared,
@@ -644,7 +663,9 @@ impl Processor {
         let left = self.tick.get();
         if left == 0 {
             self.tick.set(MAINTENANCE_INTERVAL);
-            if self.shared.shutdown.load(Ordering::Relaxed) {
+            // Shutdown, or this processor was removed (`runtime.rs`,
+            // "Resizing", step 2).
+            if self.halt.load(Ordering::Relaxed) {
                 return None;
             }
             self.maintenance();
@@ -764,6 +785,15 @@ impl Processor {
         // Only one processor spins at a time; the others sleep at once.
         let mut spin_until = first.then(|| Instant::now() + shared.spin);
         loop {
+            if !shared.is_active(self.index) {
+                // Removed ("Resizing", step 2). A producer may have counted
+                // on us (or woken us, counting us as searching): as any
+                // searcher that leaves, the last one passes the wake-up on.
+                if idle.stop_searching() {
+                    shared.notify();
+                }
+                return None;
+            }
             if let Some(t) = self.steal_round() {
                 if idle.stop_searching() {
                     shared.notify();
@@ -796,7 +826,8 @@ impl Processor {
                 return None;
             }
             let timeout = shared.timers.until_next();
-            if timeout.is_none() && shared.deadlock_detection && idle.sleeping() == shared.nprocs {
+            if timeout.is_none() && shared.deadlock_detection && idle.stopped() == shared.max_procs
+            {
                 shared.check_deadlock();
             }
             shared.parkers[self.index].park(timeout);
@@ -909,6 +940,72 @@ impl Processor {
         x
     }
 
+    /// Steps 3 and 4 of "Resizing" (`runtime.rs`), in the scheduler context
+    /// of a processor that found itself removed: moves its work to the
+    /// injection queue and parks, retired, until it is added back (then
+    /// returns, and the caller searches) or the runtime shuts down.
+    #[cold]
+    fn retire(&self) {
+        let shared = &*self.shared;
+        // Its next slot and queue: only this processor pushes there, and it
+        // runs nothing more, so once moved they stay empty. Thieves may
+        // take from them meanwhile; each thread ends up in one place.
+        let mut moved = false;
+        if let Some(t) = self.lifo().take(true) {
+            shared.injector.push(t);
+            moved = true;
+        }
+        self.slot_used.set(false);
+        for t in self.queue.drain() {
+            shared.injector.push(t);
+            moved = true;
+        }
+        if moved {
+            shared.notify();
+            shared.monitor.work_arrived();
+        }
+        // SAFETY: only this kernel thread touches the pool, and the
+        // scheduler context runs on its own stack, so no pooled stack is in
+        // use.
+        unsafe { &mut *self.pool.get() }.trim(0, &shared.depot);
+        {
+            let _events_in_order = shared.resize.lock().unwrap_or_else(|e| e.into_inner());
+            if self.announced.swap(false, Ordering::Relaxed) {
+                self.emit(|| Event::ProcessorRemoved { processor: self.index });
+            }
+        }
+        shared.idle.retire();
+        loop {
+            if shared.shutdown.load(Ordering::Acquire) || shared.is_active(self.index) {
+                break;
+            }
+            // The last processor to stop runs the deadlock check, as in
+            // `search`: it may be this one, when the active ones sleep.
+            if shared.deadlock_detection
+                && shared.timers.until_next().is_none()
+                && shared.idle.stopped() == shared.max_procs
+            {
+                shared.check_deadlock();
+            }
+            // Re-checked after every return: an unpark that came before the
+            // park leaves its token, and stray ones (an idle notification
+            // aimed at us before we were removed) only cost a loop.
+            shared.parkers[self.index].park(None);
+        }
+        shared.idle.unretire();
+        shared.wait_for_check();
+        if !shared.shutdown.load(Ordering::Acquire) {
+            self.announce();
+        }
+    }
+
+    /// Emits `NewProcessor` for this processor (at start, or added back).
+    fn announce(&self) {
+        let _events_in_order = self.shared.resize.lock().unwrap_or_else(|e| e.into_inner());
+        self.announced.store(true, Ordering::Relaxed);
+        self.emit(|| Event::NewProcessor { processor: self.index });
+    }
+
     /// Shutdown step 2.
     pub(crate) fn shut_down(&self) {
         if let Some(t) = self.lifo().take(true) {
@@ -945,8 +1042,9 @@ unsafe impl Sync for ProcPtr {}
 
 /// Body of every kernel thread of a runtime ("machine"): runs `first` (a
 /// processor of its own at start) or, as a spare, whatever processor the
-/// monitor hands it, until shutdown.
-pub(crate) fn machine_main(shared: Arc<Shared>, first: Option<ProcPtr>) {
+/// monitor hands it, until shutdown. `announce`: emit `NewProcessor` for
+/// `first` (a processor active when the thread was made).
+pub(crate) fn machine_main(shared: Arc<Shared>, first: Option<ProcPtr>, announce: bool) {
     let _altstack = crate::guard::AltStack::install();
     let m = Machine::here();
     m.init_identity();
@@ -954,10 +1052,12 @@ pub(crate) fn machine_main(shared: Arc<Shared>, first: Option<ProcPtr>) {
     let registered = shared.machines.register(m);
     let mut next = first.map(|p| p.0);
     if let Some(p) = next {
-        // SAFETY: a live processor of this runtime.
-        let index = unsafe { &*p }.index;
-        if let Some(h) = &shared.hook {
-            h(&Event::NewProcessor { processor: index });
+        // SAFETY: a live processor of this runtime, not yet running: ours.
+        let vp = unsafe { &*p };
+        // Removed since, it retires at once, with `ProcessorRemoved`; one
+        // beyond the active count at build retires quietly.
+        if announce {
+            vp.announce();
         }
     }
     loop {
@@ -1003,6 +1103,14 @@ fn run_loop(m: &Machine) -> bool {
             vp.shut_down();
             m.set_processor(std::ptr::null());
             return false;
+        }
+        if !vp.shared.is_active(vp.index) {
+            vp.retire();
+            continue;
+        }
+        if !vp.announced.load(Ordering::Relaxed) {
+            // Built inactive and added before it ever retired.
+            vp.announce();
         }
         if let Some(t) = vp.next_local().or_else(|| vp.search()) {
             vp.run_task(t);

@@ -170,10 +170,9 @@ impl Processor {
         debug_assert!(std::ptr::eq(self.machine(), crate::machine::Machine::here_fresh()));
         debug_assert!(std::ptr::eq(crate::machine::Machine::here_fresh().processor(), self));
         let next = self.next_local();
-        if leave == Leave::Yield && next.is_none() && !self.shared.shutdown.load(Ordering::Relaxed)
-        {
-            // Nothing else to run: keep going (unless shutting down, when the
-            // scheduler context must get the processor back).
+        if leave == Leave::Yield && next.is_none() && !self.halt.load(Ordering::Relaxed) {
+            // Nothing else to run: keep going (unless shutting down or
+            // removed, when the scheduler context must get the processor back).
             return None;
         }
         // SAFETY: only this kernel thread touches `current`.
@@ -224,6 +223,35 @@ impl Processor {
             unsafe { std::ptr::write(self.pending.get(), pending) };
         }
         Some((save, load))
+    }
+
+    /// Sends the running user thread back to this processor's queue and
+    /// switches to the scheduler context (not to the next queued thread):
+    /// a thread preempted on a removed processor (`runtime.rs`, "Resizing",
+    /// step 2), whose scheduler context then retires it with the rest of
+    /// the queue. The caller has opened a section, which the context
+    /// resumed after the switch ends. A copy of `prepare_switch`'s
+    /// scheduler-context case, so the hot paths do not test for it.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn yield_to_scheduler(&self) {
+        // SAFETY: only this kernel thread touches `current`.
+        let cur = unsafe { (*self.current.get()).take() }.expect("a user thread");
+        let save = cur.ctx.get();
+        let from = cur.id;
+        self.emit(|| Event::Switched { from: Some(from), to: None, processor: self.index });
+        self.in_user.store(false, Ordering::Relaxed);
+        // SAFETY: the scheduler context of the machine running this
+        // processor is suspended while a user thread runs here.
+        let load = unsafe { *self.machine().sched_ctx.get() };
+        self.count_switch();
+        // SAFETY: only this kernel thread touches `pending`; it is empty.
+        unsafe { std::ptr::write(self.pending.get(), Pending::Requeue(cur)) };
+        // SAFETY: as in `switch_away`: `save` is kept alive by the pending
+        // action, `load` is suspended and resumed by nobody else.
+        let vp = unsafe { arch::switch(save, load, self.as_pass()) };
+        // SAFETY: every switch passes the processor making it.
+        unsafe { after_switch(vp) };
     }
 
     /// Runs `t` from the scheduler context until it switches back here.

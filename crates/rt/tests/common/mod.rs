@@ -46,6 +46,11 @@ pub const MODES: [Mode; 4] = [Mode::Cooperative, Mode::Preemptive, Mode::Transpa
 
 /// A runtime with `p` processors scheduling in `mode`.
 pub fn runtime_in(p: usize, mode: Mode) -> Runtime {
+    builder_in(p, mode).build().expect("build a runtime")
+}
+
+/// The builder of [`runtime_in`], to add to.
+pub fn builder_in(p: usize, mode: Mode) -> schedlab_rt::RuntimeBuilder {
     let (preempt, transparent) = match mode {
         Mode::Cooperative => (false, false),
         Mode::Preemptive => (true, false),
@@ -62,8 +67,6 @@ pub fn runtime_in(p: usize, mode: Mode) -> Runtime {
         .stack_size(64 * 1024)
         .preemption(preemption)
         .transparent_blocking(transparent)
-        .build()
-        .expect("build a runtime")
 }
 
 /// A runtime with `p` processors and the default scheduling, for tests.
