@@ -283,8 +283,19 @@ pub struct MemArgs {
 #[derive(Debug, Args)]
 pub struct TimelineArgs {
     /// The scenario: its number (`3`) or name (`two-equal`); `--list` shows them.
-    #[arg(required_unless_present = "list")]
+    #[arg(required_unless_present_any = ["list", "probe"], conflicts_with = "probe")]
     pub scenario: Option<String>,
+    /// Instead of a scenario: run one probe variant (set up as `run` would) for the window
+    /// and record every thread of the process with the kernel's sched_switch (root).
+    #[arg(long, value_name = "ID", conflicts_with = "list")]
+    pub probe: Option<String>,
+    /// The variant's parameters for --probe, as KEY=VALUE,KEY=VALUE (`schedlab list` shows
+    /// them), e.g. loader=cgroup,cpus=1.
+    #[arg(long, value_name = "K=V,...")]
+    pub params: Option<String>,
+    /// How long --probe records, in ms [default: 1000].
+    #[arg(long, value_name = "MS")]
+    pub window_ms: Option<u64>,
     /// List the scenarios.
     #[arg(long)]
     pub list: bool,

@@ -8,6 +8,7 @@ mod args;
 mod commands;
 mod fleet;
 mod mem;
+mod probe_timeline;
 mod run;
 mod settings;
 mod timeline;

@@ -39,6 +39,12 @@ const COLS: usize = 80;
 
 /// `schedlab timeline`.
 pub fn timeline(args: &TimelineArgs, db: &Location) -> Result<ExitCode> {
+    if let Some(id) = &args.probe {
+        return crate::probe_timeline::probe_timeline(id, args, db);
+    }
+    if args.params.is_some() || args.window_ms.is_some() {
+        return Err(UsageError("--params and --window-ms go with --probe".into()).into());
+    }
     crate::settings::validate_label(args.label.as_deref())?;
     let Some(key) = args.scenario.as_deref().filter(|_| !args.list) else {
         out(&list())?;
@@ -275,6 +281,6 @@ pub(crate) fn check_writable(path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn write_file(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_file(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }

@@ -111,3 +111,66 @@ fn an_unwritable_output_fails_before_recording() {
     }
     assert!(!db.exists(), "nothing was stored");
 }
+
+#[test]
+fn a_probe_variant_is_recorded_by_the_kernel_and_stored() {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    if !root {
+        eprintln!("SKIPPED: timeline --probe records with the kernel's tracefs, which needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let json = dir.path().join("p.json");
+    let o = run(
+        &db,
+        &[
+            "timeline",
+            "--probe",
+            "sched.background_budget",
+            "--params",
+            "loader=os,cpus=1",
+            "--window-ms",
+            "200",
+            "--label",
+            "pt",
+            "--perfetto",
+            json.to_str().unwrap(),
+        ],
+    );
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    if o.status.code() == Some(1) && err.contains("kernel recorder cannot run here") {
+        eprintln!("SKIPPED: {err}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    // The loader thread and the frame loop (the main thread) each ran in the window.
+    let lane = |name: &str| out.lines().any(|l| l.starts_with(name) && l.contains('|'));
+    assert!(lane("loader") && lane("schedlab"), "{out}");
+    assert!(out.contains("the probe's notes for the window:") && out.contains("frames="), "{out}");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    schedlab_trace::perfetto::validate(&doc).expect("a valid trace");
+    let o = run(&db, &["show", "pt"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("recorder=kernel"), "{}", text(&o.stdout));
+}
+
+#[test]
+fn probe_timeline_usage_errors_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    for (args, says) in [
+        (&["timeline", "--probe", "sched.background"][..], "sched.background_budget"),
+        (&["timeline", "--probe", "os.pipe.latency", "--params", "placement"][..], "KEY=VALUE"),
+        (&["timeline", "3", "--probe", "os.pipe.latency"][..], "cannot be used"),
+        (&["timeline", "3", "--params", "a=b"][..], "--probe"),
+        (&["timeline", "--probe", "os.pipe.latency", "--window-ms", "5"][..], "10 to 60000"),
+    ] {
+        let o = run(&db, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
+        assert!(text(&o.stderr).contains(says), "{args:?}: {}", text(&o.stderr));
+    }
+}
