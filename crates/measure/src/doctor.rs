@@ -573,6 +573,16 @@ pub fn cgroup_v2_path(proc_cgroup: &str) -> Option<String> {
     proc_cgroup.lines().find_map(|l| l.strip_prefix("0::")).map(str::to_string)
 }
 
+/// The v1 path of this process in the hierarchy of `controller` from `/proc/self/cgroup`
+/// (`N:cpu,cpuacct:PATH` lines).
+pub fn cgroup_v1_path(proc_cgroup: &str, controller: &str) -> Option<String> {
+    proc_cgroup.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, list, path) = (f.next()?, f.next()?, f.next()?);
+        list.split(',').any(|c| c == controller).then(|| path.to_string())
+    })
+}
+
 /// The effective capability set from `/proc/self/status`.
 pub fn cap_eff(status: &str) -> Option<u64> {
     status
@@ -1024,12 +1034,27 @@ fn cgroup(root: &Root) -> Finding {
     }
     if !v1.is_empty() {
         parts.push(format!("v1 controllers: {}", v1.join(",")));
+        let cpu_mount = mounts
+            .iter()
+            .find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == "cpu"));
+        let own = root.read("/proc/self/cgroup").ok().and_then(|t| cgroup_v1_path(&t, "cpu"));
+        if let (Some(m), Some(path)) = (cpu_mount, own) {
+            let dir = format!("{}{}", m.point, if path == "/" { "" } else { &path });
+            let quota = root.read(&format!("{dir}/cpu.cfs_quota_us"));
+            let period = root.read(&format!("{dir}/cpu.cfs_period_us"));
+            match (quota, period) {
+                (Ok(q), _) if q == "-1" => parts.push("v1 cpu quota none".into()),
+                (Ok(q), Ok(p)) => parts.push(format!("v1 cpu quota {q} µs per {p} µs")),
+                (Err(e), _) | (_, Err(e)) => parts.push(format!("v1 cpu quota unknown ({e})")),
+            }
+        }
     }
     Finding::new(
         "cgroup",
         "cgroups",
         Reading::Known(parts.join("; ")),
-        "/proc/self/mountinfo; cgroup.controllers and cpu.max of our cgroup (/proc/self/cgroup)",
+        "/proc/self/mountinfo; cgroup.controllers and cpu.max (v2) or cpu.cfs_quota_us (v1) \
+         of our cgroup (/proc/self/cgroup)",
     )
 }
 
@@ -1233,6 +1258,28 @@ mod tests {
         assert_eq!(
             cgroup_v2_path("1:cpu:/\n0::/user.slice/x.scope\n").as_deref(),
             Some("/user.slice/x.scope")
+        );
+    }
+
+    #[test]
+    fn v1_paths_parse() {
+        let pc = "4:memory:/process_api/e31d\n2:cpu,cpuacct:/box\n0::/\n";
+        assert_eq!(cgroup_v1_path(pc, "cpu").as_deref(), Some("/box"));
+        assert_eq!(cgroup_v1_path(pc, "memory").as_deref(), Some("/process_api/e31d"));
+        assert_eq!(cgroup_v1_path(pc, "pids"), None);
+        let dir = tree(&[
+            (
+                "/proc/self/mountinfo",
+                "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n",
+            ),
+            ("/proc/self/cgroup", pc),
+            ("/sys/fs/cgroup/cpu,cpuacct/box/cpu.cfs_quota_us", "50000\n"),
+            ("/sys/fs/cgroup/cpu,cpuacct/box/cpu.cfs_period_us", "100000\n"),
+        ]);
+        let f = cgroup(&Root::at(dir.path()));
+        assert_eq!(
+            f.reading.text(),
+            "v1; v1 controllers: cpu,cpuacct; v1 cpu quota 50000 µs per 100000 µs"
         );
     }
 
