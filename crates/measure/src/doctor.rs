@@ -131,8 +131,9 @@ pub fn changes(key: &str) -> &'static str {
         }
         "hz" => {
             "the tick period (1/HZ): the granularity of tick-driven preemption checks, of \
-             jiffies-based timeouts and of the cputime accounting that noise attribution \
-             reads from /proc/stat (a sample's other-CPU time is off by a tick). Changes \
+             jiffies-based timeouts and of the tick-sampled CPU-time accounting behind \
+             /proc/stat that noise attribution reads (unless the kernel accounts precisely). \
+             Changes \
              scenarios one-busy, two-equal, busy-vs-process (slice ends), and the noise \
              columns of every result"
         }
