@@ -150,6 +150,13 @@ mod tests {
         let md = doctor_text(&f, "h", "6.18", true);
         assert!(md.contains("| HZ | unknown (/proc/config.gz: permission denied) |"), "{md}");
         assert!(md.contains("the tick \\| period"), "{md}");
+        let r = run(1, f.clone());
+        let exported = crate::export::Format::render(&crate::export::Markdown, &r);
+        assert!(exported.contains("## Kernel and platform (schedlab doctor)"), "{exported}");
+        assert!(exported.contains("| timer slack | 50000 ns |"), "{exported}");
+        let html = crate::html::page(std::slice::from_ref(&r), 0, &[], "0.1.0");
+        assert!(html.contains("kernel and platform (schedlab doctor)"));
+        assert!(html.contains("unknown (/proc/config.gz: permission denied)"));
         let shown = run_findings_text(&run(1, f));
         assert!(shown.contains("timer slack") && shown.contains("50000 ns"), "{shown}");
         assert_eq!(run_findings_text(&run(2, vec![])), "");
