@@ -118,7 +118,8 @@ pub fn changes(key: &str) -> &'static str {
     match key {
         "scheduler" => {
             "how SCHED_OTHER threads share a CPU: EEVDF picks the eligible thread with the \
-             earliest virtual deadline (slices of base_slice_ns, ~3 ms) and lets a waking \
+             earliest virtual deadline (slices of base_slice_ns: 0.75 ms times 1 + log2 of the \
+             CPUs, at most 8) and lets a waking \
              thread preempt only when its deadline is earlier; CFS picked the smallest vruntime \
              with wakeup granularity. Changes timeline scenarios two-equal, four-equal, nice, \
              yield, budget, busy-vs-process (slice and gap lengths) and os.ctx.switch, \
@@ -211,9 +212,9 @@ pub fn changes(key: &str) -> &'static str {
              they are skipped, not measured"
         }
         "clocksource" => {
-            "what a clock read costs and how fine it is: tsc is read in user space (~20 ns), \
-             kvm-clock mostly too, hpet/acpi_pm need a system call (~1 µs) and inflate every \
-             short timing; the calibration line of each run measures it"
+            "what a clock read costs and how fine it is: tsc (and mostly kvm-clock) is read in user space \
+             through the vDSO, hpet/acpi_pm need a system call and a slow device read (around a \
+             microsecond) and inflate every short timing; the calibration line of each run measures it"
         }
         _ => "",
     }
@@ -488,7 +489,8 @@ pub fn parse_jiffies(timer_list: &str) -> Option<u64> {
     timer_list.lines().find_map(|l| l.trim().strip_prefix("jiffies:")?.trim().parse().ok())
 }
 
-/// The standard HZ value nearest to `ticks` counted over `secs` seconds.
+/// The standard HZ value nearest to `ticks` counted over `secs` seconds; `None` when no
+/// standard value is within 20% (jiffies stood still, or the count is not a tick rate).
 pub fn round_hz(ticks: u64, secs: f64) -> Option<u32> {
     if secs <= 0.0 {
         return None;
@@ -497,6 +499,7 @@ pub fn round_hz(ticks: u64, secs: f64) -> Option<u32> {
     [100u32, 250, 300, 1000]
         .into_iter()
         .min_by(|a, b| (f64::from(*a) - rate).abs().total_cmp(&(f64::from(*b) - rate).abs()))
+        .filter(|hz| (f64::from(*hz) - rate).abs() <= 0.2 * f64::from(*hz))
 }
 
 /// One line of `/proc/self/mountinfo`: where, which file system type, its super options.
@@ -780,7 +783,9 @@ fn hz(root: &Root, cfg: Option<&BTreeMap<String, String>>, cfg_src: &str) -> Fin
             let secs = t0.elapsed().as_secs_f64();
             match j1.and_then(|j1| round_hz(j1.saturating_sub(j0), secs)) {
                 Some(hz) => Reading::Known(format!("≈{hz} (estimated)")),
-                None => Reading::Unknown("jiffies did not advance in /proc/timer_list".into()),
+                None => Reading::Unknown(format!(
+                    "{cfg_src}; jiffies in /proc/timer_list gave no standard tick rate"
+                )),
             }
         }
         Ok(None) => Reading::Unknown(format!("{cfg_src}; no jiffies line in /proc/timer_list")),
@@ -854,18 +859,24 @@ fn preempt(
             return Finding::new(
                 "preempt",
                 "preemption model",
-                Reading::Known(format!("{m} (PREEMPT_DYNAMIC)")),
-                format!("preempt= in /proc/cmdline; {dbg}"),
+                Reading::Known(format!("{m} (set at boot; PREEMPT_DYNAMIC)")),
+                format!(
+                    "preempt= in /proc/cmdline (debugfs can change it later, unreadable: {dbg})"
+                ),
             );
         }
     }
     if let Some(m) = cfg.and_then(preempt_from_config) {
         let how = if dynamic {
-            format!("build default CONFIG_PREEMPT_* in {cfg_src}, no preempt= in /proc/cmdline (PREEMPT_DYNAMIC); {dbg}")
+            format!(
+                "build default CONFIG_PREEMPT_* in {cfg_src}, no preempt= in /proc/cmdline \
+                 (debugfs can change it later, unreadable: {dbg})"
+            )
         } else {
             format!("CONFIG_PREEMPT_* in {cfg_src}")
         };
-        let v = if dynamic { format!("{m} (PREEMPT_DYNAMIC)") } else { m.to_string() };
+        let v =
+            if dynamic { format!("{m} (boot default; PREEMPT_DYNAMIC)") } else { m.to_string() };
         return Finding::new("preempt", "preemption model", Reading::Known(v), how);
     }
     // Only uname -v is left: it names PREEMPT_RT/PREEMPT, but not which dynamic model runs.
@@ -1224,6 +1235,16 @@ mod tests {
         assert_eq!(round_hz(199, 0.2), Some(1000));
         assert_eq!(round_hz(20, 0.2), Some(100));
         assert_eq!(round_hz(5, 0.0), None);
+        assert_eq!(round_hz(0, 0.2), None, "jiffies that stand still are no rate");
+        assert_eq!(round_hz(120, 0.2), None, "600/s is no standard HZ");
+        // A static file: the estimate is tried and refused, not guessed.
+        let dir = tree(&[("/proc/timer_list", tl)]);
+        let f = collect_at(&Root::at(dir.path()), &probed("6.18.1", "#1 SMP"));
+        let hz = find(&f, "hz");
+        assert!(
+            matches!(&hz.reading, Reading::Unknown(w) if w.contains("no standard tick rate")),
+            "{hz:?}"
+        );
     }
 
     const HYBRID: &str = "\
@@ -1361,7 +1382,7 @@ mod tests {
         assert_eq!(text("hz"), "1000");
         assert!(find(&f, "hz").source.contains("/boot/config-6.18.1"));
         assert_eq!(text("nohz"), "idle");
-        assert_eq!(text("preempt"), "full (PREEMPT_DYNAMIC)");
+        assert_eq!(text("preempt"), "full (set at boot; PREEMPT_DYNAMIC)");
         assert_eq!(text("timer_slack"), "50000 ns");
         assert_eq!(text("rt_throttling"), "950000 µs per 1000000 µs (95% for RT)");
         assert!(
@@ -1383,6 +1404,31 @@ mod tests {
             .starts_with("CAP_SYS_NICE no; SCHED_FIFO yes, SCHED_DEADLINE no ("));
         assert_eq!(text("clocksource"), "tsc");
         assert!(f.iter().all(|x| !x.changes.is_empty()), "every finding says what it changes");
+    }
+
+    #[test]
+    fn preemption_model_from_debugfs_then_cmdline_then_config() {
+        let cfg = ("/boot/config-6.18.1", "CONFIG_PREEMPT_NONE=y\nCONFIG_PREEMPT_DYNAMIC=y\n");
+        let dynamic = probed("6.18.1", "#1 SMP PREEMPT_DYNAMIC");
+        let read = |files: &[(&str, &str)], p: &Probed| {
+            let dir = tree(files);
+            let f = collect_at(&Root::at(dir.path()), p);
+            find(&f, "preempt").clone()
+        };
+        let f = read(
+            &[cfg, ("/sys/kernel/debug/sched/preempt", "none voluntary (full) lazy\n")],
+            &dynamic,
+        );
+        assert_eq!(f.reading.text(), "full");
+        assert_eq!(f.source, "/sys/kernel/debug/sched/preempt");
+        let f = read(&[cfg, ("/proc/cmdline", "quiet")], &dynamic);
+        assert_eq!(f.reading.text(), "none (boot default; PREEMPT_DYNAMIC)");
+        assert!(f.source.contains("debugfs can change it later"), "{}", f.source);
+        let fixed = probed("6.18.1", "#1 SMP");
+        let f = read(&[("/boot/config-6.18.1", "CONFIG_PREEMPT=y\n")], &fixed);
+        assert_eq!(f.reading.text(), "full");
+        let f = read(&[], &probed("6.18.1", "#1 SMP PREEMPT_RT"));
+        assert_eq!(f.reading.text(), "rt");
     }
 
     #[test]
