@@ -40,6 +40,11 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "results")]
         view: ViewArg,
     },
+    /// What this machine's kernel and platform do that changes scheduling and measurement
+    /// (scheduler, HZ, preemption, timer slack, RT throttling, idle, SMT, hypervisor,
+    /// cgroups, tracing and privileges): each value, where it was read and which probes and
+    /// scenarios it changes. Every run stores these findings.
+    Doctor(DoctorArgs),
     /// Write one run as JSON, CSV or Markdown.
     Export(ExportArgs),
     /// Runs side by side: one column per run, ratio against the baseline, noise verdicts.
@@ -72,6 +77,17 @@ pub enum Command {
     },
     /// Print the man page (roff) to standard output (e.g. `schedlab man > schedlab.1`).
     Man,
+}
+
+/// `schedlab doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print a Markdown table (with what each finding changes as a column).
+    #[arg(long, conflicts_with = "json")]
+    pub markdown: bool,
+    /// Print JSON: host, kernel, schedlab version and the findings.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The presentations of `schedlab show`.

@@ -14,7 +14,8 @@ use schedlab_report::{catalog, views};
 use schedlab_store::{Location, Store, StoreError};
 
 use crate::args::{
-    Cli, Command, CompareArgs, ExportArgs, FormatArg, ListArgs, ReportArgs, RunsArgs, ViewArg,
+    Cli, Command, CompareArgs, DoctorArgs, ExportArgs, FormatArg, ListArgs, ReportArgs, RunsArgs,
+    ViewArg,
 };
 use crate::settings::{db_path, RunPlan};
 use crate::{out, UsageError};
@@ -30,6 +31,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             crate::out(&String::from_utf8_lossy(&buf))?;
             return Ok(ExitCode::SUCCESS);
         }
+        Command::Doctor(args) => return doctor(&args),
         Command::Man => {
             let mut buf = Vec::new();
             clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut buf)?;
@@ -65,7 +67,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Push(args) => crate::fleet::push(&args, &db),
         Command::Pull(args) => crate::fleet::pull(&args, &db),
         Command::Import(args) => crate::fleet::import(&args, &db),
-        Command::Completions { .. } | Command::Man => unreachable!("handled above"),
+        Command::Completions { .. } | Command::Man | Command::Doctor(_) => {
+            unreachable!("handled above")
+        }
     }
 }
 
@@ -98,6 +102,25 @@ fn resolve(store: &Store, spec: &str, host: Option<&str>) -> Result<i64> {
     } else {
         Err(UsageError(format!("no run of host {host:?} matches {spec:?} in {}; `schedlab runs --host {host}` lists them", store.path().display())).into())
     }
+}
+
+/// `schedlab doctor`: reads this machine, needs no database.
+fn doctor(args: &DoctorArgs) -> Result<ExitCode> {
+    let findings = schedlab_measure::doctor::collect();
+    let m = schedlab_measure::machine::Machine::fingerprint();
+    let text = if args.json {
+        let doc = schedlab_report::doctor::DoctorJson {
+            host: &m.host,
+            kernel: &m.kernel,
+            schedlab: env!("CARGO_PKG_VERSION"),
+            findings: &findings,
+        };
+        serde_json::to_string_pretty(&doc)? + "\n"
+    } else {
+        schedlab_report::doctor::doctor_text(&findings, &m.host, &m.kernel, args.markdown)
+    };
+    out(&text)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn list(args: &ListArgs) -> Result<ExitCode> {

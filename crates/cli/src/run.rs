@@ -68,6 +68,7 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
     install_interrupt(&flag, true)?;
 
     let mut machine = Machine::fingerprint();
+    machine.doctor = schedlab_measure::doctor::stored(&schedlab_measure::doctor::collect());
     machine.others_at_start = schedlab_measure::noise::others_share(Duration::from_millis(250));
     let cal = Calibration::measure();
     let mut meta = RunMeta::starting(

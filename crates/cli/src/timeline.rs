@@ -243,9 +243,11 @@ fn list() -> String {
 }
 
 fn run_meta(s: &Scenario, args: &TimelineArgs) -> RunMeta {
+    let mut machine = Machine::fingerprint();
+    machine.doctor = schedlab_measure::doctor::stored(&schedlab_measure::doctor::collect());
     let mut meta = RunMeta::starting(
         "timeline",
-        Machine::fingerprint(),
+        machine,
         (env!("CARGO_PKG_VERSION"), env!("SCHEDLAB_GIT_REV")),
     );
     meta.label = args.label.clone();

@@ -30,6 +30,7 @@
 #![deny(missing_docs)]
 
 pub mod clock;
+pub mod doctor;
 pub mod interrupt;
 pub mod machine;
 pub mod model;

@@ -50,6 +50,11 @@ pub struct Machine {
     pub others_at_start: Option<f64>,
     /// Kernel preemption model, from `uname -v` (PREEMPT, PREEMPT_DYNAMIC...).
     pub preempt: Option<String>,
+    /// What `schedlab doctor` found about the kernel and platform when the run started
+    /// ([`crate::doctor`], without the explanations); empty for runs made before it existed
+    /// and for a bare [`Machine::fingerprint`].
+    #[serde(default)]
+    pub doctor: Vec<crate::doctor::Finding>,
 }
 
 impl Machine {
@@ -113,6 +118,7 @@ impl Machine {
             loadavg: loadavg(),
             others_at_start: None,
             preempt,
+            doctor: Vec::new(),
         }
     }
 
@@ -175,6 +181,11 @@ fn topology() -> (Option<usize>, Option<bool>) {
         return (None, smt_active);
     }
     (Some(cores.len()), smt_active.or(Some(cpus > cores.len())))
+}
+
+/// (sysname, nodename, release, version, machine) of `uname(2)`.
+pub(crate) fn uname_fields() -> (String, String, String, String, String) {
+    uname()
 }
 
 /// (sysname, nodename, release, version, machine)

@@ -226,6 +226,12 @@ impl Format for Markdown {
                 }
             }
         }
+        if !run.meta.machine.doctor.is_empty() {
+            out.push_str("\n## Kernel and platform (schedlab doctor)\n\n");
+            out.push_str(
+                &crate::doctor::findings_table(&run.meta.machine.doctor, false).to_markdown(),
+            );
+        }
         out
     }
 }

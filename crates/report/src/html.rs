@@ -122,7 +122,21 @@ fn runs_html(runs: &[Run]) -> String {
         for line in views::run_header(&r.meta) {
             out.push_str(&format!("<li>{}</li>", escape(&line)));
         }
-        out.push_str("</ul></div>\n");
+        out.push_str("</ul>");
+        if !r.meta.machine.doctor.is_empty() {
+            // A list, not a table: the page's tables are the results, counted and sorted.
+            out.push_str("<details><summary>kernel and platform (schedlab doctor)</summary><ul>");
+            for f in &r.meta.machine.doctor {
+                out.push_str(&format!(
+                    "<li>{}: {} <small>({})</small></li>",
+                    escape(&f.name),
+                    escape(&f.reading.text()),
+                    escape(&f.source)
+                ));
+            }
+            out.push_str("</ul></details>");
+        }
+        out.push_str("</div>\n");
     }
     out
 }

@@ -4,7 +4,8 @@
 //! as `schedlab list` and docs/PROBES.md show it: the terminal and Markdown
 //! share one [`table::Table`] builder; [`views`] builds the tables (a run's results, the
 //! side-by-side comparison of runs in the layout of seed 002's Table 2, the machine header);
-//! [`export`] holds one small type per file format. Values are kept raw in exports and scaled
+//! [`export`] holds one small type per file format; [`doctor`] shows `schedlab doctor` and the
+//! findings stored with runs. Values are kept raw in exports and scaled
 //! for people on screen ([`units`]). [`mem`] analyses the memory-clearing lab's results
 //! (crossovers, best routine per size, bandwidth per cache level) and draws them with
 //! [`svg`], the one small hand-written SVG toolkit (line charts; [`lanes`] draws timelines
@@ -21,6 +22,7 @@
 
 pub mod catalog;
 pub mod coop;
+pub mod doctor;
 pub mod export;
 pub mod html;
 pub mod lanes;

@@ -314,6 +314,7 @@ pub fn run_text(run: &Run) -> String {
             text.push_str(&format!("  {line}\n"));
         }
     }
+    text.push_str(&crate::doctor::run_findings_text(run));
     text
 }
 
@@ -339,6 +340,10 @@ pub fn compare_text_across(runs: &[Run], baseline: usize, markdown: bool, across
             m.kernel,
             m.cpu_model
         ));
+    }
+    for line in crate::doctor::differing_lines(runs, baseline) {
+        text.push_str(&line);
+        text.push('\n');
     }
     text.push('\n');
     let table = compare_table_across(runs, baseline, across);
