@@ -391,3 +391,19 @@ fn a_database_url_is_told_apart_from_a_file() {
     assert!(matches!(Location::parse("postgresql://u@h/db".as_ref()), Location::Server(_)));
     assert!(matches!(Location::parse("results.db".as_ref()), Location::File(_)));
 }
+
+/// Built without the `tls` feature, a URL asking for TLS is refused before anything is sent,
+/// naming the feature to build with, and without printing the password.
+#[cfg(not(feature = "tls"))]
+#[test]
+fn without_the_tls_feature_a_url_asking_for_tls_is_refused_naming_it() {
+    for mode in ["require", "verify-full"] {
+        let o = at(&format!("postgres://lab:hunter2@127.0.0.1:1/lab?sslmode={mode}"), &["runs"]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains(&format!("sslmode={mode} needs TLS")), "{err}");
+        assert!(err.contains("--features tls"), "{err}");
+        assert!(err.contains("postgres://lab:***@127.0.0.1:1/lab"), "{err}");
+        assert!(!err.contains("hunter2"), "the password leaked: {err}");
+    }
+}

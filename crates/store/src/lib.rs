@@ -29,6 +29,7 @@
 
 mod db;
 mod schema;
+mod tls;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -461,6 +462,7 @@ impl Store {
 
     fn connect(url: &str, write: bool) -> Result<Store> {
         let shown = PathBuf::from(redact(url));
+        let (url, tls) = tls::split_options(url).map_err(|e| StoreError::open(&shown, "", e))?;
         let mut config: postgres::Config = url.parse().map_err(|e| {
             StoreError::open(
                 &shown,
@@ -472,12 +474,10 @@ impl Store {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
-        let client = config.connect(postgres::NoTls).map_err(|e| {
-            StoreError::open(
-                &shown,
-                " (is the server running, and are the user, password, host and database in the URL right?)",
-                e,
-            )
+        let client = tls::connect(&mut config, &tls).map_err(|e| StoreError::Open {
+            path: shown.clone(),
+            hint: " (is the server running, and are the user, password, host, database and sslmode in the URL right?)",
+            source: e,
         })?;
         let store =
             Store { conn: RefCell::new(Conn::Pg(Box::new(client), HashMap::new())), path: shown };

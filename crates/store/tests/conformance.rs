@@ -302,3 +302,122 @@ fn passwords_are_redacted_from_every_url() {
     let shown = Location::parse("postgres://u:hunter2@h/db".as_ref()).to_string();
     assert!(!shown.contains("hunter2"), "{shown}");
 }
+
+/// An error with its sources, as the CLI prints it.
+fn chain(err: &StoreError) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
+}
+
+/// Built without the `tls` feature, a URL whose sslmode needs TLS is refused before anything
+/// is sent (never downgraded to plain text), saying which feature to build with. Needs no
+/// server: port 1 refuses connections, which would be another error.
+#[cfg(not(feature = "tls"))]
+#[test]
+fn without_the_tls_feature_sslmodes_that_need_tls_are_refused() {
+    for mode in ["require", "verify-ca", "verify-full"] {
+        let url = format!("postgres://lab:hunter2@127.0.0.1:1/db?sslmode={mode}");
+        let err = Store::open_at(&Location::parse(url.as_ref())).unwrap_err();
+        let text = chain(&err);
+        assert!(matches!(err, StoreError::Open { .. }), "{text}");
+        assert!(text.contains(&format!("sslmode={mode} needs TLS")), "{text}");
+        assert!(text.contains("feature `tls`"), "{text}");
+        assert!(text.contains("postgres://lab:***@127.0.0.1:1/db"), "{text}");
+        assert!(!text.contains("hunter2"), "the password leaked: {text}");
+    }
+}
+
+/// With the `tls` feature, against a server with TLS on and a self-signed certificate for
+/// `localhost` (TCP only over TLS): each sslmode encrypts and checks what libpq's does.
+#[cfg(feature = "tls")]
+#[test]
+fn tls_is_used_and_checked_as_sslmode_asks() {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert_pem, key_pem) = (cert.cert.pem(), cert.signing_key.serialize_pem());
+    let server = match pg::PgServer::start_tls(&cert_pem, &key_pem) {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("skipping tls_is_used_and_checked_as_sslmode_asks: no PostgreSQL server can be started here: {why}");
+            return;
+        }
+    };
+    server.create_db("tls");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root.crt");
+    std::fs::write(&root, &cert_pem).unwrap();
+    let trusted = format!("sslrootcert={}", root.display());
+
+    // Whether the connection of application `app` is encrypted, as the server sees it.
+    let encrypted = |app: &str| -> bool {
+        let rows = server
+            .client("postgres")
+            .query(
+                "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+                 WHERE a.application_name = $1",
+                &[&app],
+            )
+            .unwrap();
+        assert_eq!(rows.len(), 1, "one connection of {app}");
+        rows[0].get(0)
+    };
+    let open = |host: &str, app: &str, options: &str| {
+        let url = server.tcp_url(host, "tls", &format!("application_name={app}&{options}"));
+        Store::open_at(&Location::parse(url.as_ref()))
+    };
+
+    // require: encrypted, the certificate not checked; the store works over it.
+    let mut store = open("127.0.0.1", "req", "sslmode=require").unwrap();
+    assert!(encrypted("req"));
+    fill(&mut store, "over-tls", 3);
+    assert_eq!(store.runs().unwrap().len(), 1);
+    drop(store);
+
+    // prefer (the default) takes TLS when the server offers it.
+    let _store = open("127.0.0.1", "pref", "sslmode=prefer").unwrap();
+    assert!(encrypted("pref"));
+
+    // allow: plain text first, which this server refuses over TCP, then TLS.
+    let _store = open("127.0.0.1", "allow", "sslmode=allow").unwrap();
+    assert!(encrypted("allow"));
+
+    // verify-full without trusting the self-signed certificate: refused, clearly.
+    for options in ["sslmode=verify-full", "sslmode=verify-full&sslrootcert=system"] {
+        let err = open("localhost", "vf", options).unwrap_err();
+        let text = chain(&err);
+        assert!(matches!(err, StoreError::Open { .. }), "{text}");
+        assert!(
+            text.contains("invalid peer certificate: UnknownIssuer")
+                || text.contains("no system root certificates"),
+            "{text}"
+        );
+        assert!(!text.contains(pg::PASSWORD), "the password leaked: {text}");
+    }
+    // verify-ca without it: refused too.
+    let text = chain(&open("127.0.0.1", "vca", "sslmode=verify-ca").unwrap_err());
+    assert!(text.contains("UnknownIssuer") || text.contains("no system root"), "{text}");
+
+    // Trusted, verify-full accepts the name on the certificate and no other.
+    let _store = open("localhost", "vf_ok", &format!("sslmode=verify-full&{trusted}")).unwrap();
+    assert!(encrypted("vf_ok"));
+    let text =
+        chain(&open("127.0.0.1", "vf_ip", &format!("sslmode=verify-full&{trusted}")).unwrap_err());
+    assert!(text.contains("certificate not valid for name \"127.0.0.1\""), "{text}");
+    // verify-ca checks the chain, not the name.
+    let _store = open("127.0.0.1", "vca_ok", &format!("sslmode=verify-ca&{trusted}")).unwrap();
+    assert!(encrypted("vca_ok"));
+
+    // disable: plain text, which this server refuses over TCP.
+    let text = chain(&open("127.0.0.1", "off", "sslmode=disable").unwrap_err());
+    assert!(text.contains("no encryption"), "{text}");
+
+    // A missing root certificate file is named.
+    let text = chain(
+        &open("localhost", "nofile", "sslmode=verify-full&sslrootcert=/no/such.crt").unwrap_err(),
+    );
+    assert!(text.contains("cannot read sslrootcert /no/such.crt"), "{text}");
+}

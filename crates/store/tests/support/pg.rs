@@ -2,6 +2,9 @@
 //! a Unix socket only (no TCP port), password authentication, stopped and removed when the
 //! [`PgServer`] is dropped — also when the test fails (unwinding drops it).
 //!
+//! [`PgServer::start_tls`] makes one that also listens on 127.0.0.1 with `ssl=on` and the
+//! certificate and key it is given, and accepts TCP connections only over TLS (`hostssl`).
+//!
 //! As root (CI) the cluster runs as an unprivileged user (`postgres` when Debian's package
 //! made one, else `nobody`): PostgreSQL refuses to run as root. Where no `initdb`/`pg_ctl`
 //! can be found (Debian's `postgresql` package puts them in /usr/lib/postgresql/*/bin),
@@ -24,6 +27,8 @@ pub struct PgServer {
     dir: tempfile::TempDir,
     bin: PathBuf,
     owner: Option<(u32, u32)>,
+    /// The TCP port on 127.0.0.1, for a server started with [`PgServer::start_tls`].
+    pub port: Option<u16>,
 }
 
 /// The directory holding `initdb`, `pg_ctl` and `postgres`: `$PG_BINDIR`, the newest
@@ -79,6 +84,17 @@ fn chown_tree(path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
 impl PgServer {
     /// Makes and starts a cluster, or says why none can be.
     pub fn start() -> Result<PgServer, String> {
+        PgServer::start_with(None)
+    }
+
+    /// Makes and starts a cluster that also listens on 127.0.0.1 (its port in
+    /// [`PgServer::port`]) with TLS on, `cert_pem` and `key_pem` as its certificate and key;
+    /// TCP connections without TLS are rejected. Or says why none can be.
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Result<PgServer, String> {
+        PgServer::start_with(Some((cert_pem, key_pem)))
+    }
+
+    fn start_with(tls: Option<(&str, &str)>) -> Result<PgServer, String> {
         let bin = bindir().ok_or(
             "no initdb/pg_ctl found (install Debian's `postgresql` package, or set PG_BINDIR)",
         )?;
@@ -96,22 +112,55 @@ impl PgServer {
             .map_err(|e| format!("cannot make a temporary directory: {e}"))?;
         std::fs::write(dir.path().join("pw"), PASSWORD).map_err(|e| e.to_string())?;
         std::fs::create_dir(dir.path().join("sock")).map_err(|e| e.to_string())?;
+        if let Some((cert, key)) = tls {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::write(dir.path().join("server.crt"), cert).map_err(|e| e.to_string())?;
+            let key_file = dir.path().join("server.key");
+            std::fs::write(&key_file, key).map_err(|e| e.to_string())?;
+            // PostgreSQL refuses a key that others can read.
+            std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| e.to_string())?;
+        }
+        let port = match tls {
+            // A port free a moment ago; another process taking it in between fails the start.
+            Some(_) => Some(
+                std::net::TcpListener::bind("127.0.0.1:0")
+                    .and_then(|l| l.local_addr())
+                    .map_err(|e| format!("no free TCP port on 127.0.0.1: {e}"))?
+                    .port(),
+            ),
+            None => None,
+        };
         if let Some((uid, gid)) = owner {
             chown_tree(dir.path(), uid, gid).map_err(|e| format!("chown: {e}"))?;
         }
-        let server = PgServer { dir, bin, owner };
+        let server = PgServer { dir, bin, owner, port };
         let data = server.dir.path().join("data");
         let o = server
             .cmd("initdb")
             .arg("-D")
             .arg(&data)
             .args(["-U", USER, "-E", "UTF8", "--no-sync", "--auth-local=scram-sha-256"])
-            .args(["--auth-host=reject", "--pwfile"])
+            .arg(if tls.is_some() { "--auth-host=scram-sha-256" } else { "--auth-host=reject" })
+            .arg("--pwfile")
             .arg(server.dir.path().join("pw"))
             .output()
             .map_err(|e| format!("cannot run initdb: {e}"))?;
         if !o.status.success() {
             return Err(format!("initdb failed: {}", String::from_utf8_lossy(&o.stderr)));
+        }
+        if tls.is_some() {
+            // TCP only over TLS: `host` lines become `hostssl` (the file keeps its owner).
+            let hba = data.join("pg_hba.conf");
+            let conf = std::fs::read_to_string(&hba).map_err(|e| e.to_string())?;
+            let conf: String = conf
+                .lines()
+                .map(|l| match l.strip_prefix("host ") {
+                    Some(rest) => format!("hostssl {rest}\n"),
+                    None => format!("{l}\n"),
+                })
+                .collect();
+            std::fs::write(&hba, conf).map_err(|e| e.to_string())?;
         }
         server.pg_ctl_start()?;
         Ok(server)
@@ -128,6 +177,17 @@ impl PgServer {
 
     fn pg_ctl_start(&self) -> Result<(), String> {
         let sock = self.dir.path().join("sock");
+        let listen = match self.port {
+            Some(port) => {
+                let d = self.dir.path();
+                format!(
+                    "-c listen_addresses=127.0.0.1 -p {port} -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                    d.join("server.crt").display(),
+                    d.join("server.key").display()
+                )
+            }
+            None => "-c listen_addresses=''".to_string(),
+        };
         let o = self
             .cmd("pg_ctl")
             .arg("-D")
@@ -135,10 +195,7 @@ impl PgServer {
             .arg("-l")
             .arg(self.dir.path().join("log"))
             .arg("-o")
-            .arg(format!(
-                "-c listen_addresses='' -k {} -c fsync=off -c max_connections=40",
-                sock.display()
-            ))
+            .arg(format!("{listen} -k {} -c fsync=off -c max_connections=40", sock.display()))
             .args(["-w", "-t", "60", "start"])
             .stdout(Stdio::null())
             .output()
@@ -173,10 +230,20 @@ impl PgServer {
 
     /// The URL of database `db` for `user:password`.
     pub fn url_as(&self, user: &str, password: &str, db: &str) -> String {
+        // The socket's name carries the port (`.s.PGSQL.PORT`).
+        let port = self.port.map_or(String::new(), |p| format!("&port={p}"));
         format!(
-            "postgres://{user}:{password}@localhost/{db}?host={}",
+            "postgres://{user}:{password}@localhost/{db}?host={}{port}",
             self.dir.path().join("sock").display()
         )
+    }
+
+    /// The URL of database `db` for the superuser over TCP to 127.0.0.1 (a server started
+    /// with [`PgServer::start_tls`]), connecting as to `host` (the name a certificate is
+    /// checked against), with `options` (`sslmode=...`) appended.
+    pub fn tcp_url(&self, host: &str, db: &str, options: &str) -> String {
+        let port = self.port.expect("a server started with start_tls");
+        format!("postgres://{USER}:{PASSWORD}@{host}:{port}/{db}?hostaddr=127.0.0.1&{options}")
     }
 
     /// The URL of database `db` for the superuser.
