@@ -162,9 +162,11 @@ pub fn probe_timeline(id: &str, args: &TimelineArgs, db: &Location) -> Result<Ex
     let wall = started.elapsed().as_secs_f64();
 
     let mut store = Store::open_at(db)?;
+    let mut machine = Machine::fingerprint();
+    machine.doctor = schedlab_measure::doctor::stored(&schedlab_measure::doctor::collect());
     let mut meta = RunMeta::starting(
         "timeline",
-        Machine::fingerprint(),
+        machine,
         (env!("CARGO_PKG_VERSION"), env!("SCHEDLAB_GIT_REV")),
     );
     meta.label = args.label.clone();
