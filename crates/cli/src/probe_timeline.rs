@@ -18,8 +18,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
-use schedlab_measure::machine::Machine;
-use schedlab_measure::model::{Params, RunMeta, RunStatus};
+use schedlab_measure::model::{Params, RunStatus};
 use schedlab_measure::sys::now_ns;
 use schedlab_measure::ProbeError;
 use schedlab_probes::{Context, Suite};
@@ -162,14 +161,7 @@ pub fn probe_timeline(id: &str, args: &TimelineArgs, db: &Location) -> Result<Ex
     let wall = started.elapsed().as_secs_f64();
 
     let mut store = Store::open_at(db)?;
-    let mut machine = Machine::fingerprint();
-    machine.doctor = schedlab_measure::doctor::stored(&schedlab_measure::doctor::collect());
-    let mut meta = RunMeta::starting(
-        "timeline",
-        machine,
-        (env!("CARGO_PKG_VERSION"), env!("SCHEDLAB_GIT_REV")),
-    );
-    meta.label = args.label.clone();
+    let mut meta = crate::timeline::timeline_meta(args.label.as_deref());
     meta.filters = vec![format!("timeline --probe {name}")];
     meta.settings = Params::new()
         .with("probe", id)

@@ -242,7 +242,9 @@ fn list() -> String {
     text
 }
 
-fn run_meta(s: &Scenario, args: &TimelineArgs) -> RunMeta {
+/// A timeline run about to be stored: this machine with its doctor findings, this build,
+/// the label given.
+pub(crate) fn timeline_meta(label: Option<&str>) -> RunMeta {
     let mut machine = Machine::fingerprint();
     machine.doctor = schedlab_measure::doctor::stored(&schedlab_measure::doctor::collect());
     let mut meta = RunMeta::starting(
@@ -250,7 +252,12 @@ fn run_meta(s: &Scenario, args: &TimelineArgs) -> RunMeta {
         machine,
         (env!("CARGO_PKG_VERSION"), env!("SCHEDLAB_GIT_REV")),
     );
-    meta.label = args.label.clone();
+    meta.label = label.map(str::to_string);
+    meta
+}
+
+fn run_meta(s: &Scenario, args: &TimelineArgs) -> RunMeta {
+    let mut meta = timeline_meta(args.label.as_deref());
     meta.filters = vec![format!("timeline {} {}", s.id, s.name)];
     meta.settings = Params::new()
         .with("scenario", s.id)

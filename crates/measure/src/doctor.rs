@@ -360,10 +360,6 @@ pub fn hypervisor_name(sig: &str) -> Option<&'static str> {
     })
 }
 
-fn errno_text(op: &str) -> String {
-    format!("{op}: {}", io::Error::last_os_error())
-}
-
 /// Tries each privileged setting on its own scratch thread, which exits right after, so
 /// nothing changes for the caller.
 fn try_policies() -> PolicyTries {
@@ -376,36 +372,9 @@ fn try_policies() -> PolicyTries {
                 .map_err(|e| format!("sched_setscheduler(SCHED_FIFO): {e}"))
         }),
         deadline: on_thread(|| {
-            #[repr(C)]
-            struct SchedAttr {
-                size: u32,
-                policy: u32,
-                flags: u64,
-                nice: i32,
-                priority: u32,
-                runtime: u64,
-                deadline: u64,
-                period: u64,
-            }
-            const SCHED_DEADLINE: u32 = 6;
-            let attr = SchedAttr {
-                size: std::mem::size_of::<SchedAttr>() as u32,
-                policy: SCHED_DEADLINE,
-                flags: 0,
-                nice: 0,
-                priority: 0,
-                runtime: 1_000_000,
-                deadline: 10_000_000,
-                period: 10_000_000,
-            };
-            // SAFETY: `attr` is a valid sched_attr (the 48-byte first version, its size
-            // stated in it) that lives across the call; pid 0 is the calling thread.
-            let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr, 0) };
-            if rc == 0 {
-                Ok(())
-            } else {
-                Err(errno_text("sched_setattr(SCHED_DEADLINE)"))
-            }
+            let ms = std::time::Duration::from_millis;
+            crate::sys::set_deadline(ms(1), ms(10), ms(10))
+                .map_err(|e| format!("sched_setattr(SCHED_DEADLINE): {e}"))
         }),
         nice: on_thread(|| crate::sys::set_nice(-5).map_err(|e| format!("setpriority(-5): {e}"))),
     }

@@ -366,6 +366,48 @@ pub fn set_policy(policy: i32, priority: i32) -> io::Result<()> {
     }
 }
 
+/// Puts the calling thread under `SCHED_DEADLINE`: `runtime` of CPU every `period`, due
+/// within `deadline` of each period's start (`sched_setattr`, which libc does not wrap).
+/// Refused without `CAP_SYS_NICE` (EPERM) and by admission control (EBUSY), and for a thread
+/// whose affinity does not cover its root domain's CPUs.
+pub fn set_deadline(
+    runtime: std::time::Duration,
+    deadline: std::time::Duration,
+    period: std::time::Duration,
+) -> io::Result<()> {
+    /// `struct sched_attr`, its first version (48 bytes).
+    #[repr(C)]
+    struct SchedAttr {
+        size: u32,
+        policy: u32,
+        flags: u64,
+        nice: i32,
+        priority: u32,
+        runtime: u64,
+        deadline: u64,
+        period: u64,
+    }
+    const SCHED_DEADLINE: u32 = 6;
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        policy: SCHED_DEADLINE,
+        flags: 0,
+        nice: 0,
+        priority: 0,
+        runtime: runtime.as_nanos() as u64,
+        deadline: deadline.as_nanos() as u64,
+        period: period.as_nanos() as u64,
+    };
+    // SAFETY: sched_setattr reads a sched_attr of the size it states from the pointer, which
+    // lives across the call; 0 names the calling thread; the last argument (flags) must be 0.
+    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Sets the calling thread's timer slack in ns (`PR_SET_TIMERSLACK`; 0 restores the default).
 pub fn set_timer_slack(ns: u64) -> io::Result<()> {
     // SAFETY: PR_SET_TIMERSLACK takes a plain integer; it only affects the calling thread.

@@ -439,44 +439,10 @@ fn hold_back(loader: &str) -> std::io::Result<()> {
         "os" | "selfthrottle" => Ok(()),
         "nice19" | "test9" | "test9-slack" => sys::set_nice(19),
         "idle" => sys::set_policy(libc::SCHED_IDLE, 0),
-        "deadline" => set_deadline(Duration::from_micros(2000), FRAME),
+        "deadline" => sys::set_deadline(Duration::from_micros(2000), FRAME, FRAME),
         // Moved into its cap by `os_variant`, from the loader thread itself.
         "cgroup" => Ok(()),
         other => unreachable!("loader {other} is not an OS thread"),
-    }
-}
-
-/// `SCHED_DEADLINE` for the calling thread: `runtime` of CPU per `period`.
-fn set_deadline(runtime: Duration, period: Duration) -> std::io::Result<()> {
-    #[repr(C)]
-    struct SchedAttr {
-        size: u32,
-        policy: u32,
-        flags: u64,
-        nice: i32,
-        priority: u32,
-        runtime: u64,
-        deadline: u64,
-        period: u64,
-    }
-    const SCHED_DEADLINE: u32 = 6;
-    let attr = SchedAttr {
-        size: std::mem::size_of::<SchedAttr>() as u32,
-        policy: SCHED_DEADLINE,
-        flags: 0,
-        nice: 0,
-        priority: 0,
-        runtime: runtime.as_nanos() as u64,
-        deadline: period.as_nanos() as u64,
-        period: period.as_nanos() as u64,
-    };
-    // SAFETY: sched_setattr reads a sched_attr of the size it states from the pointer;
-    // 0 names the calling thread; the last argument (flags) must be 0.
-    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
     }
 }
 
