@@ -139,6 +139,48 @@ pub fn median(values: &[f64]) -> Option<f64> {
     Some(percentile_sorted(&sorted, 50.0))
 }
 
+/// Two modes found in a set of samples ([`modes`]): each cluster's median and size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Modes {
+    /// The lower cluster's median and how many samples it holds.
+    pub low: (f64, usize),
+    /// The upper cluster's median and how many samples it holds.
+    pub high: (f64, usize),
+}
+
+/// Whether `values` fall into two separate clusters, and if so which: a median between
+/// them would describe no sample (a cross-CPU latency that is fast when the partner's vCPU
+/// is awake and slow when it must be woken; a memory size that sits in or out of a cache
+/// level from one sample to the next).
+///
+/// The rule, deliberately conservative for the 7–15 samples a run takes: sorted, the values
+/// are split at their widest gap between neighbours, each side holding at least a fifth of
+/// them (and at least two); the split counts when that gap is wider than twice the wider of
+/// the two clusters' own ranges and more than 10% of the overall median. `None` for fewer
+/// than six values, a NaN, or no such split.
+pub fn modes(values: &[f64]) -> Option<Modes> {
+    let n = values.len();
+    if n < 6 || values.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let least = (n.div_ceil(5)).max(2);
+    let (split, gap) =
+        (least..=n - least).map(|i| (i, v[i] - v[i - 1])).max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let (lo, hi) = v.split_at(split);
+    let range = |c: &[f64]| c[c.len() - 1] - c[0];
+    let overall = percentile_sorted(&v, 50.0).abs();
+    if gap > 2.0 * range(lo).max(range(hi)) && gap > 0.1 * overall {
+        Some(Modes {
+            low: (percentile_sorted(lo, 50.0), lo.len()),
+            high: (percentile_sorted(hi, 50.0), hi.len()),
+        })
+    } else {
+        None
+    }
+}
+
 /// Ordinary least squares of y on x: `(slope, intercept, r²)`; `None` for fewer than three
 /// points or when every x is the same. (The memory lab fits time against size to get each
 /// routine's cost per byte.)
@@ -401,5 +443,28 @@ mod tests {
             let c = compare(&s, &s, Better::Lower);
             prop_assert!(c.within_noise);
         }
+    }
+
+    #[test]
+    fn two_separate_clusters_are_two_modes() {
+        let v = [45.0, 46.0, 44.5, 45.5, 46.2, 90.0, 91.0, 89.5, 90.5, 92.0, 45.8];
+        let m = modes(&v).expect("two modes");
+        assert_eq!(m.low.1, 6);
+        assert_eq!(m.high.1, 5);
+        assert!((m.low.0 - 45.65).abs() < 1e-9, "{m:?}");
+        assert!((m.high.0 - 90.5).abs() < 1e-9, "{m:?}");
+    }
+
+    #[test]
+    fn one_cluster_one_outlier_or_a_spread_is_not_two_modes() {
+        // One stray sample is an outlier, not a mode.
+        assert!(modes(&[10.0, 10.1, 10.2, 9.9, 10.0, 10.1, 30.0]).is_none());
+        // Evenly spread values have no gap wider than their clusters.
+        let spread: Vec<f64> = (0..12).map(|i| 100.0 + i as f64).collect();
+        assert!(modes(&spread).is_none());
+        // Two clusters 3% apart: real, but too close to matter.
+        assert!(modes(&[100.0, 100.1, 100.0, 103.0, 103.1, 103.0, 100.1, 103.05]).is_none());
+        // Too few values to say.
+        assert!(modes(&[1.0, 1.0, 9.0, 9.0, 9.0]).is_none());
     }
 }

@@ -88,6 +88,7 @@ pub fn advice_for(kind: &str) -> &'static str {
         "other-cpu" => "rerun on a quiet machine",
         "migrated" => "check that nothing restricts CPU affinity (cgroup cpusets, taskset)",
         "steal" => "the host is overcommitted: rerun when it is quieter, or on dedicated vCPUs",
+        "bimodal" => "read both modes (the `modes` note); pin the parties or keep the CPUs awake if the placement or an idle CPU's wake-up alternates between samples",
         _ => "",
     }
 }
@@ -137,6 +138,21 @@ pub fn measurement_warnings(m: &Measurement) -> Vec<Warning> {
             }
         }
     }
+    let values: Vec<f64> = m.samples.iter().map(|x| x.value).collect();
+    if let Some(md) = crate::stats::modes(&values) {
+        let h = |v: f64| crate::units::human(v, m.unit);
+        push(
+            "bimodal",
+            format!(
+                "{name}: two modes, {} ({} samples) and {} ({}); the median {} describes neither",
+                h(md.low.0),
+                md.low.1,
+                h(md.high.0),
+                md.high.1,
+                h(s.median)
+            ),
+        );
+    }
     let migrated = m.samples.iter().filter(|x| x.migrated).count();
     if migrated > 0 {
         push(
@@ -154,6 +170,7 @@ pub fn kind_heading(kind: &str) -> &'static str {
         "other-cpu" => "CPU taken by other processes (over 10% of one CPU)",
         "migrated" => "samples that changed CPU mid-measurement",
         "steal" => "CPU stolen by the hypervisor (over 10% of the sampling time)",
+        "bimodal" => "two modes in the samples (a median between them describes neither)",
         _ => "other",
     }
 }
@@ -202,6 +219,16 @@ mod tests {
         let kinds: Vec<&str> = w.iter().map(|x| x.kind.as_str()).collect();
         assert_eq!(kinds, ["high-variation", "other-cpu", "migrated"]);
         assert!(w[0].advice.contains("--samples"));
+    }
+
+    #[test]
+    fn two_modes_are_named_with_both_values() {
+        let v = [45.0, 46.0, 44.5, 45.5, 46.2, 90.0, 91.0, 89.5, 90.5, 92.0, 45.8];
+        let w = measurement_warnings(&measurement(&v, 0, false));
+        let b = w.iter().find(|x| x.kind == "bimodal").expect("a bimodal warning");
+        assert!(b.message.contains("45.6") && b.message.contains("90.5"), "{}", b.message);
+        assert!(b.message.contains("(6 samples)"), "{}", b.message);
+        assert!(!b.advice.is_empty());
     }
 
     #[test]

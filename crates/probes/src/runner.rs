@@ -53,6 +53,16 @@ pub fn measure_one(
                 Measurement::of_samples(info.id, params.clone(), info.unit, c.samples, wall);
             if m.outcome == Outcome::Ok {
                 m.notes = notes;
+                // Two clusters in the samples: both are the answer, not the median between
+                // them (docs/SOURCES.md, Noise is reported, not hidden).
+                let values: Vec<f64> = m.samples.iter().map(|x| x.value).collect();
+                if let Some(md) = schedlab_measure::stats::modes(&values) {
+                    let h = |v: f64| schedlab_measure::units::human(v, info.unit);
+                    m.notes.set(
+                        "modes",
+                        format!("{} x{} | {} x{}", h(md.low.0), md.low.1, h(md.high.0), md.high.1),
+                    );
+                }
                 m.iters_per_sample = c.iters;
                 m.overhead_ns_per_iter = c.overhead_ns_per_iter;
                 m.noise = c.noise;
