@@ -131,6 +131,14 @@ pub struct RunArgs {
     /// Minimum duration of one sample in milliseconds [default: 10].
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(1..=60_000))]
     pub target_ms: Option<u32>,
+    /// Keep sampling each result until the median's 95% interval is within ±PCT percent of
+    /// it, up to --max-samples (the samples taken are the result's n).
+    #[arg(long, value_name = "PCT")]
+    pub ci_target: Option<f64>,
+    /// The most samples per result with --ci-target [default: four times --samples or the
+    /// suite's count].
+    #[arg(long, value_name = "N", requires = "ci_target", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_samples: Option<u32>,
     /// Directory for the file system probes' temporary files [default: the system temp dir].
     #[arg(long, value_name = "DIR")]
     pub tmp_dir: Option<PathBuf>,

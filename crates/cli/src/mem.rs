@@ -71,6 +71,8 @@ fn measure(args: &MemArgs, db: &Location) -> Result<(Run, ExitCode)> {
         label: args.label.clone(),
         samples: args.samples,
         target_ms: args.target_ms,
+        ci_target: None,
+        max_samples: None,
         tmp_dir: None,
         report: None,
     })?;

@@ -87,6 +87,10 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
             plan.sampling.fixed_iters.map_or("none".to_string(), |n| n.to_string()),
         )
         .with("tmp_dir", plan.ctx.tmp_dir.display());
+    if let Some((target, max)) = plan.adaptive {
+        meta.settings.set("ci_target_pct", target * 100.0);
+        meta.settings.set("max_samples", max.map_or("4x samples".to_string(), |n| n.to_string()));
+    }
     meta.calibration = Some(cal);
     let run_id = store.begin_run(&meta)?;
     meta.id = run_id;

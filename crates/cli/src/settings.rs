@@ -40,6 +40,8 @@ pub struct RunPlan {
     pub samples: Option<usize>,
     /// `--target-ms`, which wins over the suite's and the probe's choice.
     pub target: Option<std::time::Duration>,
+    /// `--ci-target` (as a fraction) and `--max-samples`.
+    pub adaptive: Option<(f64, Option<usize>)>,
     /// Filters (empty: everything).
     pub filters: Vec<String>,
     /// Label of the run.
@@ -61,6 +63,10 @@ impl RunPlan {
         if let Some(t) = self.target {
             s.target = t;
         }
+        if let Some((ci_target, max)) = self.adaptive {
+            let max_samples = max.unwrap_or(s.samples.saturating_mul(4)).max(s.samples);
+            s.adaptive = Some(schedlab_measure::sampler::Adaptive { ci_target, max_samples });
+        }
         s
     }
 
@@ -77,6 +83,26 @@ impl RunPlan {
             Suite::Full => Settings::full(),
         };
         let samples = args.samples.map(|n| n as usize);
+        let adaptive = match args.ci_target {
+            None => None,
+            Some(pct) if pct.is_finite() && pct > 0.0 && pct <= 100.0 => {
+                if let (Some(max), Some(n)) = (args.max_samples, args.samples) {
+                    if max < n {
+                        return Err(UsageError(format!(
+                            "--max-samples {max} is below --samples {n}"
+                        ))
+                        .into());
+                    }
+                }
+                Some((pct / 100.0, args.max_samples.map(|n| n as usize)))
+            }
+            Some(pct) => {
+                return Err(UsageError(format!(
+                    "--ci-target {pct}: a percentage above 0 and at most 100 (e.g. 2 for ±2%)"
+                ))
+                .into())
+            }
+        };
         let target = args.target_ms.map(|ms| std::time::Duration::from_millis(ms.into()));
         let filters: Vec<String> =
             // A blank pattern is kept, so that `select` refuses it as `list` does.
@@ -94,6 +120,7 @@ impl RunPlan {
             sampling,
             samples,
             target,
+            adaptive,
             filters,
             label: args.label.clone(),
             ctx: Context {

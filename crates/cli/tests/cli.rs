@@ -415,3 +415,52 @@ fn show_views_read_a_run_as_unixbench_and_lmbench_report_it() {
     let o = run(&db, &["show", "views", "--view", "nonsense"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn ci_target_takes_samples_up_to_the_bound_and_bad_values_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    // An interval of ±0.0001% is out of reach: the result takes the bound's 7 samples.
+    let o = run(
+        &db,
+        &[
+            "run",
+            "--filter",
+            "os.syscall.null",
+            "--samples",
+            "3",
+            "--target-ms",
+            "1",
+            "--ci-target",
+            "0.0001",
+            "--max-samples",
+            "7",
+            "--label",
+            "adaptive",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = run(&db, &["export", "adaptive", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &doc["results"][0];
+    assert_eq!(r["samples"].as_array().unwrap().len(), 7, "{r}");
+    for args in [
+        &["run", "--filter", "os.syscall.null", "--ci-target", "0"][..],
+        &["run", "--filter", "os.syscall.null", "--ci-target", "150"][..],
+        &["run", "--filter", "os.syscall.null", "--max-samples", "5"][..],
+        &[
+            "run",
+            "--filter",
+            "os.syscall.null",
+            "--samples",
+            "9",
+            "--ci-target",
+            "2",
+            "--max-samples",
+            "5",
+        ][..],
+    ] {
+        let o = run(&db, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
+    }
+}

@@ -32,6 +32,19 @@ pub struct Settings {
     pub max_iters: u64,
     /// Use exactly this many iterations per sample and skip calibration (smoke tests).
     pub fixed_iters: Option<u64>,
+    /// Keep sampling past `samples` until the median's 95% interval is this narrow, up to a
+    /// bound (`--ci-target`, `--max-samples`); `None`: exactly `samples`.
+    pub adaptive: Option<Adaptive>,
+}
+
+/// Adaptive sample counts: more samples until the interval reaches a target.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Adaptive {
+    /// The half-width of the median's 95% interval, relative to the median, to reach
+    /// (0.02: ±2%).
+    pub ci_target: f64,
+    /// The most samples to take in all.
+    pub max_samples: usize,
 }
 
 impl Settings {
@@ -43,6 +56,7 @@ impl Settings {
             warmup: Duration::from_millis(50),
             max_iters: 1 << 32,
             fixed_iters: None,
+            adaptive: None,
         }
     }
 
@@ -61,6 +75,7 @@ impl Settings {
             warmup: Duration::ZERO,
             max_iters: 1 << 32,
             fixed_iters: Some(2),
+            adaptive: None,
         }
     }
 }
@@ -130,9 +145,18 @@ pub fn collect_in(
         Metric::TimePerOp { subtract_loop: true, .. } => cal.loop_ns + cal.read_ns / iters as f64,
         _ => 0.0,
     };
-    let mut samples = Vec::with_capacity(settings.samples);
+    let mut samples: Vec<Sample> = Vec::with_capacity(settings.samples);
     let window_start = (Instant::now(), CpuCounters::read());
-    for _ in 0..settings.samples.max(1) {
+    // The interval of the median narrows only by whole order statistics, so the check is
+    // made after each extra sample, against the summary of all so far.
+    let wide = |samples: &[Sample]| match settings.adaptive {
+        Some(a) if samples.len() < a.max_samples => {
+            let values: Vec<f64> = samples.iter().map(|s| s.value).collect();
+            crate::stats::Summary::of(&values).is_some_and(|s| s.ci_rel_halfwidth() > a.ci_target)
+        }
+        _ => false,
+    };
+    while samples.len() < settings.samples.max(1) || wide(&samples) {
         check()?;
         let before = CpuCounters::read();
         let timing = work.run(iters)?;
@@ -213,6 +237,49 @@ mod tests {
         // Calibration grows the count monotonically.
         let cal_calls = &w.calls[..w.calls.len() - 15];
         assert!(cal_calls.windows(2).all(|p| p[1] > p[0]));
+    }
+
+    /// A workload whose time per iteration cycles through `pattern` (ns), one step per call.
+    struct Cycle {
+        pattern: Vec<u64>,
+        next: usize,
+    }
+
+    impl Workload for Cycle {
+        fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
+            let ns = self.pattern[self.next % self.pattern.len()];
+            self.next += 1;
+            Ok(Timing::from_elapsed(Duration::from_nanos(iters * ns)))
+        }
+    }
+
+    #[test]
+    fn adaptive_sampling_goes_on_until_the_interval_is_narrow_or_the_bound() {
+        let adaptive = |target: f64| Settings {
+            fixed_iters: Some(1),
+            samples: 5,
+            adaptive: Some(Adaptive { ci_target: target, max_samples: 40 }),
+            ..Settings::full()
+        };
+        let per_op = Metric::per_op();
+        // Steady: five samples already have an interval of zero width.
+        let mut w = Cycle { pattern: vec![100], next: 0 };
+        let c = collect(&mut w, &adaptive(0.01), &Calibration::zero(), per_op).unwrap();
+        assert_eq!(c.samples.len(), 5);
+        // Scattered around 100 by up to ±20%: the interval narrows as samples are added, and
+        // sampling stops as soon as it is within ±10%.
+        let pattern = vec![80, 120, 95, 105, 90, 110, 100, 85, 115, 98, 102];
+        let mut w = Cycle { pattern: pattern.clone(), next: 0 };
+        let c = collect(&mut w, &adaptive(0.10), &Calibration::zero(), per_op).unwrap();
+        let n = c.samples.len();
+        assert!(n > 5 && n < 40, "{n} samples");
+        let values = |k: usize| c.samples[..k].iter().map(|s| s.value).collect::<Vec<_>>();
+        let ci = |k: usize| crate::stats::Summary::of(&values(k)).unwrap().ci_rel_halfwidth();
+        assert!(ci(n) <= 0.10 && ci(n - 1) > 0.10, "stopped at the first narrow enough interval");
+        // An unreachable target stops at the bound.
+        let mut w = Cycle { pattern, next: 0 };
+        let c = collect(&mut w, &adaptive(0.0001), &Calibration::zero(), per_op).unwrap();
+        assert_eq!(c.samples.len(), 40);
     }
 
     #[test]
