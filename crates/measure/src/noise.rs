@@ -160,6 +160,41 @@ fn own_ticks() -> u64 {
     total
 }
 
+/// The drift sentinel: the time of a fixed reference workload (a dependent chain of integer
+/// multiply-adds, about 100 µs on a 3 GHz core), the best of three tries so that one
+/// preemption does not count. Re-measured between the results of a run, it moves when the
+/// machine's speed does (the host's clock or turbo state, a neighbour on the same core, steal)
+/// while nothing in the workload changed: results measured while it moved are flagged
+/// ([`drift`]).
+pub fn sentinel_ns() -> u64 {
+    let mut best = u64::MAX;
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        let mut x = std::hint::black_box(0x9E37_79B9_7F4A_7C15u64);
+        for _ in 0..100_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        }
+        std::hint::black_box(x);
+        best = best.min(t.elapsed().as_nanos() as u64);
+    }
+    best
+}
+
+/// How far the sentinel moved around one result, relative to the run's first reading: the
+/// larger deviation of the readings before and after it, when above `DRIFT` (10%), signed
+/// (+0.12: the machine ran 12% slower).
+pub fn drift(reference: u64, before: u64, after: u64) -> Option<f64> {
+    if reference == 0 {
+        return None;
+    }
+    let rel = |x: u64| x as f64 / reference as f64 - 1.0;
+    let worst = [rel(before), rel(after)].into_iter().max_by(|a, b| a.abs().total_cmp(&b.abs()))?;
+    (worst.abs() > DRIFT).then_some(worst)
+}
+
+/// The sentinel's deviation above which a result is flagged.
+pub const DRIFT: f64 = 0.10;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,5 +227,20 @@ mod tests {
         let b = CpuCounters::read().unwrap();
         assert!(b.busy >= a.busy && b.own >= a.own);
         let _ = a.other_ns(&b);
+    }
+
+    #[test]
+    fn drift_is_the_larger_deviation_beyond_ten_percent() {
+        assert_eq!(drift(1000, 1020, 980), None);
+        let d = drift(1000, 1050, 1150).unwrap();
+        assert!((d - 0.15).abs() < 1e-9, "{d}");
+        let d = drift(1000, 850, 1020).unwrap();
+        assert!((d + 0.15).abs() < 1e-9, "{d}");
+        assert_eq!(drift(0, 5, 5), None);
+    }
+
+    #[test]
+    fn the_sentinel_measures_something() {
+        assert!(sentinel_ns() > 0);
     }
 }

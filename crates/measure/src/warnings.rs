@@ -88,6 +88,7 @@ pub fn advice_for(kind: &str) -> &'static str {
         "other-cpu" => "rerun on a quiet machine",
         "migrated" => "check that nothing restricts CPU affinity (cgroup cpusets, taskset)",
         "steal" => "the host is overcommitted: rerun when it is quieter, or on dedicated vCPUs",
+        "drift" => "the machine's speed moved during the run (host clock, a neighbour, steal): rerun the flagged probes, or compare them only within this run",
         "bimodal" => "read both modes (the `modes` note); pin the parties or keep the CPUs awake if the placement or an idle CPU's wake-up alternates between samples",
         _ => "",
     }
@@ -163,6 +164,23 @@ pub fn measurement_warnings(m: &Measurement) -> Vec<Warning> {
     w
 }
 
+/// The drift sentinel moved by `drift` (relative, signed) while `m` was measured.
+pub fn drift_warning(m: &Measurement, drift: f64) -> Warning {
+    let name =
+        if m.params.is_empty() { m.probe.clone() } else { format!("{} [{}]", m.probe, m.params) };
+    Warning {
+        kind: "drift".into(),
+        probe: Some(name.clone()),
+        severity: Severity::Warn,
+        message: format!(
+            "{name}: the reference workload ran {:.0}% {} than at the start of the run around it",
+            drift.abs() * 100.0,
+            if drift > 0.0 { "slower" } else { "faster" }
+        ),
+        advice: advice_for("drift").into(),
+    }
+}
+
 /// The heading under which warnings of `kind` are grouped when shown.
 pub fn kind_heading(kind: &str) -> &'static str {
     match kind {
@@ -171,6 +189,7 @@ pub fn kind_heading(kind: &str) -> &'static str {
         "migrated" => "samples that changed CPU mid-measurement",
         "steal" => "CPU stolen by the hypervisor (over 10% of the sampling time)",
         "bimodal" => "two modes in the samples (a median between them describes neither)",
+        "drift" => "measured while the drift sentinel had moved by more than 10%",
         _ => "other",
     }
 }
@@ -229,6 +248,16 @@ mod tests {
         assert!(b.message.contains("45.6") && b.message.contains("90.5"), "{}", b.message);
         assert!(b.message.contains("(6 samples)"), "{}", b.message);
         assert!(!b.advice.is_empty());
+    }
+
+    #[test]
+    fn drift_is_named_with_its_direction() {
+        let m = measurement(&[10.0, 10.1, 9.9, 10.0], 0, false);
+        let w = drift_warning(&m, 0.15);
+        assert_eq!(w.kind, "drift");
+        assert!(w.message.contains("15% slower"), "{}", w.message);
+        assert!(drift_warning(&m, -0.2).message.contains("20% faster"));
+        assert!(!w.advice.is_empty() && kind_heading("drift") != "other");
     }
 
     #[test]

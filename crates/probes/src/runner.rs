@@ -145,13 +145,28 @@ pub fn run_work<S: RunSink>(
 ) -> Result<RunReport, S::Error> {
     let mut report = RunReport::default();
     let variants = |id: &str| work.iter().filter(|(p, _)| p.info().id == id).count();
+    // The drift sentinel (`noise::sentinel_ns`): read at the start and after every result;
+    // a result during which it moved by more than 10% from the first reading is flagged.
+    // Not in smoke runs, which measure nothing worth judging.
+    let sentinel = suite != Suite::Smoke;
+    let reference = if sentinel { schedlab_measure::noise::sentinel_ns() } else { 0 };
+    let mut before = reference;
     for (done, (probe, params)) in work.iter().enumerate() {
         if interrupt::requested() {
             report.interrupted = true;
             break;
         }
         observer.measuring(*probe, params, done, work.len());
-        let m = measure_one(*probe, params, ctx, &settings_for(*probe), cal);
+        let mut m = measure_one(*probe, params, ctx, &settings_for(*probe), cal);
+        let mut drifted = None;
+        if sentinel {
+            let after = schedlab_measure::noise::sentinel_ns();
+            drifted = schedlab_measure::noise::drift(reference, before, after);
+            if let (Some(d), Outcome::Ok) = (drifted, &m.outcome) {
+                m.notes.set("drift", format!("{:+.0}%", d * 100.0));
+            }
+            before = after;
+        }
         sink.save(&m)?;
         report.results += 1;
         match &m.outcome {
@@ -161,6 +176,9 @@ pub fn run_work<S: RunSink>(
         }
         if suite != Suite::Smoke {
             report.warnings.extend(warnings::measurement_warnings(&m));
+            if let (Some(d), Outcome::Ok) = (drifted, &m.outcome) {
+                report.warnings.push(warnings::drift_warning(&m, d));
+            }
         }
         observer.measured(&m, variants(probe.info().id));
         if report.interrupted {
