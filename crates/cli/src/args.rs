@@ -68,6 +68,11 @@ pub enum Command {
     /// Merge another schedlab SQLite file's runs into this database (runs it has already
     /// are not stored twice).
     Import(ImportArgs),
+    /// The seed papers' published tables as reference runs: `list` the sets, `import SET`
+    /// stores one run per machine column (labelled `seed002:linux-hp`...), to `compare`
+    /// this machine with.
+    #[command(subcommand)]
+    Reference(ReferenceCommand),
     /// Print a completion script for a shell to standard output (e.g. `schedlab completions
     /// bash > ~/.local/share/bash-completion/completions/schedlab`).
     Completions {
@@ -235,6 +240,19 @@ pub struct ImportArgs {
     /// Which runs [default: all].
     #[command(flatten)]
     pub filter: RunFilterArgs,
+}
+
+/// `schedlab reference`.
+#[derive(Debug, Subcommand)]
+pub enum ReferenceCommand {
+    /// The published sets, their machine columns and rows, and the probe each row maps to.
+    List,
+    /// Store a set's columns as runs marked published (suite `published`); a column already
+    /// imported is skipped.
+    Import {
+        /// The set: seed002 or seed003.
+        set: String,
+    },
 }
 
 /// `schedlab compare`.

@@ -32,6 +32,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Command::Doctor(args) => return doctor(&args),
+        Command::Reference(crate::args::ReferenceCommand::List) => {
+            return crate::reference::list();
+        }
         Command::Man => {
             let mut buf = Vec::new();
             clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut buf)?;
@@ -67,7 +70,13 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Push(args) => crate::fleet::push(&args, &db),
         Command::Pull(args) => crate::fleet::pull(&args, &db),
         Command::Import(args) => crate::fleet::import(&args, &db),
-        Command::Completions { .. } | Command::Man | Command::Doctor(_) => {
+        Command::Reference(crate::args::ReferenceCommand::Import { set }) => {
+            crate::reference::import(&set, &db)
+        }
+        Command::Completions { .. }
+        | Command::Man
+        | Command::Doctor(_)
+        | Command::Reference(crate::args::ReferenceCommand::List) => {
             unreachable!("handled above")
         }
     }

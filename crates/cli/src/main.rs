@@ -9,6 +9,7 @@ mod commands;
 mod fleet;
 mod mem;
 mod probe_timeline;
+mod reference;
 mod run;
 mod settings;
 mod timeline;

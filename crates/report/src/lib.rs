@@ -27,6 +27,7 @@ pub mod export;
 pub mod html;
 pub mod lanes;
 pub mod mem;
+pub mod reference;
 pub mod suites;
 pub mod svg;
 pub mod table;

@@ -24,7 +24,7 @@ use crate::table::{Align, Table};
 
 /// The unit a suite reports a row in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Their {
+pub(crate) enum Their {
     /// Loops (operations) per second.
     Lps,
     /// Loops per minute.
@@ -38,7 +38,7 @@ enum Their {
 }
 
 impl Their {
-    fn symbol(self) -> &'static str {
+    pub(crate) fn symbol(self) -> &'static str {
         match self {
             Their::Lps => "lps",
             Their::Lpm => "lpm",
@@ -72,6 +72,29 @@ impl Their {
         .filter(|v| v.is_finite())
     }
 
+    /// The inverse of [`Their::convert`]: a value `v` in this unit as a value in `ours`;
+    /// `None` when they do not convert. lps -> ns: 1e9 / lps; lpm -> lps: / 60; KBps ->
+    /// MiB/s: / 1024; µs -> ns: × 1000; MB/s (2^20) -> MiB/s: the same number. As in
+    /// `convert`, a time does not become a rate.
+    pub(crate) fn to_ours(self, v: f64, ours: Unit) -> Option<f64> {
+        let per_sec = match self {
+            Their::Lps => Some(v),
+            Their::Lpm => Some(v / 60.0),
+            Their::Micros | Their::Kbps | Their::MbPerSec => None,
+        };
+        match (self, ours) {
+            (Their::Kbps, Unit::MibPerSec) => Some(v / 1024.0),
+            (Their::MbPerSec, Unit::MibPerSec) => Some(v),
+            (Their::Kbps | Their::MbPerSec, _) | (_, Unit::MibPerSec) => None,
+            (Their::Micros, Unit::Nanos) => Some(v * 1e3),
+            (Their::Micros, Unit::Micros) => Some(v),
+            (_, Unit::OpsPerSec) => per_sec,
+            (_, Unit::Nanos) => per_sec.map(|r| 1e9 / r),
+            (_, Unit::Micros) => per_sec.map(|r| 1e6 / r),
+        }
+        .filter(|v| v.is_finite())
+    }
+
     /// How many of this unit's things happen in `secs` seconds at rate `v`.
     fn count_in(self, v: f64, secs: f64) -> Option<f64> {
         match self {
@@ -84,7 +107,7 @@ impl Their {
 
 /// Whose definition the schedlab row measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fidelity {
+pub(crate) enum Fidelity {
     /// The suite's own definition (a `def=` variant, or a row that has only that one).
     Exact,
     /// A different definition; the text says how.
@@ -393,6 +416,31 @@ fn lmbench_rows() -> Vec<SuiteRow> {
     ]
 }
 
+/// Which suite's rows to look a name up in ([`suite_row`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Suite {
+    /// [`unixbench_text`]'s rows.
+    UnixBench,
+    /// [`lmbench_text`]'s rows (seed 002's Table 2).
+    Lmbench,
+}
+
+/// The schedlab row a suite's row is measured by: its first (preferred) candidate, as
+/// (probe, params key, fidelity) and the suite's unit for it; `None` for a name the view
+/// does not know. The published reference runs ([`crate::reference`]) use this mapping.
+pub(crate) fn suite_row(
+    suite: Suite,
+    name: &str,
+) -> Option<(&'static str, &'static str, Fidelity, Their)> {
+    let rows = match suite {
+        Suite::UnixBench => unixbench_rows(),
+        Suite::Lmbench => lmbench_rows(),
+    };
+    let row = rows.into_iter().find(|r| r.name == name)?;
+    let &(probe, key, fidelity) = row.candidates.first()?;
+    Some((probe, key, fidelity, row.unit))
+}
+
 /// The measured median of the first candidate of `row` present in `run`, with the
 /// measurement and the candidate's fidelity.
 fn find<'a>(run: &'a Run, row: &SuiteRow) -> Option<(&'a Measurement, f64, Fidelity)> {
@@ -419,7 +467,7 @@ fn num(v: f64) -> String {
     format!("{v:.digits$}")
 }
 
-fn definition(f: Fidelity) -> String {
+pub(crate) fn definition(f: Fidelity) -> String {
     match f {
         Fidelity::Exact => "theirs".into(),
         Fidelity::Ours(why) => format!("ours: {why}"),
@@ -573,6 +621,30 @@ mod tests {
         assert_eq!(Their::Kbps.convert(1.0, Unit::Nanos), None);
         assert_eq!(Their::Lpm.count_in(120.0, 10.0), Some(20.0));
         assert_eq!(Their::Lps.count_in(3.0, 10.0), Some(30.0));
+    }
+
+    /// `to_ours` undoes `convert` for every pair that converts, and refuses the others.
+    #[test]
+    fn to_ours_is_the_inverse_of_convert() {
+        let units = [Unit::Nanos, Unit::Micros, Unit::OpsPerSec, Unit::MibPerSec];
+        let theirs = [Their::Lps, Their::Lpm, Their::Kbps, Their::Micros, Their::MbPerSec];
+        for t in theirs {
+            for u in units {
+                match (t.convert(250.0, u), t.to_ours(250.0, u)) {
+                    (Some(theirs), Some(_)) => {
+                        let back = t.to_ours(theirs, u).unwrap();
+                        assert!((back - 250.0).abs() < 1e-9, "{t:?} {u:?}: {back}");
+                    }
+                    (None, None) => {}
+                    other => panic!("{t:?} {u:?}: {other:?}"),
+                }
+            }
+        }
+        assert_eq!(Their::Lps.to_ours(500.0, Unit::Nanos), Some(2e6));
+        assert_eq!(Their::Kbps.to_ours(2048.0, Unit::MibPerSec), Some(2.0));
+        assert_eq!(Their::Micros.to_ours(0.5, Unit::Nanos), Some(500.0));
+        assert_eq!(suite_row(Suite::Lmbench, "simple syscall").unwrap().0, "os.syscall.null");
+        assert!(suite_row(Suite::UnixBench, "mallocMemCopy").is_none());
     }
 
     /// The index is the geometric mean of result × 10 / baseline over the index tests

@@ -162,6 +162,8 @@ pub fn compare_table_across(runs: &[Run], baseline: usize, across: bool) -> Tabl
             cells.push(match m {
                 None => "—".into(),
                 Some(m) => match &m.summary {
+                    // One sample (a published figure) has no interval to show.
+                    Some(s) if m.outcome == Outcome::Ok && s.n < 2 => human(s.median, m.unit),
                     Some(s) if m.outcome == Outcome::Ok => {
                         format!("{} {}", human(s.median, m.unit), percent(s.ci_rel_halfwidth()))
                     }

@@ -826,6 +826,8 @@ impl Store {
 
     /// Resolves a RUN argument: a numeric id, `latest`, `latest~N` (N runs before the latest),
     /// a UUID (or its first 8 or more characters) or a label (the most recent run with it).
+    /// `latest` counts measured runs only: the published tables imported as runs (suite
+    /// `published`, `schedlab reference import`) are named by their labels.
     ///
     /// # Errors
     /// [`StoreError::NoSuchRun`] when nothing matches.
@@ -835,12 +837,10 @@ impl Store {
         let mut found: Option<i64> = if spec == "latest" || spec.starts_with("latest~") {
             let back: i64 =
                 spec.strip_prefix("latest~").map_or(Ok(0), |n| n.parse()).map_err(|_| none())?;
-            first(
-                self.query(
-                    "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET $1",
-                    &[back.into()],
-                )?,
-            )
+            first(self.query(
+                "SELECT id FROM runs WHERE suite <> 'published' ORDER BY id DESC LIMIT 1 OFFSET $1",
+                &[back.into()],
+            )?)
         } else if let Ok(id) = spec.parse::<i64>() {
             first(self.query("SELECT id FROM runs WHERE id = $1", &[id.into()])?)
         } else {
