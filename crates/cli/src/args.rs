@@ -136,6 +136,11 @@ pub struct RunArgs {
     /// Minimum duration of one sample in milliseconds [default: 10].
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(1..=60_000))]
     pub target_ms: Option<u32>,
+    /// Measure the selection R times, each round starting at a different probe, and keep
+    /// one result per probe from every round's samples, with the rounds' medians and their
+    /// spread beside the pooled interval [default: 1].
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: Option<u32>,
     /// Keep sampling each result until the median's 95% interval is within ±PCT percent of
     /// it, up to --max-samples (the samples taken are the result's n).
     #[arg(long, value_name = "PCT")]

@@ -73,6 +73,7 @@ fn measure(args: &MemArgs, db: &Location) -> Result<(Run, ExitCode)> {
         target_ms: args.target_ms,
         ci_target: None,
         max_samples: None,
+        rounds: None,
         tmp_dir: None,
         report: None,
     })?;

@@ -87,6 +87,9 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
             plan.sampling.fixed_iters.map_or("none".to_string(), |n| n.to_string()),
         )
         .with("tmp_dir", plan.ctx.tmp_dir.display());
+    if plan.rounds > 1 {
+        meta.settings.set("rounds", plan.rounds);
+    }
     if let Some((target, max)) = plan.adaptive {
         meta.settings.set("ci_target_pct", target * 100.0);
         meta.settings.set("max_samples", max.map_or("4x samples".to_string(), |n| n.to_string()));
@@ -99,10 +102,11 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
     }
     let _ = out("\n");
 
-    let mut terminal = Terminal::new(work.len());
+    let mut terminal = Terminal::new(work.len() * plan.rounds);
     let mut sink = StoreSink { store, run_id };
-    let outcome = runner::run_work(
+    let outcome = runner::run_rounds(
         &work,
+        plan.rounds,
         plan.suite,
         &plan.ctx,
         |p| plan.sampling_for(p),

@@ -42,6 +42,8 @@ pub struct RunPlan {
     pub target: Option<std::time::Duration>,
     /// `--ci-target` (as a fraction) and `--max-samples`.
     pub adaptive: Option<(f64, Option<usize>)>,
+    /// `--rounds` (1: one pass).
+    pub rounds: usize,
     /// Filters (empty: everything).
     pub filters: Vec<String>,
     /// Label of the run.
@@ -121,6 +123,7 @@ impl RunPlan {
             samples,
             target,
             adaptive,
+            rounds: args.rounds.map_or(1, |r| r as usize),
             filters,
             label: args.label.clone(),
             ctx: Context {

@@ -464,3 +464,34 @@ fn ci_target_takes_samples_up_to_the_bound_and_bad_values_are_usage_errors() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
     }
 }
+
+#[test]
+fn rounds_keep_one_result_per_probe_from_every_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let o = run(
+        &db,
+        &[
+            "run",
+            "--suite",
+            "smoke",
+            "--filter",
+            "os.syscall.null,os.signal.install",
+            "--rounds",
+            "2",
+            "--label",
+            "r2",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = run(&db, &["export", "r2", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "one result per probe, not per round");
+    for r in results {
+        assert_eq!(r["samples"].as_array().unwrap().len(), 4, "both rounds' samples: {r}");
+        assert_eq!(r["notes"]["rounds"], "2/2", "{r}");
+    }
+    let o = run(&db, &["run", "--suite", "smoke", "--filter", "os.syscall.null", "--rounds", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+}

@@ -88,6 +88,7 @@ pub fn advice_for(kind: &str) -> &'static str {
         "other-cpu" => "rerun on a quiet machine",
         "migrated" => "check that nothing restricts CPU affinity (cgroup cpusets, taskset)",
         "steal" => "the host is overcommitted: rerun when it is quieter, or on dedicated vCPUs",
+        "rounds" => "the machine changed between rounds more than within them: compare such results only within a round, or rerun when the host is steadier",
         "drift" => "the machine's speed moved during the run (host clock, a neighbour, steal): rerun the flagged probes, or compare them only within this run",
         "bimodal" => "read both modes (the `modes` note); pin the parties or keep the CPUs awake if the placement or an idle CPU's wake-up alternates between samples",
         _ => "",
@@ -190,6 +191,7 @@ pub fn kind_heading(kind: &str) -> &'static str {
         "steal" => "CPU stolen by the hypervisor (over 10% of the sampling time)",
         "bimodal" => "two modes in the samples (a median between them describes neither)",
         "drift" => "measured while the drift sentinel had moved by more than 10%",
+        "rounds" => "rounds whose medians spread more than 5% (and more than the pooled interval)",
         _ => "other",
     }
 }

@@ -27,6 +27,17 @@ use schedlab_measure::{interrupt, warnings, ProbeError};
 
 use crate::{Context, Probe, Suite};
 
+/// Two clusters in a result's samples: both are the answer, not the median between them
+/// (docs/SOURCES.md, Noise is reported, not hidden); noted as `modes`.
+fn note_modes(m: &mut Measurement) {
+    let values: Vec<f64> = m.samples.iter().map(|x| x.value).collect();
+    if let Some(md) = schedlab_measure::stats::modes(&values) {
+        let h = |v: f64| schedlab_measure::units::human(v, m.unit);
+        let text = format!("{} x{} | {} x{}", h(md.low.0), md.low.1, h(md.high.0), md.high.1);
+        m.notes.set("modes", text);
+    }
+}
+
 /// Runs one probe with one parameter set, start to finish. Never panics: a panicking probe
 /// becomes a failed measurement.
 pub fn measure_one(
@@ -53,16 +64,7 @@ pub fn measure_one(
                 Measurement::of_samples(info.id, params.clone(), info.unit, c.samples, wall);
             if m.outcome == Outcome::Ok {
                 m.notes = notes;
-                // Two clusters in the samples: both are the answer, not the median between
-                // them (docs/SOURCES.md, Noise is reported, not hidden).
-                let values: Vec<f64> = m.samples.iter().map(|x| x.value).collect();
-                if let Some(md) = schedlab_measure::stats::modes(&values) {
-                    let h = |v: f64| schedlab_measure::units::human(v, info.unit);
-                    m.notes.set(
-                        "modes",
-                        format!("{} x{} | {} x{}", h(md.low.0), md.low.1, h(md.high.0), md.high.1),
-                    );
-                }
+                note_modes(&mut m);
                 m.iters_per_sample = c.iters;
                 m.overhead_ns_per_iter = c.overhead_ns_per_iter;
                 m.noise = c.noise;
@@ -189,6 +191,170 @@ pub fn run_work<S: RunSink>(
     Ok(report)
 }
 
+/// [`run_work`] in `rounds` interleaved rounds: the whole list is measured `rounds` times, each
+/// round starting at a different place in it (round `r` at `r * len / rounds`), so a slow
+/// spell of the machine falls on different probes in different rounds instead of on one.
+/// Each result is kept once, when its last round is done (or, interrupted, with the rounds it
+/// has): every round's samples pooled into one summary, with the rounds' medians and their
+/// spread in its notes (`round_medians`, `between_rounds`), next to the pooled interval, and a
+/// `rounds` warning when the spread is wider than 5% and than twice that interval. The
+/// observer sees every round's measurement; `rounds <= 1` is [`run_work`].
+///
+/// # Errors
+/// The first error of `sink`; what was saved before it stays saved.
+#[allow(clippy::too_many_arguments)]
+pub fn run_rounds<S: RunSink>(
+    work: &[(&dyn Probe, Params)],
+    rounds: usize,
+    suite: Suite,
+    ctx: &Context,
+    settings_for: impl Fn(&dyn Probe) -> Settings,
+    cal: &Calibration,
+    sink: &mut S,
+    observer: &mut dyn RunObserver,
+) -> Result<RunReport, S::Error> {
+    if rounds <= 1 {
+        return run_work(work, suite, ctx, settings_for, cal, sink, observer);
+    }
+    let n = work.len();
+    let mut report = RunReport::default();
+    let variants = |id: &str| work.iter().filter(|(p, _)| p.info().id == id).count();
+    let sentinel = suite != Suite::Smoke;
+    let reference = if sentinel { schedlab_measure::noise::sentinel_ns() } else { 0 };
+    let mut before = reference;
+    let mut got: Vec<Vec<Measurement>> = vec![Vec::new(); n];
+    let mut drifted: Vec<Option<f64>> = vec![None; n];
+    let mut saved = vec![false; n];
+    let mut done = 0;
+    let keep = |i: usize,
+                got: &[Vec<Measurement>],
+                drifted: &[Option<f64>],
+                report: &mut RunReport,
+                sink: &mut S|
+     -> Result<(), S::Error> {
+        let m = merge_rounds(&got[i], rounds, drifted[i]);
+        sink.save(&m)?;
+        report.results += 1;
+        if let Outcome::Failed(_) = m.outcome {
+            report.failed += 1;
+        }
+        if suite != Suite::Smoke {
+            report.warnings.extend(warnings::measurement_warnings(&m));
+            if let (Some(d), Outcome::Ok) = (drifted[i], &m.outcome) {
+                report.warnings.push(warnings::drift_warning(&m, d));
+            }
+            if let Some(w) = rounds_warning(&m) {
+                report.warnings.push(w);
+            }
+        }
+        Ok(())
+    };
+    'rounds: for r in 0..rounds {
+        let start = r * n / rounds;
+        for k in 0..n {
+            let i = (start + k) % n;
+            if interrupt::requested() {
+                report.interrupted = true;
+                break 'rounds;
+            }
+            let (probe, params) = &work[i];
+            observer.measuring(*probe, params, done, n * rounds);
+            let m = measure_one(*probe, params, ctx, &settings_for(*probe), cal);
+            done += 1;
+            if sentinel {
+                let after = schedlab_measure::noise::sentinel_ns();
+                if let Some(d) = schedlab_measure::noise::drift(reference, before, after) {
+                    if drifted[i].is_none_or(|old| d.abs() > old.abs()) {
+                        drifted[i] = Some(d);
+                    }
+                }
+                before = after;
+            }
+            let stop = m.outcome == Outcome::Interrupted;
+            observer.measured(&m, variants(probe.info().id));
+            got[i].push(m);
+            if r == rounds - 1 && !stop {
+                keep(i, &got, &drifted, &mut report, sink)?;
+                saved[i] = true;
+            }
+            if stop {
+                report.interrupted = true;
+                break 'rounds;
+            }
+        }
+    }
+    for i in 0..n {
+        if !saved[i] && !got[i].is_empty() {
+            keep(i, &got, &drifted, &mut report, sink)?;
+        }
+    }
+    report.interrupted |= interrupt::requested();
+    Ok(report)
+}
+
+/// One result from a result's rounds: the successful rounds' samples pooled, their medians
+/// and spread noted; with no successful round, the first round's outcome as it was.
+fn merge_rounds(ms: &[Measurement], rounds: usize, drift: Option<f64>) -> Measurement {
+    let ok: Vec<&Measurement> = ms.iter().filter(|m| m.outcome == Outcome::Ok).collect();
+    let Some(first) = ok.first() else {
+        return ms[0].clone();
+    };
+    let samples = ok.iter().flat_map(|m| m.samples.iter().cloned()).collect();
+    let wall = ms.iter().map(|m| m.wall_s).sum();
+    let mut m =
+        Measurement::of_samples(&first.probe, first.params.clone(), first.unit, samples, wall);
+    if m.outcome != Outcome::Ok {
+        return m;
+    }
+    m.notes = first.notes.clone();
+    m.notes.0.retain(|(k, _)| k != "modes" && k != "drift");
+    note_modes(&mut m);
+    m.iters_per_sample = first.iters_per_sample;
+    m.overhead_ns_per_iter = first.overhead_ns_per_iter;
+    m.noise = ok.iter().filter_map(|x| x.noise).reduce(|a, b| schedlab_measure::noise::Noise {
+        window_ns: a.window_ns + b.window_ns,
+        other_cpu_ns: a.other_cpu_ns + b.other_cpu_ns,
+        steal_ns: a.steal_ns + b.steal_ns,
+    });
+    let medians: Vec<f64> =
+        ok.iter().filter_map(|x| x.summary.as_ref().map(|s| s.median)).collect();
+    let h = |v: f64| schedlab_measure::units::human(v, m.unit);
+    m.notes.set("rounds", format!("{}/{rounds}", ok.len()));
+    m.notes.set("round_medians", medians.iter().map(|&v| h(v)).collect::<Vec<_>>().join(" | "));
+    if let Some(mid) = schedlab_measure::stats::median(&medians).filter(|v| *v != 0.0) {
+        let (lo, hi) = medians.iter().fold((f64::MAX, f64::MIN), |(l, u), &v| (l.min(v), u.max(v)));
+        m.notes.set("between_rounds", format!("{:.1}%", (hi - lo) / mid.abs() * 100.0));
+    }
+    if let Some(d) = drift {
+        m.notes.set("drift", format!("{:+.0}%", d * 100.0));
+    }
+    m
+}
+
+/// A `rounds` warning when a result's round medians spread wider than 5% and than twice its
+/// pooled interval's half-width: the machine moved between rounds more than the samples show.
+fn rounds_warning(m: &Measurement) -> Option<Warning> {
+    let spread = m.notes.get("between_rounds")?.trim_end_matches('%').parse::<f64>().ok()? / 100.0;
+    let ci = m.summary.as_ref()?.ci_rel_halfwidth();
+    if spread <= 0.05 || spread <= 2.0 * ci {
+        return None;
+    }
+    let name =
+        if m.params.is_empty() { m.probe.clone() } else { format!("{} [{}]", m.probe, m.params) };
+    Some(Warning {
+        kind: "rounds".into(),
+        probe: Some(name.clone()),
+        severity: schedlab_measure::model::Severity::Warn,
+        message: format!(
+            "{name}: its rounds' medians ({}) spread {:.1}%, against a pooled interval of ±{:.1}%",
+            m.notes.get("round_medians").unwrap_or("-"),
+            spread * 100.0,
+            ci * 100.0
+        ),
+        advice: warnings::advice_for("rounds").into(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +417,68 @@ mod tests {
         }
         assert_eq!(seen.measured.len(), work.len());
         assert!(report.warnings.is_empty(), "a smoke run draws no spread warnings");
+    }
+
+    #[test]
+    fn rounds_pool_every_round_into_one_result_with_their_spread() {
+        let all = catalog();
+        let picked = crate::select(&all, &["os.syscall".to_string()]).unwrap();
+        let work: Vec<(&dyn Probe, Params)> = picked
+            .iter()
+            .flat_map(|p| p.variants(Suite::Smoke).into_iter().map(move |v| (*p, v)))
+            .collect();
+        let (mut kept, mut seen) = (Kept::default(), Seen::default());
+        let report = run_rounds(
+            &work,
+            3,
+            Suite::Smoke,
+            &Context::for_tests(),
+            |_| Settings::smoke(),
+            &Calibration::zero(),
+            &mut kept,
+            &mut seen,
+        )
+        .unwrap();
+        assert_eq!(report.results, work.len());
+        assert_eq!(seen.measuring, 3 * work.len(), "the observer sees every round");
+        // One result per probe and parameters, in the order each one's last round ended.
+        assert_eq!(kept.0.len(), work.len());
+        for m in kept.0.iter().filter(|m| m.outcome == Outcome::Ok) {
+            assert_eq!(m.samples.len(), 3 * Settings::smoke().samples, "{}", m.probe);
+            assert_eq!(m.notes.get("rounds"), Some("3/3"), "{}", m.notes);
+            assert_eq!(m.notes.get("round_medians").unwrap().split(" | ").count(), 3);
+            assert!(m.notes.get("between_rounds").is_some(), "{}", m.notes);
+        }
+        let mut ids: Vec<_> = kept.0.iter().map(|m| (m.probe.clone(), m.params.clone())).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), work.len(), "no result kept twice");
+    }
+
+    #[test]
+    fn a_spread_wider_than_the_interval_is_a_rounds_warning() {
+        let sample = |v: f64| schedlab_measure::model::Sample {
+            iters: 1,
+            elapsed_ns: 1000,
+            value: v,
+            other_cpu_ns: None,
+            migrated: false,
+        };
+        let round = |v: f64| {
+            Measurement::of_samples(
+                "os.x",
+                Params::new(),
+                schedlab_measure::model::Unit::Nanos,
+                (0..5).map(|i| sample(v + i as f64 * 0.01)).collect(),
+                0.1,
+            )
+        };
+        let steady = merge_rounds(&[round(100.0), round(100.5), round(100.2)], 3, None);
+        assert!(rounds_warning(&steady).is_none(), "{}", steady.notes);
+        let moved = merge_rounds(&[round(100.0), round(120.0), round(101.0)], 3, None);
+        assert_eq!(moved.notes.get("between_rounds"), Some("19.8%"));
+        let w = rounds_warning(&moved).expect("a rounds warning");
+        assert!(w.message.contains("19.8%"), "{}", w.message);
     }
 
     /// A probe that panics in setup.
