@@ -145,50 +145,7 @@ pub fn run_work<S: RunSink>(
     sink: &mut S,
     observer: &mut dyn RunObserver,
 ) -> Result<RunReport, S::Error> {
-    let mut report = RunReport::default();
-    let variants = |id: &str| work.iter().filter(|(p, _)| p.info().id == id).count();
-    // The drift sentinel (`noise::sentinel_ns`): read at the start and after every result;
-    // a result during which it moved by more than 10% from the first reading is flagged.
-    // Not in smoke runs, which measure nothing worth judging.
-    let sentinel = suite != Suite::Smoke;
-    let reference = if sentinel { schedlab_measure::noise::sentinel_ns() } else { 0 };
-    let mut before = reference;
-    for (done, (probe, params)) in work.iter().enumerate() {
-        if interrupt::requested() {
-            report.interrupted = true;
-            break;
-        }
-        observer.measuring(*probe, params, done, work.len());
-        let mut m = measure_one(*probe, params, ctx, &settings_for(*probe), cal);
-        let mut drifted = None;
-        if sentinel {
-            let after = schedlab_measure::noise::sentinel_ns();
-            drifted = schedlab_measure::noise::drift(reference, before, after);
-            if let (Some(d), Outcome::Ok) = (drifted, &m.outcome) {
-                m.notes.set("drift", format!("{:+.0}%", d * 100.0));
-            }
-            before = after;
-        }
-        sink.save(&m)?;
-        report.results += 1;
-        match &m.outcome {
-            Outcome::Failed(_) => report.failed += 1,
-            Outcome::Interrupted => report.interrupted = true,
-            _ => {}
-        }
-        if suite != Suite::Smoke {
-            report.warnings.extend(warnings::measurement_warnings(&m));
-            if let (Some(d), Outcome::Ok) = (drifted, &m.outcome) {
-                report.warnings.push(warnings::drift_warning(&m, d));
-            }
-        }
-        observer.measured(&m, variants(probe.info().id));
-        if report.interrupted {
-            break;
-        }
-    }
-    report.interrupted |= interrupt::requested();
-    Ok(report)
+    run_rounds(work, 1, suite, ctx, settings_for, cal, sink, observer)
 }
 
 /// [`run_work`] in `rounds` interleaved rounds: the whole list is measured `rounds` times, each
@@ -198,7 +155,12 @@ pub fn run_work<S: RunSink>(
 /// has): every round's samples pooled into one summary, with the rounds' medians and their
 /// spread in its notes (`round_medians`, `between_rounds`), next to the pooled interval, and a
 /// `rounds` warning when the spread is wider than 5% and than twice that interval. The
-/// observer sees every round's measurement; `rounds <= 1` is [`run_work`].
+/// observer sees every round's measurement, each result after the sink has it. With one
+/// round this is [`run_work`]: each result kept as measured.
+///
+/// The drift sentinel (`noise::sentinel_ns`) is read at the start and after every
+/// measurement; a result around which it moved by more than 10% from the first reading is
+/// flagged. Not in smoke runs, which measure nothing worth judging.
 ///
 /// # Errors
 /// The first error of `sink`; what was saved before it stays saved.
@@ -213,9 +175,7 @@ pub fn run_rounds<S: RunSink>(
     sink: &mut S,
     observer: &mut dyn RunObserver,
 ) -> Result<RunReport, S::Error> {
-    if rounds <= 1 {
-        return run_work(work, suite, ctx, settings_for, cal, sink, observer);
-    }
+    let rounds = rounds.max(1);
     let n = work.len();
     let mut report = RunReport::default();
     let variants = |id: &str| work.iter().filter(|(p, _)| p.info().id == id).count();
@@ -271,12 +231,13 @@ pub fn run_rounds<S: RunSink>(
                 before = after;
             }
             let stop = m.outcome == Outcome::Interrupted;
-            observer.measured(&m, variants(probe.info().id));
             got[i].push(m);
-            if r == rounds - 1 && !stop {
+            if r == rounds - 1 || stop {
                 keep(i, &got, &drifted, &mut report, sink)?;
                 saved[i] = true;
             }
+            let last = got[i].last().expect("just pushed");
+            observer.measured(last, variants(probe.info().id));
             if stop {
                 report.interrupted = true;
                 break 'rounds;
@@ -295,8 +256,17 @@ pub fn run_rounds<S: RunSink>(
 /// One result from a result's rounds: the successful rounds' samples pooled, their medians
 /// and spread noted; with no successful round, the first round's outcome as it was.
 fn merge_rounds(ms: &[Measurement], rounds: usize, drift: Option<f64>) -> Measurement {
+    let mut m = pool_rounds(ms, rounds);
+    if let (Some(d), Outcome::Ok) = (drift, &m.outcome) {
+        m.notes.set("drift", format!("{:+.0}%", d * 100.0));
+    }
+    m
+}
+
+/// The pooling of [`merge_rounds`]; one round is kept as it was.
+fn pool_rounds(ms: &[Measurement], rounds: usize) -> Measurement {
     let ok: Vec<&Measurement> = ms.iter().filter(|m| m.outcome == Outcome::Ok).collect();
-    let Some(first) = ok.first() else {
+    let Some(first) = ok.first().filter(|_| rounds > 1) else {
         return ms[0].clone();
     };
     let samples = ok.iter().flat_map(|m| m.samples.iter().cloned()).collect();
@@ -324,9 +294,6 @@ fn merge_rounds(ms: &[Measurement], rounds: usize, drift: Option<f64>) -> Measur
     if let Some(mid) = schedlab_measure::stats::median(&medians).filter(|v| *v != 0.0) {
         let (lo, hi) = medians.iter().fold((f64::MAX, f64::MIN), |(l, u), &v| (l.min(v), u.max(v)));
         m.notes.set("between_rounds", format!("{:.1}%", (hi - lo) / mid.abs() * 100.0));
-    }
-    if let Some(d) = drift {
-        m.notes.set("drift", format!("{:+.0}%", d * 100.0));
     }
     m
 }
@@ -360,6 +327,15 @@ mod tests {
     use super::*;
     use crate::catalog;
 
+    /// The smoke variants of the `os.syscall` probes, as a run would list them.
+    fn syscall_smoke_work(all: &[Box<dyn Probe>]) -> Vec<(&dyn Probe, Params)> {
+        let picked = crate::select(all, &["os.syscall".to_string()]).unwrap();
+        picked
+            .iter()
+            .flat_map(|p| p.variants(Suite::Smoke).into_iter().map(move |v| (*p, v)))
+            .collect()
+    }
+
     #[derive(Default)]
     struct Kept(Vec<Measurement>);
 
@@ -391,11 +367,7 @@ mod tests {
     #[test]
     fn every_result_reaches_the_sink_in_order_and_the_observer_after_it() {
         let all = catalog();
-        let picked = crate::select(&all, &["os.syscall".to_string()]).unwrap();
-        let work: Vec<(&dyn Probe, Params)> = picked
-            .iter()
-            .flat_map(|p| p.variants(Suite::Smoke).into_iter().map(move |v| (*p, v)))
-            .collect();
+        let work = syscall_smoke_work(&all);
         assert!(!work.is_empty());
         let (mut kept, mut seen) = (Kept::default(), Seen::default());
         let report = run_work(
@@ -422,11 +394,7 @@ mod tests {
     #[test]
     fn rounds_pool_every_round_into_one_result_with_their_spread() {
         let all = catalog();
-        let picked = crate::select(&all, &["os.syscall".to_string()]).unwrap();
-        let work: Vec<(&dyn Probe, Params)> = picked
-            .iter()
-            .flat_map(|p| p.variants(Suite::Smoke).into_iter().map(move |v| (*p, v)))
-            .collect();
+        let work = syscall_smoke_work(&all);
         let (mut kept, mut seen) = (Kept::default(), Seen::default());
         let report = run_rounds(
             &work,
