@@ -17,7 +17,7 @@
 
 use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -81,17 +81,17 @@ impl CpuCap {
         match version {
             Version::V1 => {
                 // The period first: a quota above the old period would be refused.
-                write(&cap.dir.join("cpu.cfs_period_us"), &p.to_string())
+                fs::write(cap.dir.join("cpu.cfs_period_us"), p.to_string())
                     .map_err(|e| step("cpu.cfs_period_us", e))?;
-                write(&cap.dir.join("cpu.cfs_quota_us"), &q.to_string())
+                fs::write(cap.dir.join("cpu.cfs_quota_us"), q.to_string())
                     .map_err(|e| step("cpu.cfs_quota_us", e))?;
             }
             Version::V2 => {
-                write(&cap.dir.join("cgroup.type"), "threaded")
+                fs::write(cap.dir.join("cgroup.type"), "threaded")
                     .map_err(|e| step("cgroup.type threaded", e))?;
-                write(&cap.parent.join("cgroup.subtree_control"), "+cpu")
+                fs::write(cap.parent.join("cgroup.subtree_control"), "+cpu")
                     .map_err(|e| step("+cpu in the parent's cgroup.subtree_control", e))?;
-                write(&cap.dir.join("cpu.max"), &format!("{q} {p}"))
+                fs::write(cap.dir.join("cpu.max"), format!("{q} {p}"))
                     .map_err(|e| step("cpu.max", e))?;
             }
         }
@@ -105,7 +105,7 @@ impl CpuCap {
 
     /// Moves the thread `tid` (of this process) into the cap.
     pub(super) fn add_thread(&self, tid: i32) -> io::Result<()> {
-        write(&self.dir.join(self.threads_file()), &tid.to_string())?;
+        fs::write(self.dir.join(self.threads_file()), tid.to_string())?;
         self.threads.lock().unwrap_or_else(|e| e.into_inner()).push(tid);
         Ok(())
     }
@@ -139,7 +139,7 @@ impl Drop for CpuCap {
         // its id fails to write, harmlessly), so the directory is empty and can go.
         let file = self.parent.join(self.threads_file());
         for tid in self.threads.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
-            let _ = write(&file, &tid.to_string());
+            let _ = fs::write(&file, tid.to_string());
         }
         // An exiting thread leaves its cgroup a moment after `join` returns: retry briefly.
         for _ in 0..100 {
@@ -152,10 +152,6 @@ impl Drop for CpuCap {
             }
         }
     }
-}
-
-fn write(path: &Path, text: &str) -> io::Result<()> {
-    fs::write(path, text)
 }
 
 /// Where the process's cgroup is in the hierarchy holding the `cpu` controller, and which
