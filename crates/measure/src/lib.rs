@@ -35,6 +35,7 @@ pub mod interrupt;
 pub mod machine;
 pub mod model;
 pub mod noise;
+pub mod placement;
 pub mod sampler;
 pub mod stats;
 pub mod sys;
@@ -114,4 +115,12 @@ pub trait Workload {
     /// include setup in the timing. Long bodies should check [`interrupt::requested`] and return
     /// [`ProbeError::Interrupted`].
     fn run(&mut self, iters: u64) -> Result<Timing, ProbeError>;
+
+    /// The parties whose placement the sampler records ([`placement`]): by default the
+    /// calling thread alone, named `main`. A workload with helper threads or child processes
+    /// names them, so an unpinned result says where each ran and whether they shared a CPU,
+    /// and a pinned one is checked to have stayed. Called once, before the samples.
+    fn parties(&self) -> Vec<placement::Party> {
+        vec![placement::Party::caller("main")]
+    }
 }

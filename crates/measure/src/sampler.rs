@@ -7,7 +7,9 @@
 //!    linearity test never passes on a VM; doubling needs a few target-lengths.
 //! 2. Warm up: keep running at the chosen count until `warmup` has passed (at least once).
 //! 3. Sample: `samples` calls at the chosen count. Around each we read the CPU counters of
-//!    [`crate::noise`] to record how much CPU other processes used meanwhile.
+//!    [`crate::noise`] to record how much CPU other processes used meanwhile, and after each
+//!    we note where the workload's parties are ([`crate::placement`]; never inside the
+//!    timed call): a pinned party seen off its CPU marks the sample as migrated.
 //!
 //! The user's stop request is checked between calls; a partial set of samples is discarded
 //! (the caller stores the probe as interrupted), never summarised as if complete.
@@ -17,6 +19,7 @@ use std::time::{Duration, Instant};
 use crate::clock::Calibration;
 use crate::model::{Metric, Sample, Unit};
 use crate::noise::{CpuCounters, Noise};
+use crate::placement::{Placement, Recorder};
 use crate::{interrupt, ProbeError, Workload};
 
 /// How long and how often to sample.
@@ -91,6 +94,8 @@ pub struct Collected {
     pub overhead_ns_per_iter: f64,
     /// CPU taken by others over the whole sampling window.
     pub noise: Option<Noise>,
+    /// Where the workload's parties ran, sample by sample.
+    pub placement: Placement,
 }
 
 /// Runs the protocol above on `work`, converting timings with `metric` into `unit`.
@@ -146,6 +151,7 @@ pub fn collect_in(
         _ => 0.0,
     };
     let mut samples: Vec<Sample> = Vec::with_capacity(settings.samples);
+    let mut placement = Recorder::start(&work.parties());
     let window_start = (Instant::now(), CpuCounters::read());
     // The interval of the median narrows only by whole order statistics, so the check is
     // made after each extra sample, against the summary of all so far.
@@ -161,6 +167,7 @@ pub fn collect_in(
         let before = CpuCounters::read();
         let timing = work.run(iters)?;
         let after = CpuCounters::read();
+        let off_pin = placement.observe();
         let elapsed_ns = timing.elapsed.as_nanos() as u64;
         let net_ns = elapsed_ns.saturating_sub(timing.overhead.as_nanos() as u64);
         samples.push(Sample {
@@ -168,7 +175,7 @@ pub fn collect_in(
             elapsed_ns,
             value: value_of(metric, unit, iters, net_ns as f64, overhead),
             other_cpu_ns: before.zip(after).map(|(b, a)| b.other_ns(&a)),
-            migrated: timing.migrated,
+            migrated: timing.migrated || off_pin,
         });
     }
     let window_end = CpuCounters::read();
@@ -177,7 +184,13 @@ pub fn collect_in(
         other_cpu_ns: b.other_ns(&a),
         steal_ns: b.steal_ns(&a),
     });
-    Ok(Collected { samples, iters, overhead_ns_per_iter: overhead, noise })
+    Ok(Collected {
+        samples,
+        iters,
+        overhead_ns_per_iter: overhead,
+        noise,
+        placement: placement.finish(),
+    })
 }
 
 /// [`collect_in`] for a per-operation metric in nanoseconds.
@@ -280,6 +293,19 @@ mod tests {
         let mut w = Cycle { pattern, next: 0 };
         let c = collect(&mut w, &adaptive(0.0001), &Calibration::zero(), per_op).unwrap();
         assert_eq!(c.samples.len(), 40);
+    }
+
+    #[test]
+    fn every_sample_notes_where_the_calling_thread_was() {
+        let mut w = Fake { ns_per_iter: 5, calls: vec![] };
+        let c =
+            collect(&mut w, &Settings::smoke(), &Calibration::zero(), Metric::per_op()).unwrap();
+        let p = &c.placement;
+        assert_eq!(p.parties.len(), 1);
+        assert_eq!(p.parties[0].name, "main");
+        assert_eq!(p.parties[0].seen(), 2, "one observation per sample: {p:?}");
+        let allowed = crate::sys::allowed_cpus();
+        assert!(p.parties[0].cpus.iter().all(|(cpu, _)| allowed.contains(cpu)), "{p:?}");
     }
 
     #[test]

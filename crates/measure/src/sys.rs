@@ -34,18 +34,28 @@ use crate::ProbeError;
 
 /// The CPUs this process may run on, in ascending order.
 pub fn allowed_cpus() -> Vec<usize> {
+    affinity_of(0).unwrap_or_else(|| vec![0])
+}
+
+/// The affinity mask of thread `tid` (0: the calling thread; a child's pid names its main
+/// thread) as CPUs in ascending order; `None` when the kernel refuses (the thread is gone).
+/// A mask of one CPU is a pin, which is how the placement recorder tells pinned parties.
+pub fn affinity_of(tid: libc::pid_t) -> Option<Vec<usize>> {
     // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid cpu_set_t of the size we pass.
+    // SAFETY: `set` is a valid cpu_set_t of the size we pass; a wrong `tid` fails with ESRCH
+    // and touches nothing.
     let rc =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+        unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if rc != 0 {
-        return vec![0];
+        return None;
     }
-    (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `i` is below CPU_SETSIZE, the bound CPU_ISSET requires.
-        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
-        .collect()
+    Some(
+        (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: `i` is below CPU_SETSIZE, the bound CPU_ISSET requires.
+            .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
+            .collect(),
+    )
 }
 
 /// Pins the calling thread (in a child: the child process) to `cpu`.

@@ -6,6 +6,7 @@
 
 use crate::machine::Machine;
 use crate::model::{Measurement, Outcome, Severity, Warning};
+use crate::placement::Placement;
 
 /// Coefficient of variation above which a result is called noisy.
 pub const HIGH_CV: f64 = 0.05;
@@ -91,6 +92,7 @@ pub fn advice_for(kind: &str) -> &'static str {
         "rounds" => "the machine changed between rounds more than within them: compare such results only within a round, or rerun when the host is steadier",
         "drift" => "the machine's speed moved during the run (host clock, a neighbour, steal): rerun the flagged probes, or compare them only within this run",
         "bimodal" => "read both modes (the `modes` note); pin the parties or keep the CPUs awake if the placement or an idle CPU's wake-up alternates between samples",
+        "placement-split" => "read the two placements apart (the `placement` note marks each sample S or x), or measure the pinned variants (placement=same|cross) where the probe has them",
         _ => "",
     }
 }
@@ -141,17 +143,38 @@ pub fn measurement_warnings(m: &Measurement) -> Vec<Warning> {
         }
     }
     let values: Vec<f64> = m.samples.iter().map(|x| x.value).collect();
-    if let Some(md) = crate::stats::modes(&values) {
-        let h = |v: f64| crate::units::human(v, m.unit);
+    let h = |v: f64| crate::units::human(v, m.unit);
+    let placement = m.notes.get("placement").and_then(Placement::parse);
+    let modes = crate::stats::modes(&values);
+    if let Some(md) = modes {
+        let why = match placement.as_ref().and_then(|p| p.explains(&values, &md)) {
+            Some(true) => "; the low one is the samples whose parties shared a CPU, the high one those on two CPUs",
+            Some(false) => "; the low one is the samples whose parties were on two CPUs, the high one those that shared a CPU",
+            None => "",
+        };
         push(
             "bimodal",
             format!(
-                "{name}: two modes, {} ({} samples) and {} ({}); the median {} describes neither",
+                "{name}: two modes, {} ({} samples) and {} ({}); the median {} describes neither{why}",
                 h(md.low.0),
                 md.low.1,
                 h(md.high.0),
                 md.high.1,
                 h(s.median)
+            ),
+        );
+    }
+    if let Some(split) = placement.as_ref().and_then(|p| p.split(&values)) {
+        let (same, cross) = (split.same.1, split.cross.1);
+        let total = same + cross;
+        push(
+            "placement-split",
+            format!(
+                "{name}: its two parties shared a CPU in {same} of {total} samples ({:.0}%, median {}) and ran on different CPUs in {cross} ({:.0}%, median {})",
+                same as f64 * 100.0 / total as f64,
+                h(split.same.0),
+                cross as f64 * 100.0 / total as f64,
+                h(split.cross.0),
             ),
         );
     }
@@ -190,6 +213,9 @@ pub fn kind_heading(kind: &str) -> &'static str {
         "migrated" => "samples that changed CPU mid-measurement",
         "steal" => "CPU stolen by the hypervisor (over 10% of the sampling time)",
         "bimodal" => "two modes in the samples (a median between them describes neither)",
+        "placement-split" => {
+            "two-party results whose samples were split between same-CPU and cross-CPU placement"
+        }
         "drift" => "measured while the drift sentinel had moved by more than 10%",
         "rounds" => "rounds whose medians spread more than 5% (and more than the pooled interval)",
         _ => "other",
@@ -250,6 +276,26 @@ mod tests {
         assert!(b.message.contains("45.6") && b.message.contains("90.5"), "{}", b.message);
         assert!(b.message.contains("(6 samples)"), "{}", b.message);
         assert!(!b.advice.is_empty());
+    }
+
+    #[test]
+    fn a_placement_split_is_named_with_both_shares_and_tied_to_the_modes() {
+        let v = [4.0, 45.0, 4.2, 47.0, 4.1, 44.0, 4.3];
+        let mut m = measurement(&v, 0, false);
+        m.notes.set(
+            "placement",
+            "parent:cpu0×4,cpu1×3 mig 3; child:cpu0×5,cpu1×2 mig 2; same_cpu 4/7 SxSxSxS",
+        );
+        let w = measurement_warnings(&m);
+        let split = w.iter().find(|x| x.kind == "placement-split").expect("a split warning");
+        assert!(split.message.contains("4 of 7 samples (57%"), "{}", split.message);
+        assert!(split.message.contains("in 3 (43%"), "{}", split.message);
+        assert!(!split.advice.is_empty() && kind_heading("placement-split") != "other");
+        let b = w.iter().find(|x| x.kind == "bimodal").expect("a bimodal warning");
+        assert!(b.message.contains("the low one is the samples whose parties shared a CPU"));
+        // One placement throughout: nothing to say.
+        m.notes.set("placement", "parent:cpu0×7 mig 0; child:cpu0×7 mig 0; same_cpu 7/7 SSSSSSS");
+        assert!(measurement_warnings(&m).iter().all(|x| x.kind != "placement-split"));
     }
 
     #[test]
