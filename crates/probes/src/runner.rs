@@ -22,19 +22,40 @@ use std::time::Instant;
 
 use schedlab_measure::clock::Calibration;
 use schedlab_measure::model::{Measurement, Outcome, Params, Warning};
+use schedlab_measure::placement::Placement;
 use schedlab_measure::sampler::{self, Settings};
 use schedlab_measure::{interrupt, warnings, ProbeError};
 
 use crate::{Context, Probe, Suite};
 
 /// Two clusters in a result's samples: both are the answer, not the median between them
-/// (docs/SOURCES.md, Noise is reported, not hidden); noted as `modes`.
+/// (docs/SOURCES.md, Noise is reported, not hidden); noted as `modes`, each mode labelled
+/// `same CPU` or `cross-CPU` when the `placement` note shows that the two parties' placement
+/// is what separates them.
 fn note_modes(m: &mut Measurement) {
     let values: Vec<f64> = m.samples.iter().map(|x| x.value).collect();
     if let Some(md) = schedlab_measure::stats::modes(&values) {
         let h = |v: f64| schedlab_measure::units::human(v, m.unit);
-        let text = format!("{} x{} | {} x{}", h(md.low.0), md.low.1, h(md.high.0), md.high.1);
+        let explained = m
+            .notes
+            .get("placement")
+            .and_then(Placement::parse)
+            .and_then(|p| p.explains(&values, &md));
+        let (lo, hi) = match explained {
+            Some(true) => (" same CPU", " cross-CPU"),
+            Some(false) => (" cross-CPU", " same CPU"),
+            None => ("", ""),
+        };
+        let text =
+            format!("{} x{}{lo} | {} x{}{hi}", h(md.low.0), md.low.1, h(md.high.0), md.high.1);
         m.notes.set("modes", text);
+    }
+}
+
+/// Notes where the parties ran (`placement`), unless every one was pinned and stayed there.
+fn note_placement(m: &mut Measurement, placement: &Placement) {
+    if let Some(text) = placement.note() {
+        m.notes.set("placement", text);
     }
 }
 
@@ -64,6 +85,7 @@ pub fn measure_one(
                 Measurement::of_samples(info.id, params.clone(), info.unit, c.samples, wall);
             if m.outcome == Outcome::Ok {
                 m.notes = notes;
+                note_placement(&mut m, &c.placement);
                 note_modes(&mut m);
                 m.iters_per_sample = c.iters;
                 m.overhead_ns_per_iter = c.overhead_ns_per_iter;
@@ -277,7 +299,12 @@ fn pool_rounds(ms: &[Measurement], rounds: usize) -> Measurement {
         return m;
     }
     m.notes = first.notes.clone();
-    m.notes.0.retain(|(k, _)| k != "modes" && k != "drift");
+    m.notes.0.retain(|(k, _)| k != "modes" && k != "drift" && k != "placement");
+    let placements: Vec<(Option<&str>, usize)> =
+        ok.iter().map(|r| (r.notes.get("placement"), r.samples.len())).collect();
+    if let Some(p) = Placement::merge_rounds(&placements) {
+        note_placement(&mut m, &p);
+    }
     note_modes(&mut m);
     m.iters_per_sample = first.iters_per_sample;
     m.overhead_ns_per_iter = first.overhead_ns_per_iter;
@@ -447,6 +474,78 @@ mod tests {
         assert_eq!(moved.notes.get("between_rounds"), Some("19.8%"));
         let w = rounds_warning(&moved).expect("a rounds warning");
         assert!(w.message.contains("19.8%"), "{}", w.message);
+    }
+
+    /// Runs the smoke variants of `id` (with `params`, when given) through `measure_one`.
+    fn smoke_one(id: &str, params: Option<Params>) -> Measurement {
+        let all = catalog();
+        let probe = all.iter().find(|p| p.info().id == id).expect("in the catalog");
+        let params = params.unwrap_or_else(|| probe.variants(Suite::Smoke)[0].clone());
+        let settings = Settings { samples: 4, ..Settings::smoke() };
+        measure_one(&**probe, &params, &Context::for_tests(), &settings, &Calibration::zero())
+    }
+
+    #[test]
+    fn an_unpinned_two_party_result_notes_where_both_ran_on_cpus_that_exist() {
+        let m = smoke_one("os.pipe.context1", None);
+        assert_eq!(m.outcome, Outcome::Ok, "{:?}", m.outcome);
+        let allowed = schedlab_measure::sys::allowed_cpus();
+        if allowed.len() == 1 {
+            // Restricted to one CPU by whoever started the tests: pinned, nothing to say.
+            assert_eq!(m.notes.get("placement"), None, "{}", m.notes);
+            return;
+        }
+        let note = m.notes.get("placement").expect("a placement note");
+        let p = Placement::parse(note).unwrap_or_else(|| panic!("unparseable: {note}"));
+        let names: Vec<&str> = p.parties.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["parent", "child"], "{note}");
+        for party in &p.parties {
+            assert_eq!(party.seen() as usize, m.samples.len(), "one sighting per sample: {note}");
+            assert!(party.cpus.iter().all(|(c, _)| allowed.contains(c)), "{note}");
+            assert!(!party.pinned, "{note}");
+        }
+        let (same, known) = p.same_cpu().expect("two parties");
+        assert!(same <= known && known == m.samples.len(), "{note}");
+    }
+
+    #[test]
+    fn a_pinned_result_has_no_placement_note_and_an_unpinned_single_party_one_does() {
+        let pinned = smoke_one("os.pipe.latency", Some(Params::new().with("placement", "same")));
+        assert_eq!(pinned.outcome, Outcome::Ok, "{:?}", pinned.outcome);
+        assert_eq!(pinned.notes.get("placement"), None, "pinned and held: {}", pinned.notes);
+        assert!(pinned.samples.iter().all(|s| !s.migrated));
+        let single = smoke_one("os.syscall.null", None);
+        if schedlab_measure::sys::allowed_cpus().len() > 1 {
+            let p = Placement::parse(single.notes.get("placement").expect("a note")).unwrap();
+            assert_eq!(p.parties.len(), 1);
+            assert_eq!(p.parties[0].name, "main");
+            assert_eq!(p.same_cpu(), None);
+        }
+    }
+
+    #[test]
+    fn rounds_merge_their_placements_sample_for_sample() {
+        let all = catalog();
+        let picked = crate::select(&all, &["os.pipe.context1".to_string()]).unwrap();
+        let work: Vec<(&dyn Probe, Params)> = vec![(picked[0], Params::new())];
+        let mut kept = Kept::default();
+        run_rounds(
+            &work,
+            2,
+            Suite::Smoke,
+            &Context::for_tests(),
+            |_| Settings::smoke(),
+            &Calibration::zero(),
+            &mut kept,
+            &mut (),
+        )
+        .unwrap();
+        let m = &kept.0[0];
+        if let Some(note) = m.notes.get("placement") {
+            let p = Placement::parse(note).unwrap();
+            assert_eq!(p.shared.len(), m.samples.len(), "{note}");
+            assert!(p.parties.iter().all(|x| x.seen() as usize == m.samples.len()), "{note}");
+        }
     }
 
     /// A probe that panics in setup.

@@ -24,6 +24,7 @@ use std::os::fd::{OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
+use schedlab_measure::placement::Party;
 use schedlab_measure::sys::{self, raw, Child, PinGuard, Placement};
 use schedlab_measure::{ProbeError, Timing, Workload};
 
@@ -219,6 +220,12 @@ impl Workload for Stream {
             migrated: sys::current_cpu() != Some(self.cpu),
             overhead: Duration::ZERO,
         })
+    }
+
+    /// Both ends are pinned: the sampler checks after each sample that the writer child is
+    /// still on its CPU too.
+    fn parties(&self) -> Vec<Party> {
+        vec![Party::caller("reader"), Party::task("writer", self._child.pid())]
     }
 }
 

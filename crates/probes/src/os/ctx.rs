@@ -24,6 +24,7 @@ use std::os::fd::{OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
+use schedlab_measure::placement::Party;
 use schedlab_measure::stats;
 use schedlab_measure::sys::{self, raw, Child, PinGuard};
 use schedlab_measure::{ProbeError, Timing, Workload};
@@ -239,6 +240,15 @@ impl Workload for Ring {
             migrated: sys::current_cpu() != Some(self.cpu),
             overhead: ring_overhead(iters, self.procs, self.overhead),
         })
+    }
+
+    /// Every process of the ring is pinned to one CPU: the sampler checks after each sample
+    /// that each is still there (`p0` is this process, `p1`... the children in ring order).
+    fn parties(&self) -> Vec<Party> {
+        let children = self._children.iter().enumerate();
+        std::iter::once(Party::caller("p0"))
+            .chain(children.map(|(i, c)| Party::task(&format!("p{}", i + 1), c.pid())))
+            .collect()
     }
 }
 

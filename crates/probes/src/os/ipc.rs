@@ -27,6 +27,7 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
+use schedlab_measure::placement::Party;
 use schedlab_measure::sys::{self, raw, Child, PinGuard, Placement};
 use schedlab_measure::{interrupt, ProbeError, Timing, Workload};
 
@@ -248,6 +249,12 @@ impl Workload for Latency {
             migrated: sys::current_cpu() != Some(self.cpus.0),
             overhead: Duration::ZERO,
         })
+    }
+
+    /// Both ends are pinned: the sampler checks after each sample that the echo child is
+    /// still on its CPU too.
+    fn parties(&self) -> Vec<Party> {
+        vec![Party::caller("client"), Party::task("server", self._child.pid())]
     }
 }
 

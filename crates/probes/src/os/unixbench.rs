@@ -14,8 +14,9 @@
 //!   two pipes, each checking it against its own count; the time per round trip (UnixBench
 //!   counts round trips: 10^6 / value per second). Unpinned, as UnixBench runs it: on a VM the
 //!   result depends on where the kernel puts the two (same CPU: a few µs; two CPUs: tens), so
-//!   the notes give the CPUs the parent was seen on; `os.pipe.latency` is the pinned
-//!   measurement of the same round trip.
+//!   the `placement` note gives where each was seen after every sample and whether they
+//!   shared a CPU (`measure::placement`); `os.pipe.latency` is the pinned measurement of the
+//!   same round trip.
 //! - `os.cpu.hanoi`: UnixBench's `hanoi` — the recursive Towers of Hanoi, 10 disks (its
 //!   default), moving the disk counts in a 4-slot array as `mov(n, f, t)` does; one iteration
 //!   is one whole solve (1023 moves). UnixBench counts solves in 20 s (seed 002: Linux 4.36 M,
@@ -28,6 +29,7 @@ use std::hint::black_box;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use schedlab_measure::model::{Metric, Params, Unit};
+use schedlab_measure::placement::Party;
 use schedlab_measure::sys::{self, Child};
 use schedlab_measure::{interrupt, ProbeError, Timing, Workload};
 
@@ -142,8 +144,6 @@ struct Context1 {
     from_child: OwnedFd,
     child: Child,
     iter: u64,
-    /// The CPUs the parent was on at the end of each call, for the notes.
-    cpus: Vec<usize>,
 }
 
 impl Context1 {
@@ -162,7 +162,7 @@ impl Context1 {
             context1_child(rd, wr)
         })?;
         drop((p1r, p2w));
-        Ok(Context1 { to_child: p1w, from_child: p2r, child, iter: 0, cpus: Vec::new() })
+        Ok(Context1 { to_child: p1w, from_child: p2r, child, iter: 0 })
     }
 }
 
@@ -191,13 +191,14 @@ impl Workload for Context1 {
             }
             self.iter += 1;
         }
-        let elapsed = start.elapsed();
-        if let Some(cpu) = sys::current_cpu() {
-            if !self.cpus.contains(&cpu) {
-                self.cpus.push(cpu);
-            }
-        }
-        Ok(Timing::from_elapsed(elapsed))
+        Ok(Timing::from_elapsed(start.elapsed()))
+    }
+
+    /// Neither process is pinned: the `placement` note says where each ran, sample by
+    /// sample, and whether they shared a CPU (on a VM the round trip is several times
+    /// slower when they did not).
+    fn parties(&self) -> Vec<Party> {
+        vec![Party::caller("parent"), Party::task("child", self.child.pid())]
     }
 }
 
@@ -207,13 +208,7 @@ impl Instance for Context1 {
     }
 
     fn notes(&self) -> Params {
-        let mut cpus = self.cpus.clone();
-        cpus.sort_unstable();
-        let cpus: Vec<String> = cpus.iter().map(usize::to_string).collect();
-        Params::new()
-            .with("placement", "unpinned")
-            .with("parent_cpus", cpus.join(" "))
-            .with("message_bytes", 8)
+        Params::new().with("message_bytes", 8)
     }
 }
 
@@ -354,7 +349,10 @@ mod tests {
         c.run(100).unwrap();
         c.run(50).unwrap();
         assert_eq!(c.iter, 150);
-        assert!(!c.notes().get("parent_cpus").unwrap().is_empty());
+        let parties = c.parties();
+        let names: Vec<&str> = parties.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["parent", "child"]);
+        assert_eq!(parties[1].who, schedlab_measure::placement::Who::Task(c.child.pid()));
         // Skip a count: the child exits with 2, and the parent's read sees end of file.
         c.iter += 1;
         let e = c.run(1).unwrap_err();
