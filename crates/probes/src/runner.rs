@@ -523,6 +523,38 @@ mod tests {
         }
     }
 
+    /// The parties' names in `m`'s placement note, or `None` without one.
+    fn party_names(m: &Measurement) -> Option<Vec<String>> {
+        let p = Placement::parse(m.notes.get("placement")?).expect("a parseable note");
+        Some(p.parties.iter().map(|x| x.name.clone()).collect())
+    }
+
+    #[test]
+    fn unpinned_runtimes_and_loaders_are_recorded_by_their_own_threads() {
+        if schedlab_measure::sys::allowed_cpus().len() < 2 {
+            return; // one CPU: every thread is pinned by whoever started us
+        }
+        let compute = |backend: &str| {
+            let p = Params::new().with("join", "none").with("work", 100).with("backend", backend);
+            smoke_one("threads.compute", Some(p))
+        };
+        let (rt, tokio) = (compute("rt"), compute("tokio"));
+        assert_eq!(party_names(&rt), Some(vec!["vp0".into(), "vp1".into()]), "{}", rt.notes);
+        assert_eq!(
+            party_names(&tokio),
+            Some(vec!["worker0".into(), "worker1".into()]),
+            "{}",
+            tokio.notes
+        );
+        let p = Params::new().with("loader", "os").with("cpus", 2);
+        let sched = smoke_one("sched.background_budget", Some(p));
+        assert_eq!(sched.outcome, Outcome::Ok, "{:?}", sched.outcome);
+        assert_eq!(party_names(&sched), Some(vec!["frame".into(), "loader".into()]));
+        // cpus=1 pins both to one CPU: no note.
+        let p = Params::new().with("loader", "os").with("cpus", 1);
+        assert_eq!(party_names(&smoke_one("sched.background_budget", Some(p))), None);
+    }
+
     #[test]
     fn rounds_merge_their_placements_sample_for_sample() {
         let all = catalog();

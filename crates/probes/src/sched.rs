@@ -39,6 +39,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
+use schedlab_measure::placement::Party;
 use schedlab_measure::sampler::Settings;
 use schedlab_measure::stats;
 use schedlab_measure::sys::{self, now_ns, thread_cpu_ns, PinGuard};
@@ -162,11 +163,17 @@ impl Probe for BackgroundBudget {
             .with("frame_ms", FRAME.as_millis())
             .with("work_passes", passes);
         let file = LoaderFile::create(&ctx.tmp_dir)?;
-        let (body, keep): (Body, Vec<Box<dyn std::any::Any>>) = if loader.starts_with("rt") {
-            rt_variant(ncpus, loader == "rt", passes, file, live.clone())?
+        let (body, keep, loader_tid) = if loader.starts_with("rt") {
+            let (body, keep) = rt_variant(ncpus, loader == "rt", passes, file, live.clone())?;
+            (body, keep, None)
         } else {
             os_variant(loader, ncpus, passes, file, live.clone())?
         };
+        // The frame loop runs on this thread; an OS loader on its own (with cpus=2 the two
+        // are placed by the kernel, and whether they share a CPU decides the frame times).
+        let parties = std::iter::once(Party::caller("frame"))
+            .chain(loader_tid.map(|tid| Party::task("loader", tid)))
+            .collect();
         let mut keep = keep;
         let cap = keep.iter().find_map(|k| k.downcast_ref::<Arc<cgroup::CpuCap>>()).cloned();
         let mut notes = notes;
@@ -177,11 +184,14 @@ impl Probe for BackgroundBudget {
         if let Some(p) = pin {
             keep.push(Box::new(p));
         }
-        Ok(Box::new(Run { _keep: keep, body, notes, live, cap }))
+        Ok(Box::new(Run { _keep: keep, body, notes, live, cap, parties }))
     }
 }
 
 type Body = Box<dyn FnMut(u64) -> Result<Timing, ProbeError>>;
+
+/// What a variant keeps alive until the instance is dropped (loaders, caps, pins).
+type Keep = Vec<Box<dyn std::any::Any>>;
 
 /// What the frames and the loader did over every sample so far.
 #[derive(Default)]
@@ -203,11 +213,17 @@ struct Run {
     live: Arc<Mutex<Frames>>,
     /// `loader=cgroup`'s cap, for the kernel's throttling counts.
     cap: Option<Arc<cgroup::CpuCap>>,
+    /// The frame loop (this thread) and the OS loader thread, if there is one.
+    parties: Vec<Party>,
 }
 
 impl Workload for Run {
     fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
         (self.body)(iters)
+    }
+
+    fn parties(&self) -> Vec<Party> {
+        self.parties.clone()
     }
 }
 
@@ -446,15 +462,19 @@ fn hold_back(loader: &str) -> std::io::Result<()> {
     }
 }
 
+/// The OS variants: the main loop on the calling thread, the loader (unless `none`) on an OS
+/// thread under the variant's policy; the loader's thread id is returned for the placement
+/// record.
 fn os_variant(
     loader: &str,
     ncpus: usize,
     passes: u64,
     file: LoaderFile,
     live: Arc<Mutex<Frames>>,
-) -> Result<(Body, Vec<Box<dyn std::any::Any>>), ProbeError> {
+) -> Result<(Body, Keep, Option<libc::pid_t>), ProbeError> {
     let progress = Arc::new(Progress::default());
     let mut keep: Vec<Box<dyn std::any::Any>> = Vec::new();
+    let mut loader_tid = None;
     let mut cap = None;
     if loader == "cgroup" {
         cap = Some(Arc::new(cgroup::CpuCap::create(Duration::from_micros(2000), FRAME)?));
@@ -478,7 +498,7 @@ fn os_variant(
                     return;
                 }
                 let mut l = Loader::new(file);
-                let _ = ready_tx.send(Ok(()));
+                let _ = ready_tx.send(Ok(sys::gettid()));
                 let base = thread_cpu_ns();
                 let mut burst = now_ns();
                 while !s.load(Ordering::Relaxed) {
@@ -496,7 +516,7 @@ fn os_variant(
             .map_err(|e| ProbeError::io("spawning the loader thread", e))?;
         let guard = OsLoader { stop, thread: Some(thread) };
         match ready_rx.recv() {
-            Ok(Ok(())) => {}
+            Ok(Ok(tid)) => loader_tid = Some(tid),
             Ok(Err(e)) => {
                 drop(guard);
                 let what = format!("putting the loader under loader={loader}");
@@ -530,7 +550,7 @@ fn os_variant(
         let after = progress.snapshot();
         Ok(record(&live, times, missed, wall, (after.0 - before.0, after.1 - before.1)))
     };
-    Ok((Box::new(body), keep))
+    Ok((Box::new(body), keep, loader_tid))
 }
 
 /// The rt variants: the main loop and the loader as user threads of one runtime of `ncpus`

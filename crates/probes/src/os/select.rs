@@ -443,6 +443,11 @@ impl Workload for Select {
         }
         Ok(Timing::from_elapsed(std::time::Duration::from_nanos(ns)))
     }
+
+    /// The child times `select`; this process only waits for its answer.
+    fn parties(&self) -> Vec<schedlab_measure::placement::Party> {
+        vec![schedlab_measure::placement::Party::task("child", self.child.pid())]
+    }
 }
 
 impl Instance for Select {

@@ -16,6 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params};
+use schedlab_measure::placement::Party;
 use schedlab_measure::sys::{self, PinGuard};
 use schedlab_measure::{ProbeError, Timing, Workload};
 
@@ -119,6 +120,8 @@ pub(super) struct Bench {
     body: Box<dyn FnMut(u64) -> Result<Timing, ProbeError>>,
     metric: Metric,
     notes: Params,
+    /// Whose placement the sampler records; the measuring thread when empty.
+    parties: Vec<Party>,
     keep: Vec<Box<dyn Any>>,
 }
 
@@ -129,8 +132,16 @@ impl Bench {
             body: Box::new(|_| Err(ProbeError::Failed("probe has no body".into()))),
             metric,
             notes,
+            parties: Vec::new(),
             keep: Vec::new(),
         }
+    }
+
+    /// Names the threads whose placement the sampler records (instead of the measuring
+    /// thread): a runtime's kernel threads, when the kernel places them.
+    pub(super) fn parties(mut self, parties: Vec<Party>) -> Bench {
+        self.parties = parties;
+        self
     }
 
     /// Sets the timed body: `iters` iterations, their timing.
@@ -163,6 +174,14 @@ impl Bench {
 impl Workload for Bench {
     fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
         (self.body)(iters)
+    }
+
+    fn parties(&self) -> Vec<Party> {
+        if self.parties.is_empty() {
+            vec![Party::caller("main")]
+        } else {
+            self.parties.clone()
+        }
     }
 }
 
@@ -207,23 +226,7 @@ pub(crate) fn rt_pinned_with(
     let rt = configure(schedlab_rt::Runtime::builder().processors(cpus.len()))
         .build()
         .map_err(|e| ProbeError::io("schedlab-rt runtime", e))?;
-    // Each processor names its kernel thread as it starts: wait for all of them.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let ours = loop {
-        let ours: Vec<(libc::pid_t, usize)> =
-            vp_threads().into_iter().filter(|(tid, _)| !before.contains(tid)).collect();
-        if ours.len() >= cpus.len() {
-            break ours;
-        }
-        if Instant::now() > deadline {
-            return Err(ProbeError::Failed(format!(
-                "rt: found {} of {} processor threads to pin",
-                ours.len(),
-                cpus.len()
-            )));
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    };
+    let ours = new_vp_threads(&before, cpus.len())?;
     let mut pinned = vec![false; cpus.len()];
     for (tid, index) in ours {
         let Some(&cpu) = cpus.get(index) else { continue };
@@ -235,6 +238,29 @@ pub(crate) fn rt_pinned_with(
         sys::pin_thread(tid, cpu)?;
     }
     Ok(rt)
+}
+
+/// The processor threads of a runtime just built: those not in `before`. Each processor
+/// names its kernel thread as it starts, so this waits (up to 2 s) for `n` of them.
+fn new_vp_threads(
+    before: &[libc::pid_t],
+    n: usize,
+) -> Result<Vec<(libc::pid_t, usize)>, ProbeError> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let ours: Vec<(libc::pid_t, usize)> =
+            vp_threads().into_iter().filter(|(tid, _)| !before.contains(tid)).collect();
+        if ours.len() >= n {
+            return Ok(ours);
+        }
+        if Instant::now() > deadline {
+            return Err(ProbeError::Failed(format!(
+                "rt: found {} of {n} processor threads",
+                ours.len()
+            )));
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
 }
 
 /// The kernel threads of this process that run schedlab-rt processors: (thread id,
@@ -251,12 +277,18 @@ fn vp_threads() -> Vec<(libc::pid_t, usize)> {
     .collect()
 }
 
-/// A schedlab-rt runtime with `n` processors, placed by the kernel.
-pub(super) fn rt_unpinned(n: usize) -> Result<schedlab_rt::Runtime, ProbeError> {
-    schedlab_rt::Runtime::builder()
+/// A schedlab-rt runtime with `n` processors, placed by the kernel, and its processors'
+/// kernel threads as parties (`vp0`, `vp1`...) for the placement record.
+pub(super) fn rt_unpinned(n: usize) -> Result<(schedlab_rt::Runtime, Vec<Party>), ProbeError> {
+    let before: Vec<libc::pid_t> = vp_threads().into_iter().map(|(tid, _)| tid).collect();
+    let rt = schedlab_rt::Runtime::builder()
         .processors(n)
         .build()
-        .map_err(|e| ProbeError::io("schedlab-rt runtime", e))
+        .map_err(|e| ProbeError::io("schedlab-rt runtime", e))?;
+    let mut ours = new_vp_threads(&before, n)?;
+    ours.sort_by_key(|(_, index)| *index);
+    let parties = ours.iter().map(|(tid, i)| Party::task(&format!("vp{i}"), *tid)).collect();
+    Ok((rt, parties))
 }
 
 /// `rt.block_on(f)`, a deadlock report becoming a failure.
@@ -276,6 +308,40 @@ pub(super) fn tokio_current() -> Result<tokio::runtime::Runtime, ProbeError> {
     tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|e| ProbeError::io("tokio current-thread runtime", e))
+}
+
+/// A tokio multi-thread runtime with `workers` worker threads placed by the kernel, and the
+/// workers as parties (`worker0`, `worker1`...) for the placement record. Each worker
+/// reports its thread id as it starts; this waits (up to 2 s) for all of them.
+pub(super) fn tokio_unpinned(
+    workers: usize,
+) -> Result<(tokio::runtime::Runtime, Vec<Party>), ProbeError> {
+    let tids = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = tids.clone();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name(format!("{THREAD_PREFIX}tokio"))
+        .on_thread_start(move || {
+            seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(sys::gettid())
+        })
+        .build()
+        .map_err(|e| ProbeError::io("tokio multi-thread runtime", e))?;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let started = loop {
+        let started = tids.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        if started.len() >= workers || Instant::now() > deadline {
+            break started;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    };
+    // Only worker threads have started so far (nothing was given to the blocking pool).
+    let parties = started
+        .iter()
+        .take(workers)
+        .enumerate()
+        .map(|(i, tid)| Party::task(&format!("worker{i}"), *tid))
+        .collect();
+    Ok((rt, parties))
 }
 
 /// A tokio multi-thread runtime with `workers` worker threads; with `pin`, worker `i` is

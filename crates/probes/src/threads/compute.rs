@@ -196,9 +196,10 @@ fn setup(params: &Params, job: Job) -> Result<Box<dyn Instance>, ProbeError> {
     let ncpu = cpus.len();
     let counter = Arc::new(AtomicU64::new(0));
     let mut expected = 0u64;
-    // Nothing is pinned here: threads go where the kernel (or the runtime) puts them.
-    let mut notes =
-        Params::new().with("cpus", backend::cpu_list(&cpus)).with("placement", "unpinned");
+    // Nothing is pinned here: threads go where the kernel (or the runtime) puts them. The
+    // placement record follows the runtime's kernel threads (rt processors, tokio workers);
+    // os threads live inside one sample, so only the measuring thread is seen.
+    let mut notes = Params::new().with("cpus", backend::cpu_list(&cpus));
     if join == Join::None {
         notes.set("window", WINDOW);
     }
@@ -219,17 +220,20 @@ fn setup(params: &Params, job: Job) -> Result<Box<dyn Instance>, ProbeError> {
             Ok(Timing::from_elapsed(elapsed))
         }),
         Backend::Rt => {
-            let rt = rt_unpinned(ncpu)?;
-            bench.note("runtime", format!("rt processors={ncpu}")).body(move |iters| {
-                let c = counter.clone();
-                let elapsed = rt_run(&rt, move || rt_threads(iters, join, job, &c))?;
-                check(iters, &counter, &mut expected)?;
-                Ok(Timing::from_elapsed(elapsed))
-            })
+            let (rt, parties) = rt_unpinned(ncpu)?;
+            bench.note("runtime", format!("rt processors={ncpu}")).parties(parties).body(
+                move |iters| {
+                    let c = counter.clone();
+                    let elapsed = rt_run(&rt, move || rt_threads(iters, join, job, &c))?;
+                    check(iters, &counter, &mut expected)?;
+                    Ok(Timing::from_elapsed(elapsed))
+                },
+            )
         }
         Backend::Tokio => {
-            let tk = backend::tokio_multi(ncpu, None)?;
-            bench.note("runtime", format!("tokio multi_thread workers={ncpu}")).body(move |iters| {
+            let (tk, parties) = backend::tokio_unpinned(ncpu)?;
+            let runtime = format!("tokio multi_thread workers={ncpu}");
+            bench.note("runtime", runtime).parties(parties).body(move |iters| {
                 let c = counter.clone();
                 let driver = tk.spawn(async move { tokio_tasks(iters, join, job, c).await });
                 let elapsed = tk
