@@ -4,8 +4,9 @@
 //! The crate owns the monotonic clock and its calibration ([`clock`]), the sampling loop that
 //! warms up, scales iterations to a time budget and takes samples ([`sampler`]), the pure
 //! statistics over those samples ([`stats`]), the attribution of noise to other processes
-//! ([`noise`]), the machine fingerprint stored with every run ([`machine`]), the result model
-//! that the store and the reports share ([`model`]), and the Linux wrappers (pinning, forked
+//! ([`noise`]), where each party of a measurement ran ([`placement`]), the machine
+//! fingerprint stored with every run ([`machine`]), the result model that the store and the
+//! reports share ([`model`]), and the Linux wrappers (pinning, forked
 //! helpers, per-thread scheduling settings) that the probes and the timelines share ([`sys`]),
 //! and the one rule for showing values to people ([`units`]). It knows nothing of SQLite,
 //! terminals or particular probes: measuring, analysing and reporting are separate stages.
