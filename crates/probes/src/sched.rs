@@ -163,17 +163,19 @@ impl Probe for BackgroundBudget {
             .with("frame_ms", FRAME.as_millis())
             .with("work_passes", passes);
         let file = LoaderFile::create(&ctx.tmp_dir)?;
-        let (body, keep, loader_tid) = if loader.starts_with("rt") {
-            let (body, keep) = rt_variant(ncpus, loader == "rt", passes, file, live.clone())?;
-            (body, keep, None)
+        // The OS variants run the frame loop on this thread and an OS loader on its own (with
+        // cpus=2 the kernel places both, and whether they share a CPU decides the frame
+        // times); the rt variants run both as user threads on the runtime's processors,
+        // whose kernel threads are the parties.
+        let (body, keep, parties) = if loader.starts_with("rt") {
+            rt_variant(ncpus, loader == "rt", passes, file, live.clone())?
         } else {
-            os_variant(loader, ncpus, passes, file, live.clone())?
+            let (body, keep, loader_tid) = os_variant(loader, ncpus, passes, file, live.clone())?;
+            let parties = std::iter::once(Party::caller("frame"))
+                .chain(loader_tid.map(|tid| Party::task("loader", tid)))
+                .collect();
+            (body, keep, parties)
         };
-        // The frame loop runs on this thread; an OS loader on its own (with cpus=2 the two
-        // are placed by the kernel, and whether they share a CPU decides the frame times).
-        let parties = std::iter::once(Party::caller("frame"))
-            .chain(loader_tid.map(|tid| Party::task("loader", tid)))
-            .collect();
         let mut keep = keep;
         let cap = keep.iter().find_map(|k| k.downcast_ref::<Arc<cgroup::CpuCap>>()).cloned();
         let mut notes = notes;
@@ -223,7 +225,11 @@ impl Workload for Run {
     }
 
     fn parties(&self) -> Vec<Party> {
-        self.parties.clone()
+        if self.parties.is_empty() {
+            vec![Party::caller("main")]
+        } else {
+            self.parties.clone()
+        }
     }
 }
 
@@ -562,11 +568,8 @@ fn rt_variant(
     passes: u64,
     file: LoaderFile,
     live: Arc<Mutex<Frames>>,
-) -> Result<(Body, Vec<Box<dyn std::any::Any>>), ProbeError> {
-    let rt = schedlab_rt::Runtime::builder()
-        .processors(ncpus)
-        .build()
-        .map_err(|e| ProbeError::io("building the schedlab-rt runtime", e))?;
+) -> Result<(Body, Keep, Vec<Party>), ProbeError> {
+    let (rt, parties) = crate::threads::backend::rt_unpinned(ncpus)?;
     let rt = Arc::new(rt);
     let progress = Arc::new(Progress::default());
     let stop = Arc::new(AtomicBool::new(false));
@@ -608,7 +611,7 @@ fn rt_variant(
         Ok(record(&live, times, missed, wall, (after.0 - before.0, after.1 - before.1)))
     };
     let guard = RtLoader { stop, handle: Some(handle) };
-    Ok((Box::new(body), vec![Box::new(guard)]))
+    Ok((Box::new(body), vec![Box::new(guard)], parties))
 }
 
 /// Stops the rt loader and joins it when dropped (the runtime, held by the body, drops

@@ -279,14 +279,21 @@ fn vp_threads() -> Vec<(libc::pid_t, usize)> {
 
 /// A schedlab-rt runtime with `n` processors, placed by the kernel, and its processors'
 /// kernel threads as parties (`vp0`, `vp1`...) for the placement record.
-pub(super) fn rt_unpinned(n: usize) -> Result<(schedlab_rt::Runtime, Vec<Party>), ProbeError> {
+pub(crate) fn rt_unpinned(n: usize) -> Result<(schedlab_rt::Runtime, Vec<Party>), ProbeError> {
     let before: Vec<libc::pid_t> = vp_threads().into_iter().map(|(tid, _)| tid).collect();
     let rt = schedlab_rt::Runtime::builder()
         .processors(n)
         .build()
         .map_err(|e| ProbeError::io("schedlab-rt runtime", e))?;
-    let mut ours = new_vp_threads(&before, n)?;
+    // The record is a note, not the measurement: processors not found (or found twice, when
+    // another runtime starts at the same moment, as in a test harness) leave it to the
+    // measuring thread rather than fail the probe.
+    let mut ours = new_vp_threads(&before, n).unwrap_or_default();
     ours.sort_by_key(|(_, index)| *index);
+    let indices: Vec<usize> = ours.iter().map(|(_, i)| *i).collect();
+    if indices != (0..n).collect::<Vec<_>>() {
+        return Ok((rt, Vec::new()));
+    }
     let parties = ours.iter().map(|(tid, i)| Party::task(&format!("vp{i}"), *tid)).collect();
     Ok((rt, parties))
 }
