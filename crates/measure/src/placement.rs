@@ -18,6 +18,11 @@
 //! 3. after the last sample, the migration counts again. Without `/proc/<tid>/sched` the
 //!    count is the CPU changes seen between samples, a lower bound (shown `mig ≥N`).
 //!
+//! Processes that live inside one iteration (fork's children, [`Who::Fresh`]) cannot be
+//! read from outside: each writes the CPU it runs on into a shared page as it starts
+//! ([`sys::CpuSlot`], a load and a store in the child), and a sample's observation is its
+//! last child's; they have no migration count (`mig -`).
+//!
 //! An observation is one instant per sample: a party that moves and comes back within a
 //! sample shows up only in its migration count.
 //!
@@ -42,13 +47,30 @@ use std::fmt::Write as _;
 use crate::sys;
 
 /// Who a party is, for the recorder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Who {
     /// The thread that calls the workload's `run` (the sampler's thread).
     Caller,
     /// Another thread of this process or a child process, by kernel thread id.
     Task(libc::pid_t),
+    /// Processes that live inside one iteration (fork's children): each writes its CPU into
+    /// `slot` ([`sys::CpuSlot::record`]), and a sample's observation is its last child's.
+    /// Their affinity and migrations are not read (each is gone by the sample's end).
+    Fresh(std::sync::Arc<sys::CpuSlot>),
 }
+
+impl PartialEq for Who {
+    fn eq(&self, other: &Who) -> bool {
+        match (self, other) {
+            (Who::Caller, Who::Caller) => true,
+            (Who::Task(a), Who::Task(b)) => a == b,
+            (Who::Fresh(a), Who::Fresh(b)) => std::sync::Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Who {}
 
 /// One party of a measurement: a name for the note and who it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +91,11 @@ impl Party {
     pub fn task(name: &str, tid: libc::pid_t) -> Party {
         Party { name: name.into(), who: Who::Task(tid) }
     }
+
+    /// The processes created inside each iteration that record their CPU in `slot`.
+    pub fn fresh(name: &str, slot: std::sync::Arc<sys::CpuSlot>) -> Party {
+        Party { name: name.into(), who: Who::Fresh(slot) }
+    }
 }
 
 /// Where one party was seen over a measurement.
@@ -78,8 +105,9 @@ pub struct PartyPlacement {
     pub name: String,
     /// Each CPU it was seen on, ascending, with the number of samples it was seen there.
     pub cpus: Vec<(usize, u32)>,
-    /// Migrations during the sampling window.
-    pub migrations: u64,
+    /// Migrations during the sampling window; `None` for processes that live inside one
+    /// iteration ([`Who::Fresh`]: each is a new process, shown `mig -`).
+    pub migrations: Option<u64>,
     /// `migrations` counts only the CPU changes seen between samples (no
     /// `/proc/<tid>/sched`): a lower bound.
     pub at_least: bool,
@@ -92,6 +120,17 @@ impl PartyPlacement {
     pub fn seen(&self) -> u32 {
         self.cpus.iter().map(|c| c.1).sum()
     }
+}
+
+/// A party's migrations as the recorder knows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Migrations {
+    /// Counted by the kernel (`se.nr_migrations`) over the sampling window.
+    Counted(u64),
+    /// Not available: the CPU changes seen between samples are counted, a lower bound.
+    Unknown,
+    /// Not meaningful: a new process each iteration.
+    Fresh,
 }
 
 /// Whether the two parties of a two-party measurement shared a CPU, per sample.
@@ -136,13 +175,13 @@ pub struct Placement {
 
 impl Placement {
     /// Builds the summary from per-sample observations: `seen[s][p]` is the CPU party `p`
-    /// was seen on after sample `s` (`None`: not seen); `migrations[p]` the party's counted
-    /// migrations (`None`: unknown, so the CPU changes seen are counted instead, as a lower
-    /// bound); `pinned[p]` whether its mask was one CPU.
+    /// was seen on after sample `s` (`None`: not seen); `migrations[p]` the party's
+    /// migrations ([`Migrations::Unknown`]: the CPU changes seen are counted instead, as a
+    /// lower bound); `pinned[p]` whether its mask was one CPU.
     pub fn from_observations(
         names: &[String],
         seen: &[Vec<Option<usize>>],
-        migrations: &[Option<u64>],
+        migrations: &[Migrations],
         pinned: &[bool],
     ) -> Placement {
         let parties = names
@@ -159,12 +198,16 @@ impl Placement {
                     }
                     last = Some(cpu);
                 }
-                let counted = migrations.get(p).copied().flatten();
+                let kind = migrations.get(p).copied().unwrap_or(Migrations::Unknown);
                 PartyPlacement {
                     name: name.clone(),
                     cpus: cpus.into_iter().collect(),
-                    migrations: counted.unwrap_or(changes),
-                    at_least: counted.is_none(),
+                    migrations: match kind {
+                        Migrations::Counted(n) => Some(n),
+                        Migrations::Unknown => Some(changes),
+                        Migrations::Fresh => None,
+                    },
+                    at_least: kind == Migrations::Unknown,
                     pinned: pinned.get(p).copied().unwrap_or(false),
                 }
             })
@@ -213,14 +256,13 @@ impl Placement {
             }
             let cpus: Vec<String> = p.cpus.iter().map(|(c, n)| format!("cpu{c}×{n}")).collect();
             let cpus = if cpus.is_empty() { "none".to_string() } else { cpus.join(",") };
-            let _ = write!(
-                out,
-                "{}:{cpus} mig {}{}{}",
-                p.name,
-                if p.at_least { "≥" } else { "" },
-                p.migrations,
-                if p.pinned { " pinned" } else { "" }
-            );
+            let mig = match p.migrations {
+                Some(n) if p.at_least => format!("≥{n}"),
+                Some(n) => n.to_string(),
+                None => "-".into(),
+            };
+            let pinned = if p.pinned { " pinned" } else { "" };
+            let _ = write!(out, "{}:{cpus} mig {mig}{pinned}", p.name);
         }
         if let Some((same, known)) = self.same_cpu() {
             let letters: String = self.shared.iter().map(|s| s.letter()).collect();
@@ -262,7 +304,7 @@ impl Placement {
             parties.push(PartyPlacement {
                 name: name.to_string(),
                 cpus,
-                migrations: mig.parse().ok()?,
+                migrations: if mig == "-" { None } else { Some(mig.parse().ok()?) },
                 at_least,
                 pinned,
             });
@@ -289,7 +331,7 @@ impl Placement {
                                 *cpus.entry(c).or_default() += n;
                             }
                             p.cpus = cpus.into_iter().collect();
-                            p.migrations += op.migrations;
+                            p.migrations = p.migrations.zip(op.migrations).map(|(a, b)| a + b);
                             p.at_least |= op.at_least;
                             p.pinned &= op.pinned;
                         }
@@ -386,7 +428,12 @@ impl Placement {
 
 /// A party with nothing counted yet (for a merge to fill).
 fn empty_like(p: &PartyPlacement) -> PartyPlacement {
-    PartyPlacement { cpus: Vec::new(), migrations: 0, at_least: false, ..p.clone() }
+    PartyPlacement {
+        cpus: Vec::new(),
+        migrations: p.migrations.map(|_| 0),
+        at_least: false,
+        ..p.clone()
+    }
 }
 
 /// A party as the recorder tracks it.
@@ -414,18 +461,21 @@ impl Recorder {
         let tracked = parties
             .iter()
             .map(|p| {
-                let tid = match p.who {
-                    Who::Caller => 0,
-                    Who::Task(t) => t,
+                let mask = match p.who {
+                    Who::Caller => sys::affinity_of(0),
+                    Who::Task(tid) => sys::affinity_of(tid),
+                    Who::Fresh(ref slot) => {
+                        slot.take(); // a child of the warm-up is no sample's
+                        None
+                    }
                 };
-                let mask = sys::affinity_of(tid);
                 Tracked {
-                    who: p.who,
+                    who: p.who.clone(),
                     pinned: match mask.as_deref() {
                         Some([one]) => Some(*one),
                         _ => None,
                     },
-                    start_migrations: migrations_of(p.who),
+                    start_migrations: migrations_of(&p.who),
                 }
             })
             .collect();
@@ -439,7 +489,7 @@ impl Recorder {
     /// Notes where every party is after a sample. True when a pinned party was seen off its
     /// CPU (the sample is then marked as migrated).
     pub fn observe(&mut self) -> bool {
-        let now: Vec<Option<usize>> = self.tracked.iter().map(|t| cpu_of(t.who)).collect();
+        let now: Vec<Option<usize>> = self.tracked.iter().map(|t| cpu_of(&t.who)).collect();
         let off = self
             .tracked
             .iter()
@@ -451,24 +501,32 @@ impl Recorder {
 
     /// Reads the migration counts again and summarises.
     pub fn finish(self) -> Placement {
-        let migrations: Vec<Option<u64>> = self
+        let migrations: Vec<Migrations> = self
             .tracked
             .iter()
-            .map(|t| Some(migrations_of(t.who)?.saturating_sub(t.start_migrations?)))
+            .map(|t| match t.who {
+                Who::Fresh(_) => Migrations::Fresh,
+                _ => match (migrations_of(&t.who), t.start_migrations) {
+                    (Some(end), Some(start)) => Migrations::Counted(end.saturating_sub(start)),
+                    _ => Migrations::Unknown,
+                },
+            })
             .collect();
         let pinned: Vec<bool> = self.tracked.iter().map(|t| t.pinned.is_some()).collect();
         Placement::from_observations(&self.names, &self.seen, &migrations, &pinned)
     }
 }
 
-/// The CPU `who` is on (the caller) or last ran on (another task).
-fn cpu_of(who: Who) -> Option<usize> {
+/// The CPU `who` is on (the caller), last ran on (another task), or the last fresh child
+/// reported (taken, so a sample without a child shows none).
+fn cpu_of(who: &Who) -> Option<usize> {
     match who {
         Who::Caller => sys::current_cpu(),
         Who::Task(tid) => {
             let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
             processor_field(&stat)
         }
+        Who::Fresh(slot) => slot.take(),
     }
 }
 
@@ -482,10 +540,11 @@ fn processor_field(stat: &str) -> Option<usize> {
 
 /// `se.nr_migrations` of `who` from `/proc/<tid>/sched` (`/proc/thread-self/sched` for the
 /// caller); `None` where the kernel has no such file.
-fn migrations_of(who: Who) -> Option<u64> {
+fn migrations_of(who: &Who) -> Option<u64> {
     let path = match who {
         Who::Caller => "/proc/thread-self/sched".to_string(),
         Who::Task(tid) => format!("/proc/{tid}/sched"),
+        Who::Fresh(_) => return None,
     };
     let text = std::fs::read_to_string(path).ok()?;
     nr_migrations_field(&text)
@@ -518,14 +577,14 @@ mod tests {
         let p = Placement::from_observations(
             &names(&["client", "server"]),
             &seen,
-            &[Some(3), None],
+            &[Migrations::Counted(3), Migrations::Unknown],
             &[false, false],
         );
         assert_eq!(p.parties[0].cpus, vec![(0, 3), (1, 1)]);
-        assert_eq!((p.parties[0].migrations, p.parties[0].at_least), (3, false));
+        assert_eq!((p.parties[0].migrations, p.parties[0].at_least), (Some(3), false));
         // No count from the kernel: the changes seen (0 → 1), a lower bound.
         assert_eq!(p.parties[1].cpus, vec![(0, 1), (1, 2)]);
-        assert_eq!((p.parties[1].migrations, p.parties[1].at_least), (1, true));
+        assert_eq!((p.parties[1].migrations, p.parties[1].at_least), (Some(1), true));
         assert_eq!(p.same_cpu(), Some((2, 3)));
         assert_eq!(
             p.note().unwrap(),
@@ -540,14 +599,14 @@ mod tests {
                 PartyPlacement {
                     name: "parent".into(),
                     cpus: vec![(0, 8), (1, 3)],
-                    migrations: 4,
+                    migrations: Some(4),
                     at_least: false,
                     pinned: false,
                 },
                 PartyPlacement {
                     name: "child".into(),
                     cpus: vec![(1, 11)],
-                    migrations: 2,
+                    migrations: Some(2),
                     at_least: true,
                     pinned: true,
                 },
@@ -560,6 +619,15 @@ mod tests {
             "parent:cpu0×8,cpu1×3 mig 4; child:cpu1×11 mig ≥2 pinned; same_cpu 3/10 xxSxxSxxxS-"
         );
         assert_eq!(Placement::parse(&note), Some(p));
+        let fresh = Placement::from_observations(
+            &names(&["parent", "child"]),
+            &[vec![Some(0), Some(1)], vec![Some(0), None]],
+            &[Migrations::Counted(0), Migrations::Fresh],
+            &[false, false],
+        );
+        let note = fresh.note().unwrap();
+        assert_eq!(note, "parent:cpu0×2 mig 0; child:cpu1×1 mig -; same_cpu 0/1 x-");
+        assert_eq!(Placement::parse(&note), Some(fresh));
         assert_eq!(Placement::parse("cpus=0,1"), None);
         assert_eq!(Placement::parse("a:cpuX×1 mig 0"), None);
     }
@@ -569,7 +637,7 @@ mod tests {
         let p = Placement::from_observations(
             &names(&["main"]),
             &[vec![Some(1)], vec![Some(1)]],
-            &[Some(0)],
+            &[Migrations::Counted(0)],
             &[false],
         );
         assert_eq!(p.same_cpu(), None);
@@ -582,7 +650,7 @@ mod tests {
         let held = Placement::from_observations(
             &names(&["parent", "child"]),
             &[vec![Some(0), Some(0)], vec![Some(0), Some(0)]],
-            &[Some(0), Some(0)],
+            &[Migrations::Counted(0), Migrations::Counted(0)],
             &[true, true],
         );
         assert!(held.pinned_and_held());
@@ -590,7 +658,7 @@ mod tests {
         let moved = Placement::from_observations(
             &names(&["parent", "child"]),
             &[vec![Some(0), Some(0)], vec![Some(0), Some(1)]],
-            &[Some(0), Some(1)],
+            &[Migrations::Counted(0), Migrations::Counted(1)],
             &[true, true],
         );
         assert!(!moved.pinned_and_held());
@@ -599,7 +667,7 @@ mod tests {
         let mixed = Placement::from_observations(
             &names(&["frame", "loader"]),
             &[vec![Some(0), Some(1)]],
-            &[Some(0), Some(0)],
+            &[Migrations::Counted(0), Migrations::Counted(0)],
             &[true, false],
         );
         assert!(mixed.note().unwrap().starts_with("frame:cpu0×1 mig 0 pinned; loader:"));
@@ -629,7 +697,7 @@ mod tests {
                 vec![Some(1), Some(1)],
                 vec![Some(1), Some(0)],
             ],
-            &[Some(0), Some(0)],
+            &[Migrations::Counted(0), Migrations::Counted(0)],
             &[false, false],
         );
         let values = [4.0, 45.0, 4.2, 47.0, 4.1, 44.0];
@@ -650,7 +718,7 @@ mod tests {
         let same = Placement::from_observations(
             &names(&["a", "b"]),
             &[vec![Some(0), Some(0)], vec![Some(1), Some(1)]],
-            &[Some(0), Some(0)],
+            &[Migrations::Counted(0), Migrations::Counted(0)],
             &[false, false],
         );
         assert_eq!(same.split(&[1.0, 2.0]), None);

@@ -574,6 +574,23 @@ mod tests {
     }
 
     #[test]
+    fn fork_children_report_where_they_started() {
+        let m = smoke_one("os.proc.fork_exit", None);
+        assert_eq!(m.outcome, Outcome::Ok, "{:?}", m.outcome);
+        let allowed = schedlab_measure::sys::allowed_cpus();
+        let Some(note) = m.notes.get("placement") else {
+            assert_eq!(allowed.len(), 1, "unpinned, so a note: {}", m.notes);
+            return;
+        };
+        let p = Placement::parse(note).unwrap();
+        assert_eq!(p.parties[1].name, "child", "{note}");
+        assert_eq!(p.parties[1].migrations, None, "a new child each time: {note}");
+        assert!(note.contains("child:cpu") && note.contains(" mig -"), "{note}");
+        assert_eq!(p.parties[1].seen() as usize, m.samples.len(), "{note}");
+        assert!(p.parties[1].cpus.iter().all(|(c, _)| allowed.contains(c)), "{note}");
+    }
+
+    #[test]
     fn rounds_merge_their_placements_sample_for_sample() {
         let all = catalog();
         let picked = crate::select(&all, &["os.pipe.context1".to_string()]).unwrap();

@@ -49,7 +49,11 @@
 //! so every `argv`/`envp` string and pointer array is built in setup. The helper's prologue
 //! (death signal, default SIGINT/SIGTERM/SIGPIPE: five cheap system calls in the child) is in
 //! every iteration; it is well under 1% of a fork and is what lets a Ctrl-C or a crash of
-//! ours leave no process behind. lmbench closes the child's stdout before exec to silence
+//! ours leave no process behind. Each child also writes the CPU it starts on into a shared
+//! page (`sys::CpuSlot`: `sched_getcpu`, an rseq or vDSO read, and a store: nanoseconds
+//! in a fork of a hundred microseconds), so the `placement` note says whether the kernel put
+//! the children on the parent's CPU (the last child of each sample; a child can move at
+//! exec, which exec balancing may do, after it wrote). lmbench closes the child's stdout before exec to silence
 //! hello; our programs print nothing, so we leave it open.
 //!
 //! The cost of `fork` grows with the parent's address space (page tables to copy), so the
@@ -58,10 +62,12 @@
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
-use schedlab_measure::sys::Child;
+use schedlab_measure::placement::Party;
+use schedlab_measure::sys::{Child, CpuSlot};
 use schedlab_measure::{interrupt, ProbeError, Timing, Workload};
 
 use super::Def;
@@ -178,6 +184,7 @@ impl Probe for ProcProbe {
                 close_stdout: false,
                 parent_rss_kib: resident_kib(),
                 chain: Some(Chain { base, links: EXECL_LINKS }),
+                child_cpu: Arc::new(CpuSlot::new()?),
             }));
         }
         let exec = match (self.0, def) {
@@ -215,7 +222,13 @@ impl Probe for ProcProbe {
         };
         // lat_proc's children close(1) before they exec.
         let close_stdout = def == Def::Lmbench && exec.is_some();
-        Ok(Box::new(Spawn { exec, close_stdout, parent_rss_kib: resident_kib(), chain: None }))
+        Ok(Box::new(Spawn {
+            exec,
+            close_stdout,
+            parent_rss_kib: resident_kib(),
+            chain: None,
+            child_cpu: Arc::new(CpuSlot::new()?),
+        }))
     }
 }
 
@@ -303,6 +316,8 @@ struct Spawn {
     parent_rss_kib: u64,
     /// execl: `exec` is a chain of `links` execs, and `base` its end alone.
     chain: Option<Chain>,
+    /// Where each child starts, for the placement record (the last of a sample is kept).
+    child_cpu: Arc<CpuSlot>,
 }
 
 /// The baseline subtracted from an exec chain, and the chain's length.
@@ -320,21 +335,29 @@ impl Spawn {
             if interrupt::requested() {
                 return Err(ProbeError::Interrupted);
             }
-            create_and_reap(exec, self.close_stdout)?;
+            create_and_reap(exec, self.close_stdout, &self.child_cpu)?;
         }
         Ok(start.elapsed())
     }
 }
 
 /// Forks a child that execs `exec` (or exits at once when `None`) and reaps it; its exit
-/// status must be 0.
+/// status must be 0. The child first writes its CPU into `cpu` (a load and a store).
 #[inline]
-fn create_and_reap(exec: Option<&ExecArgs>, close_stdout: bool) -> Result<(), ProbeError> {
+fn create_and_reap(
+    exec: Option<&ExecArgs>,
+    close_stdout: bool,
+    cpu: &CpuSlot,
+) -> Result<(), ProbeError> {
     let mut child = match exec {
-        None => Child::fork(None, || 0)?,
+        None => Child::fork(None, || {
+            cpu.record();
+            0
+        })?,
         Some(e) => {
             let (path, argv, envp) = e.pointers();
             Child::fork(None, move || {
+                cpu.record();
                 if close_stdout {
                     // SAFETY: the child's own descriptor 1; close is async-signal-safe.
                     unsafe { libc::close(1) };
@@ -372,6 +395,13 @@ impl Workload for Spawn {
                 chain.links
             ))
         })
+    }
+
+    /// This process and its children, a new one each iteration: each child writes the CPU
+    /// it starts on (before any exec, which may move it: exec balancing), and a sample's
+    /// observation is its last child's.
+    fn parties(&self) -> Vec<Party> {
+        vec![Party::caller("parent"), Party::fresh("child", self.child_cpu.clone())]
     }
 }
 
@@ -516,9 +546,11 @@ mod tests {
         };
         let argv = |last: &'static str| [env.as_os_str(), env.as_os_str(), OsStr::new(last)];
         let ok = ExecArgs::new(env, &argv("/bin/true"), &[] as &[&str]).unwrap();
-        create_and_reap(Some(&ok), false).unwrap();
+        let cpu = CpuSlot::new().unwrap();
+        create_and_reap(Some(&ok), false, &cpu).unwrap();
+        assert!(cpu.take().is_some(), "the child wrote where it started");
         let bad = ExecArgs::new(env, &argv("/bin/false"), &[] as &[&str]).unwrap();
-        let e = create_and_reap(Some(&bad), false).unwrap_err();
+        let e = create_and_reap(Some(&bad), false, &cpu).unwrap_err();
         assert!(e.to_string().contains("status 1"), "{e}");
     }
 
