@@ -159,6 +159,16 @@ impl Bench {
         self
     }
 
+    /// Keeps `partner` alive until the bench is dropped, and records its placement beside
+    /// the measuring thread's (the sampler checks a pinned partner stayed on its CPU).
+    pub(super) fn partner(mut self, partner: Partner) -> Bench {
+        if self.parties.is_empty() {
+            self.parties.push(Party::caller("main"));
+        }
+        self.parties.push(Party::task(&partner.role, partner.tid));
+        self.keep(partner)
+    }
+
     /// Keeps `thing` alive until the bench is dropped (after the body).
     pub(super) fn keep(mut self, thing: impl Any) -> Bench {
         self.keep.push(Box::new(thing));
@@ -395,6 +405,10 @@ pub(super) fn tokio_on(
 pub(super) struct Partner {
     handle: Option<JoinHandle<()>>,
     stop: Option<Box<dyn FnOnce()>>,
+    /// Its role (the thread's name without the prefix) and kernel thread id, for the
+    /// placement record.
+    role: String,
+    tid: libc::pid_t,
 }
 
 impl Partner {
@@ -411,7 +425,7 @@ impl Partner {
         let handle = std::thread::Builder::new()
             .name(format!("{THREAD_PREFIX}{role}"))
             .spawn(move || {
-                let pinned = cpu.map_or(Ok(()), sys::pin_to);
+                let pinned = cpu.map_or(Ok(()), sys::pin_to).map(|()| sys::gettid());
                 let ok = pinned.is_ok();
                 let _ = ready_tx.send(pinned);
                 if ok {
@@ -419,10 +433,11 @@ impl Partner {
                 }
             })
             .map_err(|e| ProbeError::io("spawn helper thread", e))?;
-        let mut partner = Partner { handle: Some(handle), stop: None };
+        let mut partner = Partner { handle: Some(handle), stop: None, role: role.into(), tid: 0 };
         match ready_rx.recv() {
-            Ok(Ok(())) => {
+            Ok(Ok(tid)) => {
                 partner.stop = Some(Box::new(stop));
+                partner.tid = tid;
                 Ok(partner)
             }
             // The thread has returned (or died): dropping `partner` joins it.

@@ -146,7 +146,7 @@ fn os_futex(bench: Bench, cpu: usize) -> Result<Bench, ProbeError> {
             }
             Ok(timing_on(start.elapsed(), cpu))
         })
-        .keep(partner)
+        .partner(partner)
         .keep(pin)
         .note("mechanism", "futex"))
 }
@@ -202,7 +202,7 @@ fn os_condvar(bench: Bench, cpu: usize) -> Result<Bench, ProbeError> {
             }
             Ok(timing_on(start.elapsed(), cpu))
         })
-        .keep(partner)
+        .partner(partner)
         .keep(pin)
         .note("mechanism", "std::sync::Condvar"))
 }
@@ -240,7 +240,7 @@ fn os_channel(bench: Bench, cpu: usize) -> Result<Bench, ProbeError> {
             }
             Ok(timing_on(start.elapsed(), cpu))
         })
-        .keep(partner)
+        .partner(partner)
         .keep(pin)
         .note("mechanism", "std::sync::mpsc::sync_channel(1)"))
 }

@@ -112,6 +112,25 @@ mod tests {
     }
 
     #[test]
+    fn pinned_helper_threads_are_parties_so_their_pins_are_checked() {
+        use schedlab_measure::model::Params;
+        let ctx = Context::for_tests();
+        let all = crate::catalog();
+        let parties = |id: &str| {
+            let p = all.iter().find(|p| p.info().id == id).unwrap();
+            match p.setup(&Params::new().with("backend", "os"), &ctx) {
+                Ok(inst) => Some(inst.parties().into_iter().map(|x| x.name).collect::<Vec<_>>()),
+                Err(ProbeError::Skip(_)) => None,
+                Err(e) => panic!("{id}: {e}"),
+            }
+        };
+        assert_eq!(parties("threads.switch").unwrap(), ["main", "switch"]);
+        if let Some(names) = parties("threads.wake") {
+            assert_eq!(names, ["main", "woken"]);
+        }
+    }
+
+    #[test]
     fn a_bad_backend_is_refused_with_the_choices() {
         let p = &probes()[0];
         let params = schedlab_measure::model::Params::new().with("backend", "green");

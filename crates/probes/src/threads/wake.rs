@@ -111,7 +111,7 @@ impl Probe for WakeProbe {
                         let out = waker(&sh, iters, idle, || futex_wake(&sh.go, 1))?;
                         Ok(out.timing())
                     })
-                    .keep(partner)
+                    .partner(partner)
                     .keep(pin)
             }
             Backend::Rt => {
