@@ -8,7 +8,8 @@
 //! # What is recorded, and when
 //! A workload names its *parties* ([`crate::Workload::parties`]): the thread that calls
 //! `run` (the sampler's own thread, [`Who::Caller`]) and any helper thread or child process
-//! ([`Who::Task`], by kernel thread id). Nothing runs inside the timed region:
+//! ([`Who::Task`], by kernel thread id). Nothing runs inside the timed region (fork's children
+//! aside, below):
 //! 1. before the first sample, each party's affinity mask (a mask of one CPU is a pin) and
 //!    its migration count (`se.nr_migrations` of `/proc/<tid>/sched`);
 //! 2. after each sample, the CPU each party is on or last ran on: `sched_getcpu` (a vDSO
@@ -23,8 +24,9 @@
 //! ([`sys::CpuSlot`], a load and a store in the child), and a sample's observation is its
 //! last child's; they have no migration count (`mig -`).
 //!
-//! An observation is one instant per sample: a party that moves and comes back within a
-//! sample shows up only in its migration count.
+//! An observation is one instant per sample (for a party asleep at the sample's end, the CPU
+//! it last ran on): a party that moves and comes back within a sample shows up only in its
+//! migration count, and with `mig 0` the instants are where it ran throughout.
 //!
 //! # The note
 //! [`Placement::note`] renders the summary as the `placement` note, parseable by

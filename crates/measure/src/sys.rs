@@ -1,7 +1,8 @@
 //! The Linux system-call wrappers of the lab, each written once: CPU placement and
-//! pinning, pipes, EINTR-safe raw reads and writes, forked helper processes that cannot
-//! outlive us, and the per-thread scheduling settings the timeline scenarios use (nice,
-//! policy, timer slack, an absolute-deadline sleep).
+//! pinning (and a thread's affinity mask, and a CPU slot that forked children write where
+//! they run into, for [`crate::placement`]), pipes, EINTR-safe raw reads and writes, forked
+//! helper processes that cannot outlive us, and the per-thread scheduling settings the
+//! timeline scenarios use (nice, policy, timer slack, an absolute-deadline sleep).
 //!
 //! # Why here
 //! Both the probes and the timelines (`schedlab-trace`) pin threads and fork helpers, and
