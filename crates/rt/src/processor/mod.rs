@@ -312,11 +312,6 @@ pub(crate) struct Processor {
     lifo_streak: Cell<u32>,
     /// This processor's next slot, in `shared.slots` (which outlives us).
     slot: NonNull<LifoSlot>,
-    /// `false` only if the next slot is empty (thieves only ever empty it,
-    /// so the owner's flag errs on the side of looking): the scheduling
-    /// decisions of a program that never fills the slot skip it with one
-    /// test of a local flag.
-    slot_used: Cell<bool>,
     ids: Cell<(u64, u64)>,
     rng: Cell<u64>,
     /// Per other processor, the scheduling-decision count this one last saw
@@ -357,7 +352,6 @@ impl Processor {
             tick: Cell::new(0),
             lifo_streak: Cell::new(0),
             slot,
-            slot_used: Cell::new(false),
             ids: Cell::new((0, 0)),
             rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
             seen_decisions: std::cell::RefCell::new(Vec::new()),
@@ -411,17 +405,21 @@ impl Processor {
     /// Takes the next slot's thread, if the owner may have put one there.
     #[inline]
     fn take_lifo(&self) -> Option<TaskRef> {
-        if !self.slot_used.get() {
+        if !self.queue.slot_used() {
             return None;
         }
         let t = self.lifo().take(!self.solo);
         if t.is_none() {
-            self.slot_used.set(false);
+            self.queue.set_slot_used(false);
+            self.lifo_streak.set(0);
         }
         t
     }
 
-    #[inline]
+    /// Always inlined: without a hook it is one test, and as a call (which
+    /// LLVM chose in the yield path once that grew) it cost a call, a return
+    /// and the spilled closure.
+    #[inline(always)]
     pub(crate) fn emit(&self, e: impl FnOnce() -> Event) {
         if let Some(h) = &self.hook {
             h(&e());
@@ -586,7 +584,7 @@ impl Processor {
     pub(crate) fn schedule_next(&self, t: TaskRef) {
         let Some(t) = self.divert(t, true) else { return };
         let shared = !self.solo;
-        self.slot_used.set(true);
+        self.queue.set_slot_used(true);
         if let Some(old) = self.lifo().put(t, shared) {
             self.queue.push_fresh(old);
         }
@@ -659,22 +657,15 @@ impl Processor {
     /// yield 13% more instructions.
     #[inline(always)]
     fn next_local(&self) -> Option<TaskRef> {
-        // A countdown rather than a modulo: one decrement and a test.
-        let left = self.tick.get();
-        if left == 0 {
-            self.tick.set(MAINTENANCE_INTERVAL);
-            // Shutdown, or this processor was removed (`runtime.rs`,
-            // "Resizing", step 2).
-            if self.halt.load(Ordering::Relaxed) {
-                return None;
-            }
-            self.maintenance();
-        } else {
-            self.tick.set(left - 1);
+        if !self.decision_begins() {
+            return None;
         }
-        if !self.shared.injector.is_empty() {
-            self.drain_injector();
-        }
+        self.decide()
+    }
+
+    /// The decision proper, after [`Processor::decision_begins`].
+    #[inline(always)]
+    pub(super) fn decide(&self) -> Option<TaskRef> {
         if self.prios.load(Ordering::Relaxed) {
             if let Some(t) = self.prio_first() {
                 return Some(t);
@@ -700,6 +691,39 @@ impl Processor {
             Some(t) => Some(t),
             None => self.pull_injector().or_else(|| self.low_last()),
         }
+    }
+
+    /// What every scheduling decision does first: the maintenance countdown
+    /// (a decrement and a test rather than a modulo) and the injection
+    /// queue. `false`: this processor is halting (shutdown, or removed:
+    /// `runtime.rs`, "Resizing", step 2), and the decision takes nothing.
+    #[inline(always)]
+    pub(super) fn decision_begins(&self) -> bool {
+        let left = self.tick.get();
+        if left == 0 {
+            self.tick.set(MAINTENANCE_INTERVAL);
+            if self.halt.load(Ordering::Relaxed) {
+                return false;
+            }
+            self.maintenance();
+        } else {
+            self.tick.set(left - 1);
+        }
+        if !self.shared.injector.is_empty() {
+            self.drain_injector();
+        }
+        true
+    }
+
+    /// Whether a decision here needs only the private part of the queue: the
+    /// next slot and the stealable parts are empty (one test of the queue's
+    /// flags) and the runtime has no levels. Then the slot's streak is zero
+    /// too (`take_lifo` ends it when it finds the slot empty). Tested by a
+    /// yield only (`switch.rs`, `yield_plain`): in a hand-off the slot is in
+    /// use, and the test would only add to [`Processor::decide`].
+    #[inline(always)]
+    pub(super) fn plain(&self) -> bool {
+        self.queue.only_private() && !self.prios.load(Ordering::Relaxed)
     }
 
     /// A `Low` thread, when the runtime has levels: what a decision takes when
@@ -955,7 +979,8 @@ impl Processor {
             shared.injector.push(t);
             moved = true;
         }
-        self.slot_used.set(false);
+        self.queue.set_slot_used(false);
+        self.lifo_streak.set(0);
         for t in self.queue.drain() {
             shared.injector.push(t);
             moved = true;
@@ -1011,7 +1036,8 @@ impl Processor {
         if let Some(t) = self.lifo().take(true) {
             self.shared.injector.push(t);
         }
-        self.slot_used.set(false);
+        self.queue.set_slot_used(false);
+        self.lifo_streak.set(0);
         for t in self.queue.drain() {
             self.shared.injector.push(t);
         }

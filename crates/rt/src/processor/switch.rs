@@ -194,7 +194,17 @@ impl Processor {
     fn prepare_switch(&self, leave: Leave) -> Option<(*mut StackPointer, StackPointer)> {
         debug_assert!(std::ptr::eq(self.machine(), crate::machine::Machine::here_fresh()));
         debug_assert!(std::ptr::eq(crate::machine::Machine::here_fresh().processor(), self));
-        let next = self.next_local();
+        let next = if leave == Leave::Yield && self.solo {
+            if !self.decision_begins() {
+                None
+            } else if let Some(to) = self.yield_plain() {
+                return Some(to);
+            } else {
+                self.decide()
+            }
+        } else {
+            self.next_local()
+        };
         if leave == Leave::Yield && next.is_none() && !self.halt.load(Ordering::Relaxed) {
             // Nothing else to run: keep going (unless shutting down or
             // removed, when the scheduler context must get the processor back).
@@ -248,6 +258,47 @@ impl Processor {
             unsafe { std::ptr::write(self.pending.get(), pending) };
         }
         Some((save, load))
+    }
+
+    /// The yield of a one-processor runtime in the common case — no levels,
+    /// nothing in the next slot, another thread in the private queue: the
+    /// oldest thread comes out and the leaving one goes to the back
+    /// ([`RunQueue::rotate`](crate::queue::RunQueue::rotate)), with
+    /// nothing pending (module docs). Called once the decision has begun
+    /// ([`Processor::decision_begins`]). `None`: not that case, nothing
+    /// changed, and the caller decides as usual.
+    #[inline(always)]
+    fn yield_plain(&self) -> Option<(*mut StackPointer, StackPointer)> {
+        if !self.plain() {
+            return None;
+        }
+        // SAFETY: only this kernel thread touches `current`.
+        let current = unsafe { &mut *self.current.get() };
+        let cur = current.take().expect("yield_plain on a user thread");
+        let save = cur.ctx.get();
+        let from = cur.id;
+        match self.queue.rotate(cur) {
+            Ok(next) => {
+                // SAFETY: `next` came out of the run queue, so its context
+                // was saved and nobody else resumes it.
+                let load = unsafe { *next.ctx.get() };
+                let to = next.id;
+                // `current` is empty: nothing to drop (and no call to drop it).
+                std::mem::forget(current.replace(next));
+                self.emit(|| Event::Switched {
+                    from: Some(from),
+                    to: Some(to),
+                    processor: self.index,
+                });
+                self.count_switch();
+                Some((save, load))
+            }
+            Err(cur) => {
+                // Alone: the caller finds the queue empty again.
+                *current = Some(cur);
+                None
+            }
+        }
     }
 
     /// Sends the running user thread back to this processor's queue and
