@@ -49,6 +49,17 @@ use std::sync::atomic::{
     compiler_fence, AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering,
 };
 
+/// The rest of [`Machine::lower`] when a request was deferred: taken if the
+/// section that ended was the outermost one.
+#[cold]
+#[inline(never)]
+fn lower_deferred() {
+    let m = Machine::here();
+    if m.guard_word() == DEFERRED {
+        crate::preempt::take_deferred(m);
+    }
+}
+
 /// Set in `Machine::guard` when a preemption request arrived inside a
 /// runtime section; taken when the counter returns to zero.
 pub(crate) const DEFERRED: u32 = 1 << 31;
@@ -224,14 +235,16 @@ impl Machine {
 
     /// Leaves a runtime section; takes a deferred preemption if this was the
     /// outermost one.
+    ///
+    /// `self` must be the calling kernel thread's machine (a section is
+    /// always lowered on the kernel thread that holds it): the counter is
+    /// lowered by one `fs`-relative instruction whose sign flag says whether
+    /// a request was deferred, and only then is the count itself looked at.
     #[inline(always)]
     pub(crate) fn lower(&self) {
+        debug_assert!(std::ptr::eq(self, Machine::here_fresh()), "a section lowered elsewhere");
         compiler_fence(Ordering::SeqCst);
-        let g = self.guard.load(Ordering::Relaxed) - 1;
-        self.guard.store(g, Ordering::Relaxed);
-        if g == DEFERRED {
-            crate::preempt::take_deferred(self);
-        }
+        crate::arch::thread_block_lower(lower_deferred);
     }
 
     /// Leaves a runtime section without taking a deferred request (for

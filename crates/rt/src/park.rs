@@ -60,7 +60,16 @@ const PARKED_USER: u32 = 4;
 const PARKED_SYNC: u32 = 8;
 
 /// Which token a park waits for. See the module docs.
+///
+/// A word wide (`repr(u64)`), like the pointers the other pending actions
+/// carry in the same place (`processor/switch.rs`, `Pending`): as one byte,
+/// LLVM merged the switch path's stores of the pending action into a byte
+/// here and seven more bytes beside it, so the 8-byte pointer a park-unlock
+/// or join stores there went out as four pieces — and the resuming
+/// context's 8-byte load of it could not be forwarded from them (a channel
+/// hand-off cost 4 ns more for it on the lab's Intel host).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
 pub(crate) enum Kind {
     /// The public `park`/`unpark` token.
     User,

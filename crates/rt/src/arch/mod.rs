@@ -16,6 +16,8 @@
 //!   the calling kernel thread's zero-initialised block of static TLS that
 //!   holds its `Machine` (`machine.rs`), the second adding one to the block's
 //!   first `u32` in the same, uninterruptible instruction that addresses it;
+//! - `fn thread_block_lower(deferred: impl FnOnce())`: subtracts one from that
+//!   `u32` the same way and calls `deferred` if the result has its top bit set;
 //! - the preemption trampoline and its `xsave` sizing (`preempt.rs`).
 //!
 //! The state saved is exactly what the platform ABI says a called function must
@@ -37,8 +39,8 @@ pub(crate) type EntryFn = unsafe extern "C" fn(passed: *mut u8, arg: *mut u8) ->
 mod x86_64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use self::x86_64::{
-    init_preemption, init_stack, preempt_trampoline, switch, thread_block, thread_block_raise,
-    xsave_area_bytes, INIT_STACK_BYTES,
+    init_preemption, init_stack, preempt_trampoline, switch, thread_block, thread_block_lower,
+    thread_block_raise, xsave_area_bytes, INIT_STACK_BYTES,
 };
 
 #[cfg(not(target_arch = "x86_64"))]

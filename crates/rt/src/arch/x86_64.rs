@@ -170,6 +170,26 @@ pub(crate) fn thread_block_raise() -> *mut u8 {
     b
 }
 
+/// Subtracts one from the first `u32` of the calling kernel thread's block
+/// (the runtime-section counter) and calls `deferred` if the result has its
+/// top bit set (a deferred request: `machine::DEFERRED`). One instruction
+/// addressed through `fs`, like [`thread_block_raise`], and a branch on its
+/// sign flag: no pointer to load, no separate test.
+#[inline(always)]
+pub(crate) fn thread_block_lower(deferred: impl FnOnce()) {
+    // SAFETY: as in `thread_block_raise`; the caller holds a section open on
+    // this kernel thread, so the counter is at least one and the user thread
+    // cannot leave this kernel thread before the instruction.
+    unsafe {
+        asm!(
+            "sub dword ptr fs:[schedlab_rt_machine@tpoff], 1",
+            "js {d}",
+            d = label { deferred() },
+            options(nostack)
+        )
+    };
+}
+
 /// Lays out a fresh stack so that the first [`switch`] to the returned stack
 /// pointer runs `entry(passed, arg)` on it, with default floating-point
 /// control state.

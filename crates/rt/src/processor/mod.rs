@@ -85,6 +85,18 @@ const INJECT_DRAIN: usize = 256;
 /// the waker keeps running.
 const SLOT_GRACE: Duration = Duration::from_micros(1);
 
+/// The pause between two looks of a spinning processor: the first, after a
+/// look that saw the other processors computing or idle, and the bound it
+/// doubles to while looks keep seeing one of them switch (`steal_slot`).
+/// New work from a computing processor is found within a fraction of a µs
+/// (a futex wake of a sleeping processor costs 11–35 µs), while a processor
+/// handing off at full speed loses its lines to the looks rarely. (Looking
+/// every few dozen `pause`s, a two-processor ring of 503 threads cost
+/// 2.2–2.5 times its one-processor figure on the lab's Intel host; with
+/// this back-off 1.4–1.7 times, alternated in one sitting.)
+const SEARCH_BACKOFF: std::ops::Range<Duration> =
+    Duration::from_nanos(200)..Duration::from_micros(16);
+
 /// Stacks a processor keeps in its pool while it sleeps for want of work.
 const STACK_POOL_KEEP_IDLE: usize = 64;
 
@@ -312,16 +324,14 @@ pub(crate) struct Processor {
     lifo_streak: Cell<u32>,
     /// This processor's next slot, in `shared.slots` (which outlives us).
     slot: NonNull<LifoSlot>,
-    /// `false` only if the next slot is empty (thieves only ever empty it,
-    /// so the owner's flag errs on the side of looking): the scheduling
-    /// decisions of a program that never fills the slot skip it with one
-    /// test of a local flag.
-    slot_used: Cell<bool>,
     ids: Cell<(u64, u64)>,
     rng: Cell<u64>,
     /// Per other processor, the scheduling-decision count this one last saw
     /// there and when it first saw it (`steal_slot`).
     seen_decisions: std::cell::RefCell<Vec<(u32, Instant)>>,
+    /// The last look of this (searching) processor saw another processor's
+    /// decision count move: back off (`search`).
+    owner_busy: Cell<bool>,
 }
 
 impl Processor {
@@ -357,10 +367,10 @@ impl Processor {
             tick: Cell::new(0),
             lifo_streak: Cell::new(0),
             slot,
-            slot_used: Cell::new(false),
             ids: Cell::new((0, 0)),
             rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
             seen_decisions: std::cell::RefCell::new(Vec::new()),
+            owner_busy: Cell::new(false),
         }
     }
 
@@ -411,17 +421,21 @@ impl Processor {
     /// Takes the next slot's thread, if the owner may have put one there.
     #[inline]
     fn take_lifo(&self) -> Option<TaskRef> {
-        if !self.slot_used.get() {
+        if !self.queue.slot_used() {
             return None;
         }
         let t = self.lifo().take(!self.solo);
         if t.is_none() {
-            self.slot_used.set(false);
+            self.queue.set_slot_used(false);
+            self.lifo_streak.set(0);
         }
         t
     }
 
-    #[inline]
+    /// Always inlined: without a hook it is one test, and as a call (which
+    /// LLVM chose in the yield path once that grew) it cost a call, a return
+    /// and the spilled closure.
+    #[inline(always)]
     pub(crate) fn emit(&self, e: impl FnOnce() -> Event) {
         if let Some(h) = &self.hook {
             h(&e());
@@ -586,7 +600,7 @@ impl Processor {
     pub(crate) fn schedule_next(&self, t: TaskRef) {
         let Some(t) = self.divert(t, true) else { return };
         let shared = !self.solo;
-        self.slot_used.set(true);
+        self.queue.set_slot_used(true);
         if let Some(old) = self.lifo().put(t, shared) {
             self.queue.push_fresh(old);
         }
@@ -659,22 +673,15 @@ impl Processor {
     /// yield 13% more instructions.
     #[inline(always)]
     fn next_local(&self) -> Option<TaskRef> {
-        // A countdown rather than a modulo: one decrement and a test.
-        let left = self.tick.get();
-        if left == 0 {
-            self.tick.set(MAINTENANCE_INTERVAL);
-            // Shutdown, or this processor was removed (`runtime.rs`,
-            // "Resizing", step 2).
-            if self.halt.load(Ordering::Relaxed) {
-                return None;
-            }
-            self.maintenance();
-        } else {
-            self.tick.set(left - 1);
+        if !self.decision_begins() {
+            return None;
         }
-        if !self.shared.injector.is_empty() {
-            self.drain_injector();
-        }
+        self.decide()
+    }
+
+    /// The decision proper, after [`Processor::decision_begins`].
+    #[inline(always)]
+    pub(super) fn decide(&self) -> Option<TaskRef> {
         if self.prios.load(Ordering::Relaxed) {
             if let Some(t) = self.prio_first() {
                 return Some(t);
@@ -700,6 +707,39 @@ impl Processor {
             Some(t) => Some(t),
             None => self.pull_injector().or_else(|| self.low_last()),
         }
+    }
+
+    /// What every scheduling decision does first: the maintenance countdown
+    /// (a decrement and a test rather than a modulo) and the injection
+    /// queue. `false`: this processor is halting (shutdown, or removed:
+    /// `runtime.rs`, "Resizing", step 2), and the decision takes nothing.
+    #[inline(always)]
+    pub(super) fn decision_begins(&self) -> bool {
+        let left = self.tick.get();
+        if left == 0 {
+            self.tick.set(MAINTENANCE_INTERVAL);
+            if self.halt.load(Ordering::Relaxed) {
+                return false;
+            }
+            self.maintenance();
+        } else {
+            self.tick.set(left - 1);
+        }
+        if !self.shared.injector.is_empty() {
+            self.drain_injector();
+        }
+        true
+    }
+
+    /// Whether a decision here needs only the private part of the queue: the
+    /// next slot and the stealable parts are empty (one test of the queue's
+    /// flags) and the runtime has no levels. Then the slot's streak is zero
+    /// too (`take_lifo` ends it when it finds the slot empty). Tested by a
+    /// yield only (`switch.rs`, `yield_plain`): in a hand-off the slot is in
+    /// use, and the test would only add to [`Processor::decide`].
+    #[inline(always)]
+    pub(super) fn plain(&self) -> bool {
+        self.queue.only_private() && !self.prios.load(Ordering::Relaxed)
     }
 
     /// A `Low` thread, when the runtime has levels: what a decision takes when
@@ -784,6 +824,7 @@ impl Processor {
         let first = idle.start_searching() == 0;
         // Only one processor spins at a time; the others sleep at once.
         let mut spin_until = first.then(|| Instant::now() + shared.spin);
+        let mut backoff = SEARCH_BACKOFF.start;
         loop {
             if !shared.is_active(self.index) {
                 // Removed ("Resizing", step 2). A producer may have counted
@@ -804,11 +845,29 @@ impl Processor {
                 idle.stop_searching();
                 return None;
             }
-            if spin_until.is_some_and(|u| Instant::now() < u) {
-                for _ in 0..32 {
-                    std::hint::spin_loop();
+            if let Some(until) = spin_until {
+                let now = Instant::now();
+                if now < until {
+                    // Look again soon, unless the look saw another
+                    // processor switching threads: then after a pause that
+                    // doubles while that goes on. A look reads the lines
+                    // such a processor writes at every switch (its next
+                    // slot and its decision count), and each read costs
+                    // its next write a miss; a processor that computes
+                    // writes neither, and is looked at freely.
+                    if self.owner_busy.replace(false) {
+                        backoff = (backoff * 2).min(SEARCH_BACKOFF.end);
+                    } else {
+                        backoff = SEARCH_BACKOFF.start;
+                    }
+                    let next = (now + backoff).min(until);
+                    while Instant::now() < next {
+                        for _ in 0..8 {
+                            std::hint::spin_loop();
+                        }
+                    }
+                    continue;
                 }
-                continue;
             }
             // Sleep, following idle.rs. Idle stacks beyond a few go to the depot first,
             // where the monitor gives their memory back if they stay idle.
@@ -834,6 +893,7 @@ impl Processor {
             idle.after_wake(self.index);
             shared.wait_for_check();
             spin_until = Some(Instant::now() + shared.spin);
+            backoff = SEARCH_BACKOFF.start;
         }
     }
 
@@ -896,36 +956,36 @@ impl Processor {
     /// did before; counting from the owner's last decision instead, which
     /// this thief saw on its earlier rounds, takes the thread at once from
     /// an owner that has long been computing.)
+    ///
+    /// One look per round, no waiting here: a thief that watched the slot
+    /// and the owner's decision count through the grace read the two lines
+    /// the owner writes at every hand-off every few dozen nanoseconds, and
+    /// each of the owner's next writes then had to take its line back from
+    /// this CPU — a ring of 503 threads cost 2.5 times more per hop on two
+    /// processors than on one. The search's back-off spaces the looks
+    /// ([`SEARCH_BACKOFF`]).
     fn steal_slot(&self, victim: usize) -> Option<TaskRef> {
-        let slot = &self.shared.slots[victim];
-        if !slot.is_occupied() {
-            return None;
-        }
         // SAFETY: processors outlive every machine that runs one.
         let owner = unsafe { &*self.shared.processors()[victim].0 };
         let decisions = owner.switches.load(Ordering::Relaxed);
-        let mut now = Instant::now();
+        let now = Instant::now();
         let since = {
             let mut seen = self.seen_decisions.borrow_mut();
             if seen.len() <= victim {
                 seen.resize(victim + 1, (u32::MAX, now));
             }
             if seen[victim].0 != decisions {
+                // The owner is switching: a conversation, or a run of short
+                // stints. Our looks cost it misses; look less often.
                 seen[victim] = (decisions, now);
+                self.owner_busy.set(true);
             }
             seen[victim].1
         };
+        let slot = &self.shared.slots[victim];
         let t = slot.peek();
-        while now < since + SLOT_GRACE
-            && slot.peek() == t
-            && owner.switches.load(Ordering::Relaxed) == decisions
-        {
-            // A few pauses between clock reads (one can take 100+ cycles),
-            // so the grace ends on time.
-            for _ in 0..4 {
-                std::hint::spin_loop();
-            }
-            now = Instant::now();
+        if t.is_null() || now < since + SLOT_GRACE {
+            return None;
         }
         slot.take_if(t)
     }
@@ -955,7 +1015,8 @@ impl Processor {
             shared.injector.push(t);
             moved = true;
         }
-        self.slot_used.set(false);
+        self.queue.set_slot_used(false);
+        self.lifo_streak.set(0);
         for t in self.queue.drain() {
             shared.injector.push(t);
             moved = true;
@@ -1011,7 +1072,8 @@ impl Processor {
         if let Some(t) = self.lifo().take(true) {
             self.shared.injector.push(t);
         }
-        self.slot_used.set(false);
+        self.queue.set_slot_used(false);
+        self.lifo_streak.set(0);
         for t in self.queue.drain() {
             self.shared.injector.push(t);
         }

@@ -79,7 +79,10 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What the next context must do with the thread that just left (step 2 of
-/// the switching protocol).
+/// the switching protocol). `repr(u8)`: an explicit tag byte, which
+/// `run_pending_action` dispatches on directly (with the compiler's niche
+/// layout the tag was decoded with four more instructions per hand-off).
+#[repr(u8)]
 pub(crate) enum Pending {
     None,
     Requeue(TaskRef),
@@ -114,31 +117,53 @@ impl Processor {
     }
 
     /// Takes the pending action field by field, each with a load of the size
-    /// the leaving context stored it with. A `mem::replace` of the whole enum
-    /// compiled to 16-byte and 8-byte loads spanning several smaller stores
-    /// made just before the switch, which the CPU cannot forward from its
-    /// store buffer: each such load waited for the stores to reach the cache
-    /// (a park's hand-off cost 10% more for it).
+    /// the leaving context stored it with, and completes it in the arm that
+    /// read it. A `mem::replace` of the whole enum compiled to 16-byte and
+    /// 8-byte loads spanning several smaller stores made just before the
+    /// switch, which the CPU cannot forward from its store buffer: each such
+    /// load waited for the stores to reach the cache (a park's hand-off cost
+    /// 10% more for it). Rebuilding the enum from the fields and passing it
+    /// on did the same once the enum grew (LLVM copied it whole through the
+    /// stack, one 16-byte load and a second jump table), so each arm calls
+    /// its own completion.
     #[inline(never)]
     fn run_pending_action(&self) {
         let slot = self.pending.get();
+        let home = Some(self);
         // SAFETY: only this kernel thread touches `pending`, and not
         // re-entrantly. Each field is moved out with `ptr::read` and the slot
         // is overwritten with `None` before anything can read it again, so
         // nothing is dropped twice.
-        let pending = unsafe {
-            let pending = match &*slot {
-                Pending::None => return,
-                Pending::Requeue(t) => Pending::Requeue(std::ptr::read(t)),
-                Pending::Park(t, kind) => Pending::Park(std::ptr::read(t), *kind),
-                Pending::Join(t, target) => Pending::Join(std::ptr::read(t), *target),
-                Pending::ParkUnlock(t, lock) => Pending::ParkUnlock(std::ptr::read(t), *lock),
-                Pending::Exit(stack) => Pending::Exit(std::ptr::read(stack)),
-            };
-            std::ptr::write(slot, Pending::None);
-            pending
-        };
-        complete_leave(pending, Some(self));
+        unsafe {
+            match &*slot {
+                Pending::None => {}
+                Pending::Requeue(t) => {
+                    let t = std::ptr::read(t);
+                    std::ptr::write(slot, Pending::None);
+                    leave_requeue(t, home);
+                }
+                Pending::Park(t, kind) => {
+                    let (t, kind) = (std::ptr::read(t), *kind);
+                    std::ptr::write(slot, Pending::None);
+                    leave_park(t, kind, home);
+                }
+                Pending::Join(t, target) => {
+                    let (t, target) = (std::ptr::read(t), *target);
+                    std::ptr::write(slot, Pending::None);
+                    leave_join(t, target, home);
+                }
+                Pending::ParkUnlock(t, lock) => {
+                    let (t, lock) = (std::ptr::read(t), *lock);
+                    std::ptr::write(slot, Pending::None);
+                    leave_park_unlock(t, lock, home);
+                }
+                Pending::Exit(stack) => {
+                    let stack = std::ptr::read(stack);
+                    std::ptr::write(slot, Pending::None);
+                    leave_exit(stack, home);
+                }
+            }
+        }
     }
 
     /// Switches from the running user thread to the next context (steps 1 and
@@ -169,7 +194,17 @@ impl Processor {
     fn prepare_switch(&self, leave: Leave) -> Option<(*mut StackPointer, StackPointer)> {
         debug_assert!(std::ptr::eq(self.machine(), crate::machine::Machine::here_fresh()));
         debug_assert!(std::ptr::eq(crate::machine::Machine::here_fresh().processor(), self));
-        let next = self.next_local();
+        let next = if leave == Leave::Yield && self.solo {
+            if !self.decision_begins() {
+                None
+            } else if let Some(to) = self.yield_plain() {
+                return Some(to);
+            } else {
+                self.decide()
+            }
+        } else {
+            self.next_local()
+        };
         if leave == Leave::Yield && next.is_none() && !self.halt.load(Ordering::Relaxed) {
             // Nothing else to run: keep going (unless shutting down or
             // removed, when the scheduler context must get the processor back).
@@ -223,6 +258,47 @@ impl Processor {
             unsafe { std::ptr::write(self.pending.get(), pending) };
         }
         Some((save, load))
+    }
+
+    /// The yield of a one-processor runtime in the common case — no levels,
+    /// nothing in the next slot, another thread in the private queue: the
+    /// oldest thread comes out and the leaving one goes to the back
+    /// ([`RunQueue::rotate`](crate::queue::RunQueue::rotate)), with
+    /// nothing pending (module docs). Called once the decision has begun
+    /// ([`Processor::decision_begins`]). `None`: not that case, nothing
+    /// changed, and the caller decides as usual.
+    #[inline(always)]
+    fn yield_plain(&self) -> Option<(*mut StackPointer, StackPointer)> {
+        if !self.plain() {
+            return None;
+        }
+        // SAFETY: only this kernel thread touches `current`.
+        let current = unsafe { &mut *self.current.get() };
+        let cur = current.take().expect("yield_plain on a user thread");
+        let save = cur.ctx.get();
+        let from = cur.id;
+        match self.queue.rotate(cur) {
+            Ok(next) => {
+                // SAFETY: `next` came out of the run queue, so its context
+                // was saved and nobody else resumes it.
+                let load = unsafe { *next.ctx.get() };
+                let to = next.id;
+                // `current` is empty: nothing to drop (and no call to drop it).
+                std::mem::forget(current.replace(next));
+                self.emit(|| Event::Switched {
+                    from: Some(from),
+                    to: Some(to),
+                    processor: self.index,
+                });
+                self.count_switch();
+                Some((save, load))
+            }
+            Err(cur) => {
+                // Alone: the caller finds the queue empty again.
+                *current = Some(cur);
+                None
+            }
+        }
     }
 
     /// Sends the running user thread back to this processor's queue and
@@ -285,12 +361,24 @@ impl Processor {
 /// Step 2 of the switching protocol: does what the leaving thread asked for.
 /// `home` is the processor of the resuming context, or `None` when a detached
 /// user thread left its kernel thread (`blocking.rs`): then a thread that
-/// stays runnable goes to the runtime's injection queue. Always inlined, so
-/// each caller gets a copy specialised for its `home` (the processor's is on
-/// the path of every park).
-#[inline(always)]
+/// stays runnable goes to the runtime's injection queue. The `leave_*`
+/// functions below are its arms, always inlined, so each caller gets a copy
+/// specialised for its `home` (the processor's is on the path of every park).
 pub(crate) fn complete_leave(pending: Pending, home: Option<&Processor>) {
-    let requeue = |t: TaskRef| match home {
+    match pending {
+        Pending::None => {}
+        Pending::Requeue(t) => leave_requeue(t, home),
+        Pending::Park(t, kind) => leave_park(t, kind, home),
+        Pending::Join(t, target) => leave_join(t, target, home),
+        Pending::ParkUnlock(t, lock) => leave_park_unlock(t, lock, home),
+        Pending::Exit(stack) => leave_exit(stack, home),
+    }
+}
+
+/// A thread that stays runnable: to `home`'s queue, else the injection queue.
+#[inline(always)]
+fn requeue(t: TaskRef, home: Option<&Processor>) {
+    match home {
         Some(vp) => {
             vp.enqueue(t);
         }
@@ -300,80 +388,96 @@ pub(crate) fn complete_leave(pending: Pending, home: Option<&Processor>) {
             let shared = t.shared.clone_counted();
             shared.inject(t);
         }
-    };
-    let emit = |e: Event| {
-        if let Some(vp) = home {
-            vp.emit(|| e);
-        }
-    };
-    let index = home.map_or(usize::MAX, |vp| vp.index);
-    match pending {
-        Pending::None => {}
-        Pending::Requeue(t) => match home {
-            Some(vp) => {
-                if let Some(t) = vp.divert(t, false) {
-                    vp.queue.push_shared(t);
-                }
-            }
-            None => requeue(t),
-        },
-        Pending::Park(t, kind) => {
-            let id = t.id;
-            let raw = t.into_raw();
-            // SAFETY: `raw` is the reference we own. If `commit` parks the
-            // thread, the park word owns that reference from now on and we
-            // do not touch `raw` again.
-            if unsafe { raw.as_ref() }.park.commit(kind) {
-                emit(Event::Parked { thread: id, processor: index });
-            } else {
-                // SAFETY: not parked: the reference is still ours.
-                requeue(unsafe { TaskRef::from_raw(raw) });
+    }
+}
+
+#[inline(always)]
+fn emit_on(home: Option<&Processor>, e: impl FnOnce(usize) -> Event) {
+    if let Some(vp) = home {
+        vp.emit(|| e(vp.index));
+    }
+}
+
+/// [`Pending::Requeue`].
+#[inline(always)]
+fn leave_requeue(t: TaskRef, home: Option<&Processor>) {
+    match home {
+        Some(vp) => {
+            if let Some(t) = vp.divert(t, false) {
+                vp.queue.push_shared(t);
             }
         }
-        Pending::Join(t, target) => {
-            let id = t.id;
-            let raw = t.into_raw();
-            // SAFETY: the joiner holds the `JoinHandle` of `target` on
-            // its (saved) stack, so `target` is alive; we are the only
-            // writer of `joiner` (task.rs), and publish it with the CAS.
-            let target = unsafe { target.as_ref() };
-            // SAFETY: as above.
-            unsafe { *target.joiner.get() = Joiner::Task(raw) };
-            // Set before the CAS: once it succeeds the joiner may be
-            // woken, and its waker clears the flag.
-            // SAFETY: `raw` is the joiner, alive (we hold its reference).
-            unsafe { raw.as_ref() }.parked_in_queue.store(true, Ordering::Relaxed);
-            if target.state.register_joiner() {
-                // The state word owns the reference now; `target` may be
-                // gone from here on.
-                emit(Event::Parked { thread: id, processor: index });
-            } else {
-                // Completed meanwhile: it never looks at `joiner`.
-                // SAFETY: not parked: the reference is still ours.
-                unsafe { raw.as_ref() }.parked_in_queue.store(false, Ordering::Relaxed);
-                // SAFETY: as above.
-                requeue(unsafe { TaskRef::from_raw(raw) });
-            }
-        }
-        Pending::ParkUnlock(t, lock) => {
-            let id = t.id;
-            // The queue entry owns the reference from now on (wait.rs).
-            let raw = t.into_raw();
-            // SAFETY: alive: nobody can dequeue and wake it before the
-            // unlock below.
-            unsafe { raw.as_ref() }.parked_in_queue.store(true, Ordering::Relaxed);
-            emit(Event::Parked { thread: id, processor: index });
-            // SAFETY: the lock the thread held when it switched away;
-            // its queue is alive while a waiter is registered in it.
-            unsafe { crate::spin::unlock_word(lock) };
-        }
-        Pending::Exit(stack) => match home {
-            // The thread has switched away for the last time: nobody runs
-            // on its stack any more.
-            // SAFETY: as in `Processor::stack`.
-            Some(vp) => unsafe { (*vp.pool.get()).put(stack, &vp.shared.depot) },
-            None => drop(stack),
-        },
+        None => requeue(t, None),
+    }
+}
+
+/// [`Pending::Park`].
+#[inline(always)]
+fn leave_park(t: TaskRef, kind: Kind, home: Option<&Processor>) {
+    let id = t.id;
+    let raw = t.into_raw();
+    // SAFETY: `raw` is the reference we own. If `commit` parks the thread,
+    // the park word owns that reference from now on and we do not touch
+    // `raw` again.
+    if unsafe { raw.as_ref() }.park.commit(kind) {
+        emit_on(home, |processor| Event::Parked { thread: id, processor });
+    } else {
+        // SAFETY: not parked: the reference is still ours.
+        requeue(unsafe { TaskRef::from_raw(raw) }, home);
+    }
+}
+
+/// [`Pending::Join`].
+#[inline(always)]
+fn leave_join(t: TaskRef, target: NonNull<Task>, home: Option<&Processor>) {
+    let id = t.id;
+    let raw = t.into_raw();
+    // SAFETY: the joiner holds the `JoinHandle` of `target` on its (saved)
+    // stack, so `target` is alive; we are the only writer of `joiner`
+    // (task.rs), and publish it with the CAS.
+    let target = unsafe { target.as_ref() };
+    // SAFETY: as above.
+    unsafe { *target.joiner.get() = Joiner::Task(raw) };
+    // Set before the CAS: once it succeeds the joiner may be woken, and its
+    // waker clears the flag.
+    // SAFETY: `raw` is the joiner, alive (we hold its reference).
+    unsafe { raw.as_ref() }.parked_in_queue.store(true, Ordering::Relaxed);
+    if target.state.register_joiner() {
+        // The state word owns the reference now; `target` may be gone from
+        // here on.
+        emit_on(home, |processor| Event::Parked { thread: id, processor });
+    } else {
+        // Completed meanwhile: it never looks at `joiner`.
+        // SAFETY: not parked: the reference is still ours.
+        unsafe { raw.as_ref() }.parked_in_queue.store(false, Ordering::Relaxed);
+        // SAFETY: as above.
+        requeue(unsafe { TaskRef::from_raw(raw) }, home);
+    }
+}
+
+/// [`Pending::ParkUnlock`].
+#[inline(always)]
+fn leave_park_unlock(t: TaskRef, lock: NonNull<AtomicBool>, home: Option<&Processor>) {
+    let id = t.id;
+    // The queue entry owns the reference from now on (wait.rs).
+    let raw = t.into_raw();
+    // SAFETY: alive: nobody can dequeue and wake it before the unlock below.
+    unsafe { raw.as_ref() }.parked_in_queue.store(true, Ordering::Relaxed);
+    emit_on(home, |processor| Event::Parked { thread: id, processor });
+    // SAFETY: the lock the thread held when it switched away; its queue is
+    // alive while a waiter is registered in it.
+    unsafe { crate::spin::unlock_word(lock) };
+}
+
+/// [`Pending::Exit`].
+#[inline(always)]
+fn leave_exit(stack: Stack, home: Option<&Processor>) {
+    match home {
+        // The thread has switched away for the last time: nobody runs on its
+        // stack any more.
+        // SAFETY: as in `Processor::stack`.
+        Some(vp) => unsafe { (*vp.pool.get()).put(stack, &vp.shared.depot) },
+        None => drop(stack),
     }
 }
 
