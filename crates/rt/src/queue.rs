@@ -488,7 +488,7 @@ mod tests {
         // SAFETY: just counted.
         let shared = unsafe { crate::runtime::SharedRef::counted(&shared) };
         let stack = Stack::new(crate::stack::MIN_STACK_SIZE).unwrap();
-        Task::allocate(ThreadId::from_u64(id).unwrap(), None, shared, stack, || (), None).0
+        Task::allocate(ThreadId::from_u64(id).unwrap(), None, shared, Some(stack), || (), None).0
     }
 
     fn ids(q: &RunQueue) -> Vec<u64> {

@@ -288,6 +288,18 @@ impl StackPool {
         Ok(self.free.pop().expect("the depot refilled the pool"))
     }
 
+    /// A pooled stack, if the pool has one (no system call).
+    #[inline(always)]
+    pub(crate) fn pop(&mut self) -> Option<Stack> {
+        self.free.pop()
+    }
+
+    /// Whether the pool holds no stack.
+    #[inline(always)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.free.is_empty()
+    }
+
     /// Returns a stack for reuse (spilling half the pool to the depot when
     /// full); unmaps it if it has another size.
     #[inline]

@@ -33,7 +33,9 @@ use std::mem::ManuallyDrop;
 use std::num::NonZeroU64;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 
 /// A user thread's identifier, unique within the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -305,7 +307,9 @@ pub(crate) struct Task {
     /// Name given by `Builder::name`.
     pub(crate) name: Option<Box<str>>,
     /// Usable size of the stack (kept after the stack is gone, for messages).
-    pub(crate) stack_size: usize,
+    /// Written by the spawner before the task is published (a stack from a
+    /// processor's pool is placed after the task is allocated: `spawn.rs`).
+    pub(crate) stack_size: AtomicUsize,
     /// The registered joiner, valid once it registered in `state`.
     pub(crate) joiner: UnsafeCell<Joiner>,
     /// This task is parked in a wait queue (`wait.rs`) or in some other
@@ -510,7 +514,7 @@ impl Task {
         id: ThreadId,
         name: Option<Box<str>>,
         shared: SharedRef,
-        stack: Stack,
+        stack: Option<Stack>,
         f: F,
         cache: Option<&BlockCache>,
     ) -> (TaskRef, TaskRef)
@@ -529,7 +533,7 @@ impl Task {
             NonNull::new(unsafe { alloc(layout) }).unwrap_or_else(|| handle_alloc_error(layout))
         });
         let cell = mem.cast::<TaskCell<F, T>>();
-        let stack_size = stack.size();
+        let stack_size = stack.as_ref().map_or(0, Stack::size);
         // SAFETY: `mem` is fresh memory with room and alignment for a
         // `TaskCell<F, T>` (`alloc_layout` is at least its layout).
         unsafe {
@@ -540,10 +544,10 @@ impl Task {
                     state: TaskState::new(),
                     id,
                     vtable,
-                    stack: UnsafeCell::new(Some(stack)),
+                    stack: UnsafeCell::new(stack),
                     shared: ManuallyDrop::new(shared),
                     name,
-                    stack_size,
+                    stack_size: AtomicUsize::new(stack_size),
                     joiner: UnsafeCell::new(Joiner::None),
                     parked_in_queue: AtomicBool::new(false),
                     wait_kind: AtomicU8::new(0),

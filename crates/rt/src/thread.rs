@@ -38,7 +38,7 @@ impl Thread {
 
     /// Usable size of the thread's stack, in bytes.
     pub fn stack_size(&self) -> usize {
-        self.task.stack_size
+        self.task.stack_size.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The thread's scheduling level.

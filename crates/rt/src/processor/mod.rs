@@ -568,6 +568,30 @@ impl Processor {
         &self.blocks
     }
 
+    /// Whether the pool holds a stack of `size` bytes
+    /// ([`Processor::take_pooled_stack`] then gives one).
+    #[inline]
+    pub(crate) fn pool_has(&self, size: usize) -> bool {
+        // SAFETY: the pool is touched only by this kernel thread, and not
+        // re-entrantly (no user code runs while it is borrowed).
+        let pool = unsafe { &*self.pool.get() };
+        pool.stack_size() == size && !pool.is_empty()
+    }
+
+    /// Moves a pooled stack straight into `dest` (a new task's stack cell),
+    /// no system call; `dest` is left empty if the pool is.
+    ///
+    /// # Safety
+    ///
+    /// `dest` must be valid for writes and hold `None` (nothing is dropped).
+    #[inline]
+    pub(crate) unsafe fn take_pooled_stack(&self, dest: *mut Option<Stack>) {
+        // SAFETY: as in `pool_has`.
+        let pool = unsafe { &mut *self.pool.get() };
+        // SAFETY: the caller's guarantee.
+        unsafe { dest.write(pool.pop()) };
+    }
+
     /// A stack of `size` bytes, from the pool when it has that size.
     #[inline]
     pub(crate) fn stack(&self, size: usize) -> io::Result<Stack> {
@@ -1251,6 +1275,6 @@ pub(crate) fn overflow_info() -> Option<(std::ops::Range<usize>, Option<&'static
         let task = (*(*vp).current.get()).as_deref()?;
         let guard = (*task.stack.get()).as_ref()?.guard_range();
         let name: Option<&'static str> = task.name.as_deref().map(|s| &*(s as *const str));
-        Some((guard, name, task.stack_size, task.id.as_u64()))
+        Some((guard, name, task.stack_size.load(Ordering::Relaxed), task.id.as_u64()))
     }
 }

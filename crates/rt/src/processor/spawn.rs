@@ -75,15 +75,22 @@ where
         (_, Target::Runtime(shared)) => (None, shared),
     };
     let size = opts.stack_size.map_or(shared.stack_size, crate::stack::rounded_size);
+    // The common case, a stack from this processor's pool, is moved straight
+    // into the new task below. Any other is got now, so that a failure
+    // leaves nothing allocated. (Passing the pooled stack along as an
+    // `io::Result<Stack>` made LLVM rebuild the 40-byte `Stack` from an
+    // 8-byte piece and a 16-byte one, then reload it with 16-byte loads
+    // spanning both — which the CPU cannot forward from its store buffer:
+    // a spawn+join waited for the stores to reach the cache, twice.)
+    let pooled = vp.is_some_and(|vp| vp.pool_has(size));
     let stack = match vp {
-        Some(vp) => vp.stack(size)?,
+        _ if pooled => None,
+        Some(vp) => Some(vp.stack(size)?),
         // SAFETY: as in `Processor::stack`.
-        None if size == shared.stack_size => unsafe { shared.depot.get(&shared.registry)? },
+        None if size == shared.stack_size => Some(unsafe { shared.depot.get(&shared.registry)? }),
         // SAFETY: as in `Processor::stack`.
-        None => unsafe { Stack::new_registered(size, &shared.registry)? },
+        None => Some(unsafe { Stack::new_registered(size, &shared.registry)? }),
     };
-    let top = stack.top();
-    debug_assert!(stack.size() > arch::INIT_STACK_BYTES);
     let id = match vp {
         Some(vp) => vp.next_id(),
         None => ThreadId::from_u64(task::reserve_ids(1)).expect("ids start at 1"),
@@ -104,6 +111,20 @@ where
         f,
         vp.map(Processor::blocks),
     );
+    // SAFETY: nobody else sees the task yet, so its stack cell is ours; it
+    // holds `None` exactly when `pooled` (and the pool has a stack: checked
+    // above, on this kernel thread, with nothing taken since).
+    let stack = unsafe {
+        if let (true, Some(vp)) = (pooled, vp) {
+            vp.take_pooled_stack(task.stack.get());
+        }
+        (*task.stack.get()).as_ref().expect("a new task has its stack")
+    };
+    let top = stack.top();
+    debug_assert!(stack.size() > arch::INIT_STACK_BYTES);
+    if pooled {
+        task.stack_size.store(stack.size(), std::sync::atomic::Ordering::Relaxed);
+    }
     // SAFETY: `top` is the aligned end of the task's fresh stack, which it
     // owns until it exits; `task_entry` never returns. Nobody else sees the
     // task yet, so writing its context is unshared.
