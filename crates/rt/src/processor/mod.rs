@@ -69,9 +69,13 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Scheduling decisions between two polls of the injection queue and timers
-/// (a prime, as in Go and tokio, so it does not resonate with user patterns).
-const MAINTENANCE_INTERVAL: u32 = 61;
+/// Scheduling decisions between two polls of the timers (and of the
+/// injection queue, which every decision also glances at). A power of two,
+/// so the decision counter tells it with one mask (and other switches can
+/// count in its multiples: `count_switch`); Go and tokio use 61, a
+/// prime, against resonance with a program's own period, which would only
+/// make the poll land at the same point of that period here: harmless.
+const MAINTENANCE_INTERVAL: u32 = 64;
 
 /// How many injected threads a processor moves to its own queue at one scheduling decision
 /// (see `Processor::drain_injector`).
@@ -286,8 +290,13 @@ pub(crate) struct Processor {
     /// The machine running this processor: written by the machine that
     /// binds it, read by the monitor (null while released, `blocking.rs`).
     pub(crate) machine: AtomicPtr<Machine>,
-    /// Scheduling decisions made here; changes whenever another user thread
-    /// (or the scheduler context) starts running. Read by the monitor.
+    /// Scheduling decisions made here (and switches made without one):
+    /// changes whenever another user thread (or the scheduler context) may
+    /// have started running. Read by the monitor and by thieves; also the
+    /// maintenance countdown ([`Processor::decision_begins`]). One counter
+    /// for both: a second read-modify-write of processor memory at every
+    /// decision made a yield 8% slower (a chain of store-forwarded updates
+    /// from one decision to the next).
     pub(crate) switches: AtomicU32,
     /// A user thread (not the scheduler context) runs here. Read by the monitor.
     pub(crate) in_user: AtomicBool,
@@ -319,7 +328,6 @@ pub(crate) struct Processor {
     /// The user thread last detached from this processor (for the monitor's
     /// `Blocked` event).
     pub(crate) detached_id: AtomicU64,
-    tick: Cell<u32>,
     /// Decisions in a row that took the next slot (`queue.rs`, `MAX_LIFO_STREAK`).
     lifo_streak: Cell<u32>,
     /// This processor's next slot, in `shared.slots` (which outlives us).
@@ -364,7 +372,6 @@ impl Processor {
             budget_current: Cell::new(None),
             budget_deadline: AtomicU64::new(u64::MAX),
             detached_id: AtomicU64::new(0),
-            tick: Cell::new(0),
             lifo_streak: Cell::new(0),
             slot,
             ids: Cell::new((0, 0)),
@@ -389,11 +396,17 @@ impl Processor {
         unsafe { &*self.machine.load(Ordering::Relaxed) }
     }
 
-    /// Counts a scheduling decision, for the monitor.
+    /// Counts a switch made without a scheduling decision here (one by the
+    /// scheduler context, a detach, a rejoin), for the monitor and thieves.
+    /// By [`MAINTENANCE_INTERVAL`], so the count's low bits keep counting
+    /// decisions alone and the maintenance period stays exact: counted by
+    /// one, a switch and a decision per thread (as when each of a queue's
+    /// threads runs and exits) could step over every multiple of it, and a
+    /// removed processor then never saw its flag.
     #[inline(always)]
     pub(crate) fn count_switch(&self) {
         let n = self.switches.load(Ordering::Relaxed);
-        self.switches.store(n.wrapping_add(1), Ordering::Relaxed);
+        self.switches.store(n.wrapping_add(MAINTENANCE_INTERVAL), Ordering::Relaxed);
     }
 
     /// Whether work waits here besides the running thread (for the monitor;
@@ -733,21 +746,19 @@ impl Processor {
         }
     }
 
-    /// What every scheduling decision does first: the maintenance countdown
-    /// (a decrement and a test rather than a modulo) and the injection
-    /// queue. `false`: this processor is halting (shutdown, or removed:
+    /// What every scheduling decision does first: count it (the monitor's and
+    /// the thieves' view of this processor, and the maintenance period) and
+    /// look at the injection queue. `false`: this processor is halting (shutdown, or removed:
     /// `runtime.rs`, "Resizing", step 2), and the decision takes nothing.
     #[inline(always)]
     pub(super) fn decision_begins(&self) -> bool {
-        let left = self.tick.get();
-        if left == 0 {
-            self.tick.set(MAINTENANCE_INTERVAL);
+        let n = self.switches.load(Ordering::Relaxed).wrapping_add(1);
+        self.switches.store(n, Ordering::Relaxed);
+        if n.is_multiple_of(MAINTENANCE_INTERVAL) {
             if self.halt.load(Ordering::Relaxed) {
                 return false;
             }
             self.maintenance();
-        } else {
-            self.tick.set(left - 1);
         }
         if !self.shared.injector.is_empty() {
             self.drain_injector();
@@ -810,7 +821,7 @@ impl Processor {
 
     /// Moves what waits in the injection queue to the tail of the local queue, so a thread
     /// that yields goes behind threads spawned or woken from outside rather than ahead of
-    /// them. Without this, those waited for the next maintenance poll (61 decisions): three
+    /// them. Without this, those waited for the next maintenance poll (61 decisions then): three
     /// threads spawned together from outside, yielding every millisecond, ran as u1/u2 alone
     /// for 61 ms before u3 first ran (timeline scenario 11). Go's `Gosched` puts the
     /// yielder on the global queue for the same reason. Cost when nothing was injected: the

@@ -236,7 +236,6 @@ impl Processor {
                 unsafe { *self.machine().sched_ctx.get() }
             }
         };
-        self.count_switch();
         let pending = match leave {
             // Kept private: queued now, nothing pending (module docs).
             Leave::Yield if self.solo => {
@@ -290,7 +289,7 @@ impl Processor {
                     to: Some(to),
                     processor: self.index,
                 });
-                self.count_switch();
+                // Counted by the decision (`decision_begins`).
                 Some((save, load))
             }
             Err(cur) => {
