@@ -243,6 +243,15 @@ impl Machine {
     #[inline(always)]
     pub(crate) fn lower(&self) {
         debug_assert!(std::ptr::eq(self, Machine::here_fresh()), "a section lowered elsewhere");
+        Machine::lower_here();
+    }
+
+    /// [`Machine::lower`] without a machine in hand: the section of the
+    /// calling kernel thread ends. (Fetching the machine just to pass it, as
+    /// `vp.machine().lower()` did on every switch, is an atomic load the
+    /// compiler must keep.)
+    #[inline(always)]
+    pub(crate) fn lower_here() {
         compiler_fence(Ordering::SeqCst);
         crate::arch::thread_block_lower(lower_deferred);
     }

@@ -230,7 +230,8 @@ impl<'a> Entered<'a> {
 impl Drop for Entered<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.0.machine().lower();
+        // The section is the calling kernel thread's (type docs).
+        Machine::lower_here();
     }
 }
 

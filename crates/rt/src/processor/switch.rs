@@ -503,7 +503,7 @@ pub(crate) unsafe fn after_switch(vp: *mut u8) {
     }
     vp.run_pending();
     // The section the leaving context raised ends here (`machine.rs`).
-    vp.machine().lower();
+    crate::machine::Machine::lower_here();
 }
 
 /// Gives up the processor to the next runnable thread, if any. Returns
@@ -576,13 +576,13 @@ fn yield_prepare() -> YieldTo {
                 Some((save, load)) => YieldTo { save, load, pass: vp.as_pass() },
                 // On a user thread, but nothing to switch to.
                 None => {
-                    vp.machine().lower();
+                    crate::machine::Machine::lower_here();
                     YieldTo { save: NonNull::dangling().as_ptr(), load: null, pass: null }
                 }
             }
         }
-        HereRaw::Processor(vp) => {
-            vp.machine().lower();
+        HereRaw::Processor(_) => {
+            crate::machine::Machine::lower_here();
             YieldTo { save: std::ptr::null_mut(), load: null, pass: null }
         }
         HereRaw::Detached(m) => {
@@ -606,7 +606,7 @@ pub(crate) fn park_current(kind: Kind, reason: WaitReason) {
     };
     let task = vp.current_task().expect("park_current on a user thread");
     if task.park.try_take(kind) {
-        vp.machine().lower();
+        crate::machine::Machine::lower_here();
         return;
     }
     task.set_wait_reason(reason);
@@ -647,7 +647,7 @@ fn join_prepare(target: &Task) -> YieldTo {
                 YieldTo { save, load, pass: vp.as_pass() }
             }
             None => {
-                vp.machine().lower();
+                crate::machine::Machine::lower_here();
                 NOT_A_USER_THREAD
             }
         },
