@@ -8,8 +8,9 @@
 //! ring_loop PROCESSORS HOPS [THREADS]
 //! ```
 //!
-//! `THREADS` defaults to 503. The processors are not pinned (the probe pins
-//! them; run this under `taskset`). `cargo run -p schedlab -- run
+//! `THREADS` defaults to 503. Processor `i`'s kernel thread is pinned to CPU
+//! `i`, as the probe pins them (unpinned, the kernel tends to wake the idle
+//! processor's thread on the busy one's CPU, and the two then share it). `cargo run -p schedlab -- run
 //! --filter threads.ring` is the measurement.
 
 use schedlab_rt::sync::channel;
@@ -31,6 +32,7 @@ fn main() {
         usage();
     }
     let rt = Runtime::builder().processors(procs).build().expect("a runtime");
+    pin_processors(procs);
     let per_hop = rt
         .block_on(move || {
             let (txs, rxs): (Vec<_>, Vec<_>) = (0..threads).map(|_| channel::<u64>(1)).unzip();
@@ -65,6 +67,37 @@ fn main() {
         })
         .expect("no deadlock");
     println!("{per_hop:.2} ns per hop");
+}
+
+/// Pins each processor's kernel thread (named `schedlab-vp-N`) to CPU `N`.
+fn pin_processors(procs: usize) {
+    let deadline = Instant::now() + std::time::Duration::from_secs(2);
+    let mut pinned = vec![false; procs];
+    while pinned.iter().any(|p| !p) && Instant::now() < deadline {
+        for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task").flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            let Some(i) =
+                comm.trim().strip_prefix("schedlab-vp-").and_then(|n| n.parse::<usize>().ok())
+            else {
+                continue;
+            };
+            let tid: libc::pid_t = task.file_name().to_string_lossy().parse().unwrap_or(0);
+            if i < procs && !pinned[i] {
+                // SAFETY: a zeroed cpu_set_t is valid and CPU_SET writes within it;
+                // sched_setaffinity only reads it.
+                let ok = unsafe {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(i, &mut set);
+                    libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+                };
+                pinned[i] = ok;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    if pinned.iter().any(|p| !p) {
+        eprintln!("ring_loop: could not pin every processor ({pinned:?}); the figure may mix CPUs");
+    }
 }
 
 fn usage() -> ! {
