@@ -106,10 +106,18 @@ impl Row {
 const SAME: &[(&str, &str)] = &[("placement", "same")];
 const NONE: &[(&str, &str)] = &[];
 
-/// A `perf bench mem` row: `-l` loops so one invocation moves about 512 MiB (gettimeofday's
-/// microsecond needs milliseconds of work).
+/// A `perf bench mem` row: `-l` loops so one invocation lasts 20 ms or more (perf times the
+/// loop with gettimeofday; 3 ms runs read up to twice the time under load). perf's buffers
+/// come from calloc: at 1 MiB and more they are mmap'd chunks, 16 bytes past a page
+/// boundary, hence `align=16` for `mem.clear`; at 4 KiB they are heap blocks at whatever
+/// offset the heap gives (an 8% effect at most: 17.5 ns at 0, 19.0 ns at 16–48 past a line).
 macro_rules! perf_mem {
     ($id:literal, $fun:literal, $size:literal, $loops:literal, $bytes:expr, $probe:expr) => {
+        perf_mem!($id, $fun, $size, $loops, $bytes, $probe, Definition::Matches(
+            "glibc's function on a buffer written once before timing, bytes over time (perf: gettimeofday around -l calls)",
+        ))
+    };
+    ($id:literal, $fun:literal, $size:literal, $loops:literal, $bytes:expr, $probe:expr, $def:expr) => {
         Row {
             id: $id,
             family: Family::Perf,
@@ -121,9 +129,7 @@ macro_rules! perf_mem {
             parser: Parser::PerfRate,
             bytes_per_op: $bytes,
             probe: Some($probe),
-            definition: Definition::Matches(
-                "glibc's function on a buffer written once before timing, bytes over time (perf: gettimeofday around -l calls; its buffers are calloc'd, 16-byte aligned, ours 64)",
-            ),
+            definition: $def,
         }
     };
 }
@@ -211,7 +217,7 @@ pub const ROWS: &[Row] = &[
         "perf.mem.memset.4k",
         "memset",
         "4KB",
-        "131072",
+        "1048576",
         Some(4096.0),
         ("mem.clear", &[("routine", "memset"), ("size", "4096"), ("align", "0")])
     ),
@@ -219,21 +225,31 @@ pub const ROWS: &[Row] = &[
         "perf.mem.memset.1m",
         "memset",
         "1MB",
-        "512",
+        "2048",
         Some(1048576.0),
-        ("mem.clear", &[("routine", "memset"), ("size", "1048576"), ("align", "0")])
+        ("mem.clear", &[("routine", "memset"), ("size", "1048576"), ("align", "16")])
     ),
     perf_mem!(
         "perf.mem.memset.64m",
         "memset",
         "64MB",
-        "8",
+        "16",
         Some(67108864.0),
-        ("mem.clear", &[("routine", "memset"), ("size", "67108864"), ("align", "0")])
+        ("mem.clear", &[("routine", "memset"), ("size", "67108864"), ("align", "16")])
     ),
-    perf_mem!("perf.mem.memcpy.4k", "memcpy", "4KB", "131072", None, ("mem.copy", &[("size", "4096")])),
-    perf_mem!("perf.mem.memcpy.1m", "memcpy", "1MB", "512", None, ("mem.copy", &[("size", "1048576")])),
-    perf_mem!("perf.mem.memcpy.64m", "memcpy", "64MB", "8", None, ("mem.copy", &[("size", "67108864")])),
+    perf_mem!(
+        "perf.mem.memcpy.4k",
+        "memcpy",
+        "4KB",
+        "1048576",
+        None,
+        ("mem.copy", &[("size", "4096")]),
+        Definition::Differs(
+            "perf's source and destination are two calloc'd 4 KiB heap blocks 4112 bytes apart, so every load 4K-aliases the store 16 bytes before it (a C loop: 143.6 GiB/s at that distance, 195 GiB/s at 4160 or 8192); mem.copy's buffers do not alias",
+        )
+    ),
+    perf_mem!("perf.mem.memcpy.1m", "memcpy", "1MB", "2048", None, ("mem.copy", &[("size", "1048576")])),
+    perf_mem!("perf.mem.memcpy.64m", "memcpy", "64MB", "16", None, ("mem.copy", &[("size", "67108864")])),
     lat_syscall!(
         "lmbench.lat_syscall.null",
         &["null"],
@@ -406,7 +422,7 @@ pub const ROWS: &[Row] = &[
         bytes_per_op: None,
         probe: Some(("os.proc.fork_exit", NONE)),
         definition: Definition::Differs(
-            "fork copies the parent's page tables: lat_proc is a small C program, schedlab a large Rust binary with more mapped (its parent_rss_kib note); and the probe's child runs a short prologue",
+            "fork copies the parent's page tables and mappings: lat_proc's parent is a small C program, schedlab's a large Rust binary, and more so after other rows ran in it (parent_rss_kib 8.8 MiB in a fresh `schedlab run`, 146-159 us against lat_proc's 136-147; 13 MiB here after the mem rows, 205-234 us)",
         ),
     },
     Row {
