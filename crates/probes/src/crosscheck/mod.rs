@@ -422,45 +422,21 @@ fn one_row(
                     }
                 }
                 Side::Tool => {
-                    let server = match row.server {
-                        Some((start, stop)) => {
-                            match tool::Server::start(
-                                &program, start, stop, &setup.env, pin, scratch,
-                            ) {
-                                Ok(s) => Some(s),
-                                Err(why) => {
-                                    failure = Some(format!("{}'s server: {why}", row.program));
-                                    break 'pairs;
-                                }
+                    let mut runs = Vec::with_capacity(row.runs.max(1));
+                    for _ in 0..row.runs.max(1) {
+                        match run_tool(row, &program, &args, unit, pin, setup, scratch) {
+                            Ok(v) => runs.push(v),
+                            Err(ToolEnd::Failed(why)) => {
+                                failure = Some(why);
+                                break 'pairs;
                             }
-                        }
-                        None => None,
-                    };
-                    let ran = tool::run(&program, &args, &setup.env, pin, scratch);
-                    drop(server);
-                    match ran {
-                        tool::Ran::Output(text) => {
-                            match row
-                                .parser
-                                .parse(&text)
-                                .and_then(|r| to_unit(r, unit, row.bytes_per_op))
-                            {
-                                Ok(v) => t = Some(v),
-                                Err(why) => {
-                                    failure = Some(format!("{}'s output: {why}", row.program));
-                                    break 'pairs;
-                                }
+                            Err(ToolEnd::Interrupted) => {
+                                interrupted = true;
+                                break 'pairs;
                             }
-                        }
-                        tool::Ran::Failed(why) => {
-                            failure = Some(why);
-                            break 'pairs;
-                        }
-                        tool::Ran::Interrupted => {
-                            interrupted = true;
-                            break 'pairs;
                         }
                     }
+                    t = stats::median(&runs);
                 }
             }
         }
@@ -526,6 +502,42 @@ fn one_row(
         m.notes.set("interrupted", "yes");
     }
     m
+}
+
+/// Why a tool gave no figure.
+enum ToolEnd {
+    Failed(String),
+    Interrupted,
+}
+
+/// One invocation of `row`'s tool (its server around it), its figure in `unit`.
+fn run_tool(
+    row: &Row,
+    program: &std::path::Path,
+    args: &[String],
+    unit: Unit,
+    pin: Option<usize>,
+    setup: &Setup<'_>,
+    scratch: &Scratch,
+) -> Result<f64, ToolEnd> {
+    let server = match row.server {
+        Some((start, stop)) => Some(
+            tool::Server::start(program, start, stop, &setup.env, pin, scratch)
+                .map_err(|why| ToolEnd::Failed(format!("{}'s server: {why}", row.program)))?,
+        ),
+        None => None,
+    };
+    let ran = tool::run(program, args, &setup.env, pin, scratch);
+    drop(server);
+    match ran {
+        tool::Ran::Output(text) => row
+            .parser
+            .parse(&text)
+            .and_then(|r| to_unit(r, unit, row.bytes_per_op))
+            .map_err(|why| ToolEnd::Failed(format!("{}'s output: {why}", row.program))),
+        tool::Ran::Failed(why) => Err(ToolEnd::Failed(why)),
+        tool::Ran::Interrupted => Err(ToolEnd::Interrupted),
+    }
 }
 
 /// The tool's figures and the pair ratios, into `notes`: `tool_values`, `tool_median`,

@@ -84,6 +84,11 @@ pub struct Row {
     pub parser: Parser,
     /// Bytes per operation, for a rate compared with a time per call (`mem.clear`).
     pub bytes_per_op: Option<f64>,
+    /// Invocations per pair, the tool's figure for the pair being their median. perf bench
+    /// times one run and prints its mean, so a preemption anywhere in it lands whole in the
+    /// figure; the probe takes the median of its samples and lmbench the median of its
+    /// repetitions (`-N`), so perf is run [`PERF_RUNS`] times. 1 for the others.
+    pub runs: usize,
     /// The probe and its parameters; `None` when no probe matches.
     pub probe: Option<(&'static str, &'static [(&'static str, &'static str)])>,
     /// Same definition or not, and why.
@@ -99,9 +104,15 @@ impl Row {
         }
         parts.push(self.program.to_string());
         parts.extend(self.args.iter().map(|a| a.replace("{file}", file)));
+        if self.runs > 1 {
+            parts.push(format!("(median of {} runs)", self.runs));
+        }
         parts.join(" ")
     }
 }
+
+/// perf bench invocations per pair (see [`Row::runs`]).
+pub const PERF_RUNS: usize = 5;
 
 const SAME: &[(&str, &str)] = &[("placement", "same")];
 const NONE: &[(&str, &str)] = &[];
@@ -128,6 +139,7 @@ macro_rules! perf_mem {
             needs: Needs::Nothing,
             parser: Parser::PerfRate,
             bytes_per_op: $bytes,
+            runs: PERF_RUNS,
             probe: Some($probe),
             definition: $def,
         }
@@ -147,13 +159,17 @@ macro_rules! lat_syscall {
             needs: Needs::Nothing,
             parser: Parser::LmbenchMicros($label),
             bytes_per_op: None,
+            runs: 1,
             probe: Some(($probe, NONE)),
             definition: Definition::Matches($what),
         }
     };
 }
 
-/// Every row, in order.
+/// Every row, in order. The memory rows come after the lmbench rows: their 64 MiB buffers
+/// leave glibc's heap larger (its mmap threshold rises after a large free), and fork, which
+/// copies the parent's mappings, then costs more (lat_proc fork read 1.7x and 2.1x after
+/// them, against 1.08x from a fresh `schedlab run`).
 pub const ROWS: &[Row] = &[
     Row {
         id: "perf.sched.pipe",
@@ -165,6 +181,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::PerfUsecsPerOp,
         bytes_per_op: None,
+        runs: PERF_RUNS,
         probe: Some(("os.pipe.latency", SAME)),
         definition: Definition::Matches(
             "one op = one round trip of a 4-byte int between two processes over two pipes, both on one CPU",
@@ -180,6 +197,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::PerfUsecsPerOp,
         bytes_per_op: None,
+        runs: PERF_RUNS,
         probe: Some(("os.pipe.latency", SAME)),
         definition: Definition::Differs(
             "-T: two threads of one process, so no address-space switch per hand-off; the probe uses two processes",
@@ -189,12 +207,13 @@ pub const ROWS: &[Row] = &[
         id: "perf.sched.pipe.unpinned",
         family: Family::Perf,
         program: "perf",
-        args: &["bench", "sched", "pipe", "-l", "20000"],
+        args: &["bench", "sched", "pipe", "-l", "5000"],
         pin: false,
         server: None,
         needs: Needs::Nothing,
         parser: Parser::PerfUsecsPerOp,
         bytes_per_op: None,
+        runs: PERF_RUNS,
         probe: Some(("os.pipe.latency", &[("placement", "cross")])),
         definition: Definition::Differs(
             "unpinned: the kernel places the two ends, on one CPU (same-CPU speed) or two; the probe pins them to two CPUs",
@@ -210,46 +229,10 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::PerfUsecsPerOp,
         bytes_per_op: None,
+        runs: PERF_RUNS,
         probe: Some(("os.syscall.null", NONE)),
         definition: Definition::Matches("getppid() in a loop, time per call, both"),
     },
-    perf_mem!(
-        "perf.mem.memset.4k",
-        "memset",
-        "4KB",
-        "1048576",
-        Some(4096.0),
-        ("mem.clear", &[("routine", "memset"), ("size", "4096"), ("align", "0")])
-    ),
-    perf_mem!(
-        "perf.mem.memset.1m",
-        "memset",
-        "1MB",
-        "2048",
-        Some(1048576.0),
-        ("mem.clear", &[("routine", "memset"), ("size", "1048576"), ("align", "16")])
-    ),
-    perf_mem!(
-        "perf.mem.memset.64m",
-        "memset",
-        "64MB",
-        "16",
-        Some(67108864.0),
-        ("mem.clear", &[("routine", "memset"), ("size", "67108864"), ("align", "16")])
-    ),
-    perf_mem!(
-        "perf.mem.memcpy.4k",
-        "memcpy",
-        "4KB",
-        "1048576",
-        None,
-        ("mem.copy", &[("size", "4096")]),
-        Definition::Differs(
-            "perf's source and destination are two calloc'd 4 KiB heap blocks 4112 bytes apart, so every load 4K-aliases the store 16 bytes before it (a C loop: 143.6 GiB/s at that distance, 195 GiB/s at 4160 or 8192); mem.copy's buffers do not alias",
-        )
-    ),
-    perf_mem!("perf.mem.memcpy.1m", "memcpy", "1MB", "2048", None, ("mem.copy", &[("size", "1048576")])),
-    perf_mem!("perf.mem.memcpy.64m", "memcpy", "64MB", "16", None, ("mem.copy", &[("size", "67108864")])),
     lat_syscall!(
         "lmbench.lat_syscall.null",
         &["null"],
@@ -302,6 +285,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::LmbenchMicros("Signal handler installation"),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.signal.install", NONE)),
         definition: Definition::Matches("sigaction() installing a SIGUSR1 handler, both"),
     },
@@ -315,6 +299,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::LmbenchMicros("Signal handler overhead"),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.signal.catch", NONE)),
         definition: Definition::Matches(
             "SIGUSR1 to oneself and caught, minus sending signal 0 (lmbench: kill(getpid()); the probe: tgkill to its thread, the same delivery in a single-threaded process)",
@@ -330,6 +315,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::LmbenchMicros("Pipe latency"),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.pipe.latency", SAME)),
         definition: Definition::Matches(
             "round trip between two processes over two pipes, both on one CPU (1-byte message there, 4 here: the same copy path)",
@@ -345,6 +331,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::LmbenchMicros("AF_UNIX sock stream latency"),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.unix.latency", SAME)),
         definition: Definition::Matches(
             "1-byte round trip over an AF_UNIX stream socketpair between two processes, both on one CPU",
@@ -360,6 +347,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::LmbenchMicros("TCP latency using"),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.tcp.latency", SAME)),
         definition: Definition::Matches(
             "1-byte round trip over TCP on loopback to a server process, both on one CPU (the probe sets TCP_NODELAY, which a 1-byte ping-pong never waits on)",
@@ -375,6 +363,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::LmbenchMicros("UDP latency using"),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.udp.latency", SAME)),
         definition: Definition::Matches(
             "round trip of a 4-byte sequence number over UDP on loopback to a server process, both on one CPU",
@@ -390,6 +379,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::LatCtx(2),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.ctx.switch", &[("procs", "2"), ("size", "0k")])),
         definition: Definition::Matches(
             "a token round a ring of 2 processes over pipes, per switch, the pipe overhead removed; all on one CPU",
@@ -405,6 +395,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::LatCtx(8),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.ctx.switch", &[("procs", "8"), ("size", "16k")])),
         definition: Definition::Matches(
             "8 processes each summing 16 KiB between hand-offs, per switch, pipe and sum overhead removed; all on one CPU",
@@ -420,6 +411,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::LmbenchMicros("Process fork+exit"),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.proc.fork_exit", NONE)),
         definition: Definition::Differs(
             "fork copies the parent's page tables and mappings: lat_proc's parent is a small C program, schedlab's a large Rust binary, and more so after other rows ran in it (parent_rss_kib 8.8 MiB in a fresh `schedlab run`, 146-159 us against lat_proc's 136-147; 13 MiB here after the mem rows, 205-234 us)",
@@ -435,6 +427,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Hello,
         parser: Parser::LmbenchMicros("Process fork+execve"),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.proc.fork_exec", &[("def", "lmbench")])),
         definition: Definition::Differs(
             "fork + execve of a tiny C program with stdout closed and an empty environment, then wait (lmbench's hello, /bin/true here); the fork is of the parent, as in fork+exit: schedlab's is larger",
@@ -450,6 +443,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Hello,
         parser: Parser::LmbenchMicros("Process fork+/bin/sh -c"),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.proc.fork_sh", &[("def", "lmbench")])),
         definition: Definition::Differs(
             "fork + /bin/sh -c PROGRAM, the shell execs it (lmbench's hello, /bin/true here); the first fork is of the parent, as in fork+exit: schedlab's is larger",
@@ -465,6 +459,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::File,
         parser: Parser::LmbenchMicros("Pagefaults on"),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.mm.pagefault", &[("folios", "small"), ("def", "lmbench")])),
         definition: Definition::Matches(
             "touch every page of a cached file mapped shared + munmap + mmap, minus untouched munmap + mmap, per page; the file written in 8 KiB blocks (small folios) for both",
@@ -480,6 +475,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::File,
         parser: Parser::LatMmap,
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.mm.mmap", &[("size", "512k")])),
         definition: Definition::Matches(
             "mmap 512 KiB of a cached file, store every 16 KiB of its first tenth, munmap, per round trip, both",
@@ -495,6 +491,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::LmbenchMicros("Select on 10 fd"),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.select.fds", &[("kind", "file"), ("fds", "10"), ("def", "lmbench")])),
         definition: Definition::Matches(
             "select() with a zero timeout, nfds = 10 over lmbench's own descriptor numbers, per call",
@@ -510,6 +507,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::LmbenchMicros("Select on 100 tcp fd"),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.select.fds", &[("kind", "tcp"), ("fds", "100"), ("def", "lmbench")])),
         definition: Definition::Matches(
             "select() with a zero timeout on connected TCP sockets, nfds = 100 over lmbench's descriptor numbers, per call",
@@ -525,6 +523,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::LmbenchMbPerSec("Pipe bandwidth"),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.pipe.bandwidth", SAME)),
         definition: Definition::Matches(
             "64 KiB writes through a pipe from a child to the reading parent, both on one CPU",
@@ -540,11 +539,49 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::LmbenchMbPerSec("AF_UNIX sock stream bandwidth"),
         bytes_per_op: None,
+        runs: 1,
         probe: Some(("os.unix.bandwidth", SAME)),
         definition: Definition::Matches(
             "64 KiB transfers over an AF_UNIX stream socketpair from a child to the parent, both on one CPU",
         ),
     },
+    perf_mem!(
+        "perf.mem.memset.4k",
+        "memset",
+        "4KB",
+        "1048576",
+        Some(4096.0),
+        ("mem.clear", &[("routine", "memset"), ("size", "4096"), ("align", "0")])
+    ),
+    perf_mem!(
+        "perf.mem.memset.1m",
+        "memset",
+        "1MB",
+        "2048",
+        Some(1048576.0),
+        ("mem.clear", &[("routine", "memset"), ("size", "1048576"), ("align", "16")])
+    ),
+    perf_mem!(
+        "perf.mem.memset.64m",
+        "memset",
+        "64MB",
+        "16",
+        Some(67108864.0),
+        ("mem.clear", &[("routine", "memset"), ("size", "67108864"), ("align", "16")])
+    ),
+    perf_mem!(
+        "perf.mem.memcpy.4k",
+        "memcpy",
+        "4KB",
+        "1048576",
+        None,
+        ("mem.copy", &[("size", "4096")]),
+        Definition::Differs(
+            "perf's source and destination are two calloc'd 4 KiB heap blocks 4112 bytes apart, so every load 4K-aliases the store 16 bytes before it (a C loop: 143.6 GiB/s at that distance, 195 GiB/s at 4160 or 8192); mem.copy's buffers do not alias",
+        )
+    ),
+    perf_mem!("perf.mem.memcpy.1m", "memcpy", "1MB", "2048", None, ("mem.copy", &[("size", "1048576")])),
+    perf_mem!("perf.mem.memcpy.64m", "memcpy", "64MB", "16", None, ("mem.copy", &[("size", "67108864")])),
     Row {
         id: "cyclictest",
         family: Family::Cyclictest,
@@ -555,6 +592,7 @@ pub const ROWS: &[Row] = &[
         needs: Needs::Nothing,
         parser: Parser::CyclictestAvg,
         bytes_per_op: None,
+        runs: 1,
         probe: None,
         definition: Definition::NoProbe(
             "a timer wake-up (clock_nanosleep to an absolute time every 1 ms, SCHED_OTHER), mean lateness; threads.wake times a futex wake-up across CPUs and rt.preempt.latency a user-level timer under a spinner: neither is this",
