@@ -155,7 +155,7 @@ fn list_text(rows: &[&Row], tools: &Tools) -> String {
     ]);
     for r in rows {
         let probe = match r.probe {
-            Some((id, params)) if params.is_empty() => id.to_string(),
+            Some((id, [])) => id.to_string(),
             Some((id, params)) => format!(
                 "{id} [{}]",
                 params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
@@ -229,7 +229,7 @@ impl cc::Observer for Terminal {
             Side::Probe => row.probe.map_or("probe", |p| p.0),
             Side::Tool => row.program,
         };
-        let first = (side == Side::Probe) == (pair % 2 == 0);
+        let first = (side == Side::Probe) == pair.is_multiple_of(2);
         self.pb.set_position(((index * self.pairs + pair) * 2 + usize::from(!first)) as u64);
         self.pb.set_message(format!("{} pair {}: {what}", row.id, pair + 1));
     }

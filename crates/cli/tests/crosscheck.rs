@@ -183,9 +183,9 @@ fn ctrl_c_kills_the_running_tool_and_keeps_the_run_interrupted() {
     let d = Dir::new("intr");
     let marker = d.0.join("started");
     // A perf that says it started, then hangs.
-    script(&d.0, "perf", &format!("echo $$ > {}\nexec sleep 60", marker.display()));
+    script(&d.0, "perf", &format!("echo $$ > {}\nexec /bin/sleep 60", marker.display()));
     let db = d.0.join("cc.db");
-    let mut child = common::bin()
+    let child = common::bin()
         .env("PATH", &d.0)
         .arg("--db")
         .arg(&db)

@@ -256,10 +256,7 @@ pub fn run_rows<S: RunSink>(
 ) -> Result<Report, S::Error> {
     let all = crate::catalog();
     let mut report = Report::default();
-    let mut scratch = match Scratch::new(&setup.ctx.tmp_dir) {
-        Ok(s) => Some(s),
-        Err(_) => None,
-    };
+    let mut scratch = Scratch::new(&setup.ctx.tmp_dir).ok();
     for (index, row) in rows.iter().enumerate() {
         if interrupt::requested() {
             report.interrupted = true;
@@ -379,8 +376,11 @@ fn one_row(
     let mut failure: Option<String> = None;
     let mut interrupted = false;
     'pairs: for pair in 0..setup.pairs.max(1) {
-        let order =
-            if pair % 2 == 0 { [Side::Probe, Side::Tool] } else { [Side::Tool, Side::Probe] };
+        let order = if pair.is_multiple_of(2) {
+            [Side::Probe, Side::Tool]
+        } else {
+            [Side::Tool, Side::Probe]
+        };
         let (mut s, mut t) = (None, None);
         for side in order {
             if interrupt::requested() {

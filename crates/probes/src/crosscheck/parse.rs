@@ -78,7 +78,7 @@ impl Parser {
                         .then(|| us.parse::<f64>().ok())
                         .flatten()
                 })
-                .last()
+                .next_back()
                 .map(|us| Reading::Time { ns: us * 1e3 })
                 .ok_or_else(|| missing(&format!("a `{procs} µs` line"), text)),
             Parser::LatMmap => text
@@ -91,7 +91,7 @@ impl Parser {
                     }
                     us.parse::<f64>().ok()
                 })
-                .last()
+                .next_back()
                 .map(|us| Reading::Time { ns: us * 1e3 })
                 .ok_or_else(|| missing("a `MB µs` line", text)),
             Parser::CyclictestAvg => text
@@ -112,10 +112,9 @@ fn number_before(text: &str, unit: &str) -> Option<f64> {
     text.lines()
         .filter_map(|l| {
             let at = l.find(unit)?;
-            l[..at].split_whitespace().last()?.parse::<f64>().ok()
+            l[..at].split_whitespace().next_back()?.parse::<f64>().ok()
         })
-        .filter(|v| v.is_finite())
-        .last()
+        .rfind(|v| v.is_finite())
 }
 
 /// The number after `LABEL...:` and before `unit`, on the last line that starts with `label`.
@@ -128,7 +127,7 @@ fn labelled(text: &str, label: &str, unit: &str) -> Option<f64> {
             let v = w.next()?.parse::<f64>().ok()?;
             (w.next() == Some(unit) && v.is_finite()).then_some(v)
         })
-        .last()
+        .next_back()
 }
 
 /// perf bench mem's `print_bps` line.
@@ -142,7 +141,7 @@ fn perf_rate(text: &str) -> Result<Reading, String> {
     for line in text.lines().rev() {
         for (unit, scale) in UNITS {
             let Some(at) = line.find(unit) else { continue };
-            let Some(word) = line[..at].split_whitespace().last() else { continue };
+            let Some(word) = line[..at].split_whitespace().next_back() else { continue };
             // `%14lfd KB/sec`: perf's format has a stray `d`.
             let word = word.trim_end_matches('d');
             if word == "inf" {

@@ -414,7 +414,7 @@ pub const ROWS: &[Row] = &[
         runs: 1,
         probe: Some(("os.proc.fork_exit", NONE)),
         definition: Definition::Differs(
-            "fork copies the parent's page tables and mappings: lat_proc's parent is a small C program, schedlab's a large Rust binary, and more so after other rows ran in it (parent_rss_kib 8.8 MiB in a fresh `schedlab run`, 146-159 us against lat_proc's 136-147; 13 MiB here after the mem rows, 205-234 us)",
+            "fork copies the parent's page tables and mappings: lat_proc's parent is a small C program, schedlab's a large Rust binary (parent_rss_kib about 9 MiB; 13 MiB after the perf mem rows, when this row read 1.7-2.1x, hence their place at the end)",
         ),
     },
     Row {
