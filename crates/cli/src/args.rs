@@ -73,6 +73,10 @@ pub enum Command {
     /// this machine with.
     #[command(subcommand)]
     Reference(ReferenceCommand),
+    /// Check schedlab against the reference tools installed here (perf bench, lmbench,
+    /// cyclictest): each beside the probe that measures the same thing, interleaved in
+    /// pairs, with the median pair ratio and a verdict per row; stored as a run.
+    Crosscheck(CrosscheckArgs),
     /// Print a completion script for a shell to standard output (e.g. `schedlab completions
     /// bash > ~/.local/share/bash-completion/completions/schedlab`).
     Completions {
@@ -324,6 +328,34 @@ pub struct MemArgs {
     /// Print the tables as Markdown.
     #[arg(long)]
     pub markdown: bool,
+}
+
+/// `schedlab crosscheck`.
+#[derive(Debug, Args)]
+pub struct CrosscheckArgs {
+    /// Only rows matching PATTERN: a row id (`lmbench.lat_pipe`, `perf.*`, `lmbench`) or its
+    /// probe's id (`os.pipe`, `os.*.latency`); repeat or separate with commas for several.
+    #[arg(long, short = 'f', value_name = "PATTERN", value_delimiter = ',')]
+    pub filter: Vec<String>,
+    /// Pairs per row (tool and probe once each, the order alternated) [default: 5].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub pairs: Option<u32>,
+    /// The directory of lmbench's binaries (e.g. lmbench/bin/x86_64-linux-gnu); without it
+    /// they are looked for on PATH.
+    #[arg(long, value_name = "DIR")]
+    pub lmbench_dir: Option<PathBuf>,
+    /// List the rows, the tool each needs and whether it was found; measure nothing.
+    #[arg(long)]
+    pub list: bool,
+    /// A label for this run.
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
+    /// Samples per probe measurement [default: 11, the quick suite's].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub samples: Option<u32>,
+    /// Directory for the probes' and the tools' temporary files [default: the system temp dir].
+    #[arg(long, value_name = "DIR")]
+    pub tmp_dir: Option<PathBuf>,
 }
 
 /// `schedlab timeline`.

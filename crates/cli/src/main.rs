@@ -6,6 +6,7 @@
 
 mod args;
 mod commands;
+mod crosscheck;
 mod fleet;
 mod mem;
 mod probe_timeline;

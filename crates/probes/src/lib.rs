@@ -20,6 +20,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod crosscheck;
 pub mod mem;
 pub mod os;
 pub mod rt;

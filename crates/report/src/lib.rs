@@ -22,6 +22,7 @@
 
 pub mod catalog;
 pub mod coop;
+pub mod crosscheck;
 pub mod doctor;
 pub mod export;
 pub mod html;

@@ -306,7 +306,10 @@ pub fn run_text(run: &Run) -> String {
         text.push('\n');
     }
     text.push('\n');
-    text.push_str(&run_table(run).to_terminal());
+    match crate::crosscheck::text(run) {
+        Some(t) => text.push_str(&t),
+        None => text.push_str(&run_table(run).to_terminal()),
+    }
     if let Some(t) = crate::coop::text(run) {
         text.push_str(&t);
     }

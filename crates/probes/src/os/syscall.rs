@@ -4,6 +4,15 @@
 //! Each timed body is a tight loop of one system call on prepared arguments; the calibrated
 //! empty-loop cost is subtracted by the sampler. `black_box` keeps the compiler from hoisting
 //! or merging the calls; they are `extern "C"` calls into libc and cannot be elided anyway.
+//!
+//! `read`, `write`, `open` and `close` are made as raw system calls (`syscall(SYS_read, ...)`),
+//! not through glibc's wrappers. Those four are cancellation points: once a process has had a
+//! second thread — and schedlab always has, if only `doctor`'s scratch thread — glibc (2.34+)
+//! wraps each in `__pthread_enable_asynccancel`/`disable`, two atomic operations it never
+//! drops again when the threads are gone. On this VM that added 22 ns to a 104 ns `read`
+//! (a C loop: 104 ns never threaded, 127 ns after one thread came and went, 104 ns as a raw
+//! call), so `os.syscall.read` read 1.20× lmbench's `lat_syscall read`, whose process never
+//! threads (`schedlab crosscheck` found it). The raw call is what lmbench times.
 
 use std::ffi::CString;
 use std::hint::black_box;
@@ -174,15 +183,20 @@ impl Workload for Syscall {
             }
             Call::Read => {
                 for _ in 0..iters {
-                    // SAFETY: `byte` is a writable 1-byte buffer; fd is open /dev/zero.
-                    failed |=
-                        unsafe { libc::read(fd, black_box(byte.as_mut_ptr()).cast(), 1) } != 1;
+                    // SAFETY: read(2) into `byte`, a writable 1-byte buffer; fd is open
+                    // /dev/zero. The raw call: see the module doc.
+                    failed |= unsafe {
+                        libc::syscall(libc::SYS_read, fd, black_box(byte.as_mut_ptr()), 1usize)
+                    } != 1;
                 }
             }
             Call::Write => {
                 for _ in 0..iters {
-                    // SAFETY: `byte` is a readable 1-byte buffer; fd is open /dev/null.
-                    failed |= unsafe { libc::write(fd, black_box(byte.as_ptr()).cast(), 1) } != 1;
+                    // SAFETY: write(2) from `byte`, a readable 1-byte buffer; fd is open
+                    // /dev/null. The raw call: see the module doc.
+                    failed |= unsafe {
+                        libc::syscall(libc::SYS_write, fd, black_box(byte.as_ptr()), 1usize)
+                    } != 1;
                 }
             }
             Call::Stat => {
@@ -199,12 +213,20 @@ impl Workload for Syscall {
             }
             Call::OpenClose => {
                 for _ in 0..iters {
-                    // SAFETY: `path` is NUL-terminated.
-                    let f =
-                        unsafe { libc::open(black_box(path), libc::O_RDONLY | libc::O_CLOEXEC) };
+                    // SAFETY: openat(2) of `path`, NUL-terminated, relative to the working
+                    // directory, as glibc's open makes it. The raw call: see the module doc.
+                    let f = unsafe {
+                        libc::syscall(
+                            libc::SYS_openat,
+                            libc::AT_FDCWD,
+                            black_box(path),
+                            libc::O_RDONLY | libc::O_CLOEXEC,
+                        )
+                    };
                     failed |= f < 0;
-                    // SAFETY: `f` was just opened by us and is closed once.
-                    unsafe { libc::close(f) };
+                    // SAFETY: close(2) of `f`, just opened by us, closed once (a failed
+                    // open's -1 fails with EBADF and touches nothing).
+                    unsafe { libc::syscall(libc::SYS_close, f) };
                 }
             }
             Call::Getrusage => {
