@@ -258,28 +258,31 @@ impl RunQueue {
         self.len.load(Ordering::Relaxed)
     }
 
-    /// Appends `t` to the private part, which has room for it.
+    /// The private ring, grown if full, with its index mask and length.
+    #[allow(clippy::mut_from_ref)] // owner-only access, see the type docs
     #[inline(always)]
-    fn ring_push_back(&self, t: TaskRef) {
+    fn ring_with_room(&self) -> (&mut [Option<TaskRef>], usize, usize) {
         let len = self.private_len();
         if len == self.ring().len() {
             self.grow();
         }
         let ring = self.ring();
         let mask = ring.len() - 1;
+        (ring, mask, len)
+    }
+
+    /// Appends `t` to the private part.
+    #[inline(always)]
+    fn ring_push_back(&self, t: TaskRef) {
+        let (ring, mask, len) = self.ring_with_room();
         put(&mut ring[(self.head.get() + len) & mask], t);
         self.len.store(len + 1, Ordering::Relaxed);
     }
 
-    /// Puts `t` at the head of the private part, which has room for it.
+    /// Puts `t` at the head of the private part.
     #[inline(always)]
     fn ring_push_front(&self, t: TaskRef) {
-        let len = self.private_len();
-        if len == self.ring().len() {
-            self.grow();
-        }
-        let ring = self.ring();
-        let mask = ring.len() - 1;
+        let (ring, mask, len) = self.ring_with_room();
         let head = self.head.get().wrapping_sub(1) & mask;
         put(&mut ring[head], t);
         self.head.set(head);
