@@ -28,4 +28,13 @@ fn main() {
         println!("cargo:rerun-if-changed={dir}/HEAD");
         println!("cargo:rerun-if-changed={dir}/index");
     }
+    // A commit moves the branch HEAD names, not HEAD itself: watch that ref
+    // (kept in the common directory, which a worktree shares) and the packed
+    // refs, or the revision stays the one of the first build.
+    if let (Some(common), Some(branch)) =
+        (git(&["rev-parse", "--git-common-dir"]), git(&["symbolic-ref", "-q", "HEAD"]))
+    {
+        println!("cargo:rerun-if-changed={common}/{branch}");
+        println!("cargo:rerun-if-changed={common}/packed-refs");
+    }
 }
