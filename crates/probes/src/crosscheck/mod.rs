@@ -35,6 +35,7 @@ use std::time::Instant;
 use schedlab_measure::clock::Calibration;
 use schedlab_measure::model::{Measurement, Outcome, Params, Sample, Unit};
 use schedlab_measure::sampler::Settings;
+use schedlab_measure::sys::PinGuard;
 use schedlab_measure::{interrupt, stats, units};
 
 pub use parse::{Parser, Reading};
@@ -392,6 +393,15 @@ fn one_row(
                 Side::Probe => {
                     let Some(i) = probe_at else { continue };
                     let probe = all[i].as_ref();
+                    // A pinned row runs the probe's measuring thread on the tool's
+                    // CPU too (probes with a placement pin their own parties).
+                    let _pinned = match pin.map(PinGuard::pin).transpose() {
+                        Ok(g) => g,
+                        Err(e) => {
+                            failure = Some(format!("pinning the probe: {e}"));
+                            break 'pairs;
+                        }
+                    };
                     let m = measure_one(
                         probe,
                         &probe_params,

@@ -470,15 +470,15 @@ pub const ROWS: &[Row] = &[
         family: Family::Lmbench,
         program: "lat_mmap",
         args: &["512k", "{file}"],
-        pin: false,
+        pin: true,
         server: None,
         needs: Needs::File,
         parser: Parser::LatMmap,
         bytes_per_op: None,
         runs: 1,
         probe: Some(("os.mm.mmap", &[("size", "512k")])),
-        definition: Definition::Matches(
-            "mmap 512 KiB of a cached file, store every 16 KiB of its first tenth, munmap, per round trip, both",
+        definition: Definition::Differs(
+            "the same mmap of 512 KiB of a cached file, a store every 16 KiB of its first tenth and munmap, both on one CPU, but not the same address space: lat_mmap's is a fresh single-threaded child that never ran elsewhere, schedlab's has threads that ran on the other CPU, and while that CPU idles with it still loaded every munmap also flushes that CPU's TLB (an interrupt to an idle vCPU), so the probe reads 7.5 or 9.7 µs by what that CPU last ran. A C loop of lat_mmap's shows it: 7.5 µs when its process never left CPU 0, 9.6-9.8 µs when it started on CPU 1 and moved, the same 2.2 µs step",
         ),
     },
     Row {
