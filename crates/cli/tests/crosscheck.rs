@@ -196,10 +196,18 @@ fn ctrl_c_kills_the_running_tool_and_keeps_the_run_interrupted() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let waited = std::time::Instant::now();
+    let mut child = child;
     while !marker.exists() || std::fs::read_to_string(&marker).unwrap_or_default().trim().is_empty()
     {
-        assert!(waited.elapsed().as_secs() < 60, "the fake perf never started");
+        // The only row is the fake perf's: crosscheck either starts it or ends.
+        if let Some(status) = child.try_wait().unwrap() {
+            let o = child.wait_with_output().unwrap();
+            panic!(
+                "crosscheck ended ({status}) without starting the fake perf:\n{}\n{}",
+                text(&o.stdout),
+                text(&o.stderr)
+            );
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let tool_pid = std::fs::read_to_string(&marker).unwrap().trim().to_string();
