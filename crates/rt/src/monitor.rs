@@ -30,7 +30,8 @@
 //! thread that blocks soon after it got the CPU (the usual case: it was woken
 //! to do I/O) is found within tens of µs; one that blocks after computing for
 //! a long time, within [`MAX_POLL`]. The time a processor's thread started is
-//! when the monitor first saw its switch counter change, as in Go. For the
+//! when the monitor first saw its decision counter change (`Processor::switches`,
+//! which every scheduling decision and every switch moves), as in Go. For the
 //! quantum it is earlier and exact in the common case: a thread that starts
 //! because the monitor preempted the last one started when the signal was
 //! sent, so the monitor wakes once per quantum, at its end, and a quantum
