@@ -948,13 +948,22 @@ impl Runtime {
             f()
         })
         .expect("failed to spawn the main user thread");
+        let main = handle.thread().id();
+        let mut seen = start;
         let mut b = self.shared.blocking.lock().unwrap();
         loop {
             if done.load(Ordering::Acquire) {
                 break;
             }
-            if b.epoch != start {
-                return Err(Deadlock { threads: b.report.clone() });
+            if b.epoch != seen {
+                // A deadlock of this call parks its main thread too. A report
+                // without it was taken before the main thread was queued (a
+                // check that began while only the threads an earlier deadlock
+                // left behind were there): not ours, keep waiting.
+                if b.report.iter().any(|t| t.id == main) {
+                    return Err(Deadlock { threads: b.report.clone() });
+                }
+                seen = b.epoch;
             }
             b = self.shared.blocking_cv.wait(b).unwrap();
         }
