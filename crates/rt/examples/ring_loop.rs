@@ -8,7 +8,10 @@
 //! ring_loop PROCESSORS HOPS [THREADS]
 //! ```
 //!
-//! `THREADS` defaults to 503. Processor `i`'s kernel thread is pinned to CPU
+//! `THREADS` defaults to 503. With `RING_MAX_PROCESSORS=M` the runtime is
+//! built for up to `M` processors while `PROCESSORS` run (M > 1 puts even a
+//! single running processor in the mode where others may steal from it:
+//! what a second processor costs the hand-off itself, without its searches). Processor `i`'s kernel thread is pinned to CPU
 //! `i`, as the probe pins them (unpinned, the kernel tends to wake the idle
 //! processor's thread on the busy one's CPU, and the two then share it). `cargo run -p schedlab -- run
 //! --filter threads.ring` is the measurement.
@@ -31,7 +34,12 @@ fn main() {
     if procs == 0 || threads < 2 {
         usage();
     }
-    let rt = Runtime::builder().processors(procs).build().expect("a runtime");
+    let mut builder = Runtime::builder().processors(procs);
+    if let Some(max) = std::env::var_os("RING_MAX_PROCESSORS") {
+        let max = max.to_str().and_then(|m| m.parse().ok()).unwrap_or_else(|| usage());
+        builder = builder.max_processors(max);
+    }
+    let rt = builder.build().expect("a runtime");
     pin_processors(procs);
     let per_hop = rt
         .block_on(move || {
@@ -101,6 +109,6 @@ fn pin_processors(procs: usize) {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: ring_loop PROCESSORS HOPS [THREADS]");
+    eprintln!("usage: [RING_MAX_PROCESSORS=M] ring_loop PROCESSORS HOPS [THREADS]");
     std::process::exit(2);
 }

@@ -90,6 +90,7 @@ pub(crate) mod handoff;
 pub(crate) mod idle;
 pub(crate) mod lifecycle;
 pub(crate) mod park;
+pub(crate) mod slot;
 
 #[cfg(not(loom))]
 mod arch;

@@ -3,18 +3,22 @@
 //! checker (`RUSTFLAGS="--cfg loom"`).
 //!
 //! Only the protocol modules (`park.rs`, `idle.rs`, `lifecycle.rs`,
-//! `handoff.rs`) go
+//! `handoff.rs`, `slot.rs`) go
 //! through this facade;
 //! they are small and self-contained so loom can explore them exhaustively.
 //! The rest of the runtime (assembly, crossbeam queues) is not compiled under
 //! loom.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{
+    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering,
+};
 #[cfg(loom)]
 pub(crate) use loom::sync::{Condvar, Mutex};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{
+    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering,
+};
 #[cfg(not(loom))]
 pub(crate) use std::sync::Mutex;

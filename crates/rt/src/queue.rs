@@ -55,11 +55,11 @@
 //! spawning runs before older queued threads, the price of depth-first
 //! order; yields, preemptions and the streak bound still reach the back.
 
+use crate::slot::RawSlot;
 use crate::task::{Task, TaskRef};
 use crossbeam_deque::{Steal, Stealer, Worker};
 use std::cell::{Cell, UnsafeCell};
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Bits of [`RunQueue::used`]: which parts besides the private one may hold
 /// a thread, as the owner knows it.
@@ -395,7 +395,7 @@ impl QueueStealer {
 ///
 /// Starvation is bounded by the owner, not here: `Processor::next_local`
 /// takes from the slot at most [`MAX_LIFO_STREAK`] times in a row.
-pub(crate) struct LifoSlot(AtomicPtr<Task>);
+pub(crate) struct LifoSlot(RawSlot<Task>);
 
 /// How many scheduling decisions in a row may take the next slot before the
 /// queue gets a turn (tokio's `MAX_LIFO_POLLS_PER_TICK` is 3 as well): two
@@ -405,68 +405,44 @@ pub(crate) const MAX_LIFO_STREAK: u32 = 3;
 
 impl LifoSlot {
     pub(crate) fn new() -> LifoSlot {
-        LifoSlot(AtomicPtr::new(std::ptr::null_mut()))
+        LifoSlot(RawSlot::new())
     }
 
     /// Puts `t` in the slot and returns the thread it displaced. `shared`:
-    /// other processors may steal (a locked exchange); else plain accesses.
+    /// other processors may steal (`slot.rs`: a plain store into an empty
+    /// slot, a locked exchange to displace); else plain accesses.
     #[inline]
     pub(crate) fn put(&self, t: TaskRef, shared: bool) -> Option<TaskRef> {
-        let new = t.into_raw().as_ptr();
-        let old = if shared {
-            self.0.swap(new, Ordering::AcqRel)
-        } else {
-            let old = self.0.load(Ordering::Relaxed);
-            self.0.store(new, Ordering::Relaxed);
-            old
-        };
-        // SAFETY: the slot owned this reference.
-        NonNull::new(old).map(|p| unsafe { TaskRef::from_raw(p) })
+        let old = self.0.put(t.into_raw(), shared);
+        // SAFETY: the slot owned this reference, and `put` gave it to us alone.
+        old.map(|p| unsafe { TaskRef::from_raw(p) })
     }
 
-    /// Takes the thread in the slot, if any (the owner, or a thief when
-    /// `shared`).
+    /// Takes the thread in the slot, if any (the owner).
     #[inline]
     pub(crate) fn take(&self, shared: bool) -> Option<TaskRef> {
-        let cur = self.0.load(Ordering::Relaxed);
-        if cur.is_null() {
-            return None;
-        }
-        let old = if shared {
-            self.0.swap(std::ptr::null_mut(), Ordering::Acquire)
-        } else {
-            self.0.store(std::ptr::null_mut(), Ordering::Relaxed);
-            cur
-        };
-        // SAFETY: the slot owned this reference, and the exchange gave it to us alone.
-        NonNull::new(old).map(|p| unsafe { TaskRef::from_raw(p) })
+        // SAFETY: the slot owned this reference, and `take` gave it to us alone.
+        self.0.take(shared).map(|p| unsafe { TaskRef::from_raw(p) })
     }
 
     /// Whether a thread waits in the slot (a hint, for other threads).
     #[inline]
     pub(crate) fn is_occupied(&self) -> bool {
-        !self.0.load(Ordering::Relaxed).is_null()
+        !self.0.peek().is_null()
     }
 
     /// The thread in the slot, as an address to compare only (a hint).
     #[inline]
     pub(crate) fn peek(&self) -> *mut Task {
-        self.0.load(Ordering::Relaxed)
+        self.0.peek()
     }
 
     /// Takes the thread in the slot if it is still `seen` (from [`LifoSlot::peek`]);
     /// for thieves.
     #[inline]
     pub(crate) fn take_if(&self, seen: *mut Task) -> Option<TaskRef> {
-        if seen.is_null() {
-            return None;
-        }
-        let old = self
-            .0
-            .compare_exchange(seen, std::ptr::null_mut(), Ordering::Acquire, Ordering::Relaxed)
-            .ok()?;
         // SAFETY: the slot owned this reference, and the exchange gave it to us alone.
-        NonNull::new(old).map(|p| unsafe { TaskRef::from_raw(p) })
+        self.0.take_if(seen).map(|p| unsafe { TaskRef::from_raw(p) })
     }
 }
 
@@ -475,7 +451,7 @@ impl Drop for LifoSlot {
         // Shutdown empties the slot (`Processor::shut_down`). A reference
         // left here is leaked rather than dropped: dropping a task may need
         // the runtime this slot is part of.
-        debug_assert!(self.0.get_mut().is_null(), "a thread left in a next slot at drop");
+        debug_assert!(!self.is_occupied(), "a thread left in a next slot at drop");
     }
 }
 
