@@ -47,6 +47,24 @@
 //! fence comes first, `P`'s re-check in step 2 sees the pushed work. The
 //! parker keeps a notification that arrives before `P` sleeps. `loom`
 //! checks this below.
+//!
+//! # Slots
+//!
+//! A thread put in a processor's next slot (`Processor::schedule_next`) is
+//! work like any other, but its owner usually runs it within nanoseconds:
+//! the waker was about to park. A thief leaves it alone while the owner
+//! keeps switching (`Processor::steal_slot`), so a sleeper woken for it
+//! usually finds nothing it may take, and goes back to sleep; in a
+//! conversation (a ping-pong, a ring) that repeats at every end of its
+//! search, and each futex wake costs the conversing processor several µs.
+//! So a processor whose last look saw another one switching sleeps *deaf to
+//! slots* ([`Idle::prepare_sleep`] with `hears_slots == false`): a slot's
+//! notification ([`Idle::notify_slot`]) passes it by, queued work's
+//! ([`Idle::notify_one`]) does not, and it sleeps with a timeout, after
+//! which it looks again (`Processor::search`). A slot's thread whose owner
+//! then stops switching is taken at that look: late by at most the
+//! timeout, instead of never lost. The protocol above holds for sleepers
+//! that hear slots; `loom` checks both kinds below.
 
 use crate::loom::{fence, AtomicBool, AtomicU32, AtomicUsize, Mutex, Ordering};
 use std::time::Duration;
@@ -54,8 +72,12 @@ use std::time::Duration;
 /// The idle bookkeeping shared by all processors of a runtime.
 #[derive(Debug, Default)]
 pub(crate) struct Idle {
-    sleepers: Mutex<Vec<usize>>,
+    /// Each sleeper's index, and whether a thread put in a next slot wakes
+    /// it ([`Idle::notify_slot`]).
+    sleepers: Mutex<Vec<(usize, bool)>>,
     sleeping: AtomicUsize,
+    /// Sleepers that hear [`Idle::notify_slot`].
+    listening: AtomicUsize,
     searching: AtomicUsize,
     retired: AtomicUsize,
 }
@@ -79,11 +101,16 @@ impl Idle {
         self.searching.fetch_sub(1, Ordering::SeqCst) == 1
     }
 
-    /// Sleep step 1. The caller must be searching.
-    pub(crate) fn prepare_sleep(&self, index: usize) {
+    /// Sleep step 1. The caller must be searching. `hears_slots`: a thread
+    /// put in a next slot wakes it too (see "Slots" above); a sleeper that
+    /// does not hear them must sleep with a timeout.
+    pub(crate) fn prepare_sleep(&self, index: usize, hears_slots: bool) {
         self.searching.fetch_sub(1, Ordering::SeqCst);
         let mut list = self.sleepers.lock().unwrap();
-        list.push(index);
+        list.push((index, hears_slots));
+        if hears_slots {
+            self.listening.fetch_add(1, Ordering::SeqCst);
+        }
         self.sleeping.fetch_add(1, Ordering::SeqCst);
         drop(list);
         fence(Ordering::SeqCst);
@@ -98,23 +125,35 @@ impl Idle {
         }
     }
 
-    /// Sleep step 3, after the parker returned. Afterwards the caller is searching.
-    pub(crate) fn after_wake(&self, index: usize) {
-        if self.delist(index) {
+    /// Sleep step 3, after the parker returned. Afterwards the caller is
+    /// searching. Returns `true` if nobody woke it (its timeout, or a
+    /// spurious wake-up).
+    pub(crate) fn after_wake(&self, index: usize) -> bool {
+        let by_itself = self.delist(index);
+        if by_itself {
             self.searching.fetch_add(1, Ordering::SeqCst);
         }
+        by_itself
     }
 
     fn delist(&self, index: usize) -> bool {
         let mut list = self.sleepers.lock().unwrap();
-        match list.iter().position(|&i| i == index) {
+        match list.iter().position(|&(i, _)| i == index) {
             Some(pos) => {
-                list.swap_remove(pos);
-                self.sleeping.fetch_sub(1, Ordering::SeqCst);
+                let (_, hears) = list.swap_remove(pos);
+                self.unlist(hears);
                 true
             }
             None => false,
         }
+    }
+
+    /// A sleeper left the list (the caller holds the list's lock).
+    fn unlist(&self, hears_slots: bool) {
+        if hears_slots {
+            self.listening.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.sleeping.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Producer step 2. Returns the processor the caller must unpark, if any.
@@ -124,14 +163,31 @@ impl Idle {
         if self.searching.load(Ordering::SeqCst) != 0 || self.sleeping.load(Ordering::SeqCst) == 0 {
             return None;
         }
-        self.notify_one_slow()
+        self.notify_slow(false)
+    }
+
+    /// Producer step 2 for a thread put in a next slot: as
+    /// [`Idle::notify_one`], but only a sleeper that hears slots is woken.
+    #[inline]
+    pub(crate) fn notify_slot(&self) -> Option<usize> {
+        fence(Ordering::SeqCst);
+        if self.searching.load(Ordering::SeqCst) != 0 || self.listening.load(Ordering::SeqCst) == 0
+        {
+            return None;
+        }
+        self.notify_slow(true)
     }
 
     #[cold]
-    fn notify_one_slow(&self) -> Option<usize> {
+    fn notify_slow(&self, slot: bool) -> Option<usize> {
         let mut list = self.sleepers.lock().unwrap();
-        let index = list.pop()?;
-        self.sleeping.fetch_sub(1, Ordering::SeqCst);
+        let pos = if slot {
+            list.iter().rposition(|&(_, hears)| hears)?
+        } else {
+            list.len().checked_sub(1)?
+        };
+        let (index, hears) = list.swap_remove(pos);
+        self.unlist(hears);
         // Counted as searching on its behalf, so no second producer wakes
         // another processor for the same work.
         self.searching.fetch_add(1, Ordering::SeqCst);
@@ -339,15 +395,35 @@ mod tests {
     fn notify_wakes_a_sleeper_only_when_nobody_searches() {
         let idle = Idle::new();
         idle.start_searching();
-        idle.prepare_sleep(3);
+        idle.prepare_sleep(3, true);
         assert_eq!(idle.sleeping(), 1);
         idle.start_searching(); // someone else searches
         assert_eq!(idle.notify_one(), None);
         assert!(idle.stop_searching());
         assert_eq!(idle.notify_one(), Some(3));
         assert_eq!(idle.sleeping(), 0);
-        idle.after_wake(3); // was taken off the list: still counted searching
+        assert!(!idle.after_wake(3), "taken off the list: woken, and still counted searching");
         assert!(idle.stop_searching());
+    }
+
+    #[test]
+    fn a_slot_wakes_only_a_sleeper_that_hears_slots() {
+        let idle = Idle::new();
+        idle.start_searching();
+        idle.prepare_sleep(1, false);
+        assert_eq!(idle.notify_slot(), None, "a sleeper that does not hear slots");
+        idle.start_searching();
+        idle.prepare_sleep(2, true);
+        idle.start_searching();
+        idle.prepare_sleep(3, false);
+        assert_eq!(idle.notify_slot(), Some(2), "the one sleeper that hears slots");
+        assert_eq!(idle.notify_slot(), None, "searching: the woken one will look");
+        assert!(!idle.after_wake(2));
+        assert!(idle.stop_searching());
+        assert_eq!(idle.notify_slot(), None, "nobody left who hears slots");
+        assert_eq!(idle.notify_one(), Some(3), "queued work wakes any sleeper");
+        assert!(idle.after_wake(1), "its timeout: nobody woke it");
+        assert_eq!(idle.sleeping(), 0);
     }
 }
 
@@ -367,13 +443,13 @@ mod loom_tests {
         queue: Mutex<VecDeque<u32>>,
     }
 
-    fn processor(m: &Model) -> u32 {
+    fn processor(m: &Model, hears_slots: bool) -> u32 {
         loop {
             if let Some(x) = m.queue.lock().unwrap().pop_front() {
                 m.idle.stop_searching();
                 return x;
             }
-            m.idle.prepare_sleep(0);
+            m.idle.prepare_sleep(0, hears_slots);
             if let Some(x) = m.queue.lock().unwrap().pop_front() {
                 m.idle.cancel_sleep(0);
                 return x;
@@ -409,7 +485,7 @@ mod loom_tests {
                             m.idle.stop_searching();
                             break x;
                         }
-                        m.idle.prepare_sleep(0);
+                        m.idle.prepare_sleep(0, true);
                         if let Some(x) = m.queue.lock().unwrap().pop_front() {
                             m.idle.cancel_sleep(0);
                             gate.wait();
@@ -504,7 +580,7 @@ mod loom_tests {
                                 took = true;
                                 break;
                             }
-                            m.idle.prepare_sleep(1);
+                            m.idle.prepare_sleep(1, true);
                             if m.queue.lock().unwrap().pop_front().is_some() {
                                 m.idle.cancel_sleep(1);
                                 took = true;
@@ -529,7 +605,7 @@ mod loom_tests {
                             }
                             return true;
                         }
-                        m.idle.prepare_sleep(0);
+                        m.idle.prepare_sleep(0, true);
                         if m.queue.lock().unwrap().pop_front().is_some() {
                             m.idle.cancel_sleep(0);
                             return true;
@@ -558,24 +634,30 @@ mod loom_tests {
         });
     }
 
+    /// Pushed work reaches a processor that sleeps hearing slots, through
+    /// either notification, and one that does not hear slots through a
+    /// queue's (the models' parker has no timeout: a lost wake-up hangs).
     #[test]
     fn loom_idle_processor_gets_pushed_work() {
-        loom::model(|| {
-            let m = Arc::new(Model {
-                idle: Idle::new(),
-                parker: Parker::new(),
-                queue: Mutex::new(VecDeque::new()),
+        for (hears_slots, slot) in [(true, false), (true, true), (false, false)] {
+            loom::model(move || {
+                let m = Arc::new(Model {
+                    idle: Idle::new(),
+                    parker: Parker::new(),
+                    queue: Mutex::new(VecDeque::new()),
+                });
+                m.idle.start_searching();
+                let p = {
+                    let m = m.clone();
+                    loom::thread::spawn(move || processor(&m, hears_slots))
+                };
+                m.queue.lock().unwrap().push_back(1);
+                let woken = if slot { m.idle.notify_slot() } else { m.idle.notify_one() };
+                if woken.is_some() {
+                    m.parker.unpark();
+                }
+                assert_eq!(p.join().unwrap(), 1);
             });
-            m.idle.start_searching();
-            let p = {
-                let m = m.clone();
-                loom::thread::spawn(move || processor(&m))
-            };
-            m.queue.lock().unwrap().push_back(1);
-            if m.idle.notify_one().is_some() {
-                m.parker.unpark();
-            }
-            assert_eq!(p.join().unwrap(), 1);
-        });
+        }
     }
 }

@@ -13,7 +13,7 @@
 //! - **timers** of sleeping user threads are fired when every processor is
 //!   busy (idle processors fire their own);
 //! - **work waiting behind a running thread** since the last look wakes an
-//!   idle processor (a thread put in a next slot wakes none by itself);
+//!   idle processor, also one asleep deaf to next slots (`idle.rs`, "Slots");
 //! - **removed processors** (`runtime.rs`, "Resizing") still running a user
 //!   thread are preempted at once when preemption is on, and blocked ones are
 //!   retaken and handed to a spare whether or not work waits, so each gets
@@ -340,7 +340,8 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             any_waiting |= waiting;
             // Work has waited behind the same running thread since the last
             // look: an idle processor should take it. (A thread put in a
-            // next slot does not wake one, `Processor::schedule_next`.)
+            // next slot does not wake a processor asleep deaf to slots,
+            // `idle.rs`, "Slots"; this notification does.)
             stale |= waiting && !changed && status == RUNNING;
             match status {
                 SYSCALL if stealable || removed => {

@@ -295,6 +295,15 @@ impl Shared {
         }
     }
 
+    /// As [`Shared::notify`], for a thread put in a next slot: wakes only a
+    /// processor that hears slots (`idle.rs`, "Slots").
+    #[inline]
+    pub(crate) fn notify_slot(&self) {
+        if let Some(i) = self.idle.notify_slot() {
+            self.parkers[i].unpark();
+        }
+    }
+
     /// Queues `t` from outside the runtime's processors.
     pub(crate) fn inject(&self, t: TaskRef) {
         if self.prios.load(Ordering::Relaxed) && t.priority() != crate::Priority::Normal {

@@ -101,6 +101,14 @@ const SLOT_GRACE: Duration = Duration::from_micros(1);
 const SEARCH_BACKOFF: std::ops::Range<Duration> =
     Duration::from_nanos(200)..Duration::from_micros(16);
 
+/// How long a processor sleeps when its last look saw another processor
+/// switching and nothing it could take: deaf to that processor's next slot
+/// (`idle.rs`, "Slots"), it looks again after this. The bound on how late a
+/// slot's thread is taken from an owner that stopped switching and went on
+/// computing; the idle processor's cost while a conversation lasts is one
+/// timer wake-up per period on its own CPU (none on the conversing one's).
+const DEAF_POLL: Duration = Duration::from_micros(200);
+
 /// Stacks a processor keeps in its pool while it sleeps for want of work.
 const STACK_POOL_KEEP_IDLE: usize = 64;
 
@@ -633,7 +641,9 @@ impl Processor {
     /// nanoseconds (its waker is about to park: a ping-pong, a ring, a
     /// fork-join), so a thief leaves it a grace period ([`SLOT_GRACE`], as
     /// Go's `runqsteal` waits 3 µs) before it takes it: otherwise every hop
-    /// of such a conversation would move across CPUs.
+    /// of such a conversation would move across CPUs. For the same reason a
+    /// processor that saw this one switching sleeps deaf to the slot's
+    /// notification, and looks again after [`DEAF_POLL`] (`idle.rs`, "Slots").
     #[inline]
     pub(crate) fn schedule_next(&self, t: TaskRef) {
         let Some(t) = self.divert(t, true) else { return };
@@ -641,9 +651,12 @@ impl Processor {
         self.queue.set_slot_used(true);
         if let Some(old) = self.lifo().put(t, shared) {
             self.queue.push_fresh(old);
-        }
-        if shared {
-            self.shared.notify();
+            if shared {
+                // Queued work: any sleeper.
+                self.shared.notify();
+            }
+        } else if shared {
+            self.shared.notify_slot();
         }
         self.shared.monitor.work_arrived();
     }
@@ -861,6 +874,8 @@ impl Processor {
         // Only one processor spins at a time; the others sleep at once.
         let mut spin_until = first.then(|| Instant::now() + shared.spin);
         let mut backoff = SEARCH_BACKOFF.start;
+        // The last look saw another processor switching (`steal_slot`).
+        let mut saw_switching;
         loop {
             if !shared.is_active(self.index) {
                 // Removed ("Resizing", step 2). A producer may have counted
@@ -877,6 +892,7 @@ impl Processor {
                 }
                 return Some(t);
             }
+            saw_switching = self.owner_busy.replace(false);
             if shared.shutdown.load(Ordering::Acquire) {
                 idle.stop_searching();
                 return None;
@@ -891,7 +907,7 @@ impl Processor {
                     // slot and its decision count), and each read costs
                     // its next write a miss; a processor that computes
                     // writes neither, and is looked at freely.
-                    if self.owner_busy.replace(false) {
+                    if saw_switching {
                         backoff = (backoff * 2).min(SEARCH_BACKOFF.end);
                     } else {
                         backoff = SEARCH_BACKOFF.start;
@@ -910,7 +926,11 @@ impl Processor {
             // SAFETY: only this kernel thread touches the pool, and the search runs
             // on the scheduler's own stack, so no pooled stack is in use.
             unsafe { &mut *self.pool.get() }.trim(STACK_POOL_KEEP_IDLE, &shared.depot);
-            idle.prepare_sleep(self.index);
+            // Another processor converses: what it puts in its next slot is
+            // not ours to take, and waking us for it would cost it a futex
+            // wake at every end of our search (`idle.rs`, "Slots").
+            let deaf = saw_switching;
+            idle.prepare_sleep(self.index, !deaf);
             if let Some(t) = self.steal_round() {
                 idle.cancel_sleep(self.index);
                 shared.wait_for_check();
@@ -920,15 +940,22 @@ impl Processor {
                 idle.cancel_sleep(self.index);
                 return None;
             }
-            let timeout = shared.timers.until_next();
-            if timeout.is_none() && shared.deadlock_detection && idle.stopped() == shared.max_procs
+            let mut timeout = shared.timers.until_next();
+            if deaf {
+                timeout = Some(timeout.map_or(DEAF_POLL, |t| t.min(DEAF_POLL)));
+            } else if timeout.is_none()
+                && shared.deadlock_detection
+                && idle.stopped() == shared.max_procs
             {
                 shared.check_deadlock();
             }
             shared.parkers[self.index].park(timeout);
-            idle.after_wake(self.index);
+            let by_itself = idle.after_wake(self.index);
             shared.wait_for_check();
-            spin_until = Some(Instant::now() + shared.spin);
+            // Woken for work: search as usual. At a deaf sleep's timeout:
+            // one look, then sleep again (the conversation goes on) or take
+            // what its owner left in its slot (it stopped).
+            spin_until = (!(deaf && by_itself)).then(|| Instant::now() + shared.spin);
             backoff = SEARCH_BACKOFF.start;
         }
     }
