@@ -122,3 +122,55 @@ fn a_woken_thread_in_a_busy_processors_slot_is_stolen() {
             .unwrap();
     });
 }
+
+/// As above, after a long conversation on the waker's processor: the idle
+/// processor that watched it sleeps deaf to next slots (`idle.rs`, "Slots"),
+/// and must still take a thread the waker then leaves in its slot while it
+/// spins.
+#[test]
+fn a_slot_thread_is_stolen_after_a_conversation_ends_in_a_spin() {
+    watchdog(60, || {
+        runtime(2)
+            .block_on(|| {
+                // A ping-pong with a partner for 100 ms: long past the idle
+                // processor's search, so it goes to sleep having seen us switch.
+                let (ping_tx, ping_rx) = channel::<bool>(1);
+                let (pong_tx, pong_rx) = channel::<()>(1);
+                let partner = spawn(move || {
+                    while ping_rx.recv().unwrap() {
+                        pong_tx.send(()).unwrap();
+                    }
+                });
+                let start = std::time::Instant::now();
+                while start.elapsed() < std::time::Duration::from_millis(100) {
+                    for _ in 0..100 {
+                        ping_tx.send(true).unwrap();
+                        pong_rx.recv().unwrap();
+                    }
+                }
+                ping_tx.send(false).unwrap();
+                partner.join().unwrap();
+
+                let (tx, rx) = channel::<()>(1);
+                let done = Arc::new(AtomicBool::new(false));
+                let d = done.clone();
+                let waiter = spawn(move || {
+                    rx.recv().unwrap();
+                    d.store(true, Ordering::Release);
+                });
+                while !waiter.is_finished() && tx.try_send(()).is_err() {
+                    yield_now();
+                }
+                let start = std::time::Instant::now();
+                while !done.load(Ordering::Acquire) {
+                    assert!(
+                        start.elapsed() < std::time::Duration::from_secs(10),
+                        "the woken thread was stranded in the slot"
+                    );
+                    std::hint::spin_loop();
+                }
+                waiter.join().unwrap();
+            })
+            .unwrap();
+    });
+}

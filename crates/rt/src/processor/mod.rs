@@ -103,11 +103,21 @@ const SEARCH_BACKOFF: std::ops::Range<Duration> =
 
 /// How long a processor sleeps when its last look saw another processor
 /// switching and nothing it could take: deaf to that processor's next slot
-/// (`idle.rs`, "Slots"), it looks again after this. The bound on how late a
-/// slot's thread is taken from an owner that stopped switching and went on
-/// computing; the idle processor's cost while a conversation lasts is one
-/// timer wake-up per period on its own CPU (none on the conversing one's).
-const DEAF_POLL: Duration = Duration::from_micros(200);
+/// (`idle.rs`, "Slots"), it looks again after this. Nearly the bound on how
+/// late a slot's thread is taken from an owner that stopped switching and
+/// went on computing (measured, `tests/lifo.rs`: 5-130 µs, the kernel's
+/// timer slack and wake-up included; 120-360 µs when the look after the
+/// timeout was a single one, [`DEAF_LOOK`]); the
+/// idle processor's cost while a conversation lasts is one timer wake-up
+/// per period on its own CPU, none on the conversing one's. (200 µs made
+/// no difference to a two-processor ring.)
+const DEAF_POLL: Duration = Duration::from_micros(100);
+
+/// How long a processor looks after a deaf sleep's timeout before it sleeps
+/// again: two looks this far apart tell an owner that still converses (its
+/// decision count moves every few hundred ns) from one that computes (still
+/// for longer than [`SLOT_GRACE`], and its slot's thread is taken).
+const DEAF_LOOK: Duration = Duration::from_micros(4);
 
 /// Stacks a processor keeps in its pool while it sleeps for want of work.
 const STACK_POOL_KEEP_IDLE: usize = 64;
@@ -953,10 +963,17 @@ impl Processor {
             let by_itself = idle.after_wake(self.index);
             shared.wait_for_check();
             // Woken for work: search as usual. At a deaf sleep's timeout:
-            // one look, then sleep again (the conversation goes on) or take
-            // what its owner left in its slot (it stopped).
-            spin_until = (!(deaf && by_itself)).then(|| Instant::now() + shared.spin);
-            backoff = SEARCH_BACKOFF.start;
+            // look for a moment, then sleep again (the conversation goes on)
+            // or take what its owner left in its slot (it stopped).
+            let (look, first_pause) = if deaf && by_itself {
+                // Two looks, DEAF_LOOK apart (the first sees the counter
+                // moved since before the sleep, which doubles the pause).
+                (DEAF_LOOK, DEAF_LOOK / 2)
+            } else {
+                (shared.spin, SEARCH_BACKOFF.start)
+            };
+            spin_until = Some(Instant::now() + look);
+            backoff = first_pause;
         }
     }
 
