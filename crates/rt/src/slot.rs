@@ -114,15 +114,16 @@ mod loom_tests {
         NonNull::from(Box::leak(Box::new(Item { id, payload: UnsafeCell::new(0) })))
     }
 
-    /// Takes ownership of a taken item back, checks its payload, returns its id.
-    fn finish(p: NonNull<Item>) -> usize {
-        // SAFETY: every item was leaked from a box by `item`, and the slot
-        // protocol hands each out once (which this model checks).
-        let b = unsafe { Box::from_raw(p.as_ptr()) };
+    /// Checks a taken item's payload and returns its id. (Items are freed
+    /// at the model's end, so a protocol that hands one out twice fails the
+    /// assertion below instead of freeing it twice.)
+    fn claim(p: NonNull<Item>) -> usize {
+        // SAFETY: items live until the model's end.
+        let it = unsafe { p.as_ref() };
         // SAFETY: the taker owns the item now; the put released the write.
-        let payload = b.payload.with(|v| unsafe { *v });
-        assert_eq!(payload, b.id * 10, "a taker saw the item before its producer's write");
-        b.id
+        let payload = it.payload.with(|v| unsafe { *v });
+        assert_eq!(payload, it.id * 10, "a taker saw the item before its producer's write");
+        it.id
     }
 
     fn publish(p: NonNull<Item>) {
@@ -143,41 +144,35 @@ mod loom_tests {
                     for _ in 0..2 {
                         let seen = slot.peek();
                         if let Some(p) = slot.take_if(seen) {
-                            got.push(finish(p));
+                            got.push(claim(p));
                         }
                         loom::thread::yield_now();
                     }
                     got
                 })
             };
+            let items: Vec<NonNull<Item>> = (1..=3).map(item).collect();
             let mut got = Vec::new();
-            let a = item(1);
-            publish(a);
-            // Into the empty slot: the plain store.
-            if let Some(p) = slot.put(a, true) {
-                got.push(finish(p));
-            }
-            let b = item(2);
-            publish(b);
-            // Displacing `a` unless the thief took it: the exchange.
-            if let Some(p) = slot.put(b, true) {
-                got.push(finish(p));
-            }
-            if let Some(p) = slot.take(true) {
-                got.push(finish(p));
-            }
-            let c = item(3);
-            publish(c);
+            let put = |id: usize| {
+                let p = items[id - 1];
+                publish(p);
+                slot.put(p, true).map(claim)
+            };
+            // Into the empty slot (the plain store), then displacing 1 unless
+            // the thief took it (the exchange).
+            got.extend(put(1));
+            got.extend(put(2));
+            got.extend(slot.take(true).map(claim));
             // Empty again (taken above, by us or the thief).
-            if let Some(p) = slot.put(c, true) {
-                got.push(finish(p));
-            }
-            if let Some(p) = slot.take(true) {
-                got.push(finish(p));
-            }
+            got.extend(put(3));
+            got.extend(slot.take(true).map(claim));
             got.extend(thief.join().unwrap());
             got.sort_unstable();
             assert_eq!(got, [1, 2, 3], "each item taken exactly once");
+            for p in items {
+                // SAFETY: leaked from a box by `item`; nobody uses it any more.
+                drop(unsafe { Box::from_raw(p.as_ptr()) });
+            }
         });
     }
 }

@@ -90,37 +90,37 @@ fn a_ping_pong_through_the_next_slot_cannot_starve_a_queued_thread() {
     });
 }
 
+/// Wakes a thread into the caller's next slot, then spins without yielding
+/// until it has run: only another processor can run it.
+fn wake_into_slot_then_spin() {
+    let (tx, rx) = channel::<()>(1);
+    let done = Arc::new(AtomicBool::new(false));
+    let d = done.clone();
+    let waiter = spawn(move || {
+        rx.recv().unwrap();
+        d.store(true, Ordering::Release);
+    });
+    // Let the waiter block on the channel.
+    while !waiter.is_finished() && tx.try_send(()).is_err() {
+        yield_now();
+    }
+    // The send above woke it into our slot; we now spin.
+    let start = std::time::Instant::now();
+    while !done.load(Ordering::Acquire) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "the woken thread was stranded in the slot"
+        );
+        std::hint::spin_loop();
+    }
+    waiter.join().unwrap();
+}
+
 /// A thread woken into the next slot of a processor whose running thread
 /// then spins without yielding is run by the idle processor.
 #[test]
 fn a_woken_thread_in_a_busy_processors_slot_is_stolen() {
-    watchdog(60, || {
-        runtime(2)
-            .block_on(|| {
-                let (tx, rx) = channel::<()>(1);
-                let done = Arc::new(AtomicBool::new(false));
-                let d = done.clone();
-                let waiter = spawn(move || {
-                    rx.recv().unwrap();
-                    d.store(true, Ordering::Release);
-                });
-                // Let the waiter block on the channel.
-                while !waiter.is_finished() && tx.try_send(()).is_err() {
-                    yield_now();
-                }
-                // The send above woke it into our slot; we now spin.
-                let start = std::time::Instant::now();
-                while !done.load(Ordering::Acquire) {
-                    assert!(
-                        start.elapsed() < std::time::Duration::from_secs(10),
-                        "the woken thread was stranded in the slot"
-                    );
-                    std::hint::spin_loop();
-                }
-                waiter.join().unwrap();
-            })
-            .unwrap();
-    });
+    watchdog(60, || runtime(2).block_on(wake_into_slot_then_spin).unwrap());
 }
 
 /// As above, after a long conversation on the waker's processor: the idle
@@ -150,26 +150,7 @@ fn a_slot_thread_is_stolen_after_a_conversation_ends_in_a_spin() {
                 }
                 ping_tx.send(false).unwrap();
                 partner.join().unwrap();
-
-                let (tx, rx) = channel::<()>(1);
-                let done = Arc::new(AtomicBool::new(false));
-                let d = done.clone();
-                let waiter = spawn(move || {
-                    rx.recv().unwrap();
-                    d.store(true, Ordering::Release);
-                });
-                while !waiter.is_finished() && tx.try_send(()).is_err() {
-                    yield_now();
-                }
-                let start = std::time::Instant::now();
-                while !done.load(Ordering::Acquire) {
-                    assert!(
-                        start.elapsed() < std::time::Duration::from_secs(10),
-                        "the woken thread was stranded in the slot"
-                    );
-                    std::hint::spin_loop();
-                }
-                waiter.join().unwrap();
+                wake_into_slot_then_spin();
             })
             .unwrap();
     });
