@@ -19,7 +19,8 @@ pub enum Unit {
     /// Microseconds per operation (lmbench's unit for latencies).
     #[serde(rename = "us")]
     Micros,
-    /// Mebibytes (2^20 bytes) per second, as lmbench's `bw_*` report "MB/sec".
+    /// Mebibytes (2^20 bytes) per second. (lmbench's `bw_*` "MB/sec" are 10^6 bytes per
+    /// second: the lmbench view and the crosscheck convert.)
     #[serde(rename = "MiB/s")]
     MibPerSec,
     /// Operations per second.

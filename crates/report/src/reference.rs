@@ -10,8 +10,9 @@
 //! - seed 002 Table 1 (UnixBench, "absolute counts of operations over 20 seconds"): count /
 //!   20 is the rate in UnixBench's unit for the row (lps; KBps for the file rows, whose
 //!   count is KB), then lps -> ns per operation as 1e9 / lps, KBps -> MiB/s as / 1024.
-//! - seed 002 Table 2 (lmbench, "in microseconds"; bandwidths in lmbench's MB/s of 2^20
-//!   bytes): µs -> ns × 1000; MB/s -> MiB/s unchanged.
+//! - seed 002 Table 2 (lmbench, "in microseconds"; bandwidths in lmbench's MB/s, 10^6 bytes
+//!   in lmbench 3, the version whose row names the table uses): µs -> ns × 1000; MB/s ->
+//!   MiB/s as / 1.048576.
 //! - seed 003 §7 (thread operations on a 500 MHz G3 iBook, µs): µs -> ns × 1000.
 //!
 //! Rows without a probe (Table 1's thread and malloc rows) stay in the data and are listed
@@ -33,7 +34,7 @@ pub enum Printed {
     CountPer20s,
     /// Microseconds per operation.
     Micros,
-    /// MB per second (lmbench's MB: 2^20 bytes).
+    /// MB per second (lmbench's MB: 10^6 bytes).
     MbPerSec,
 }
 
@@ -496,9 +497,8 @@ fn convert(
         .ok_or_else(|| format!("{} does not convert to {}", their.symbol(), ours.symbol()))?;
     let rule = match (their, ours) {
         (Their::Micros, Unit::Nanos) => "µs × 1000".to_string(),
-        (Their::Micros, Unit::Micros) | (Their::MbPerSec, Unit::MibPerSec) => {
-            "unchanged".to_string()
-        }
+        (Their::Micros, Unit::Micros) => "unchanged".to_string(),
+        (Their::MbPerSec, Unit::MibPerSec) => "MB/s × 10^6 / 2^20".to_string(),
         (Their::Kbps, Unit::MibPerSec) => "KBps / 1024".to_string(),
         (Their::Lps, Unit::Nanos) => "1e9 / lps".to_string(),
         (Their::Lps, Unit::Micros) => "1e6 / lps".to_string(),
@@ -640,7 +640,7 @@ mod tests {
         assert!(cell(&cells, "Thread", "pth").definition.contains("GNU PTH"));
     }
 
-    /// Counts over 20 s become time per operation; µs become ns; MB/s stay MiB/s.
+    /// Counts over 20 s become time per operation; µs become ns; MB/s (10^6) become MiB/s.
     #[test]
     fn units_convert() {
         let cells = seed002().cells(&units);
@@ -657,9 +657,12 @@ mod tests {
         // simple syscall: 0.1022 µs = 102.2 ns.
         let v = cell(&cells, "simple syscall", "linux-hp").ours.unwrap().3;
         assert!((v - 102.2).abs() < 1e-9, "{v}");
-        // pipe bandwidth: lmbench's MB/s are MiB/s.
-        let (_, _, unit, v) = cell(&cells, "pipe bandwidth", "linux-imac").ours.unwrap();
-        assert_eq!((unit, v), (Unit::MibPerSec, 6942.8));
+        // pipe bandwidth: lmbench's MB/s are 10^6 bytes: 6942.8 MB/s = 6621.2 MiB/s.
+        let c = cell(&cells, "pipe bandwidth", "linux-imac");
+        let (_, _, unit, v) = c.ours.unwrap();
+        assert_eq!(unit, Unit::MibPerSec);
+        assert!((v - 6942.8e6 / 1_048_576.0).abs() < 1e-6, "{v}");
+        assert!(c.conversion.contains("10^6 / 2^20"), "{}", c.conversion);
         // fstime read on FreeBSD HP: 512512 KB in 20 s = 25625.6 KBps = 25.025 MiB/s.
         let (_, _, unit, v) = cell(&cells, "fstime read 20", "freebsd-hp").ours.unwrap();
         assert_eq!(unit, Unit::MibPerSec);

@@ -15,7 +15,8 @@
 //!
 //! # lmbench
 //! The rows of seed 002's Table 2 in its order and with its names, in lmbench's units
-//! (microseconds, and MB/s with lmbench's MB of 2^20 bytes). Where a row has a `def=lmbench`
+//! (microseconds, and MB/s with lmbench's MB of 10^6 bytes: `#define MB (1000*1000.0)` in
+//! lmbench 3's `lib_timing.c` and `bw_mem.c`). Where a row has a `def=lmbench`
 //! variant it is used; otherwise our definition is shown and marked.
 
 use schedlab_measure::model::{Measurement, Outcome, Params, Run, Unit};
@@ -33,9 +34,12 @@ pub(crate) enum Their {
     Kbps,
     /// Microseconds per operation.
     Micros,
-    /// MB per second, MB = 2^20 bytes.
+    /// MB per second, lmbench's MB of 10^6 bytes.
     MbPerSec,
 }
+
+/// Bytes in a MiB over bytes in lmbench's MB: MiB/s × this = lmbench's MB/s.
+const MIB_PER_MB: f64 = 1_048_576.0 / 1e6;
 
 impl Their {
     pub(crate) fn symbol(self) -> &'static str {
@@ -63,7 +67,7 @@ impl Their {
         };
         match (self, ours) {
             (Their::Kbps, Unit::MibPerSec) => Some(value * 1024.0),
-            (Their::MbPerSec, Unit::MibPerSec) => Some(value),
+            (Their::MbPerSec, Unit::MibPerSec) => Some(value * MIB_PER_MB),
             (Their::Kbps | Their::MbPerSec, _) | (_, Unit::MibPerSec) => None,
             (Their::Lps, _) => Some(per_sec),
             (Their::Lpm, _) => Some(per_sec * 60.0),
@@ -74,7 +78,7 @@ impl Their {
 
     /// The inverse of [`Their::convert`]: a value `v` in this unit as a value in `ours`;
     /// `None` when they do not convert. lps -> ns: 1e9 / lps; lpm -> lps: / 60; KBps ->
-    /// MiB/s: / 1024; µs -> ns: × 1000; MB/s (2^20) -> MiB/s: the same number. As in
+    /// MiB/s: / 1024; µs -> ns: × 1000; MB/s (10^6) -> MiB/s: / 1.048576. As in
     /// `convert`, a time does not become a rate.
     pub(crate) fn to_ours(self, v: f64, ours: Unit) -> Option<f64> {
         let per_sec = match self {
@@ -84,7 +88,7 @@ impl Their {
         };
         match (self, ours) {
             (Their::Kbps, Unit::MibPerSec) => Some(v / 1024.0),
-            (Their::MbPerSec, Unit::MibPerSec) => Some(v),
+            (Their::MbPerSec, Unit::MibPerSec) => Some(v / MIB_PER_MB),
             (Their::Kbps | Their::MbPerSec, _) | (_, Unit::MibPerSec) => None,
             (Their::Micros, Unit::Nanos) => Some(v * 1e3),
             (Their::Micros, Unit::Micros) => Some(v),
@@ -570,7 +574,7 @@ pub fn lmbench_text(run: &Run) -> String {
     }
     text.push_str(&t.to_terminal());
     text.push_str(
-        "rows and names of seed 002's Table 2; µs per operation, MB/s with lmbench's MB of 2^20 bytes. \
+        "rows and names of seed 002's Table 2; µs per operation, MB/s with lmbench's MB of 10^6 bytes. \
 \"theirs\": lmbench's definition (a def=lmbench variant where ours differs); \"ours\": schedlab's, how it differs.\n",
     );
     text
@@ -642,6 +646,11 @@ mod tests {
         }
         assert_eq!(Their::Lps.to_ours(500.0, Unit::Nanos), Some(2e6));
         assert_eq!(Their::Kbps.to_ours(2048.0, Unit::MibPerSec), Some(2.0));
+        // lmbench's MB is 10^6 bytes: 1 MiB/s is 1.048576 of its MB/s.
+        let mb = Their::MbPerSec.convert(1000.0, Unit::MibPerSec).unwrap();
+        assert!((mb - 1048.576).abs() < 1e-9, "{mb}");
+        let mib = Their::MbPerSec.to_ours(1048.576, Unit::MibPerSec).unwrap();
+        assert!((mib - 1000.0).abs() < 1e-9, "{mib}");
         assert_eq!(Their::Micros.to_ours(0.5, Unit::Nanos), Some(500.0));
         assert_eq!(suite_row(Suite::Lmbench, "simple syscall").unwrap().0, "os.syscall.null");
         assert!(suite_row(Suite::UnixBench, "mallocMemCopy").is_none());
