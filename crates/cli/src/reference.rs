@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use schedlab_measure::model::{RunStatus, Unit};
+use schedlab_measure::model::{Measurement, RunStatus, Unit};
 use schedlab_report::reference;
 use schedlab_store::{Location, Store};
 
@@ -21,8 +21,23 @@ pub fn list() -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `schedlab reference import SET`: one run per column; a label already in the database is
-/// skipped, so importing twice stores nothing new.
+/// Each result's identity and value, in a comparable order.
+fn values(results: &[Measurement]) -> Vec<(String, String, Unit, Option<f64>)> {
+    let mut v: Vec<_> = results
+        .iter()
+        .map(|m| {
+            let value = m.samples.first().map(|s| s.value);
+            (m.probe.clone(), m.params.key(), m.unit, value)
+        })
+        .collect();
+    v.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    v
+}
+
+/// `schedlab reference import SET`: one run per column. A label already in the database is
+/// skipped when its values are the ones this build converts the table to, so importing
+/// twice stores nothing new; a run stored by a build that converted differently (a unit
+/// corrected since) is replaced.
 pub fn import(name: &str, db: &Location) -> Result<ExitCode> {
     let Some(set) = reference::set(name) else {
         return Err(UsageError(format!(
@@ -32,15 +47,27 @@ pub fn import(name: &str, db: &Location) -> Result<ExitCode> {
         .into());
     };
     let mut store = Store::open_at(db)?;
-    let have: Vec<String> = store.runs()?.into_iter().filter_map(|r| r.label).collect();
+    let have: Vec<(i64, String)> = store
+        .runs()?
+        .into_iter()
+        .filter(|r| r.suite == reference::SUITE)
+        .filter_map(|r| Some((r.id, r.label?)))
+        .collect();
     let build = (env!("CARGO_PKG_VERSION"), env!("SCHEDLAB_GIT_REV"));
-    let (mut stored, mut skipped) = (0, 0);
+    let (mut stored, mut skipped, mut replaced) = (0, 0, 0);
     for run in set.runs(&unit_of, build) {
         let label = run.meta.label.clone().unwrap_or_default();
-        if have.contains(&label) {
-            println!("{label}: already in {}, skipped", store.path().display());
-            skipped += 1;
-            continue;
+        if let Some(&(old, _)) = have.iter().find(|(_, l)| *l == label) {
+            if values(&store.load_run(old)?.results) == values(&run.results) {
+                println!("{label}: already in {}, skipped", store.path().display());
+                skipped += 1;
+                continue;
+            }
+            // Derived data: if this is interrupted before the new run is stored, the
+            // next import stores it.
+            store.delete_run(old)?;
+            println!("{label}: run #{old} held values of an older conversion, replaced");
+            replaced += 1;
         }
         let id = store.begin_run(&run.meta)?;
         for m in &run.results {
@@ -55,7 +82,7 @@ pub fn import(name: &str, db: &Location) -> Result<ExitCode> {
         stored += 1;
     }
     println!(
-        "{stored} run{} stored, {skipped} skipped; `schedlab compare latest {}:{}` puts a run beside one",
+        "{stored} run{} stored ({replaced} replacing older ones), {skipped} skipped; `schedlab compare latest {}:{}` puts a run beside one",
         if stored == 1 { "" } else { "s" },
         set.name,
         set.columns.last().map_or("", |c| c.key)

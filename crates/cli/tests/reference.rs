@@ -55,9 +55,9 @@ fn import_is_idempotent_and_compare_puts_a_run_beside_the_paper() {
     assert!(measured.contains("stored as run"), "{measured}");
 
     let first = ok(&run(&db, &["reference", "import", "seed002"]));
-    assert!(first.contains("5 runs stored, 0 skipped"), "{first}");
+    assert!(first.contains("5 runs stored (0 replacing older ones), 0 skipped"), "{first}");
     let again = ok(&run(&db, &["reference", "import", "seed002"]));
-    assert!(again.contains("0 runs stored, 5 skipped"), "{again}");
+    assert!(again.contains("0 runs stored (0 replacing older ones), 5 skipped"), "{again}");
     assert!(again.contains("seed002:linux-hp: already in"), "{again}");
 
     let store = Store::open_existing(&db).unwrap();
@@ -90,6 +90,43 @@ fn import_is_idempotent_and_compare_puts_a_run_beside_the_paper() {
     assert!(row("os.syscall.null").contains("102.2 ns"), "{cmp}");
     // Measured here, not in the paper: no ratio.
     assert!(!row("os.syscall.getrusage").contains('×'), "{cmp}");
+}
+
+/// A published run stored by a build that converted a unit differently (before lmbench's
+/// MB/s were taken as 10^6 bytes, the pipe bandwidth was stored as printed) is replaced by
+/// the next import; the others stay.
+#[test]
+fn import_replaces_a_run_stored_with_an_older_conversion() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let first = ok(&run(&db, &["reference", "import", "seed002"]));
+    assert!(first.contains("5 runs stored"), "{first}");
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let n = c
+        .execute(
+            "UPDATE samples SET value = 6942.8 WHERE result_id IN (SELECT x.id FROM results x
+             JOIN runs r ON r.id = x.run_id
+             WHERE r.label = 'seed002:linux-imac' AND x.probe = 'os.pipe.bandwidth')",
+            [],
+        )
+        .unwrap();
+    assert_eq!(n, 1, "one stored pipe bandwidth to age");
+    drop(c);
+
+    let again = ok(&run(&db, &["reference", "import", "seed002"]));
+    assert!(
+        again.contains("seed002:linux-imac: run #5 held values of an older conversion, replaced"),
+        "{again}"
+    );
+    assert!(again.contains("1 run stored (1 replacing older ones), 4 skipped"), "{again}");
+    let store = Store::open_existing(&db).unwrap();
+    assert_eq!(store.runs().unwrap().len(), 5, "replaced, not added");
+    let imac = store.load_run(store.resolve("seed002:linux-imac").unwrap()).unwrap();
+    let bw = imac.results.iter().find(|m| m.probe == "os.pipe.bandwidth").unwrap();
+    assert!((bw.samples[0].value - 6942.8e6 / 1_048_576.0).abs() < 1e-6, "{}", bw.samples[0].value);
+    drop(store);
+    let third = ok(&run(&db, &["reference", "import", "seed002"]));
+    assert!(third.contains("0 runs stored (0 replacing older ones), 5 skipped"), "{third}");
 }
 
 #[test]

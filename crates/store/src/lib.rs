@@ -993,6 +993,16 @@ impl Store {
         Ok(Run { meta, results, warnings })
     }
 
+    /// Deletes run `id` with everything stored under it (results, raw samples, warnings,
+    /// timelines), in one transaction.
+    pub fn delete_run(&self, id: i64) -> Result<()> {
+        let n = self.tx(|c| c.exec("DELETE FROM runs WHERE id = $1", &[id.into()]))?;
+        if n == 0 {
+            return Err(StoreError::NoSuchRun(id.to_string(), self.path.clone()));
+        }
+        Ok(())
+    }
+
     /// Copies run `id` of this database, whole (results, raw samples, warnings, timelines),
     /// into `to`, in one transaction there: an interruption leaves `to` without any of it,
     /// and copying again completes it. A run `to` already has (same UUID) is not copied

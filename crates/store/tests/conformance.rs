@@ -136,6 +136,15 @@ fn conformance(open: &dyn Fn() -> Store) {
     let r = store.runs().unwrap().into_iter().find(|r| r.id == other).unwrap();
     assert_eq!(r.status, RunStatus::Interrupted);
     assert_eq!(r.reason.as_deref(), Some("storage failure: disk full"));
+
+    // Deleting a run takes everything under it, and only it.
+    let gone = fill(&mut store, "to-delete", 2);
+    store.delete_run(gone).unwrap();
+    assert!(matches!(store.load_run(gone), Err(StoreError::NoSuchRun(..))));
+    assert!(store.timelines(gone).unwrap().is_empty());
+    assert!(matches!(store.delete_run(gone), Err(StoreError::NoSuchRun(..))));
+    assert_eq!(store.runs().unwrap().len(), 2);
+    assert_eq!(store.load_run(run).unwrap().results.len(), 6);
 }
 
 /// Copies from `a` to `b`: whole, once, replacing an older state, never a running run.
