@@ -8,17 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, run, text};
+use common::{bin, ok, run, text};
 
 fn smoke(db: &Path, filter: &str, label: &str) -> Output {
     let o = run(db, &["run", "--suite", "smoke", "--filter", filter, "--label", label]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
+    ok(&o);
     o
 }
 

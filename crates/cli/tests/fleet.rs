@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{bin, run, text};
+use common::{bin, ok, run, text};
 use schedlab_measure::machine::Machine;
 use schedlab_measure::model::{Measurement, Params, RunMeta, RunStatus, Sample, Unit};
 use schedlab_store::{Location, Store};
@@ -54,17 +54,6 @@ fn make_run(db: &Path, host: &str, label: &str, results: usize, samples: usize) 
     }
     store.finish_run(id, RunStatus::Complete).unwrap();
     id
-}
-
-fn ok(o: &std::process::Output) -> String {
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    text(&o.stdout)
 }
 
 /// Runs `schedlab --db DB ARGS` where DB may be a URL.

@@ -3,19 +3,8 @@
 
 mod common;
 
-use common::{run, text};
+use common::{ok, run, text};
 use schedlab_store::Store;
-
-fn ok(o: &std::process::Output) -> String {
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    text(&o.stdout)
-}
 
 #[test]
 fn list_names_the_sets_their_columns_and_rows_without_a_probe() {
