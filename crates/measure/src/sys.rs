@@ -44,10 +44,10 @@ pub fn allowed_cpus() -> Vec<usize> {
 pub fn affinity_of(tid: libc::pid_t) -> Option<Vec<usize>> {
     // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid cpu_set_t of the size we pass; a wrong `tid` fails with ESRCH
-    // and touches nothing.
-    let rc =
-        unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `set` is a valid cpu_set_t of `size` bytes; a wrong `tid` fails with ESRCH and
+    // touches nothing.
+    let rc = unsafe { libc::sched_getaffinity(tid, size, &mut set) };
     if rc != 0 {
         return None;
     }
