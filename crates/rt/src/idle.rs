@@ -159,23 +159,24 @@ impl Idle {
     /// Producer step 2. Returns the processor the caller must unpark, if any.
     #[inline]
     pub(crate) fn notify_one(&self) -> Option<usize> {
-        fence(Ordering::SeqCst);
-        if self.searching.load(Ordering::SeqCst) != 0 || self.sleeping.load(Ordering::SeqCst) == 0 {
-            return None;
-        }
-        self.notify_slow(false)
+        self.notify(&self.sleeping, false)
     }
 
     /// Producer step 2 for a thread put in a next slot: as
     /// [`Idle::notify_one`], but only a sleeper that hears slots is woken.
     #[inline]
     pub(crate) fn notify_slot(&self) -> Option<usize> {
+        self.notify(&self.listening, true)
+    }
+
+    /// `waiting`: the count of the sleepers this notification may wake.
+    #[inline]
+    fn notify(&self, waiting: &AtomicUsize, slot: bool) -> Option<usize> {
         fence(Ordering::SeqCst);
-        if self.searching.load(Ordering::SeqCst) != 0 || self.listening.load(Ordering::SeqCst) == 0
-        {
+        if self.searching.load(Ordering::SeqCst) != 0 || waiting.load(Ordering::SeqCst) == 0 {
             return None;
         }
-        self.notify_slow(true)
+        self.notify_slow(slot)
     }
 
     #[cold]
