@@ -59,7 +59,10 @@ unsafe extern "C" fn handler(
 ) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
-    if let Some((guard, name, size, id)) = processor::overflow_info() {
+    // A kernel thread without a runtime block (`shared-library` build) runs
+    // no user thread: the fault is not a user thread's overflow.
+    let ours = crate::arch::thread_block_present();
+    if let Some((guard, name, size, id)) = processor::overflow_info().filter(|_| ours) {
         // Rust's stack probes touch every page on the way down, so an
         // overflow faults inside the guard page, not beyond it.
         if guard.contains(&addr) {

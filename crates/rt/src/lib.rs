@@ -124,6 +124,8 @@ mod registry;
 mod runtime;
 #[cfg(not(loom))]
 mod scope;
+#[cfg(all(feature = "shared-library", not(loom)))]
+pub mod shared;
 #[cfg(not(loom))]
 mod spin;
 #[cfg(not(loom))]
@@ -156,8 +158,8 @@ pub use crate::{
     stack::{StackStats, MIN_STACK_SIZE},
     task::{ThreadId, WaitReason},
     thread::{
-        current, park, sleep, spawn, stack_usage, try_current, yield_now, Builder, JoinHandle,
-        Thread,
+        current, park, park_timeout, sleep, spawn, stack_usage, try_current, yield_now, Builder,
+        JoinHandle, Thread,
     },
     yielder::Yielder,
 };

@@ -49,6 +49,24 @@ use std::sync::atomic::{
     compiler_fence, AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering,
 };
 
+/// Starts one of the runtime's own kernel threads (a processor's, a spare, the
+/// monitor). In the `shared-library` build it first gives the new thread its
+/// block (`arch::thread_block_attach`), before anything can ask for it.
+pub(crate) fn spawn_kernel_thread<F, T>(
+    name: String,
+    f: F,
+) -> std::io::Result<std::thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    std::thread::Builder::new().name(name).spawn(move || {
+        #[cfg(feature = "shared-library")]
+        crate::arch::thread_block_attach();
+        f()
+    })
+}
+
 /// The rest of [`Machine::lower`] when a request was deferred: taken if the
 /// section that ended was the outermost one.
 #[cold]
@@ -115,6 +133,11 @@ pub(crate) struct Machine {
     /// The runtime of a detached thread that is exiting (`Arc::into_raw`),
     /// for its native context to uncount it once the exit is complete.
     pub(crate) exit_shared: AtomicPtr<crate::runtime::Shared>,
+    /// The kernel thread's own thread pointer (`shared-library` build, where
+    /// each user thread has its own): what an exiting user thread switches
+    /// to before it completes, so its TLS block can be freed at once. 0 in
+    /// the executable build.
+    pub(crate) native_tp: std::sync::atomic::AtomicUsize,
 }
 
 // SAFETY: the fields are atomics, or cells owned by this kernel thread by
@@ -143,6 +166,7 @@ impl Machine {
             explicit: AtomicBool::new(false),
             counted: AtomicBool::new(false),
             exit_shared: AtomicPtr::new(std::ptr::null_mut()),
+            native_tp: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 

@@ -162,8 +162,42 @@ fn program_text() -> &'static Text {
             }
             1 // the first object is the main executable: stop
         }
+        /// The `shared-library` build: the text of the object holding this
+        /// function (ours), found by its load address.
+        #[cfg(feature = "shared-library")]
+        unsafe extern "C" fn own(
+            info: *mut libc::dl_phdr_info,
+            _size: libc::size_t,
+            data: *mut libc::c_void,
+        ) -> libc::c_int {
+            // SAFETY: the loader passes a valid info struct; `data` is our `Text`.
+            let (info, text) = unsafe { (&*info, &mut *data.cast::<Text>()) };
+            let here = own as *const () as usize;
+            let mut found = Text { ranges: [(0, 0); 4], n: 0 };
+            for i in 0..info.dlpi_phnum as usize {
+                // SAFETY: `dlpi_phdr` has `dlpi_phnum` entries.
+                let ph = unsafe { &*info.dlpi_phdr.add(i) };
+                if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 && found.n < 4 {
+                    let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
+                    found.ranges[found.n] = (start, start + ph.p_memsz as usize);
+                    found.n += 1;
+                }
+            }
+            if found.ranges[..found.n].iter().any(|&(a, b)| (a..b).contains(&here)) {
+                *text = found;
+                return 1;
+            }
+            0
+        }
+        #[cfg(not(feature = "shared-library"))]
+        let callback = each;
+        #[cfg(feature = "shared-library")]
+        let callback = {
+            let _ = each;
+            own
+        };
         // SAFETY: a callback that only reads the headers it is given.
-        unsafe { libc::dl_iterate_phdr(Some(each), (&mut text as *mut Text).cast()) };
+        unsafe { libc::dl_iterate_phdr(Some(callback), (&mut text as *mut Text).cast()) };
         text
     })
 }
@@ -187,9 +221,23 @@ pub(crate) fn in_section_opener(pc: usize) -> bool {
     (a..b).contains(&pc)
 }
 
+#[cfg(not(feature = "shared-library"))]
 fn in_program_text(pc: usize) -> bool {
     let t = program_text();
     t.ranges[..t.n].iter().any(|&(a, b)| (a..b).contains(&pc))
+}
+
+/// The `shared-library` build (`libschedlab_pthread.so`): every user thread
+/// carries its own TLS block and thread control block, so the hazard safe
+/// point 3 guards against — per-kernel-thread state in libc and the loader —
+/// is gone, and their locks are futexes whose waiters the monitor hands off
+/// like any thread blocked in the kernel, as the kernel itself preempts a
+/// thread anywhere. Only our own object (the runtime and the library's
+/// spin locks) is not a safe point.
+#[cfg(feature = "shared-library")]
+fn in_program_text(pc: usize) -> bool {
+    let t = program_text();
+    !t.ranges[..t.n].iter().any(|&(a, b)| (a..b).contains(&pc))
 }
 
 /// Installs the handler, once per process, and computes what it needs.
@@ -237,6 +285,11 @@ unsafe extern "C" fn handler(
     _info: *mut libc::siginfo_t,
     ctx: *mut libc::c_void,
 ) {
+    // A thread the runtime never saw (`shared-library` build: a kernel
+    // thread of the program's own with no block): not ours to act on.
+    if !crate::arch::thread_block_present() {
+        return;
+    }
     // SAFETY: errno is thread-local; we restore it so the interrupted code
     // never sees a change.
     let errno = unsafe { *libc::__errno_location() };

@@ -344,7 +344,7 @@ impl Shared {
     pub(crate) fn start_machine(&self, first: Option<ProcPtr>) {
         let shared = self.arc();
         let n = self.machines.len();
-        match std::thread::Builder::new().name(format!("schedlab-m{n}")).spawn(move || {
+        match crate::machine::spawn_kernel_thread(format!("schedlab-m{n}"), move || {
             // A processor handed off: announced again if active (as it
             // always was before processors could be removed).
             let announce = first.is_some_and(|p| {
@@ -664,18 +664,18 @@ impl RuntimeBuilder {
             let p = *p;
             let announce = index < initial;
             // If this fails, dropping `runtime` stops the processors started so far.
-            let t = std::thread::Builder::new()
-                .name(format!("schedlab-vp-{index}"))
-                .spawn(move || processor::machine_main(shared, Some(p), announce))?;
+            let t =
+                crate::machine::spawn_kernel_thread(format!("schedlab-vp-{index}"), move || {
+                    processor::machine_main(shared, Some(p), announce)
+                })?;
             runtime.threads.push(t);
         }
         if watch {
             let s = shared.clone();
-            runtime.monitor = Some(
-                std::thread::Builder::new()
-                    .name("schedlab-monitor".into())
-                    .spawn(move || crate::monitor::monitor_main(s))?,
-            );
+            runtime.monitor =
+                Some(crate::machine::spawn_kernel_thread("schedlab-monitor".into(), move || {
+                    crate::monitor::monitor_main(s)
+                })?);
             // One spare ahead, so the first hand-off need not create a thread.
             shared.start_machine(None);
         }

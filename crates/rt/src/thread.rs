@@ -196,6 +196,27 @@ impl Builder {
         self
     }
 
+    /// Gives the thread its own thread pointer (`fs` base): a TLS block and
+    /// glibc thread control block made for it (`_dl_allocate_tls`), switched
+    /// in and out with its stack, so `errno`, `__thread` variables and every
+    /// library's per-thread state follow the user thread from one kernel
+    /// thread to another. When the thread's closure has returned, the rest
+    /// of its exit runs on the kernel thread's own block, so the block may be
+    /// freed as soon as [`JoinHandle::join`] returns. Only in the
+    /// `shared-library` build (`libschedlab_pthread.so`).
+    ///
+    /// # Safety
+    ///
+    /// `tp` must be a valid thread control block for this process's TLS
+    /// layout, used by no other thread, and kept alive until the thread has
+    /// completed (its join returned or, detached, its closure returned and a
+    /// moment passed — see `libschedlab_pthread`'s thread exit).
+    #[cfg(feature = "shared-library")]
+    pub unsafe fn thread_pointer(mut self, tp: usize) -> Builder {
+        self.opts.thread_pointer = tp;
+        self
+    }
+
     /// Spawns the thread on the calling user thread's runtime.
     ///
     /// # Panics
@@ -285,6 +306,30 @@ pub fn park() {
         processor::current_task_ptr().is_some(),
         "schedlab_rt::park called outside a user thread"
     );
+    processor::park_current(Kind::User, WaitReason::Park);
+}
+
+/// [`park`] with a time limit: returns when the park token is available
+/// (consuming it), when `d` has passed, or spuriously. On an OS thread,
+/// `std::thread::park_timeout`... of the OS thread, which a user thread's
+/// [`Thread::unpark`] never reaches: callers outside the runtime use their
+/// own wake-ups.
+///
+/// The timer that ends the wait stays in the runtime's timer heap until it
+/// fires, even when the thread was unparked before: it then makes the
+/// thread's token available once more, one more spurious return that the
+/// caller's loop absorbs (as with `park`).
+pub fn park_timeout(d: Duration) {
+    let Some(task) = processor::current_task_ref() else {
+        std::thread::park_timeout(d);
+        return;
+    };
+    {
+        // Inside a runtime section, as in `sleep`.
+        let _section = processor::here();
+        task.shared.timers.insert_unpark(d, task.clone());
+    }
+    drop(task);
     processor::park_current(Kind::User, WaitReason::Park);
 }
 

@@ -18,6 +18,9 @@ struct Entry {
     at: u64,
     seq: u64,
     task: TaskRef,
+    /// Unpark the task (`park_timeout`) rather than hand it a `Sync` token
+    /// (`sleep`).
+    unpark: bool,
 }
 
 impl PartialEq for Entry {
@@ -71,6 +74,16 @@ impl Timers {
 
     /// Registers `task` to be woken (with a `Sync` token) `after` from now.
     pub(crate) fn insert(&self, after: Duration, task: TaskRef) {
+        self.push(after, task, false);
+    }
+
+    /// Registers `task` to be unparked (its park token made available, as
+    /// [`crate::Thread::unpark`] does) `after` from now: `park_timeout`.
+    pub(crate) fn insert_unpark(&self, after: Duration, task: TaskRef) {
+        self.push(after, task, true);
+    }
+
+    fn push(&self, after: Duration, task: TaskRef, unpark: bool) {
         let at = self
             .now()
             .saturating_add(after.as_nanos().min(u64::MAX as u128) as u64)
@@ -78,7 +91,7 @@ impl Timers {
         let mut h = self.heap.lock().unwrap();
         h.seq += 1;
         let seq = h.seq;
-        h.heap.push(Reverse(Entry { at, seq, task }));
+        h.heap.push(Reverse(Entry { at, seq, task, unpark }));
         self.next.store(h.heap.peek().map_or(u64::MAX, |e| e.0.at), Ordering::SeqCst);
     }
 
@@ -93,7 +106,8 @@ impl Timers {
         (next != u64::MAX).then(|| Duration::from_nanos(next.saturating_sub(self.now())))
     }
 
-    /// Removes the due timers and hands their tasks to `f`.
+    /// Removes the due timers and hands their tasks to `f`, or unparks them
+    /// (`insert_unpark`).
     #[inline]
     pub(crate) fn fire(&self, mut f: impl FnMut(TaskRef)) {
         let next = self.next.load(Ordering::Relaxed);
@@ -106,12 +120,17 @@ impl Timers {
             let mut h = self.heap.lock().unwrap();
             self.firing.fetch_add(1, Ordering::SeqCst);
             while h.heap.peek().is_some_and(|e| e.0.at <= now) {
-                due.push(h.heap.pop().expect("peeked").0.task);
+                let e = h.heap.pop().expect("peeked").0;
+                due.push((e.task, e.unpark));
             }
             self.next.store(h.heap.peek().map_or(u64::MAX, |e| e.0.at), Ordering::SeqCst);
         }
-        for t in due {
-            f(t);
+        for (t, unpark) in due {
+            if unpark {
+                crate::processor::unpark_user(&t);
+            } else {
+                f(t);
+            }
         }
         self.firing.fetch_sub(1, Ordering::SeqCst);
     }

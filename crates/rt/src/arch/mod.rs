@@ -3,9 +3,10 @@
 //! Everything written in assembly lives below this module, one file per
 //! architecture, each exporting the same items:
 //!
-//! - `unsafe fn init_stack(top, entry, arg) -> StackPointer` lays out a fresh
-//!   stack so that the first [`switch`] to it calls `entry(passed, arg)` on
-//!   that stack, `passed` being the value that switch passed;
+//! - `unsafe fn init_stack(top, entry, arg, tp) -> StackPointer` lays out a
+//!   fresh stack so that the first [`switch`] to it calls `entry(passed, arg)`
+//!   on that stack, `passed` being the value that switch passed (and, in the
+//!   `shared-library` build, with `tp` as its thread pointer);
 //! - `unsafe fn switch(save, load, pass) -> *mut u8` saves the callee-saved
 //!   state of the running context on its own stack, stores the stack pointer
 //!   in `*save`, loads `load` as the stack pointer, restores the state saved
@@ -18,6 +19,9 @@
 //!   first `u32` in the same, uninterruptible instruction that addresses it;
 //! - `fn thread_block_lower(deferred: impl FnOnce())`: subtracts one from that
 //!   `u32` the same way and calls `deferred` if the result has its top bit set;
+//! - `fn thread_block_present() -> bool`: whether this kernel thread has one
+//!   (always, in an executable; in the `shared-library` build, where the block
+//!   is reached through `gs`, once `thread_block_attach` gave it one);
 //! - the preemption trampoline and its `xsave` sizing (`preempt.rs`).
 //!
 //! The state saved is exactly what the platform ABI says a called function must
@@ -37,10 +41,14 @@ pub(crate) type EntryFn = unsafe extern "C" fn(passed: *mut u8, arg: *mut u8) ->
 
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
+#[cfg(all(target_arch = "x86_64", feature = "shared-library"))]
+pub(crate) use self::x86_64::{
+    fsgsbase_usable, set_thread_pointer, thread_block_attach, thread_block_detach, thread_pointer,
+};
 #[cfg(target_arch = "x86_64")]
 pub(crate) use self::x86_64::{
     init_preemption, init_stack, preempt_trampoline, switch, thread_block, thread_block_lower,
-    thread_block_raise, xsave_area_bytes, INIT_STACK_BYTES,
+    thread_block_present, thread_block_raise, xsave_area_bytes, INIT_STACK_BYTES,
 };
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -89,7 +97,7 @@ mod tests {
         };
         // SAFETY: the stack is fresh and large enough; `bounce` never returns.
         let sp =
-            unsafe { init_stack(stack.top(), bounce, (&pair as *const Pair).cast_mut().cast()) };
+            unsafe { init_stack(stack.top(), bounce, (&pair as *const Pair).cast_mut().cast(), 0) };
         // SAFETY: single-threaded, the pointers are valid for the whole test.
         unsafe { *pair.coro.get() = sp };
         for i in 1..=1000u64 {
@@ -138,8 +146,12 @@ mod tests {
         };
         // SAFETY: as in the test above.
         unsafe {
-            *pair.coro.get() =
-                init_stack(stack.top(), change_rounding, (&pair as *const Pair).cast_mut().cast())
+            *pair.coro.get() = init_stack(
+                stack.top(),
+                change_rounding,
+                (&pair as *const Pair).cast_mut().cast(),
+                0,
+            )
         };
         for _ in 0..3 {
             // SAFETY: as in the test above.
@@ -187,7 +199,7 @@ mod tests {
         };
         let arg = (&pair as *const Pair).cast_mut().cast();
         // SAFETY: a fresh stack, large enough; the entry never returns.
-        unsafe { *pair.coro.get() = init_stack(stack.top(), pingpong_entry, arg) };
+        unsafe { *pair.coro.get() = init_stack(stack.top(), pingpong_entry, arg, 0) };
         let mut best = f64::MAX;
         for _ in 0..5 {
             let t = std::time::Instant::now();

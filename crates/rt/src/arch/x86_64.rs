@@ -69,11 +69,29 @@
 //!  top - 80  | MXCSR, x87 CW        |  <- initial stack pointer
 //! ```
 
+//! # The thread pointer (`shared-library` build)
+//!
+//! Built into `libschedlab_pthread.so`, every context carries its own thread
+//! pointer (`fs` base): a user thread's is its own TLS block and glibc thread
+//! control block, the scheduler context's the kernel thread's. The control
+//! slot grows to 24 bytes (MXCSR, x87 CW, `fs` base, padding), [`switch`]
+//! saves `rdfsbase` there and writes the resumed context's with `wrfsbase`
+//! unless it is the same (or 0, a fresh context given none). Measured here
+//! (Sapphire Rapids, 2026-11-27): `rdfsbase` 0.9 ns, `rdfsbase`+`wrfsbase`
+//! 11 ns, so the write is the switch's main added cost, paid once per switch
+//! between two threads. The runtime's per-kernel-thread block moves to `gs`
+//! (below). The executable build has none of this.
+
 use super::{EntryFn, StackPointer};
 use std::arch::{asm, global_asm};
 
 /// Bytes [`init_stack`] uses at the top of a fresh stack.
+#[cfg(not(feature = "shared-library"))]
 pub(crate) const INIT_STACK_BYTES: usize = 80;
+/// Bytes [`init_stack`] uses at the top of a fresh stack: two more words, the
+/// thread pointer and padding (`shared-library`: see "The thread pointer").
+#[cfg(feature = "shared-library")]
+pub(crate) const INIT_STACK_BYTES: usize = 96;
 
 /// Default MXCSR: all exceptions masked, round to nearest (what a new process gets).
 const DEFAULT_MXCSR: u64 = 0x1F80;
@@ -101,16 +119,29 @@ extern "C" {
     fn schedlab_rt_trampoline() -> !;
 }
 
-// The per-kernel-thread block of the runtime (`machine.rs`'s `Machine`), in
-// the executable's static TLS (`.tbss`: zero-filled in every new thread, so
-// the all-zero bit pattern must be a valid idle `Machine`, which
-// `machine.rs` checks in a test). Defined here rather than with
-// `thread_local!` so that code can name its offset from the thread pointer
-// as a link-time constant (`@tpoff`, the local-exec TLS model): opening a
-// runtime section is then a single instruction with no load before it.
-// The local-exec model is only valid in the executable itself, so a crate
-// linking schedlab-rt into a shared library fails at link time
+// The per-kernel-thread block of the runtime (`machine.rs`'s `Machine`).
+//
+// In an executable (the default build) it lives in the executable's static
+// TLS (`.tbss`: zero-filled in every new thread, so the all-zero bit pattern
+// must be a valid idle `Machine`, which `machine.rs` checks in a test),
+// defined here rather than with `thread_local!` so that code can name its
+// offset from the thread pointer as a link-time constant (`@tpoff`, the
+// local-exec TLS model): opening a runtime section is then a single
+// instruction with no load before it. The local-exec model is only valid in
+// the executable itself, so a crate linking schedlab-rt into a shared
+// library without the `shared-library` feature fails at link time
 // (`R_X86_64_TPOFF32 ... cannot be used when making a shared object`).
+//
+// With the `shared-library` feature (`libschedlab_pthread.so`) the thread
+// pointer (`fs`) belongs to the *user* thread: each one has its own TLS block
+// and glibc thread control block, switched with its stack (`switch`), so that
+// `errno` and `__thread` variables follow it across kernel threads. The
+// kernel thread's block is then reached through the other segment base, `gs`,
+// which Linux user space leaves unused: `gs` points at the block itself, set
+// once per kernel thread by `thread_block_attach` (with FSGSBASE, Linux 5.9).
+// The section counter is still raised and lowered by one `gs`-relative
+// instruction each, so nothing on the hot paths changes but the prefix.
+#[cfg(not(feature = "shared-library"))]
 global_asm!(
     ".pushsection .tbss.schedlab_rt_machine,\"awT\",@nobits",
     ".globl schedlab_rt_machine",
@@ -125,12 +156,14 @@ global_asm!(
 );
 
 /// Bytes of the thread block: one `Machine`.
+#[cfg(not(feature = "shared-library"))]
 const THREAD_BLOCK_BYTES: usize = std::mem::size_of::<crate::machine::Machine>();
 const _: () = assert!(std::mem::align_of::<crate::machine::Machine>() <= 64);
 
 /// The calling kernel thread's block (the thread pointer plus the block's
 /// link-time offset). Not `pure`: the compiler must compute it afresh at every
 /// call, since a user thread may be on another kernel thread after a switch.
+#[cfg(not(feature = "shared-library"))]
 #[inline(always)]
 pub(crate) fn thread_block() -> *mut u8 {
     let b: *mut u8;
@@ -152,6 +185,7 @@ pub(crate) fn thread_block() -> *mut u8 {
 /// `fs` at the moment it executes, so a signal lands before or after it and
 /// a thread migrated by a preemption just before it raises the counter of the
 /// kernel thread it then runs on.
+#[cfg(not(feature = "shared-library"))]
 #[inline(always)]
 pub(crate) fn thread_block_raise() -> *mut u8 {
     let b: *mut u8;
@@ -175,6 +209,7 @@ pub(crate) fn thread_block_raise() -> *mut u8 {
 /// top bit set (a deferred request: `machine::DEFERRED`). One instruction
 /// addressed through `fs`, like [`thread_block_raise`], and a branch on its
 /// sign flag: no pointer to load, no separate test.
+#[cfg(not(feature = "shared-library"))]
 #[inline(always)]
 pub(crate) fn thread_block_lower(deferred: impl FnOnce()) {
     // SAFETY: as in `thread_block_raise`; the caller holds a section open on
@@ -190,32 +225,198 @@ pub(crate) fn thread_block_lower(deferred: impl FnOnce()) {
     };
 }
 
+/// Whether the calling kernel thread has its block: always, in static TLS.
+#[cfg(not(feature = "shared-library"))]
+#[inline(always)]
+pub(crate) fn thread_block_present() -> bool {
+    true
+}
+
+#[cfg(feature = "shared-library")]
+pub(crate) use self::shared::{
+    fsgsbase_usable, set_thread_pointer, thread_block, thread_block_attach, thread_block_detach,
+    thread_block_lower, thread_block_present, thread_block_raise, thread_pointer,
+};
+
+/// The thread block through `gs`, and the thread pointer as part of a
+/// context (the `shared-library` build; see the comment above).
+#[cfg(feature = "shared-library")]
+mod shared {
+    use std::arch::asm;
+
+    /// The calling kernel thread's block: the `gs` base itself.
+    ///
+    /// `rdgsbase` (under 1 ns here) instead of a load of a self pointer: the
+    /// base is the block.
+    #[inline(always)]
+    pub(crate) fn thread_block() -> *mut u8 {
+        let b: *mut u8;
+        // SAFETY: reads the gs base (FSGSBASE, checked by `fsgsbase_usable`
+        // before any runtime starts), which `thread_block_attach` set.
+        unsafe { asm!("rdgsbase {b}", b = out(reg) b, options(nostack, nomem, preserves_flags)) };
+        b
+    }
+
+    /// As the executable build's: one `gs`-relative add, then the base.
+    #[inline(always)]
+    pub(crate) fn thread_block_raise() -> *mut u8 {
+        let b: *mut u8;
+        // SAFETY: as in `thread_block`; the counter is the block's first `u32`,
+        // touched only by this kernel thread and its own signal handler.
+        unsafe {
+            asm!(
+                "add dword ptr gs:[0], 1",
+                "rdgsbase {b}",
+                b = out(reg) b,
+                options(nostack)
+            )
+        };
+        b
+    }
+
+    /// As the executable build's: one `gs`-relative subtract and a branch.
+    #[inline(always)]
+    pub(crate) fn thread_block_lower(deferred: impl FnOnce()) {
+        // SAFETY: as in `thread_block_raise`; a section is open here.
+        unsafe {
+            asm!(
+                "sub dword ptr gs:[0], 1",
+                "js {d}",
+                d = label { deferred() },
+                options(nostack)
+            )
+        };
+    }
+
+    /// Whether the calling kernel thread has a block (a non-zero `gs` base).
+    /// Signal handlers ask first: a signal may land on a thread the runtime
+    /// never saw.
+    #[inline(always)]
+    pub(crate) fn thread_block_present() -> bool {
+        !thread_block().is_null()
+    }
+
+    /// Gives the calling kernel thread its block if it has none: a zeroed,
+    /// 64-byte aligned `Machine` that lives as long as the process (a few
+    /// hundred bytes per kernel thread that ever entered the runtime).
+    /// Records the kernel thread's own thread pointer in it, for the exit of
+    /// a user thread (`native_thread_pointer`). Returns whether it attached.
+    pub(crate) fn thread_block_attach() -> bool {
+        if thread_block_present() {
+            return false;
+        }
+        let layout = std::alloc::Layout::new::<crate::machine::Machine>()
+            .align_to(64)
+            .expect("a valid alignment");
+        // SAFETY: a non-zero-sized layout.
+        let b = unsafe { std::alloc::alloc_zeroed(layout) };
+        if b.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: sets this kernel thread's gs base (FSGSBASE) to a block
+        // nobody else has; zeroed is a valid idle `Machine`.
+        unsafe { asm!("wrgsbase {b}", b = in(reg) b, options(nostack, preserves_flags)) };
+        // SAFETY: the block just attached, ours alone.
+        let m = unsafe { &*b.cast_const().cast::<crate::machine::Machine>() };
+        m.native_tp.store(thread_pointer(), std::sync::atomic::Ordering::Relaxed);
+        true
+    }
+
+    /// Forgets the calling kernel thread's block (leaking it): the child of a
+    /// `fork`, whose block describes the parent's runtime.
+    pub(crate) fn thread_block_detach() {
+        // SAFETY: a zero gs base is what a thread without a block has.
+        unsafe { asm!("wrgsbase {z}", z = in(reg) 0usize, options(nostack, preserves_flags)) };
+    }
+
+    /// The calling context's thread pointer (`fs` base).
+    #[inline(always)]
+    pub(crate) fn thread_pointer() -> usize {
+        let tp: usize;
+        // SAFETY: reads the fs base (FSGSBASE).
+        unsafe { asm!("rdfsbase {t}", t = out(reg) tp, options(nostack, nomem, preserves_flags)) };
+        tp
+    }
+
+    /// Makes `tp` the calling context's thread pointer.
+    ///
+    /// # Safety
+    ///
+    /// `tp` must be a thread control block no other kernel thread uses as
+    /// its thread pointer now (two kernel threads on one TLS block share
+    /// `errno`, malloc's caches and every `__thread` variable).
+    #[inline(always)]
+    pub(crate) unsafe fn set_thread_pointer(tp: usize) {
+        // SAFETY: forwarded from the caller.
+        unsafe { asm!("wrfsbase {t}", t = in(reg) tp, options(nostack, preserves_flags)) };
+    }
+
+    /// Whether `rdfsbase`/`wrfsbase` and their `gs` twins may be used: the
+    /// kernel says so in `AT_HWCAP2` (`HWCAP2_FSGSBASE`, Linux 5.9 and later
+    /// on a CPU that has the instructions). Without it they fault.
+    pub(crate) fn fsgsbase_usable() -> bool {
+        const HWCAP2_FSGSBASE: u64 = 1 << 1;
+        // SAFETY: getauxval has no preconditions.
+        let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) };
+        hwcap2 & HWCAP2_FSGSBASE != 0
+    }
+}
+
 /// Lays out a fresh stack so that the first [`switch`] to the returned stack
 /// pointer runs `entry(passed, arg)` on it, with default floating-point
-/// control state.
+/// control state, and (`shared-library` build) `tp` as its thread pointer, or
+/// the switching context's own when `tp` is 0. The executable build has one
+/// thread pointer per kernel thread and ignores `tp`.
 ///
 /// # Safety
 ///
 /// `top` must be the 16-byte aligned, exclusive upper end of a writable region
 /// of at least [`INIT_STACK_BYTES`] bytes that nothing else uses, and the
 /// region must stay mapped until `entry` has switched away for the last time.
-pub(crate) unsafe fn init_stack(top: *mut u8, entry: EntryFn, arg: *mut u8) -> StackPointer {
+/// A non-zero `tp` must be a thread control block that stays valid while the
+/// context runs and that no other context uses.
+pub(crate) unsafe fn init_stack(
+    top: *mut u8,
+    entry: EntryFn,
+    arg: *mut u8,
+    tp: usize,
+) -> StackPointer {
     debug_assert_eq!(top as usize % 16, 0, "stack top must be 16-byte aligned");
     let top = top.cast::<u64>();
-    let words: [u64; 10] = [
-        DEFAULT_MXCSR | (DEFAULT_X87_CW << 32), // top - 80: MXCSR, x87 CW
-        0,                                      // top - 72: r15
-        0,                                      // top - 64: r14
-        arg as u64,                             // top - 56: r13
-        entry as usize as u64,                  // top - 48: r12
-        0,                                      // top - 40: rbx
-        0,                                      // top - 32: rbp
+    let control = DEFAULT_MXCSR | (DEFAULT_X87_CW << 32);
+    #[cfg(not(feature = "shared-library"))]
+    let words: [u64; 10] = {
+        debug_assert_eq!(tp, 0, "a thread pointer per user thread needs `shared-library`");
+        [
+            control,                                    // top - 80: MXCSR, x87 CW
+            0,                                          // top - 72: r15
+            0,                                          // top - 64: r14
+            arg as u64,                                 // top - 56: r13
+            entry as usize as u64,                      // top - 48: r12
+            0,                                          // top - 40: rbx
+            0,                                          // top - 32: rbp
+            schedlab_rt_trampoline as *const () as u64, // top - 24: return address
+            0,                                          // top - 16
+            0,                                          // top - 8
+        ]
+    };
+    #[cfg(feature = "shared-library")]
+    let words: [u64; 12] = [
+        control,                                    // top - 96: MXCSR, x87 CW
+        tp as u64,                                  // top - 88: thread pointer (0: keep)
+        0,                                          // top - 80: padding
+        0,                                          // top - 72: r15
+        0,                                          // top - 64: r14
+        arg as u64,                                 // top - 56: r13
+        entry as usize as u64,                      // top - 48: r12
+        0,                                          // top - 40: rbx
+        0,                                          // top - 32: rbp
         schedlab_rt_trampoline as *const () as u64, // top - 24: return address
-        0,                                      // top - 16
-        0,                                      // top - 8
+        0,                                          // top - 16
+        0,                                          // top - 8
     ];
-    // SAFETY: the caller guarantees INIT_STACK_BYTES (= 10 words) below `top`
-    // are ours to write, and `top` is aligned.
+    // SAFETY: the caller guarantees INIT_STACK_BYTES (= `words.len()` words)
+    // below `top` are ours to write, and `top` is aligned.
     unsafe {
         let sp = top.sub(words.len());
         sp.copy_from_nonoverlapping(words.as_ptr(), words.len());
@@ -236,6 +437,7 @@ pub(crate) unsafe fn init_stack(top: *mut u8, entry: EntryFn, arg: *mut u8) -> S
 /// from an earlier `switch` that saved it, must not have been resumed since,
 /// and its stack must still be mapped. The caller is responsible for whatever
 /// the resumed context assumes (which thread it runs on, which locks it holds).
+#[cfg(not(feature = "shared-library"))]
 #[inline(always)]
 pub(crate) unsafe fn switch(save: *mut StackPointer, load: StackPointer, pass: *mut u8) -> *mut u8 {
     let passed: *mut u8;
@@ -288,6 +490,75 @@ pub(crate) unsafe fn switch(save: *mut StackPointer, load: StackPointer, pass: *
     passed
 }
 
+/// [`switch`] of the `shared-library` build: the same, with the thread
+/// pointer (`fs` base) saved in the leaving context's control slot and the
+/// resumed context's restored, so each user thread keeps its own TLS block
+/// and glibc thread control block wherever it runs ("The thread pointer" in
+/// the module docs). `wrfsbase` costs ~10 ns here (`rdfsbase` under 1 ns), so
+/// it is skipped when the two contexts share a thread pointer.
+///
+/// # Safety
+///
+/// As the executable build's.
+#[cfg(feature = "shared-library")]
+#[inline(always)]
+pub(crate) unsafe fn switch(save: *mut StackPointer, load: StackPointer, pass: *mut u8) -> *mut u8 {
+    let passed: *mut u8;
+    // SAFETY: as the executable build's; the control slot is 24 bytes
+    // (MXCSR, x87 CW, thread pointer, padding) so the stack stays 16-aligned,
+    // and a thread pointer is only ever one its context was given.
+    unsafe {
+        asm!(
+            "lea rax, [rip + 2f]", // our resume address: label 2 below...
+            "push rax",            // ...where a `call` would have put it
+            "push rbp",            // save the callee-saved registers on our own stack
+            "push rbx",            // ...
+            "push r12",            // ...
+            "push r13",            // ...
+            "push r14",            // ...
+            "push r15",            // ... rsp is now 8 mod 16
+            "sub rsp, 24",         // control slot: MXCSR, x87 CW, fs base, pad
+            "stmxcsr [rsp]",       // save MXCSR
+            "fnstcw [rsp + 4]",    // save the x87 control word
+            "rdfsbase rax",        // our thread pointer...
+            "mov [rsp + 8], rax",  // ...saved with us
+            "mov [rdi], rsp",      // publish our stack pointer: from here we are suspended
+            "mov rcx, rsp",        // keep our control-state slot at hand
+            "mov rsp, rsi",        // take the other context's stack
+            "ldmxcsr [rsp]",       // restore its MXCSR
+            "mov r8, [rsp + 8]",   // its thread pointer:
+            "test r8, r8",         // 0 (a fresh context given none): keep ours
+            "jz 4f",
+            "cmp r8, rax",         // the same as ours: nothing to write
+            "je 4f",
+            "wrfsbase r8",         // switch TLS blocks
+            "4:",
+            "mov ax, [rsp + 4]",   // its x87 control word...
+            "cmp ax, [rcx + 4]",   // ...same as ours?
+            "je 3f",               // yes: nothing to restore
+            "fldcw [rsp + 4]",     // no: restore it
+            "3:",
+            "add rsp, 24",         // drop the control slot
+            "pop r15",             // restore its callee-saved registers
+            "pop r14",             // ...
+            "pop r13",             // ...
+            "pop r12",             // ...
+            "pop rbx",             // ...
+            "pop rbp",             // ...
+            "mov rax, rdx",        // the passed value, for the other context
+            "pop rcx",             // its resume address (or the trampoline)...
+            "jmp rcx",             // ...resumed without a `ret`
+            "2:",                  // we resume here, with the passed value in rax
+            in("rdi") save,
+            in("rsi") load,
+            in("rdx") pass,
+            lateout("rax") passed,
+            clobber_abi("C"),
+        );
+    }
+    passed
+}
+
 // ---------------------------------------------------------------------------
 // Preemption (`preempt.rs`): the trampoline a preempted thread is redirected
 // into by the signal handler, as if the interrupted instruction had called
@@ -313,7 +584,6 @@ pub(crate) unsafe fn switch(save: *mut StackPointer, load: StackPointer, pass: *
 
 /// Size of the `xsave` area for the components enabled in XCR0 (CPUID leaf
 /// 0xD), rounded up to 64 bytes; read by the trampoline.
-#[no_mangle]
 static mut SCHEDLAB_RT_XSAVE_BYTES: u64 = 4096;
 
 global_asm!(

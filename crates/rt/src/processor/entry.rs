@@ -55,6 +55,18 @@ fn run_body(task: NonNull<Task>) -> (*const Processor, Stack, ThreadId) {
         HereRaw::Detached(m) => (None, crate::blocking::take_detached(m)),
         HereRaw::Os => unreachable!("exit outside a user thread"),
     };
+    // The thread's own TLS block (`shared-library` build) is done with: the
+    // rest of the exit runs on the kernel thread's, inside the section (so
+    // on this kernel thread, whose scheduler context is suspended and does
+    // not use it meanwhile), and the joiner may free the block as soon as
+    // `complete` wakes it.
+    #[cfg(feature = "shared-library")]
+    {
+        let tp = crate::machine::Machine::here().native_tp.load(Ordering::Relaxed);
+        // SAFETY: the kernel thread's own thread pointer, which only its
+        // suspended scheduler context uses otherwise.
+        unsafe { crate::arch::set_thread_pointer(tp) };
+    }
     debug_assert_eq!(running.as_ptr(), task);
     let raw = running.into_raw();
     // SAFETY: alive until `complete` below.

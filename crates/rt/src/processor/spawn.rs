@@ -23,6 +23,9 @@ pub(crate) struct SpawnOptions {
     pub(crate) budget: Option<(f64, std::time::Duration)>,
     /// `Builder::priority`.
     pub(crate) priority: crate::Priority,
+    /// `Builder::thread_pointer` (`shared-library` build): the thread's own
+    /// TLS block and thread control block; 0 for none.
+    pub(crate) thread_pointer: usize,
 }
 
 /// Which runtime a new user thread joins.
@@ -129,7 +132,12 @@ where
     // owns until it exits; `task_entry` never returns. Nobody else sees the
     // task yet, so writing its context is unshared.
     unsafe {
-        *task.ctx.get() = arch::init_stack(top, super::entry::task_entry, std::ptr::null_mut())
+        *task.ctx.get() = arch::init_stack(
+            top,
+            super::entry::task_entry,
+            std::ptr::null_mut(),
+            opts.thread_pointer,
+        )
     };
     task.set_preemptible(!opts.not_preemptible);
     if policies {
