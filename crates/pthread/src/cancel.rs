@@ -1,0 +1,251 @@
+//! Cancellation: `pthread_cancel` and its state and type, the cancellation
+//! points of the library, and the C cleanup handlers.
+//!
+//! A cancelled user thread acts at the next cancellation point it reaches
+//! with cancellation enabled: `pthread_testcancel`, `pthread_join`,
+//! `pthread_cond_wait`/`timedwait`, `sem_wait`/`timedwait`, the sleeping
+//! functions; one parked in such a wait is woken to act. It then runs its C
+//! cleanup handlers, innermost first, and unwinds to its base
+//! (`thread.rs`), which runs C++ destructors on the way, then its key
+//! destructors; its joiner gets `PTHREAD_CANCELED`.
+//!
+//! # The C cleanup handlers
+//!
+//! glibc's `pthread_cleanup_push` macro (C without exceptions) puts a
+//! `__pthread_unwind_buf_t` on the stack, `setjmp`s into it, and registers
+//! it with `__pthread_register_cancel`; `pthread_cleanup_pop` unregisters
+//! it. On cancellation or `pthread_exit` the library `longjmp`s into the
+//! innermost buffer: the macro's code calls the handler, then
+//! `__pthread_unwind_next(buf)`, which goes on to the next buffer, or, after
+//! the last, unwinds to the thread's base. The buffers are chained through
+//! `priv.data.prev` (the first word after the jump buffer and its
+//! `mask_was_saved`, at byte 72), as in glibc. A kernel thread's buffers are
+//! glibc's business: the functions forward them there.
+//!
+//! Not done: asynchronous cancellation of a user thread that computes without
+//! reaching a cancellation point (it acts at its next one), and cancelling a
+//! user thread blocked in a system call (`read`...), which finishes the call
+//! first.
+
+use crate::thread::{current, Kind, ThreadData};
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::Ordering;
+
+/// glibc's definitions of what this file stands in front of.
+mod next {
+    #![allow(clippy::type_complexity)]
+    #[allow(unused_imports)]
+    use std::ffi::{c_int, c_uint, c_void};
+    crate::glibc::real!(pthread_cancel: fn(libc::pthread_t) -> c_int);
+    crate::glibc::real!(__pthread_register_cancel: fn(*mut c_void) -> ());
+    crate::glibc::real!(__pthread_unregister_cancel: fn(*mut c_void) -> ());
+    crate::glibc::real!(__pthread_unwind_next: fn(*mut c_void) -> ());
+}
+
+/// Cancellation disabled (`PTHREAD_CANCEL_DISABLE`).
+const DISABLED: u32 = 1;
+/// Asynchronous type (`PTHREAD_CANCEL_ASYNCHRONOUS`).
+const ASYNC: u32 = 2;
+/// A cancellation request is pending.
+const PENDING: u32 = 4;
+/// The thread is acting on it (never act twice).
+const ACTING: u32 = 8;
+
+extern "C" {
+    fn siglongjmp(env: *mut c_void, val: c_int) -> !;
+}
+
+// glibc's <pthread.h> values (the libc crate lacks them).
+const PTHREAD_CANCEL_ENABLE: c_int = 0;
+const PTHREAD_CANCEL_DISABLE: c_int = 1;
+const PTHREAD_CANCEL_DEFERRED: c_int = 0;
+const PTHREAD_CANCEL_ASYNCHRONOUS: c_int = 1;
+const PTHREAD_CANCELED: *mut c_void = usize::MAX as *mut c_void;
+
+/// Byte offset of `priv.data.prev` in `__pthread_unwind_buf_t`.
+const PREV: usize = 72;
+
+/// Whether the calling thread must act on a cancellation at a cancellation point.
+pub(crate) fn cancel_pending(d: &ThreadData) -> bool {
+    let c = d.cancel.load(Ordering::Acquire);
+    c & (PENDING | DISABLED | ACTING) == PENDING
+}
+
+/// Whether the calling thread is a user thread that must act on a
+/// cancellation at a cancellation point.
+pub(crate) fn pending_here() -> bool {
+    let d = current();
+    d.kind.get() == Kind::User && cancel_pending(d)
+}
+
+/// A cancellation point: acts on a pending cancellation (never returns then).
+pub(crate) fn test() {
+    let d = current();
+    if d.kind.get() == Kind::User && cancel_pending(d) {
+        act();
+    }
+}
+
+/// Acts on the calling user thread's pending cancellation: its cleanup
+/// handlers, then the unwind to its base. The caller must hold nothing that
+/// needs dropping (the C cleanup handlers are reached by `longjmp`, which
+/// skips the frames in between).
+pub(crate) fn act() -> ! {
+    let d = current();
+    d.cancel.fetch_or(ACTING, Ordering::AcqRel);
+    crate::thread::set_value(d, PTHREAD_CANCELED);
+    unwind(d)
+}
+
+/// Runs the C cleanup handlers, innermost first, then unwinds to the base.
+pub(crate) fn unwind(d: &ThreadData) -> ! {
+    let top = d.cleanup.get();
+    if top.is_null() {
+        crate::thread::unwind_to_base()
+    }
+    // SAFETY: a registered buffer of a frame still on this thread's stack
+    // (registered buffers are unregistered before their frame ends), set by
+    // `setjmp` with no signal mask saved.
+    unsafe { siglongjmp(top, 1) }
+}
+
+/// `pthread_cancel`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_cancel(t: libc::pthread_t) -> c_int {
+    let Some(d) = crate::thread::user_thread(t) else {
+        // SAFETY: forwarded unchanged to glibc.
+        return unsafe { next::pthread_cancel()(t) };
+    };
+    let was = d.cancel.fetch_or(PENDING, Ordering::AcqRel);
+    if was & PENDING == 0 {
+        let me = current();
+        if me.tcb == d.tcb {
+            if was & (ASYNC | DISABLED) == ASYNC {
+                act();
+            }
+        } else {
+            crate::thread::unpark(d);
+        }
+    }
+    0
+}
+
+/// `pthread_testcancel`.
+#[no_mangle]
+pub extern "C" fn pthread_testcancel() {
+    test();
+}
+
+/// `pthread_setcancelstate`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int {
+    let d = current();
+    let set = match state {
+        PTHREAD_CANCEL_ENABLE => false,
+        PTHREAD_CANCEL_DISABLE => true,
+        _ => return libc::EINVAL,
+    };
+    let was = if set {
+        d.cancel.fetch_or(DISABLED, Ordering::AcqRel)
+    } else {
+        d.cancel.fetch_and(!DISABLED, Ordering::AcqRel)
+    };
+    if !old.is_null() {
+        let v = if was & DISABLED != 0 { PTHREAD_CANCEL_DISABLE } else { PTHREAD_CANCEL_ENABLE };
+        // SAFETY: the caller's out-parameter.
+        unsafe { *old = v };
+    }
+    if !set && d.kind.get() == Kind::User && was & ASYNC != 0 && cancel_pending(d) {
+        act();
+    }
+    0
+}
+
+/// `pthread_setcanceltype`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_setcanceltype(kind: c_int, old: *mut c_int) -> c_int {
+    let d = current();
+    let set = match kind {
+        PTHREAD_CANCEL_DEFERRED => false,
+        PTHREAD_CANCEL_ASYNCHRONOUS => true,
+        _ => return libc::EINVAL,
+    };
+    let was = if set {
+        d.cancel.fetch_or(ASYNC, Ordering::AcqRel)
+    } else {
+        d.cancel.fetch_and(!ASYNC, Ordering::AcqRel)
+    };
+    if !old.is_null() {
+        let v =
+            if was & ASYNC != 0 { PTHREAD_CANCEL_ASYNCHRONOUS } else { PTHREAD_CANCEL_DEFERRED };
+        // SAFETY: the caller's out-parameter.
+        unsafe { *old = v };
+    }
+    if set && d.kind.get() == Kind::User && cancel_pending(d) {
+        act();
+    }
+    0
+}
+
+/// `__pthread_register_cancel` (`pthread_cleanup_push`).
+///
+/// # Safety
+///
+/// glibc's contract: `buf` is a `__pthread_unwind_buf_t` on the caller's stack.
+#[no_mangle]
+pub unsafe extern "C" fn __pthread_register_cancel(buf: *mut c_void) {
+    let d = current();
+    if d.kind.get() != Kind::User {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::__pthread_register_cancel()(buf) };
+    }
+    // SAFETY: the caller's buffer, 104 bytes.
+    unsafe { buf.cast::<u8>().add(PREV).cast::<*mut c_void>().write(d.cleanup.get()) };
+    d.cleanup.set(buf);
+}
+
+/// `__pthread_unregister_cancel` (`pthread_cleanup_pop`).
+///
+/// # Safety
+///
+/// As `__pthread_register_cancel`, for the innermost registered buffer.
+#[no_mangle]
+pub unsafe extern "C" fn __pthread_unregister_cancel(buf: *mut c_void) {
+    let d = current();
+    if d.kind.get() != Kind::User {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::__pthread_unregister_cancel()(buf) };
+    }
+    // SAFETY: a buffer registered above.
+    d.cleanup.set(unsafe { buf.cast::<u8>().add(PREV).cast::<*mut c_void>().read() });
+}
+
+/// `__pthread_unwind_next`: called by the cleanup macro after a handler ran.
+///
+/// # Safety
+///
+/// As `__pthread_unregister_cancel`.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn __pthread_unwind_next(buf: *mut c_void) -> ! {
+    let d = current();
+    if d.kind.get() != Kind::User {
+        // SAFETY: forwarded unchanged.
+        unsafe { next::__pthread_unwind_next()(buf) };
+        unreachable!("__pthread_unwind_next returned");
+    }
+    // SAFETY: a buffer registered above.
+    d.cleanup.set(unsafe { buf.cast::<u8>().add(PREV).cast::<*mut c_void>().read() });
+    unwind(d)
+}

@@ -1,0 +1,204 @@
+//! What the library needs of glibc itself: the functions it stands in front
+//! of (found with `dlsym(RTLD_NEXT)`, for callers and objects that are not
+//! ours), and thread control blocks for user threads.
+//!
+//! # A thread control block per user thread
+//!
+//! glibc keeps a thread's state at its thread pointer (`fs` base): the
+//! thread control block (`struct pthread`, whose first words are
+//! `tcbhead_t`) with the static TLS block of every loaded object below it —
+//! `errno`, malloc's per-thread cache, stdio's lock owners, and every
+//! `__thread` / C++ `thread_local` of the program and its libraries. A user
+//! thread that resumes on another kernel thread must find its own, so each
+//! one gets a block made by the dynamic loader itself (`_dl_allocate_tls`:
+//! the TLS images copied, the DTV set up, the control block zeroed), and the
+//! runtime switches `fs` with the thread's stack (`schedlab_rt`'s
+//! `shared-library` build). Of the control block we fill what glibc's code
+//! reads on the running thread:
+//!
+//! | `tcbhead_t` field (x86_64) | offset | value                                      |
+//! |----------------------------|--------|--------------------------------------------|
+//! | `tcb`, `self`              | 0, 16  | the block itself (`THREAD_SELF`, `pthread_self`) |
+//! | `multiple_threads`         | 24     | copied: glibc must take its locks            |
+//! | `sysinfo`                  | 32     | copied                                       |
+//! | `stack_guard`              | 40     | copied: `-fstack-protector` canaries compare it |
+//! | `pointer_guard`            | 48     | copied: `setjmp`/`longjmp` mangle with it     |
+//! | `feature_1`                | 72     | copied (CET state)                           |
+//!
+//! A new thread also runs `__ctype_init` on its block first
+//! ([`thread_start`]), as glibc's `start_thread` does. What glibc's thread
+//! exit does and we cannot (`__libc_thread_freeres`, not exported since 2.34)
+//! is free malloc's per-thread cache: a user thread that used malloc leaves
+//! its cache (~1 KiB) with its arena.
+//!
+//! In `struct pthread`: `tid` (the offset glibc publishes for
+//! `libthread_db`, `_thread_db_pthread_tid`) gets the process id, never 0
+//! (0 means "exited" to glibc), and the `rseq` area's `cpu_id` gets
+//! `RSEQ_CPU_ID_REGISTRATION_FAILED`, so `sched_getcpu` asks the kernel
+//! instead of reading a CPU number the kernel never writes there.
+//!
+//! glibc 2.34 to 2.40 have this layout (checked at start: the sizes it
+//! publishes must be sane); another C library is refused.
+
+use std::ffi::{c_void, CStr};
+use std::sync::OnceLock;
+
+/// Looks up glibc's own definition of `name`, the one this library hides.
+///
+/// # Panics
+///
+/// If the symbol is missing (not glibc): nothing could work.
+pub(crate) fn next(name: &CStr) -> *mut c_void {
+    // SAFETY: dlsym with a NUL-terminated name.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+    if p.is_null() {
+        crate::fatal(&format!("glibc has no {}", name.to_string_lossy()));
+    }
+    p
+}
+
+/// A GLIBC_PRIVATE symbol of the loader or libc (`RTLD_DEFAULT`).
+fn private(name: &CStr) -> *mut c_void {
+    // SAFETY: dlsym with a NUL-terminated name.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    if p.is_null() {
+        crate::fatal(&format!(
+            "this C library has no {} (glibc 2.34 or later is needed)",
+            name.to_string_lossy()
+        ));
+    }
+    p
+}
+
+/// Declares a lazily resolved pointer to glibc's definition of a function.
+macro_rules! real {
+    ($name:ident : fn($($arg:ty),*) -> $ret:ty) => {
+        #[allow(non_snake_case, missing_docs)]
+        pub(crate) fn $name() -> unsafe extern "C" fn($($arg),*) -> $ret {
+            static P: std::sync::atomic::AtomicPtr<std::ffi::c_void> =
+                std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+            let mut p = P.load(std::sync::atomic::Ordering::Relaxed);
+            if p.is_null() {
+                let name = concat!(stringify!($name), "\0");
+                p = $crate::glibc::next(
+                    std::ffi::CStr::from_bytes_with_nul(name.as_bytes()).expect("a C name"),
+                );
+                P.store(p, std::sync::atomic::Ordering::Relaxed);
+            }
+            // SAFETY: glibc's definition of this very function, whose C
+            // signature is the one declared.
+            unsafe { std::mem::transmute::<*mut std::ffi::c_void, unsafe extern "C" fn($($arg),*) -> $ret>(p) }
+        }
+    };
+}
+pub(crate) use real;
+
+/// The control block layout, read once.
+struct Layout {
+    /// Offset of `struct pthread`'s `tid`.
+    tid: usize,
+    /// Offset of the `rseq` area from the thread pointer, if glibc registers one.
+    rseq: Option<isize>,
+    allocate: unsafe extern "C" fn(*mut c_void) -> *mut c_void,
+    deallocate: unsafe extern "C" fn(*mut c_void, bool),
+    call_tls_dtors: unsafe extern "C" fn(),
+    ctype_init: unsafe extern "C" fn(),
+}
+
+fn layout() -> &'static Layout {
+    static L: OnceLock<Layout> = OnceLock::new();
+    L.get_or_init(|| {
+        // `_thread_db_pthread_tid` is `{ size in bits, count, offset }`
+        // (glibc's nptl_db/db_info.c).
+        let desc = private(c"_thread_db_pthread_tid").cast::<[u32; 3]>();
+        // SAFETY: glibc's descriptor, three words of read-only data.
+        let [bits, _, tid] = unsafe { desc.read() };
+        let size = private(c"_thread_db_sizeof_pthread").cast::<u32>();
+        // SAFETY: a read-only u32 of glibc's.
+        let size = unsafe { size.read() } as usize;
+        if bits != 32 || tid as usize + 4 > size || size < 0x300 || size > 0x4000 {
+            crate::fatal("this glibc's struct pthread is not one the library knows");
+        }
+        let rseq_size = private(c"__rseq_size").cast::<u32>();
+        let rseq_offset = private(c"__rseq_offset").cast::<isize>();
+        // SAFETY: glibc's read-only variables (2.35 and later).
+        let rseq = unsafe { (rseq_size.read() > 0).then(|| rseq_offset.read()) };
+        // SAFETY: the loader's and libc's private functions with these
+        // signatures (`_dl_allocate_tls (void *)`, `_dl_deallocate_tls (void
+        // *, bool)`, `__call_tls_dtors (void)`).
+        unsafe {
+            Layout {
+                tid: tid as usize,
+                rseq,
+                allocate: std::mem::transmute::<*mut c_void, _>(private(c"_dl_allocate_tls")),
+                deallocate: std::mem::transmute::<*mut c_void, _>(private(c"_dl_deallocate_tls")),
+                call_tls_dtors: std::mem::transmute::<*mut c_void, _>(private(c"__call_tls_dtors")),
+                ctype_init: std::mem::transmute::<*mut c_void, _>(private(c"__ctype_init")),
+            }
+        }
+    })
+}
+
+/// Checks, once, that glibc is one whose layout we know (fatal otherwise).
+pub(crate) fn check() {
+    layout();
+}
+
+/// A new thread control block with fresh TLS, as glibc's `pthread_create`
+/// would make, its header copied from the calling thread's (module docs).
+/// Returns the thread pointer, or `None` when out of memory.
+pub(crate) fn new_tcb() -> Option<usize> {
+    let l = layout();
+    // SAFETY: `_dl_allocate_tls(NULL)` allocates and initialises a block.
+    let tcb = unsafe { (l.allocate)(std::ptr::null_mut()) } as usize;
+    if tcb == 0 {
+        return None;
+    }
+    let me = schedlab_rt::shared::thread_pointer();
+    // SAFETY: `tcb` is a fresh block of at least `sizeof (struct pthread)`
+    // bytes, ours alone; `me` is the calling thread's live block.
+    unsafe {
+        let w = |off: usize, v: usize| ((tcb + off) as *mut usize).write(v);
+        let r = |off: usize| ((me + off) as *const usize).read();
+        w(0, tcb); // tcb
+        w(16, tcb); // self
+        ((tcb + 24) as *mut i32).write(1); // multiple_threads
+        w(32, r(32)); // sysinfo
+        w(40, r(40)); // stack_guard
+        w(48, r(48)); // pointer_guard
+        ((tcb + 72) as *mut u32).write(((me + 72) as *const u32).read()); // feature_1
+        ((tcb + l.tid) as *mut i32).write(libc::getpid());
+        if let Some(off) = l.rseq {
+            // struct rseq { u32 cpu_id_start; u32 cpu_id; ... }
+            ((tcb as isize + off + 4) as *mut i32).write(-2);
+        }
+    }
+    Some(tcb)
+}
+
+/// Frees a block made by [`new_tcb`].
+///
+/// # Safety
+///
+/// No thread uses `tcb` as its thread pointer any more, now or later.
+pub(crate) unsafe fn free_tcb(tcb: usize) {
+    // SAFETY: forwarded; `true` frees the block with its DTV.
+    unsafe { (layout().deallocate)(tcb as *mut c_void, true) }
+}
+
+/// What glibc's `start_thread` does on a new thread's own block before the
+/// start routine: `__ctype_init` points the thread's `<ctype.h>` table
+/// pointers (`__libc_tsd_CTYPE_B`...) at the current locale's; `isdigit`,
+/// `printf`'s number formatting and friends read them.
+pub(crate) fn thread_start() {
+    // SAFETY: glibc's function, on the calling thread's own block.
+    unsafe { (layout().ctype_init)() }
+}
+
+/// Runs the C++ `thread_local` destructors (and any `__cxa_thread_atexit`
+/// registration) of the calling thread's block, as glibc does at a thread's
+/// exit.
+pub(crate) fn call_tls_dtors() {
+    // SAFETY: glibc's function, on the calling thread's own block.
+    unsafe { (layout().call_tls_dtors)() }
+}

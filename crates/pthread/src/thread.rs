@@ -1,0 +1,739 @@
+//! Threads: `pthread_create`, `pthread_join`, `pthread_detach`,
+//! `pthread_exit`, names and attributes, and the per-thread data of every
+//! thread that calls in.
+//!
+//! # Who is whose
+//!
+//! Every thread that calls into the library has a [`ThreadData`], found
+//! through the library's thread-local word (`tls.rs`). A *user* thread's is
+//! made by `pthread_create` with the thread and written into the new
+//! thread's own TLS block before it runs; a *kernel* thread's (the program's
+//! initial thread, or one glibc made) is made the first time it calls in
+//! ([`current`]). A `pthread_t` is the thread's control block address, as
+//! glibc's is (so `pthread_self` and `pthread_equal` stay glibc's), and
+//! [`user_thread`] tells whether one is ours by reading the same word in
+//! that block.
+//!
+//! # A user thread's life
+//!
+//! 1. `pthread_create` makes the control block (`glibc::new_tcb`) and the
+//!    data, and spawns a runtime user thread with that block as its thread
+//!    pointer, running [`thread_main`].
+//! 2. `thread_main` calls the start routine under `catch_unwind`:
+//!    `pthread_exit` and cancellation end it by unwinding (`ExitUnwind`), so
+//!    C++ destructors on the way run, as with glibc's forced unwinding; the
+//!    C cleanup handlers (`pthread_cleanup_push`) have been run first by
+//!    `cancel.rs`.
+//! 3. It runs the key destructors (`key.rs`) and the thread's C++
+//!    `thread_local` destructors, marks the data exited and wakes a joiner
+//!    — all still on its own block.
+//! 4. The runtime completes the thread on the kernel thread's own block
+//!    (`Builder::thread_pointer`), so once the runtime's join returns, the
+//!    block is free to go: the joiner frees it, or, for a detached thread,
+//!    whoever next reaps ([`reap`]).
+//!
+//! The state word (`state`) orders joiner, detacher and exit:
+//!
+//! | from       | event                      | to         |
+//! |------------|----------------------------|------------|
+//! | `JOINABLE` | `pthread_detach`           | `DETACHED` |
+//! | `JOINABLE` | exit (step 3)              | `EXITED`   |
+//! | `DETACHED` | exit                       | reaped     |
+//! | `EXITED`   | `pthread_detach`           | reaped     |
+//! | `EXITED`   | `pthread_join`             | freed      |
+//!
+//! "Reaped" puts the data on a list that later calls free once the
+//! runtime's handle says the thread has completed (step 4).
+
+use crate::wait::{Outcome, Queue, Waiter};
+use schedlab_rt::JoinHandle;
+use std::cell::{Cell, UnsafeCell};
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// glibc's definitions of what this file stands in front of.
+mod next {
+    #![allow(clippy::type_complexity)]
+    #[allow(unused_imports)]
+    use std::ffi::{c_int, c_uint, c_void};
+    crate::glibc::real!(pthread_create: fn(*mut libc::pthread_t, *const libc::pthread_attr_t, extern "C" fn(*mut c_void) -> *mut c_void, *mut c_void) -> c_int);
+    crate::glibc::real!(pthread_join: fn(libc::pthread_t, *mut *mut c_void) -> c_int);
+    crate::glibc::real!(pthread_detach: fn(libc::pthread_t) -> c_int);
+    crate::glibc::real!(pthread_exit: fn(*mut c_void) -> ());
+    crate::glibc::real!(pthread_getattr_np: fn(libc::pthread_t, *mut libc::pthread_attr_t) -> c_int);
+    crate::glibc::real!(pthread_setname_np: fn(libc::pthread_t, *const libc::c_char) -> c_int);
+    crate::glibc::real!(pthread_getname_np: fn(libc::pthread_t, *mut libc::c_char, libc::size_t) -> c_int);
+    crate::glibc::real!(pthread_attr_setscope: fn(*mut libc::pthread_attr_t, c_int) -> c_int);
+    crate::glibc::real!(pthread_attr_getscope: fn(*const libc::pthread_attr_t, *mut c_int) -> c_int);
+}
+
+extern "C" {
+    fn pthread_attr_getdetachstate(attr: *const libc::pthread_attr_t, state: *mut c_int) -> c_int;
+    fn pthread_attr_setdetachstate(attr: *mut libc::pthread_attr_t, state: c_int) -> c_int;
+}
+
+const MAGIC: u64 = 0x7363_6865_646c_6162; // "schedlab"
+
+const JOINABLE: u32 = 0;
+const DETACHED: u32 = 1;
+const EXITED: u32 = 2;
+/// A joiner has claimed the thread (a second join fails with `EINVAL`).
+const JOINING: u32 = 4;
+
+/// `PTHREAD_SCOPE_SYSTEM`.
+const SCOPE_SYSTEM: c_int = 0;
+/// `PTHREAD_SCOPE_PROCESS`: glibc refuses it; here it is what a user thread is.
+const SCOPE_PROCESS: c_int = 1;
+/// glibc's `ATTR_FLAG_SCOPEPROCESS`, in `struct pthread_attr`'s `flags`
+/// (the third `int`), where `pthread_attr_getscope` reads it.
+const ATTR_FLAG_SCOPEPROCESS: c_int = 0x0004;
+
+/// What kind of thread a [`ThreadData`] describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Created by our `pthread_create`: a runtime user thread.
+    User,
+    /// A kernel thread: the program's initial one, or one glibc made.
+    Kernel,
+}
+
+/// The library's state of one thread.
+pub(crate) struct ThreadData {
+    magic: u64,
+    pub(crate) kind: Cell<Kind>,
+    /// A small number unique among live threads, never 0: what a mutex
+    /// records as its owner (`mutex.rs`).
+    pub(crate) id: u32,
+    /// The thread's control block (its `pthread_t`).
+    pub(crate) tcb: usize,
+    state: AtomicU32,
+    /// Set when the start routine is over (step 3); joiners wait for it.
+    exited: AtomicU32,
+    /// Joiners waiting for `exited` (lock bit 1 of `queue_lock`).
+    queue_lock: AtomicU32,
+    queue_head: AtomicPtr<Waiter>,
+    queue_tail: AtomicPtr<Waiter>,
+    value: AtomicUsize,
+    handle: Mutex<Option<JoinHandle<()>>>,
+    /// Thread name (`pthread_setname_np`), NUL-terminated, up to 15 bytes.
+    name: Mutex<[u8; 16]>,
+    /// Usable stack size, for `pthread_getattr_np`.
+    pub(crate) stack_size: usize,
+    pub(crate) guard_size: usize,
+    /// Cancellation: state, type and pending bits (`cancel.rs`).
+    pub(crate) cancel: AtomicU32,
+    /// The innermost C cleanup buffer (`cancel.rs`).
+    pub(crate) cleanup: Cell<*mut c_void>,
+    /// Thread-specific values (`key.rs`).
+    pub(crate) keys: UnsafeCell<Vec<(u64, *mut c_void)>>,
+}
+
+// SAFETY: the cells (`kind`, `cleanup`, `keys`) are touched only by the
+// thread itself (and its creator before it runs); the rest is atomic or locked.
+unsafe impl Sync for ThreadData {}
+// SAFETY: as above.
+unsafe impl Send for ThreadData {}
+
+impl ThreadData {
+    fn new(kind: Kind, tcb: usize, stack_size: usize, guard_size: usize) -> Box<ThreadData> {
+        static NEXT_ID: AtomicU32 = AtomicU32::new(1);
+        let mut id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        if id == 0 {
+            id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        }
+        Box::new(ThreadData {
+            magic: MAGIC,
+            kind: Cell::new(kind),
+            id,
+            tcb,
+            state: AtomicU32::new(JOINABLE),
+            exited: AtomicU32::new(0),
+            queue_lock: AtomicU32::new(0),
+            queue_head: AtomicPtr::new(std::ptr::null_mut()),
+            queue_tail: AtomicPtr::new(std::ptr::null_mut()),
+            value: AtomicUsize::new(0),
+            handle: Mutex::new(None),
+            name: Mutex::new([0; 16]),
+            stack_size,
+            guard_size,
+            cancel: AtomicU32::new(0),
+            cleanup: Cell::new(std::ptr::null_mut()),
+            keys: UnsafeCell::new(Vec::new()),
+        })
+    }
+
+    fn joiners(&self) -> Queue<'_> {
+        Queue::new(&self.queue_lock, 1, &self.queue_head, &self.queue_tail)
+    }
+}
+
+/// The calling thread's data, made on its first call if it is a kernel
+/// thread; also gives a kernel thread its runtime block
+/// (`schedlab_rt::shared::attach`).
+#[inline]
+pub(crate) fn current() -> &'static ThreadData {
+    let p = crate::tls::get();
+    if p != 0 {
+        // SAFETY: the word holds a leaked `ThreadData` of this thread.
+        return unsafe { &*(p as *const ThreadData) };
+    }
+    adopt()
+}
+
+#[cold]
+fn adopt() -> &'static ThreadData {
+    schedlab_rt::shared::attach();
+    let d = Box::leak(ThreadData::new(Kind::Kernel, schedlab_rt::shared::thread_pointer(), 0, 0));
+    crate::tls::set(d as *const ThreadData as usize);
+    d
+}
+
+/// The data of `t` if it is a live user thread of ours.
+pub(crate) fn user_thread(t: libc::pthread_t) -> Option<&'static ThreadData> {
+    if t == 0 {
+        return None;
+    }
+    // SAFETY: POSIX makes using a `pthread_t` that names no live (or
+    // unjoined) thread undefined; for one that does, its block is mapped
+    // and holds our word at the static offset.
+    let p = unsafe { crate::tls::get_in(t as usize) };
+    if p == 0 {
+        return None;
+    }
+    // SAFETY: the word holds null or a `ThreadData`.
+    let d = unsafe { &*(p as *const ThreadData) };
+    (d.magic == MAGIC && d.kind.get() == Kind::User && d.tcb == t as usize).then_some(d)
+}
+
+/// Whether the caller is a user thread.
+#[inline]
+pub(crate) fn on_user_thread() -> bool {
+    let p = crate::tls::get();
+    // SAFETY: as in `current`.
+    p != 0 && unsafe { &*(p as *const ThreadData) }.kind.get() == Kind::User
+}
+
+/// Live user threads, and whether the initial thread has called
+/// `pthread_exit` (then the last user thread to end ends the process, as
+/// glibc's last thread does).
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static MAIN_EXITED: AtomicU32 = AtomicU32::new(0);
+
+/// Exited detached threads waiting for the runtime to complete them.
+static REAP: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// Frees what the reap list holds of threads the runtime has completed.
+pub(crate) fn reap() {
+    let done: Vec<usize> = {
+        let Ok(mut list) = REAP.try_lock() else { return };
+        if list.is_empty() {
+            return;
+        }
+        let mut done = Vec::new();
+        list.retain(|&p| {
+            // SAFETY: listed data are leaked until freed here.
+            let d = unsafe { &*(p as *const ThreadData) };
+            let finished = d.handle.lock().unwrap().as_ref().is_none_or(JoinHandle::is_finished);
+            if finished {
+                done.push(p);
+            }
+            !finished
+        });
+        done
+    };
+    for p in done {
+        // SAFETY: completed by the runtime (its block no longer in use), and
+        // unlisted: nobody else has it.
+        unsafe { free(p as *mut ThreadData) };
+    }
+}
+
+/// Frees a completed user thread's data and block.
+///
+/// # Safety
+///
+/// The runtime has completed the thread, and nothing else refers to `d`.
+unsafe fn free(d: *mut ThreadData) {
+    // SAFETY: forwarded.
+    let d = unsafe { Box::from_raw(d) };
+    if let Some(h) = d.handle.lock().unwrap().take() {
+        let _ = h.join();
+    }
+    // SAFETY: forwarded: the thread runs no more, on any block.
+    unsafe { crate::glibc::free_tcb(d.tcb) };
+}
+
+/// glibc's default stack size for a new thread (`RLIMIT_STACK`, or 2 MiB
+/// when unlimited): what a default attribute reports and gives.
+pub(crate) fn default_stack_size() -> usize {
+    // SAFETY: an attribute on our stack, initialised and destroyed here.
+    unsafe {
+        let mut a: libc::pthread_attr_t = std::mem::zeroed();
+        libc::pthread_attr_init(&mut a);
+        let mut size = 0;
+        libc::pthread_attr_getstacksize(&a, &mut size);
+        libc::pthread_attr_destroy(&mut a);
+        size
+    }
+}
+
+/// What `pthread_create` reads of an attribute (glibc's getters: the
+/// attribute object is glibc's).
+struct Attr {
+    detached: bool,
+    stack_size: usize,
+    guard_size: usize,
+}
+
+fn read_attr(attr: *const libc::pthread_attr_t) -> Attr {
+    let mut a =
+        Attr { detached: false, stack_size: crate::runtime::stack_size(), guard_size: 4096 };
+    if attr.is_null() {
+        return a;
+    }
+    // SAFETY: the caller's attribute, initialised (POSIX: undefined otherwise).
+    unsafe {
+        let mut ds = 0;
+        pthread_attr_getdetachstate(attr, &mut ds);
+        a.detached = ds == libc::PTHREAD_CREATE_DETACHED;
+        let mut size = 0;
+        if libc::pthread_attr_getstacksize(attr, &mut size) == 0 && size > 0 {
+            a.stack_size = size;
+        }
+        let mut guard = 0;
+        if libc::pthread_attr_getguardsize(attr, &mut guard) == 0 {
+            a.guard_size = guard;
+        }
+    }
+    a
+}
+
+/// Whether `start` is a function of this library (the runtime's own kernel
+/// threads, started through `std::thread`, come to our `pthread_create`
+/// too: they must be glibc's).
+fn ours(start: usize) -> bool {
+    static RANGE: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
+    let &(lo, hi) = RANGE.get_or_init(|| {
+        let mut info: libc::Dl_info = unsafe_zeroed();
+        // SAFETY: dladdr on one of our own functions, into a struct on our stack.
+        unsafe { libc::dladdr(ours as *const c_void, &mut info) };
+        let base = info.dli_fbase as usize;
+        let mut found = (base, base);
+        // The extent of our object: its loaded segments.
+        unsafe extern "C" fn each(
+            info: *mut libc::dl_phdr_info,
+            _: libc::size_t,
+            data: *mut c_void,
+        ) -> c_int {
+            // SAFETY: the loader's info; `data` is our tuple.
+            let (info, found) = unsafe { (&*info, &mut *data.cast::<(usize, usize)>()) };
+            if info.dlpi_addr as usize != found.0 {
+                return 0;
+            }
+            for i in 0..info.dlpi_phnum as usize {
+                // SAFETY: `dlpi_phnum` headers.
+                let ph = unsafe { &*info.dlpi_phdr.add(i) };
+                if ph.p_type == libc::PT_LOAD {
+                    found.1 = found.1.max(found.0 + (ph.p_vaddr + ph.p_memsz) as usize);
+                }
+            }
+            1
+        }
+        // SAFETY: a callback that only reads what it is given.
+        unsafe { libc::dl_iterate_phdr(Some(each), (&mut found as *mut (usize, usize)).cast()) };
+        found
+    });
+    (lo..hi).contains(&start)
+}
+
+fn unsafe_zeroed<T>() -> T {
+    // SAFETY: used for C structs whose all-zero bit pattern is valid.
+    unsafe { std::mem::zeroed() }
+}
+
+/// The payload of the unwinding that ends a user thread early
+/// (`pthread_exit`, cancellation).
+pub(crate) struct ExitUnwind;
+
+/// `pthread_create`.
+///
+/// # Safety
+///
+/// C's contract for `pthread_create`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    start: extern "C" fn(*mut c_void) -> *mut c_void,
+    arg: *mut c_void,
+) -> c_int {
+    if ours(start as usize) {
+        // SAFETY: forwarded unchanged to glibc.
+        return unsafe { next::pthread_create()(thread, attr, start, arg) };
+    }
+    let rt = crate::runtime::get();
+    current();
+    reap();
+    let a = read_attr(attr);
+    let Some(tcb) = crate::glibc::new_tcb() else { return libc::EAGAIN };
+    let data = Box::into_raw(ThreadData::new(Kind::User, tcb, a.stack_size, a.guard_size));
+    // SAFETY: a fresh block nobody runs on yet.
+    unsafe { crate::tls::set_in(tcb, data as usize) };
+    let start = start as usize;
+    let arg = arg as usize;
+    let datap = data as usize;
+    // SAFETY: `tcb` is the new thread's own block, alive until it is
+    // completed and then freed by its joiner or the reaper (module docs).
+    let builder =
+        unsafe { schedlab_rt::Builder::new().stack_size(a.stack_size).thread_pointer(tcb) };
+    LIVE.fetch_add(1, Ordering::Relaxed);
+    let spawned = if on_user_thread() {
+        builder.spawn(move || thread_main(datap, start, arg))
+    } else {
+        builder.spawn_on(rt, move || thread_main(datap, start, arg))
+    };
+    match spawned {
+        Ok(h) => {
+            // SAFETY: ours until the thread exits; the handle goes in first.
+            let d = unsafe { &*data };
+            *d.handle.lock().unwrap() = Some(h);
+            if a.detached {
+                detach(d);
+            }
+            // SAFETY: the caller's out-parameter.
+            unsafe { *thread = tcb as libc::pthread_t };
+            0
+        }
+        Err(_) => {
+            LIVE.fetch_sub(1, Ordering::Relaxed);
+            // SAFETY: never ran; nobody else has them.
+            unsafe {
+                drop(Box::from_raw(data));
+                crate::glibc::free_tcb(tcb);
+            }
+            libc::EAGAIN
+        }
+    }
+}
+
+/// A user thread's body (module docs, steps 2 and 3).
+fn thread_main(data: usize, start: usize, arg: usize) {
+    // SAFETY: `data` is this thread's, alive until it is freed after completion.
+    let d = unsafe { &*(data as *const ThreadData) };
+    // SAFETY: the start routine the program gave, with its argument.
+    let start: extern "C-unwind" fn(*mut c_void) -> *mut c_void =
+        unsafe { std::mem::transmute(start) };
+    crate::glibc::thread_start();
+    let r = std::panic::catch_unwind(|| start(arg as *mut c_void));
+    match r {
+        Ok(v) => d.value.store(v as usize, Ordering::Relaxed),
+        Err(payload) => {
+            if !payload.is::<ExitUnwind>() {
+                crate::fatal("a Rust panic reached a thread's start routine");
+            }
+        }
+    }
+    finish(d);
+}
+
+/// Step 3: key and TLS destructors, then exited, then the joiner.
+fn finish(d: &ThreadData) {
+    crate::key::run_destructors(d);
+    crate::glibc::call_tls_dtors();
+    let was = d.state.fetch_or(EXITED, Ordering::AcqRel);
+    if was & DETACHED != 0 {
+        REAP.lock().unwrap().push(d as *const ThreadData as usize);
+    }
+    d.exited.store(1, Ordering::Release);
+    let q = d.joiners();
+    let woken: Vec<_> = {
+        let g = q.lock();
+        std::iter::from_fn(|| g.pop()).collect()
+    };
+    for w in woken {
+        w.wake();
+    }
+    if LIVE.fetch_sub(1, Ordering::AcqRel) == 1 && MAIN_EXITED.load(Ordering::Acquire) != 0 {
+        // The initial thread left with `pthread_exit` and this was the last
+        // thread: the process ends, as after glibc's last thread.
+        // SAFETY: exit(3), running atexit handlers as glibc's would.
+        unsafe { libc::exit(0) };
+    }
+}
+
+/// `pthread_join`.
+///
+/// # Safety
+///
+/// C's contract for `pthread_join`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_join(t: libc::pthread_t, ret: *mut *mut c_void) -> c_int {
+    let Some(d) = user_thread(t) else {
+        // SAFETY: forwarded unchanged to glibc.
+        return unsafe { next::pthread_join()(t, ret) };
+    };
+    let me = current();
+    if me.tcb == d.tcb {
+        return libc::EDEADLK;
+    }
+    crate::cancel::test();
+    // Claim the join.
+    let mut s = d.state.load(Ordering::Acquire);
+    loop {
+        if s & (DETACHED | JOINING) != 0 {
+            return libc::EINVAL;
+        }
+        match d.state.compare_exchange(s, s | JOINING, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => break,
+            Err(now) => s = now,
+        }
+    }
+    // Wait for the exit (a cancellation point).
+    while d.exited.load(Ordering::Acquire) == 0 {
+        let w = Waiter::new(0);
+        let q = d.joiners();
+        {
+            let g = q.lock();
+            if d.exited.load(Ordering::Acquire) != 0 {
+                break;
+            }
+            g.push(&w);
+        }
+        if w.wait(&q, None, true) == Outcome::Cancelled {
+            d.state.fetch_and(!JOINING, Ordering::AcqRel);
+            crate::cancel::act();
+        }
+    }
+    let value = d.value.load(Ordering::Relaxed);
+    let h = d.handle.lock().unwrap().take();
+    if let Some(h) = h {
+        let _ = h.join();
+    }
+    if !ret.is_null() {
+        // SAFETY: the caller's out-parameter.
+        unsafe { *ret = value as *mut c_void };
+    }
+    // SAFETY: completed (joined above), and the join claim makes us its only owner.
+    unsafe { free(d as *const ThreadData as *mut ThreadData) };
+    0
+}
+
+fn detach(d: &ThreadData) -> c_int {
+    let mut s = d.state.load(Ordering::Acquire);
+    loop {
+        if s & (DETACHED | JOINING) != 0 {
+            return libc::EINVAL;
+        }
+        match d.state.compare_exchange(s, s | DETACHED, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => break,
+            Err(now) => s = now,
+        }
+    }
+    if s & EXITED != 0 {
+        REAP.lock().unwrap().push(d as *const ThreadData as usize);
+    }
+    0
+}
+
+/// `pthread_detach`.
+///
+/// # Safety
+///
+/// C's contract for `pthread_detach`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_detach(t: libc::pthread_t) -> c_int {
+    match user_thread(t) {
+        Some(d) => detach(d),
+        // SAFETY: forwarded unchanged to glibc.
+        None => unsafe { next::pthread_detach()(t) },
+    }
+}
+
+/// `pthread_exit`: on a user thread, the cleanup handlers, then an unwind to
+/// the thread's base; on the initial thread, glibc's, after which the last
+/// user thread to end ends the process.
+///
+/// # Safety
+///
+/// C's contract for `pthread_exit`.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn pthread_exit(value: *mut c_void) -> ! {
+    let d = current();
+    if d.kind.get() == Kind::User {
+        d.value.store(value as usize, Ordering::Relaxed);
+        crate::cancel::unwind(d)
+    }
+    MAIN_EXITED.store(1, Ordering::Release);
+    if LIVE.load(Ordering::Acquire) == 0 {
+        // SAFETY: exit(3): no thread of ours is left to wait for.
+        unsafe { libc::exit(0) };
+    }
+    // SAFETY: glibc's pthread_exit on one of glibc's threads.
+    unsafe { next::pthread_exit()(value) };
+    unreachable!("pthread_exit returned")
+}
+
+/// Sets the value a joiner of `d` gets.
+pub(crate) fn set_value(d: &ThreadData, v: *mut c_void) {
+    d.value.store(v as usize, Ordering::Relaxed);
+}
+
+/// Wakes `d` if it is parked (a cancellation to act on).
+pub(crate) fn unpark(d: &ThreadData) {
+    if let Some(h) = d.handle.lock().unwrap().as_ref() {
+        h.thread().unpark();
+    }
+}
+
+/// Ends the calling user thread with an unwind to its base (after the C
+/// cleanup handlers, `cancel.rs`).
+pub(crate) fn unwind_to_base() -> ! {
+    std::panic::resume_unwind(Box::new(ExitUnwind))
+}
+
+/// `pthread_attr_setscope`: both scopes; a user thread is
+/// `PTHREAD_SCOPE_PROCESS`, and a thread asked for with
+/// `PTHREAD_SCOPE_SYSTEM` is a user thread too (the library's threads are
+/// all scheduled by the runtime), which `pthread_attr_getscope` reports as
+/// given.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_attr_setscope(
+    attr: *mut libc::pthread_attr_t,
+    scope: c_int,
+) -> c_int {
+    // SAFETY: glibc's attribute; `flags` is its third int (glibc's
+    // `struct pthread_attr`, stable since 2.1).
+    let flags = unsafe { attr.cast::<c_int>().add(2) };
+    match scope {
+        SCOPE_SYSTEM => {
+            // SAFETY: as above.
+            unsafe { *flags &= !ATTR_FLAG_SCOPEPROCESS };
+            0
+        }
+        SCOPE_PROCESS => {
+            // SAFETY: as above.
+            unsafe { *flags |= ATTR_FLAG_SCOPEPROCESS };
+            0
+        }
+        _ => libc::EINVAL,
+    }
+}
+
+/// `pthread_attr_getscope` (see `pthread_attr_setscope`).
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_attr_getscope(
+    attr: *const libc::pthread_attr_t,
+    scope: *mut c_int,
+) -> c_int {
+    // SAFETY: forwarded to glibc, which reads the flag we set.
+    unsafe { next::pthread_attr_getscope()(attr, scope) }
+}
+
+/// `pthread_getattr_np`: a user thread's attributes as created (its stack is
+/// the runtime's), a kernel thread's from glibc.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_getattr_np(
+    t: libc::pthread_t,
+    attr: *mut libc::pthread_attr_t,
+) -> c_int {
+    let Some(d) = user_thread(t) else {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::pthread_getattr_np()(t, attr) };
+    };
+    // SAFETY: the caller's uninitialised attribute, which glibc initialises.
+    unsafe {
+        libc::pthread_attr_init(attr);
+        libc::pthread_attr_setstacksize(attr, d.stack_size);
+        libc::pthread_attr_setguardsize(attr, d.guard_size);
+        pthread_attr_setscope(attr, SCOPE_PROCESS);
+        if d.state.load(Ordering::Acquire) & DETACHED != 0 {
+            pthread_attr_setdetachstate(attr, libc::PTHREAD_CREATE_DETACHED);
+        }
+    }
+    0
+}
+
+/// `pthread_setname_np`: a user thread's name is kept here (and shown by
+/// `schedlab exec --trace`); a kernel thread's goes to the kernel.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_setname_np(
+    t: libc::pthread_t,
+    name: *const libc::c_char,
+) -> c_int {
+    let Some(d) = user_thread(t) else {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::pthread_setname_np()(t, name) };
+    };
+    // SAFETY: a NUL-terminated string (C's contract).
+    let bytes = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
+    if bytes.len() > 15 {
+        return libc::ERANGE;
+    }
+    let mut n = [0u8; 16];
+    n[..bytes.len()].copy_from_slice(bytes);
+    *d.name.lock().unwrap() = n;
+    0
+}
+
+/// `pthread_getname_np`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_getname_np(
+    t: libc::pthread_t,
+    buf: *mut libc::c_char,
+    len: libc::size_t,
+) -> c_int {
+    let Some(d) = user_thread(t) else {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::pthread_getname_np()(t, buf, len) };
+    };
+    let n = *d.name.lock().unwrap();
+    let used = n.iter().position(|&b| b == 0).unwrap_or(15);
+    if len < used + 1 {
+        return libc::ERANGE;
+    }
+    // SAFETY: the caller's buffer of `len` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(n.as_ptr(), buf.cast(), used + 1) };
+    0
+}
+
+/// In the child after `fork`: the calling thread is the child's only one,
+/// a kernel thread now, whatever it was in the parent.
+pub(crate) fn after_fork_child() {
+    let p = crate::tls::get();
+    if p != 0 {
+        // SAFETY: this thread's data.
+        let d = unsafe { &*(p as *const ThreadData) };
+        d.kind.set(Kind::Kernel);
+    }
+    LIVE.store(0, Ordering::Relaxed);
+    MAIN_EXITED.store(0, Ordering::Relaxed);
+    if let Ok(mut l) = REAP.try_lock() {
+        l.clear();
+    }
+}
+
+/// The runtime's event hook, when `SCHEDLAB_RT_EVENTS` names a file.
+pub(crate) fn event_hook() -> Option<impl Fn(&schedlab_rt::Event) + Send + Sync + 'static> {
+    crate::events::hook()
+}

@@ -1,0 +1,333 @@
+//! Waiting and waking: the queue every primitive of the library parks its
+//! waiters in, for user threads and kernel threads alike.
+//!
+//! A primitive keeps a [`Queue`] inside its C object (glibc's type sizes, so
+//! the queue is three words it lends: a lock word and the two ends of a
+//! doubly linked list of [`Waiter`]s that live on the waiting threads'
+//! stacks). Zero bits are an empty, unlocked queue, so the static
+//! initializers (`PTHREAD_MUTEX_INITIALIZER`...) need nothing else.
+//!
+//! # The protocol
+//!
+//! 1. A waiter takes the queue's lock, checks the condition it waits for,
+//!    links a `Waiter` (its `woken` word 0) at the tail, drops the lock, and
+//!    waits for `woken` to become 1: a user thread parks (the runtime's park
+//!    token), a kernel thread waits on the word with `FUTEX_WAIT`.
+//! 2. A waker takes the lock, unlinks waiters, drops the lock, and for each:
+//!    clones the user thread's handle (if any), stores `woken = 1`, then
+//!    unparks the clone or `FUTEX_WAKE`s the word. After the store the
+//!    waiter may return and its frame be gone, so the waker touches nothing
+//!    of it but the word's address (a stray `FUTEX_WAKE` on reused memory is
+//!    at worst a spurious wake-up, which every waiter absorbs).
+//! 3. No wake-up is lost: a waker can only unlink a waiter that is linked, so
+//!    after step 1's unlock; the park token (or the futex word) remembers a
+//!    wake-up that comes before the waiter parks.
+//! 4. A waiter that gives up (its deadline passed, or it was cancelled)
+//!    takes the lock: still linked, it unlinks itself and returns the
+//!    reason; already unlinked, a waker has committed to it, so it waits for
+//!    `woken` (a moment) and returns [`Outcome::Woken`] — the primitive then
+//!    owns whatever the wake-up handed it, and a condition variable passes a
+//!    signal on rather than lose it.
+//!
+//! The lock is a spin lock: it is held only for a few list operations, never
+//! across a park, and never preempted (the runtime does not preempt the
+//! library's own code, `schedlab_rt`'s `shared-library` preemption rule).
+
+use std::cell::Cell;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+
+/// Why [`Waiter::wait`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// A waker unlinked this waiter (and possibly handed it something).
+    Woken,
+    /// The deadline passed first; the waiter is no longer linked.
+    TimedOut,
+    /// The thread was cancelled at this cancellation point; not linked.
+    Cancelled,
+}
+
+/// A point in time on one of the clocks POSIX lets a wait name.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline {
+    pub(crate) clock: libc::clockid_t,
+    pub(crate) at: libc::timespec,
+}
+
+impl Deadline {
+    /// Time left, or `None` once it has passed.
+    pub(crate) fn remaining(&self) -> Option<std::time::Duration> {
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: an out-parameter on our stack.
+        unsafe { libc::clock_gettime(self.clock, &mut now) };
+        let ns = |t: &libc::timespec| i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec);
+        let left = ns(&self.at) - ns(&now);
+        (left > 0).then(|| std::time::Duration::from_nanos(left.min(u64::MAX as i128) as u64))
+    }
+
+    /// Whether `ts` is a valid absolute time (`EINVAL` otherwise, as POSIX
+    /// asks even when the wait would not block).
+    pub(crate) fn valid(ts: &libc::timespec) -> bool {
+        (0..1_000_000_000).contains(&ts.tv_nsec)
+    }
+}
+
+/// A waiting thread, on its own stack while linked.
+pub(crate) struct Waiter {
+    next: Cell<*const Waiter>,
+    prev: Cell<*const Waiter>,
+    linked: Cell<bool>,
+    woken: AtomicU32,
+    user: Option<schedlab_rt::Thread>,
+    /// What the waiter waits as (a read-write lock's reader or writer...),
+    /// or what a waker hands it; the primitive's own meaning.
+    pub(crate) tag: Cell<u32>,
+}
+
+// SAFETY: the cells are touched only under the owning queue's lock (links)
+// or by the waiter itself before linking / after its wait returned.
+unsafe impl Sync for Waiter {}
+
+impl Waiter {
+    /// A waiter for the calling thread.
+    pub(crate) fn new(tag: u32) -> Waiter {
+        Waiter {
+            next: Cell::new(ptr::null()),
+            prev: Cell::new(ptr::null()),
+            linked: Cell::new(false),
+            woken: AtomicU32::new(0),
+            user: schedlab_rt::try_current(),
+            tag: Cell::new(tag),
+        }
+    }
+
+    /// Step 1's wait (module docs): `self` must have been linked in `q` and
+    /// the lock dropped. Waits until woken, until `deadline`, or — when
+    /// `cancel_point` — until the thread is cancelled.
+    pub(crate) fn wait(
+        &self,
+        q: &Queue<'_>,
+        deadline: Option<&Deadline>,
+        cancel_point: bool,
+    ) -> Outcome {
+        loop {
+            if self.woken.load(Ordering::Acquire) != 0 {
+                return Outcome::Woken;
+            }
+            if cancel_point && crate::cancel::pending_here() {
+                return self.give_up(q, Outcome::Cancelled);
+            }
+            let left = match deadline {
+                None => None,
+                Some(d) => match d.remaining() {
+                    Some(left) => Some(left),
+                    None => return self.give_up(q, Outcome::TimedOut),
+                },
+            };
+            match (&self.user, left) {
+                (Some(_), None) => schedlab_rt::park(),
+                (Some(_), Some(left)) => schedlab_rt::park_timeout(left),
+                (None, left) => futex_wait(&self.woken, 0, left),
+            }
+        }
+    }
+
+    /// Step 4 (module docs).
+    #[cold]
+    fn give_up(&self, q: &Queue<'_>, why: Outcome) -> Outcome {
+        let g = q.lock();
+        if self.linked.get() {
+            g.unlink(self);
+            return why;
+        }
+        drop(g);
+        while self.woken.load(Ordering::Acquire) == 0 {
+            match &self.user {
+                Some(_) => schedlab_rt::yield_now(),
+                None => futex_wait(&self.woken, 0, None),
+            }
+        }
+        Outcome::Woken
+    }
+}
+
+/// A waiter unlinked under the lock, to be woken after it is dropped.
+pub(crate) struct Unlinked(*const Waiter);
+
+impl Unlinked {
+    /// The waiter's tag (read before the wake-up; the waiter is alive until then).
+    pub(crate) fn tag(&self) -> u32 {
+        // SAFETY: unlinked but not yet woken: its waiter is still waiting.
+        unsafe { (*self.0).tag.get() }
+    }
+
+    /// Sets what the waiter finds in its tag when it returns.
+    pub(crate) fn set_tag(&self, v: u32) {
+        // SAFETY: as in `tag`; only the waker touches it now.
+        unsafe { (*self.0).tag.set(v) }
+    }
+
+    /// Step 2's wake-up (module docs).
+    pub(crate) fn wake(self) {
+        let w = self.0;
+        // SAFETY: the waiter waits until `woken` is set, so it is alive up to
+        // the store; after it we only use the clone and the word's address.
+        let user = unsafe { (*w).user.clone() };
+        // SAFETY: as above.
+        let word = unsafe { &(*w).woken } as *const AtomicU32;
+        // SAFETY: as above.
+        unsafe { (*word).store(1, Ordering::Release) };
+        match user {
+            Some(t) => t.unpark(),
+            None => futex_wake(word, 1),
+        }
+    }
+}
+
+/// A queue lent by a C object: its lock word and list ends.
+pub(crate) struct Queue<'a> {
+    lock: &'a AtomicU32,
+    bit: u32,
+    head: &'a AtomicPtr<Waiter>,
+    tail: &'a AtomicPtr<Waiter>,
+}
+
+impl<'a> Queue<'a> {
+    /// A view of the queue whose lock is `bit` of `lock`.
+    pub(crate) fn new(
+        lock: &'a AtomicU32,
+        bit: u32,
+        head: &'a AtomicPtr<Waiter>,
+        tail: &'a AtomicPtr<Waiter>,
+    ) -> Queue<'a> {
+        Queue { lock, bit, head, tail }
+    }
+
+    /// Takes the queue's lock.
+    pub(crate) fn lock(&self) -> Locked<'_, 'a> {
+        let mut spins = 0u32;
+        loop {
+            let s = self.lock.fetch_or(self.bit, Ordering::Acquire);
+            if s & self.bit == 0 {
+                return Locked { q: self };
+            }
+            while self.lock.load(Ordering::Relaxed) & self.bit != 0 {
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    // The holder's kernel thread was descheduled.
+                    crate::sched::yield_any();
+                }
+            }
+        }
+    }
+}
+
+/// The queue, locked.
+pub(crate) struct Locked<'q, 'a> {
+    q: &'q Queue<'a>,
+}
+
+impl Locked<'_, '_> {
+    /// Links `w` at the tail. The caller then drops the lock and calls
+    /// [`Waiter::wait`].
+    pub(crate) fn push(&self, w: &Waiter) {
+        let tail = self.q.tail.load(Ordering::Relaxed);
+        w.prev.set(tail);
+        w.next.set(ptr::null());
+        w.linked.set(true);
+        let p = w as *const Waiter as *mut Waiter;
+        if tail.is_null() {
+            self.q.head.store(p, Ordering::Relaxed);
+        } else {
+            // SAFETY: linked waiters are alive (they wait for their wake-up
+            // or unlink themselves under this lock).
+            unsafe { (*tail).next.set(p) };
+        }
+        self.q.tail.store(p, Ordering::Relaxed);
+    }
+
+    /// Whether no waiter is linked.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.q.head.load(Ordering::Relaxed).is_null()
+    }
+
+    /// The first waiter's tag, if any.
+    pub(crate) fn front_tag(&self) -> Option<u32> {
+        let h = self.q.head.load(Ordering::Relaxed);
+        // SAFETY: as in `push`.
+        (!h.is_null()).then(|| unsafe { (*h).tag.get() })
+    }
+
+    /// Unlinks the first waiter.
+    pub(crate) fn pop(&self) -> Option<Unlinked> {
+        let h = self.q.head.load(Ordering::Relaxed);
+        if h.is_null() {
+            return None;
+        }
+        // SAFETY: as in `push`.
+        self.unlink(unsafe { &*h });
+        Some(Unlinked(h))
+    }
+
+    fn unlink(&self, w: &Waiter) {
+        let (prev, next) = (w.prev.get(), w.next.get());
+        if prev.is_null() {
+            self.q.head.store(next.cast_mut(), Ordering::Relaxed);
+        } else {
+            // SAFETY: as in `push`.
+            unsafe { (*prev).next.set(next) };
+        }
+        if next.is_null() {
+            self.q.tail.store(prev.cast_mut(), Ordering::Relaxed);
+        } else {
+            // SAFETY: as in `push`.
+            unsafe { (*next).prev.set(prev) };
+        }
+        w.linked.set(false);
+    }
+
+    /// Moves every waiter of this queue to the tail of `to` (locked too):
+    /// a condition variable's broadcast requeues onto the mutex.
+    pub(crate) fn drain_into(&self, to: &Locked<'_, '_>) {
+        while let Some(Unlinked(w)) = self.pop() {
+            // SAFETY: just unlinked, still waiting.
+            to.push(unsafe { &*w });
+        }
+    }
+}
+
+impl Drop for Locked<'_, '_> {
+    fn drop(&mut self) {
+        self.q.lock.fetch_and(!self.q.bit, Ordering::Release);
+    }
+}
+
+/// `FUTEX_WAIT` on `word` while it holds `expected`, for at most `left`.
+pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, left: Option<std::time::Duration>) {
+    let ts = left.map(|d| libc::timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    });
+    let tsp = ts.as_ref().map_or(ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: a futex wait on a word we hold a reference to; the kernel only
+    // reads it and the timeout.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            tsp,
+        )
+    };
+}
+
+/// `FUTEX_WAKE` of up to `n` waiters on `word` (which may be gone: the
+/// kernel only uses the address as a key).
+pub(crate) fn futex_wake(word: *const AtomicU32, n: i32) {
+    // SAFETY: the kernel does not dereference the address for a wake.
+    unsafe { libc::syscall(libc::SYS_futex, word, libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, n) };
+}
