@@ -180,6 +180,52 @@ fn unpark_wakes_a_parked_thread() {
 }
 
 #[test]
+fn park_timeout_returns_after_its_time_without_an_unpark() {
+    watchdog(30, || {
+        for p in PROCESSORS {
+            let rt = runtime(p);
+            rt.block_on(|| {
+                // Nobody unparks: only the timer can end these waits (a
+                // spurious return is allowed, so loop to the deadline).
+                let d = Duration::from_millis(5);
+                let end = Instant::now() + d;
+                let mut waits = 0;
+                while Instant::now() < end {
+                    schedlab_rt::park_timeout(end - Instant::now());
+                    waits += 1;
+                }
+                assert!(waits >= 1);
+            })
+            .unwrap();
+        }
+    });
+}
+
+#[test]
+fn park_timeout_returns_at_an_unpark_before_its_time() {
+    watchdog(30, || {
+        for p in PROCESSORS {
+            let rt = runtime(p);
+            rt.block_on(|| {
+                let flag = Arc::new(AtomicUsize::new(0));
+                let f = flag.clone();
+                let h = spawn(move || {
+                    // An hour: only the unpark can end this in the test's time.
+                    while f.load(Ordering::Acquire) == 0 {
+                        schedlab_rt::park_timeout(Duration::from_secs(3600));
+                    }
+                });
+                yield_now();
+                flag.store(1, Ordering::Release);
+                h.thread().unpark();
+                h.join().unwrap();
+            })
+            .unwrap();
+        }
+    });
+}
+
+#[test]
 fn unpark_from_an_os_thread_wakes_a_user_thread() {
     watchdog(30, || {
         let rt = Runtime::builder().processors(2).deadlock_detection(false).build().unwrap();
