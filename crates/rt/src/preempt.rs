@@ -417,6 +417,10 @@ pub(crate) fn preempted() {
             }
             vp.machine().lower_quietly();
             processor::yield_current();
+            // A request of the library's (`shared::interrupt`) that found
+            // nothing else to run: its hook runs here.
+            #[cfg(feature = "shared-library")]
+            crate::shared::run_hook_if_asked();
         }
         processor::HereRaw::Detached(m) => {
             crate::blocking::rejoin_in(m, crate::event::Detection::Transparent)

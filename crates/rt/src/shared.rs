@@ -11,6 +11,33 @@
 //! thread may carry its own thread pointer (`Builder::thread_pointer`),
 //! switched with its stack, so that C's `errno` and `__thread` variables
 //! belong to the user thread, as on kernel threads.
+//!
+//! # Signals
+//!
+//! A kernel thread's signal mask is the kernel's; a user thread's must
+//! follow it from one kernel thread to another. Each user thread has a mask
+//! (`Builder::signal_mask`, [`set_signal_mask`]), and the runtime applies it
+//! to the kernel thread that resumes the thread (`after_switch`), with one
+//! `rt_sigprocmask` only when it differs from what that kernel thread has —
+//! so a kernel thread runs with the mask of the user thread it runs, and a
+//! process-directed signal lands, as the kernel decides, on a kernel thread
+//! whose current user thread does not block it. The preemption signal is
+//! never blocked (a thread that blocks every signal stays preemptible).
+//!
+//! A signal *for one user thread* (`pthread_kill`) cannot be sent to a
+//! kernel thread: the user thread may be queued, parked or about to move.
+//! The library keeps it pending and asks the runtime to run its resume hook
+//! ([`set_resume_hook`]) in that thread's context: [`interrupt`] marks the
+//! thread and, if it is running, asks its kernel thread for a preemption,
+//! whose safe point runs the hook even when nothing else is runnable; a
+//! queued or parked thread runs it when it is next resumed. The hook then
+//! raises the signal on the thread's current kernel thread, where the
+//! thread's own mask decides, as the kernel would.
+//!
+//! In this build the library defines libc's thread functions for the whole
+//! process, the runtime's own calls included: the runtime uses system calls
+//! where it would otherwise call one of them on a user thread's behalf
+//! (`rt_sigprocmask` here).
 
 /// Whether this machine can run the `shared-library` build at all: the
 /// kernel enabled the `rdfsbase`/`wrfsbase` family (FSGSBASE: a CPU that has
@@ -45,4 +72,130 @@ pub fn thread_pointer() -> usize {
 pub fn detach_after_fork() {
     crate::arch::thread_block_detach();
     crate::arch::thread_block_attach();
+}
+
+/// The library's hook, run in a user thread's own context when
+/// [`interrupt`] asked for it (see "Signals").
+static HOOK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sets the hook [`interrupt`] makes a thread run (once, before any thread
+/// is interrupted).
+pub fn set_resume_hook(hook: fn()) {
+    HOOK.store(hook as usize, std::sync::atomic::Ordering::Release);
+}
+
+/// `rt_sigprocmask` on the calling kernel thread, with the kernel's 8-byte
+/// set. A system call, not libc's `pthread_sigmask`: in this build the
+/// library defines that one, for user threads, and would be called back.
+fn sigprocmask(how: libc::c_int, set: Option<u64>) -> u64 {
+    let mut old = 0u64;
+    let set_ptr = set.as_ref().map_or(std::ptr::null(), |s| s as *const u64);
+    // SAFETY: the kernel reads 8 bytes at `set_ptr` (or nothing) and writes
+    // 8 at `old`, both ours.
+    unsafe { libc::syscall(libc::SYS_rt_sigprocmask, how, set_ptr, &mut old as *mut u64, 8) };
+    old
+}
+
+/// The preemption signal's bit, which is never blocked.
+fn preempt_bit() -> u64 {
+    1u64 << (crate::preempt::SIGNAL - 1)
+}
+
+/// Applies `mask` to the calling kernel thread and records it where the
+/// preemption handler compares (`Machine::sigmask`, safe point 4).
+fn apply(m: &crate::machine::Machine, mask: u64) {
+    let mask = mask & !preempt_bit();
+    if m.sigmask.load(std::sync::atomic::Ordering::Relaxed) == mask {
+        return;
+    }
+    sigprocmask(libc::SIG_SETMASK, Some(mask));
+    m.sigmask.store(mask, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// In `after_switch`, inside the resuming section: records the machine and
+/// applies the thread's mask. Returns whether the hook is asked for.
+#[inline]
+pub(crate) fn resumed(vp: &crate::processor::Processor) -> bool {
+    use std::sync::atomic::Ordering;
+    let Some(t) = vp.current_task() else { return false };
+    let m = vp.machine();
+    t.machine.store((m as *const crate::machine::Machine).cast_mut(), Ordering::Relaxed);
+    let mask = t.sigmask.load(Ordering::Relaxed) & !preempt_bit();
+    if mask != m.sigmask.load(Ordering::Relaxed) {
+        apply(m, mask);
+    }
+    t.notify.load(Ordering::Relaxed)
+}
+
+/// Runs the hook if the calling user thread was asked to.
+pub(crate) fn run_hook_if_asked() {
+    let Some(t) = crate::processor::current_task_ref() else { return };
+    if t.notify.load(std::sync::atomic::Ordering::Relaxed) {
+        drop(t);
+        run_hook();
+    }
+}
+
+/// Clears the calling thread's request and runs the hook (outside any section).
+pub(crate) fn run_hook() {
+    if let Some(t) = crate::processor::current_task_ref() {
+        t.notify.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+    let h = HOOK.load(std::sync::atomic::Ordering::Acquire);
+    if h != 0 {
+        // SAFETY: set from a `fn()` by `set_resume_hook`.
+        let h: fn() = unsafe { std::mem::transmute(h) };
+        h();
+    }
+}
+
+/// Sets the calling user thread's signal mask and applies it at once; on a
+/// kernel thread, sets the kernel thread's (as `pthread_sigmask` does).
+/// Returns the previous mask.
+pub fn set_signal_mask(mask: u64) -> u64 {
+    use std::sync::atomic::Ordering;
+    let mask = mask & !((1 << (libc::SIGKILL - 1)) | (1 << (libc::SIGSTOP - 1)));
+    match crate::processor::current_task_ref() {
+        Some(t) => {
+            let _section = crate::processor::here();
+            let old = t.sigmask.swap(mask, Ordering::Relaxed);
+            apply(crate::machine::Machine::here(), mask);
+            old
+        }
+        None => sigprocmask(libc::SIG_SETMASK, Some(mask)),
+    }
+}
+
+/// The calling thread's signal mask (a user thread's own, as given).
+pub fn signal_mask() -> u64 {
+    match crate::processor::current_task_ref() {
+        Some(t) => t.sigmask.load(std::sync::atomic::Ordering::Relaxed),
+        None => sigprocmask(libc::SIG_SETMASK, None),
+    }
+}
+
+/// Asks `thread` to run the resume hook in its own context soon (see
+/// "Signals"): at once if it is running and at a safe point, else when it
+/// is next resumed. The caller unparks it too if it waits for a wake-up.
+pub fn interrupt(thread: &crate::Thread) {
+    use std::sync::atomic::Ordering;
+    let t = thread.task();
+    t.notify.store(true, Ordering::Release);
+    let m = t.machine.load(Ordering::Acquire);
+    if m.is_null() || t.state.is_complete() {
+        return;
+    }
+    // SAFETY: machines' blocks live as long as the process in this build.
+    let m = unsafe { &*m };
+    if m.request
+        .compare_exchange(
+            crate::machine::REQ_NONE,
+            crate::machine::REQ_PREEMPT,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        )
+        .is_ok()
+    {
+        crate::preempt::signal_thread(m.tid.load(Ordering::Relaxed));
+    }
 }

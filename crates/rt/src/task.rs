@@ -337,6 +337,18 @@ pub(crate) struct Task {
     budget: AtomicPtr<Budget>,
     /// The thread's level (`priority.rs`), as `Priority::as_u8`; set at spawn.
     priority: AtomicU8,
+    /// `shared-library` build: the user thread's signal mask (the first 64
+    /// signals), applied to whichever kernel thread resumes it
+    /// (`shared.rs`, "Signals").
+    #[cfg(feature = "shared-library")]
+    pub(crate) sigmask: AtomicU64,
+    /// `shared-library` build: run the library's resume hook when the thread
+    /// next resumes or passes a preemption point.
+    #[cfg(feature = "shared-library")]
+    pub(crate) notify: AtomicBool,
+    /// `shared-library` build: the machine that last resumed the thread.
+    #[cfg(feature = "shared-library")]
+    pub(crate) machine: AtomicPtr<crate::machine::Machine>,
 }
 
 impl Drop for Task {
@@ -559,6 +571,12 @@ impl Task {
                     locals: UnsafeCell::new(None),
                     budget: AtomicPtr::new(std::ptr::null_mut()),
                     priority: AtomicU8::new(1),
+                    #[cfg(feature = "shared-library")]
+                    sigmask: AtomicU64::new(0),
+                    #[cfg(feature = "shared-library")]
+                    notify: AtomicBool::new(false),
+                    #[cfg(feature = "shared-library")]
+                    machine: AtomicPtr::new(std::ptr::null_mut()),
                 },
                 body: Closure { f: UnsafeCell::new(Some(f)), out: UnsafeCell::new(None) },
             })

@@ -53,6 +53,12 @@ impl Thread {
         self.task.budget().map(crate::budget::Budget::stats)
     }
 
+    /// The thread's task (`shared.rs`).
+    #[cfg(feature = "shared-library")]
+    pub(crate) fn task(&self) -> &TaskRef {
+        &self.task
+    }
+
     /// Makes the thread's park token available: a parked thread runs again,
     /// and a running thread's next [`park`] returns at once. Can be called
     /// from any thread, inside or outside the runtime.
@@ -214,6 +220,15 @@ impl Builder {
     #[cfg(feature = "shared-library")]
     pub unsafe fn thread_pointer(mut self, tp: usize) -> Builder {
         self.opts.thread_pointer = tp;
+        self
+    }
+
+    /// The thread's signal mask (the first 64 signals, bit `n - 1` for
+    /// signal `n`), applied to the kernel thread whenever the thread resumes
+    /// (`shared-library` build; see `schedlab_rt::shared`, "Signals").
+    #[cfg(feature = "shared-library")]
+    pub fn signal_mask(mut self, mask: u64) -> Builder {
+        self.opts.signal_mask = mask;
         self
     }
 

@@ -26,6 +26,9 @@ pub(crate) struct SpawnOptions {
     /// `Builder::thread_pointer` (`shared-library` build): the thread's own
     /// TLS block and thread control block; 0 for none.
     pub(crate) thread_pointer: usize,
+    /// `Builder::signal_mask` (`shared-library` build).
+    #[cfg(feature = "shared-library")]
+    pub(crate) signal_mask: u64,
 }
 
 /// Which runtime a new user thread joins.
@@ -140,6 +143,8 @@ where
         )
     };
     task.set_preemptible(!opts.not_preemptible);
+    #[cfg(feature = "shared-library")]
+    task.sigmask.store(opts.signal_mask, std::sync::atomic::Ordering::Relaxed);
     if policies {
         apply_policies(&task, priority, budget, shared);
     }

@@ -502,8 +502,14 @@ pub(crate) unsafe fn after_switch(vp: *mut u8) {
         vp.policy_switch();
     }
     vp.run_pending();
+    #[cfg(feature = "shared-library")]
+    let notify = crate::shared::resumed(vp);
     // The section the leaving context raised ends here (`machine.rs`).
     crate::machine::Machine::lower_here();
+    #[cfg(feature = "shared-library")]
+    if notify {
+        crate::shared::run_hook();
+    }
 }
 
 /// Gives up the processor to the next runnable thread, if any. Returns
