@@ -114,6 +114,7 @@ fn start() -> &'static Runtime {
         Ok(rt) => rt,
         Err(e) => crate::fatal(&format!("cannot start the runtime: {e}")),
     };
+    schedlab_rt::shared::set_resume_hook(crate::signal::deliver_pending);
     let p = Box::into_raw(Box::new(rt));
     RUNTIME.store(p, Ordering::Release);
     STARTING.store(0, Ordering::Release);

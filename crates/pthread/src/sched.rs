@@ -4,9 +4,9 @@
 //! On a user thread a yield is the runtime's (a switch, no system call) and
 //! a sleep parks the thread on the runtime's timers: it holds no kernel
 //! thread, its processor runs others meanwhile. Sleeps are cancellation
-//! points. Signals do not interrupt a user thread's sleep (no `EINTR`, and
-//! the remaining time is always 0). On a kernel thread every function is
-//! glibc's.
+//! points. A signal delivered to the sleeping thread (`signal.rs`) ends the
+//! sleep with `EINTR` and the time left. On a kernel thread every function
+//! is glibc's.
 
 use crate::thread::on_user_thread;
 use crate::wait::Deadline;
@@ -54,14 +54,29 @@ pub extern "C" fn pthread_yield() -> c_int {
 }
 
 /// Parks the calling user thread until `deadline`, acting on a cancellation
-/// that arrives meanwhile.
-fn sleep_until(deadline: &Deadline) {
+/// that arrives meanwhile. `Err(remaining)` when a signal was delivered to
+/// the thread first (`signal.rs`): the sleep is interrupted (`EINTR`).
+fn sleep_until(deadline: &Deadline) -> Result<(), Duration> {
+    let d = crate::thread::current();
+    let seen = d.signals_seen.load(std::sync::atomic::Ordering::Acquire);
+    crate::signal::deliver_pending();
     loop {
         crate::cancel::test();
-        match deadline.remaining() {
-            Some(left) => schedlab_rt::park_timeout(left),
-            None => return,
+        let left = deadline.remaining();
+        if d.signals_seen.load(std::sync::atomic::Ordering::Acquire) != seen {
+            return Err(left.unwrap_or_default());
         }
+        match left {
+            Some(left) => schedlab_rt::park_timeout(left),
+            None => return Ok(()),
+        }
+    }
+}
+
+fn timespec(d: Duration) -> libc::timespec {
+    libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
     }
 }
 
@@ -107,12 +122,18 @@ pub unsafe extern "C" fn nanosleep(req: *const libc::timespec, rem: *mut libc::t
         set_errno(libc::EINVAL);
         return -1;
     };
-    sleep_until(&relative(d));
+    let r = sleep_until(&relative(d));
     if !rem.is_null() {
         // SAFETY: the caller's out-parameter.
-        unsafe { *rem = libc::timespec { tv_sec: 0, tv_nsec: 0 } };
+        unsafe { *rem = timespec(r.err().unwrap_or_default()) };
     }
-    0
+    match r {
+        Ok(()) => 0,
+        Err(_) => {
+            set_errno(libc::EINTR);
+            -1
+        }
+    }
 }
 
 /// `clock_nanosleep`: relative or absolute (`TIMER_ABSTIME`) on the
@@ -144,17 +165,21 @@ pub unsafe extern "C" fn clock_nanosleep(
     if !(0..1_000_000_000).contains(&ts.tv_nsec) {
         return libc::EINVAL;
     }
-    if flags & libc::TIMER_ABSTIME != 0 {
-        sleep_until(&Deadline { clock, at: *ts });
+    let r = if flags & libc::TIMER_ABSTIME != 0 {
+        sleep_until(&Deadline { clock, at: *ts })
     } else {
         let Some(d) = duration(ts) else { return libc::EINVAL };
-        sleep_until(&relative(d));
+        let r = sleep_until(&relative(d));
         if !rem.is_null() {
             // SAFETY: the caller's out-parameter.
-            unsafe { *rem = libc::timespec { tv_sec: 0, tv_nsec: 0 } };
+            unsafe { *rem = timespec(r.err().unwrap_or_default()) };
         }
+        r
+    };
+    match r {
+        Ok(()) => 0,
+        Err(_) => libc::EINTR,
     }
-    0
 }
 
 /// `usleep`.
@@ -164,8 +189,13 @@ pub extern "C" fn usleep(us: libc::useconds_t) -> c_int {
         // SAFETY: glibc's, unchanged.
         return unsafe { next::usleep()(us) };
     }
-    sleep_until(&relative(Duration::from_micros(us.into())));
-    0
+    match sleep_until(&relative(Duration::from_micros(us.into()))) {
+        Ok(()) => 0,
+        Err(_) => {
+            set_errno(libc::EINTR);
+            -1
+        }
+    }
 }
 
 /// `sleep`.
@@ -175,6 +205,9 @@ pub extern "C" fn sleep(s: c_uint) -> c_uint {
         // SAFETY: glibc's, unchanged.
         return unsafe { next::sleep()(s) };
     }
-    sleep_until(&relative(Duration::from_secs(s.into())));
-    0
+    match sleep_until(&relative(Duration::from_secs(s.into()))) {
+        Ok(()) => 0,
+        // The seconds left, rounded up as glibc's `sleep` does.
+        Err(left) => (left.as_secs() + u64::from(left.subsec_nanos() > 0)) as c_uint,
+    }
 }

@@ -127,6 +127,13 @@ pub(crate) struct ThreadData {
     pub(crate) cleanup: Cell<*mut c_void>,
     /// Thread-specific values (`key.rs`).
     pub(crate) keys: UnsafeCell<Vec<(u64, *mut c_void)>>,
+    /// Signals sent to this thread and not yet delivered (`signal.rs`).
+    pub(crate) pending_signals: std::sync::atomic::AtomicU64,
+    /// The signals the thread waits for in `sigwait` now.
+    pub(crate) sigwait_set: std::sync::atomic::AtomicU64,
+    /// Signals delivered to the thread so far (a sleep they interrupt ends
+    /// with `EINTR`).
+    pub(crate) signals_seen: AtomicU32,
 }
 
 // SAFETY: the cells (`kind`, `cleanup`, `keys`) are touched only by the
@@ -160,7 +167,20 @@ impl ThreadData {
             cancel: AtomicU32::new(0),
             cleanup: Cell::new(std::ptr::null_mut()),
             keys: UnsafeCell::new(Vec::new()),
+            pending_signals: std::sync::atomic::AtomicU64::new(0),
+            sigwait_set: std::sync::atomic::AtomicU64::new(0),
+            signals_seen: AtomicU32::new(0),
         })
+    }
+
+    /// Whether the thread's start routine is over.
+    pub(crate) fn has_exited(&self) -> bool {
+        self.exited.load(Ordering::Acquire) != 0
+    }
+
+    /// The runtime's handle of the thread, while it has one.
+    pub(crate) fn rt_thread(&self) -> Option<schedlab_rt::Thread> {
+        self.handle.lock().unwrap().as_ref().map(|h| h.thread().clone())
     }
 
     fn joiners(&self) -> Queue<'_> {
@@ -385,8 +405,12 @@ pub unsafe extern "C" fn pthread_create(
     let datap = data as usize;
     // SAFETY: `tcb` is the new thread's own block, alive until it is
     // completed and then freed by its joiner or the reaper (module docs).
-    let builder =
-        unsafe { schedlab_rt::Builder::new().stack_size(a.stack_size).thread_pointer(tcb) };
+    let builder = unsafe {
+        schedlab_rt::Builder::new()
+            .stack_size(a.stack_size)
+            .thread_pointer(tcb)
+            .signal_mask(schedlab_rt::shared::signal_mask())
+    };
     LIVE.fetch_add(1, Ordering::Relaxed);
     let spawned = if on_user_thread() {
         builder.spawn(move || thread_main(datap, start, arg))
@@ -581,8 +605,8 @@ pub(crate) fn set_value(d: &ThreadData, v: *mut c_void) {
 
 /// Wakes `d` if it is parked (a cancellation to act on).
 pub(crate) fn unpark(d: &ThreadData) {
-    if let Some(h) = d.handle.lock().unwrap().as_ref() {
-        h.thread().unpark();
+    if let Some(t) = d.rt_thread() {
+        t.unpark();
     }
 }
 

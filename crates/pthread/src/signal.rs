@@ -1,0 +1,295 @@
+//! Signals per user thread: `pthread_sigmask`/`sigprocmask`, `pthread_kill`,
+//! `sigwait`/`sigwaitinfo`/`sigtimedwait` — seed 003's `SA_UPCALL_SIGNAL`:
+//! a signal sent to a user thread is delivered when that thread runs.
+//!
+//! The runtime keeps each user thread's mask and applies it to whichever
+//! kernel thread runs the thread (`schedlab_rt::shared`, "Signals"), so
+//! process-directed signals (`kill`, `SIGCHLD`, timers) and the ones a thread
+//! raises on itself (`raise`, `abort`, a fault) are the kernel's business as
+//! usual. A signal for another user thread (`pthread_kill`) goes into that
+//! thread's pending set here; the runtime is asked to run [`deliver_pending`]
+//! in the thread's context (`shared::interrupt`), which raises each pending
+//! signal the thread does not block on its current kernel thread, so its
+//! handler runs on the right thread with the right mask — or, for a thread
+//! in `sigwait` on the signal, the kernel's `sigwait` returns it. A thread
+//! parked in the library's waits is unparked for it: its condition wait
+//! returns (spuriously, as POSIX allows), its sleep ends with `EINTR`.
+//!
+//! A signal stays pending while the thread blocks it and is delivered when
+//! `pthread_sigmask` unblocks it. Not done: the program's `SA_RESTART` for a
+//! system call a user thread is blocked in when a `pthread_kill` arrives (the
+//! runtime's own handler restarts it, so the program's handler runs and the
+//! call goes on).
+
+use crate::thread::{current, on_user_thread, user_thread, Kind};
+use std::ffi::c_int;
+use std::sync::atomic::Ordering;
+
+/// glibc's definitions.
+mod next {
+    #![allow(clippy::type_complexity)]
+    #[allow(unused_imports)]
+    use std::ffi::c_int;
+    crate::glibc::real!(pthread_sigmask: fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int);
+    crate::glibc::real!(sigprocmask: fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int);
+    crate::glibc::real!(pthread_kill: fn(libc::pthread_t, c_int) -> c_int);
+    crate::glibc::real!(sigwait: fn(*const libc::sigset_t, *mut c_int) -> c_int);
+    crate::glibc::real!(sigwaitinfo: fn(*const libc::sigset_t, *mut libc::siginfo_t) -> c_int);
+    crate::glibc::real!(sigtimedwait: fn(*const libc::sigset_t, *mut libc::siginfo_t, *const libc::timespec) -> c_int);
+}
+
+fn word(set: *const libc::sigset_t) -> u64 {
+    // SAFETY: a sigset_t is at least 8 bytes on Linux; the caller's set.
+    unsafe { std::ptr::read_unaligned(set.cast::<u64>()) }
+}
+
+fn store_word(set: *mut libc::sigset_t, w: u64) {
+    // SAFETY: the caller's out-parameter; the rest of the set (signals past
+    // 64, which Linux does not have) is cleared.
+    unsafe {
+        libc::sigemptyset(set);
+        std::ptr::write_unaligned(set.cast::<u64>(), w);
+    }
+}
+
+fn bit(sig: c_int) -> u64 {
+    1u64 << (sig - 1)
+}
+
+/// The common body of `pthread_sigmask` and `sigprocmask` on a user thread;
+/// `Err` is an error number.
+fn set_mask(how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> Result<(), c_int> {
+    let cur = schedlab_rt::shared::signal_mask();
+    if !set.is_null() {
+        let s = word(set);
+        let new = match how {
+            libc::SIG_BLOCK => cur | s,
+            libc::SIG_UNBLOCK => cur & !s,
+            libc::SIG_SETMASK => s,
+            _ => return Err(libc::EINVAL),
+        };
+        schedlab_rt::shared::set_signal_mask(new);
+    }
+    if !old.is_null() {
+        store_word(old, cur);
+    }
+    deliver_pending();
+    Ok(())
+}
+
+/// `pthread_sigmask`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_sigmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    if !on_user_thread() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::pthread_sigmask()(how, set, old) };
+    }
+    match set_mask(how, set, old) {
+        Ok(()) => 0,
+        Err(e) => e,
+    }
+}
+
+/// `sigprocmask` (the calling thread's mask, as in any threaded program).
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn sigprocmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    if !on_user_thread() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::sigprocmask()(how, set, old) };
+    }
+    match set_mask(how, set, old) {
+        Ok(()) => 0,
+        Err(e) => {
+            // SAFETY: the calling thread's errno.
+            unsafe { *libc::__errno_location() = e };
+            -1
+        }
+    }
+}
+
+/// `pthread_kill`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
+    let Some(d) = user_thread(t) else {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::pthread_kill()(t, sig) };
+    };
+    if !(0..=64).contains(&sig) {
+        return libc::EINVAL;
+    }
+    if d.has_exited() {
+        return libc::ESRCH;
+    }
+    if sig == 0 {
+        return 0;
+    }
+    if current().tcb == d.tcb {
+        raise_here(sig);
+        return 0;
+    }
+    d.pending_signals.fetch_or(bit(sig), Ordering::AcqRel);
+    if let Some(thread) = d.rt_thread() {
+        schedlab_rt::shared::interrupt(&thread);
+        thread.unpark();
+    }
+    0
+}
+
+/// Raises `sig` on the calling kernel thread, for the calling thread.
+fn raise_here(sig: c_int) {
+    // SAFETY: tgkill to our own kernel thread.
+    unsafe {
+        libc::syscall(libc::SYS_tgkill, libc::getpid(), libc::syscall(libc::SYS_gettid), sig);
+    }
+}
+
+/// The runtime's resume hook, and every point where a user thread may take
+/// its pending signals: raises each one it does not block (or waits for in
+/// `sigwait`) on its current kernel thread.
+pub(crate) fn deliver_pending() {
+    let d = current();
+    if d.kind.get() != Kind::User {
+        return;
+    }
+    loop {
+        let pending = d.pending_signals.load(Ordering::Acquire);
+        if pending == 0 {
+            return;
+        }
+        let open = !schedlab_rt::shared::signal_mask() | d.sigwait_set.load(Ordering::Acquire);
+        let ready = pending & open;
+        if ready == 0 {
+            return;
+        }
+        let b = ready & ready.wrapping_neg();
+        if d.pending_signals.fetch_and(!b, Ordering::AcqRel) & b == 0 {
+            continue;
+        }
+        d.signals_seen.fetch_add(1, Ordering::AcqRel);
+        raise_here(b.trailing_zeros() as c_int + 1);
+    }
+}
+
+/// Takes a pending signal of `set` from the calling user thread's own set.
+fn take_own(set: u64) -> Option<c_int> {
+    let d = current();
+    loop {
+        let ready = d.pending_signals.load(Ordering::Acquire) & set;
+        if ready == 0 {
+            return None;
+        }
+        let b = ready & ready.wrapping_neg();
+        if d.pending_signals.fetch_and(!b, Ordering::AcqRel) & b != 0 {
+            return Some(b.trailing_zeros() as c_int + 1);
+        }
+    }
+}
+
+/// Runs `f` (the kernel's wait) with `set` marked as waited for, so that
+/// [`deliver_pending`] hands those signals to it.
+fn waiting_for<R>(set: u64, f: impl FnOnce() -> R) -> R {
+    let d = current();
+    d.sigwait_set.store(set, Ordering::Release);
+    deliver_pending();
+    let r = f();
+    d.sigwait_set.store(0, Ordering::Release);
+    r
+}
+
+/// `sigwait`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn sigwait(set: *const libc::sigset_t, sig: *mut c_int) -> c_int {
+    if on_user_thread() {
+        if let Some(s) = take_own(word(set)) {
+            // SAFETY: the caller's out-parameter.
+            unsafe { *sig = s };
+            return 0;
+        }
+        // SAFETY: forwarded to glibc's, with our pending ones raised first.
+        return waiting_for(word(set), || unsafe { next::sigwait()(set, sig) });
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { next::sigwait()(set, sig) }
+}
+
+fn fill_info(info: *mut libc::siginfo_t, sig: c_int) {
+    if info.is_null() {
+        return;
+    }
+    // SAFETY: the caller's out-parameter; zeroed, then the fields a
+    // `pthread_kill` gives (`si_signo`, `si_code = SI_TKILL`) set.
+    unsafe {
+        std::ptr::write_bytes(info, 0, 1);
+        (*info).si_signo = sig;
+        (*info).si_code = libc::SI_TKILL;
+    }
+}
+
+/// `sigwaitinfo`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn sigwaitinfo(
+    set: *const libc::sigset_t,
+    info: *mut libc::siginfo_t,
+) -> c_int {
+    if on_user_thread() {
+        if let Some(s) = take_own(word(set)) {
+            fill_info(info, s);
+            return s;
+        }
+        // SAFETY: forwarded, as in `sigwait`.
+        return waiting_for(word(set), || unsafe { next::sigwaitinfo()(set, info) });
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { next::sigwaitinfo()(set, info) }
+}
+
+/// `sigtimedwait`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn sigtimedwait(
+    set: *const libc::sigset_t,
+    info: *mut libc::siginfo_t,
+    timeout: *const libc::timespec,
+) -> c_int {
+    if on_user_thread() {
+        if let Some(s) = take_own(word(set)) {
+            fill_info(info, s);
+            return s;
+        }
+        // SAFETY: forwarded, as in `sigwait`.
+        return waiting_for(word(set), || unsafe { next::sigtimedwait()(set, info, timeout) });
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { next::sigtimedwait()(set, info, timeout) }
+}
