@@ -6,11 +6,16 @@
 //! A copy is idempotent (a run is known everywhere by its UUID) and resumable: when the
 //! connection drops or the disk fills in the middle, the run being copied is not in the
 //! target at all, the runs before it are, and running the same command again completes it.
+//!
+//! A run whose text could drive a terminal (an escape sequence, a line break in its label,
+//! a right-to-left override) is refused at the door, naming the field and the character;
+//! the other runs are copied and the command ends with exit code 1.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
+use schedlab_measure::text::escape;
 use schedlab_store::{Copied, Location, RunSummary, Store};
 
 use crate::args::{ImportArgs, PullArgs, PushArgs, RunFilterArgs};
@@ -123,13 +128,15 @@ pub fn import(args: &ImportArgs, db: &Location) -> Result<ExitCode> {
 
 /// Copies `runs` of `from` into `to`, one transaction each, printing a line per run and a
 /// summary. A failure stops at the run it happened in (the runs before it are stored, that
-/// one is not) and says how to complete the copy.
+/// one is not) and says how to complete the copy. A run refused at the door is said so and
+/// skipped; the others are copied, and the exit code is 1.
 fn copy(from: &Store, runs: &[RunSummary], to: &Store, verb: &str) -> Result<ExitCode> {
     let started = Instant::now();
-    let (mut copied, mut there, mut replaced, mut running) = (0, 0, 0, 0);
+    let (mut copied, mut there, mut replaced, mut running, mut refused) = (0, 0, 0, 0, 0);
     for r in runs {
         let t = Instant::now();
-        let name = r.label.as_deref().map_or(String::new(), |l| format!(" {l}"));
+        // Label and host as stored there: shown escaped (they may be why it is refused).
+        let name = r.label.as_deref().map_or(String::new(), |l| format!(" {}", escape(l)));
         let what = from.copy_run(r.id, to).with_context(|| {
             format!(
                 "copying run #{}{name} ({}) to {}: the {copied} run(s) copied before it are stored there, this one is not; run the same command again to complete the copy",
@@ -141,37 +148,50 @@ fn copy(from: &Store, runs: &[RunSummary], to: &Store, verb: &str) -> Result<Exi
         let word = match what {
             Copied::Copied => {
                 copied += 1;
-                "copied"
+                "copied".to_string()
             }
             Copied::AlreadyThere => {
                 there += 1;
-                "already there"
+                "already there".to_string()
             }
             Copied::Replaced => {
                 replaced += 1;
-                "replaced an older copy"
+                "replaced an older copy".to_string()
             }
             Copied::StillRunning => {
                 running += 1;
-                "still running, not copied (copy it once it has finished)"
+                "still running, not copied (copy it once it has finished)".to_string()
+            }
+            Copied::Refused(why) => {
+                refused += 1;
+                format!(
+                    "REFUSED, not copied: its {why}; schedlab copies no text that could drive a terminal or forge a table row (escape sequences, line breaks, bidirectional overrides)"
+                )
             }
         };
         out(&format!(
             "run #{}{name} [{} {}, {} results]: {word} ({:.2} s)\n",
             r.id,
-            r.host,
-            r.started_at,
+            escape(&r.host),
+            escape(&r.started_at),
             r.ok + r.skipped + r.failed,
             t.elapsed().as_secs_f64()
         ))?;
     }
     out(&format!(
-        "{verb} {} run(s) from {} to {} in {:.2} s: {copied} copied, {there} already there, {replaced} replaced{}\n",
+        "{verb} {} run(s) from {} to {} in {:.2} s: {copied} copied, {there} already there, {replaced} replaced{}{}\n",
         runs.len(),
         from.path().display(),
         to.path().display(),
         started.elapsed().as_secs_f64(),
-        if running > 0 { format!(", {running} still running (not copied)") } else { String::new() }
+        if running > 0 { format!(", {running} still running (not copied)") } else { String::new() },
+        if refused > 0 { format!(", {refused} refused (see above)") } else { String::new() }
     ))?;
+    if refused > 0 {
+        eprintln!(
+            "schedlab: {refused} run(s) refused: their text could drive a terminal; the others are copied"
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
 }
