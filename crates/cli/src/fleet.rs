@@ -37,15 +37,9 @@ impl RunFilter {
     /// Validates the command line's filter.
     pub fn from_args(a: &RunFilterArgs) -> Result<RunFilter> {
         if let Some(s) = &a.since {
-            let b = s.as_bytes();
-            let date_like = b.len() >= 10
-                && b[..10].iter().enumerate().all(|(i, c)| match i {
-                    4 | 7 => *c == b'-',
-                    _ => c.is_ascii_digit(),
-                });
-            if !date_like {
+            if let Err(why) = check_since(s) {
                 return Err(UsageError(format!(
-                    "--since {s:?} is not a date; write it as 2026-11-20 or 2026-11-20T08:00:00Z"
+                    "--since {s:?} is not a date ({why}); write it as 2026-11-20 or 2026-11-20T08:00:00Z"
                 ))
                 .into());
             }
@@ -71,6 +65,70 @@ impl RunFilter {
     /// The runs of `runs` that pass, in their order.
     pub fn apply(&self, runs: Vec<RunSummary>) -> Vec<RunSummary> {
         runs.into_iter().filter(|r| self.matches(r)).collect()
+    }
+}
+
+/// Checks `--since`: a calendar date `YYYY-MM-DD` (a month 01–12, a day that month has),
+/// optionally followed by `T` and a time `HH:MM[:SS[.fraction]]` in range, then `Z` or an
+/// offset `±HH:MM`. Runs are compared with it as RFC 3339 text, so a date that does not
+/// exist (`2026-13-45`) would silently match every run after `2026-13`; it is refused
+/// instead. Returns what is wrong.
+fn check_since(s: &str) -> Result<(), &'static str> {
+    fn num(b: &[u8]) -> Option<u32> {
+        b.iter().try_fold(0u32, |n, c| c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0')))
+    }
+    let b = s.as_bytes();
+    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
+        return Err("not YYYY-MM-DD");
+    }
+    let (Some(year), Some(month), Some(day)) = (num(&b[..4]), num(&b[5..7]), num(&b[8..10])) else {
+        return Err("not YYYY-MM-DD");
+    };
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return Err("there is no such month"),
+    };
+    if !(1..=days).contains(&day) {
+        return Err("that month has no such day");
+    }
+    let rest = &b[10..];
+    if rest.is_empty() {
+        return Ok(());
+    }
+    let time = rest.strip_prefix(b"T").ok_or("a time follows the date after a T")?;
+    let hm = |t: &[u8]| -> Option<(u32, u32)> {
+        (t.len() >= 5 && t[2] == b':').then_some(())?;
+        Some((num(&t[..2])?, num(&t[3..5])?))
+    };
+    let (h, m) = hm(time).ok_or("the time is not HH:MM")?;
+    if h > 23 || m > 59 {
+        return Err("there is no such time");
+    }
+    let mut t = &time[5..];
+    if let Some(sec) = t.strip_prefix(b":") {
+        match num(sec.get(..2).ok_or("the seconds are not SS")?) {
+            Some(s) if s <= 60 => t = &sec[2..],
+            _ => return Err("the seconds are not SS"),
+        }
+        if let Some(frac) = t.strip_prefix(b".") {
+            let n = frac.iter().take_while(|c| c.is_ascii_digit()).count();
+            if n == 0 {
+                return Err("a fraction of a second has digits");
+            }
+            t = &frac[n..];
+        }
+    }
+    match t {
+        b"" | b"Z" | b"z" => Ok(()),
+        [b'+' | b'-', off @ ..] => match hm(off) {
+            Some((h, m)) if off.len() == 5 && h <= 23 && m <= 59 => Ok(()),
+            _ => Err("the offset is not ±HH:MM"),
+        },
+        _ => Err("the time ends in Z or an offset ±HH:MM"),
     }
 }
 
@@ -194,4 +252,38 @@ fn copy(from: &Store, runs: &[RunSummary], to: &Store, verb: &str) -> Result<Exi
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_since;
+
+    #[test]
+    fn since_takes_only_dates_and_times_that_exist() {
+        for ok in [
+            "2026-11-20",
+            "2024-02-29",
+            "2026-11-20T08:00:00Z",
+            "2026-11-20T08:00",
+            "2026-11-20T23:59:59.123+02:00",
+        ] {
+            assert_eq!(check_since(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "2026-13-45",
+            "2026-00-10",
+            "2026-02-29",
+            "2026-04-31",
+            "2026-11-00",
+            "yesterday",
+            "2026-1-5",
+            "2026-11-20x",
+            "2026-11-20T25:00",
+            "2026-11-20T08:00:61",
+            "2026-11-20T08:00Zjunk",
+            "2026-11-20T08:00+2",
+        ] {
+            assert!(check_since(bad).is_err(), "{bad} was accepted");
+        }
+    }
 }

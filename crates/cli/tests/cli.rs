@@ -304,6 +304,29 @@ fn labels_with_control_characters_or_too_long_are_refused_at_the_door() {
 }
 
 #[test]
+fn a_since_date_that_does_not_exist_is_a_usage_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    schedlab_store::Store::open(&db).unwrap();
+    let other = dir.path().join("other.db");
+    schedlab_store::Store::open(&other).unwrap();
+    let other = other.to_str().unwrap();
+    for since in ["2026-13-45", "2026-02-30", "2026-11-20T24:00:00Z", "yesterday"] {
+        for cmd in [
+            vec!["runs", "--since", since],
+            vec!["pull", "--from", other, "--since", since],
+            vec!["import", other, "--since", since],
+        ] {
+            let o = run(&db, &cmd);
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{cmd:?}: {err}");
+            assert!(err.contains(&format!("--since \"{since}\" is not a date")), "{cmd:?}: {err}");
+        }
+    }
+    assert!(text(&run(&db, &["runs", "--since", "2024-02-29"]).stdout).contains("no runs yet"));
+}
+
+#[test]
 fn an_empty_filter_is_refused_by_run_and_list_alike() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("f.db");
