@@ -288,7 +288,16 @@ fn labels_with_control_characters_or_too_long_are_refused_at_the_door() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("l.db");
     let long = "x".repeat(1000);
-    for label in ["two\nlines", "esc\u{1b}[31mred", "tab\there", long.as_str()] {
+    for label in [
+        "two\nlines",
+        "esc\u{1b}[31mred",
+        "tab\there",
+        long.as_str(),
+        "cod\u{202e}txt.exe",
+        "a\u{2066}b",
+        "\u{200b}\u{200b}",
+        "\u{3164}",
+    ] {
         for cmd in [
             vec!["run", "--suite", "smoke", "--filter", "os.syscall.null", "--label", label],
             vec!["mem", "--suite", "quick", "--label", label],
