@@ -368,8 +368,8 @@ pub struct TimelineArgs {
     /// and record every thread of the process with the kernel's sched_switch (root).
     #[arg(long, value_name = "ID", conflicts_with = "list")]
     pub probe: Option<String>,
-    /// The variant's parameters for --probe, as KEY=VALUE,KEY=VALUE (`schedlab list` shows
-    /// them), e.g. loader=cgroup,cpus=1.
+    /// The variant's parameters for --probe, as KEY=VALUE,KEY=VALUE, each key one the probe
+    /// has (`schedlab list` shows them) and given once, e.g. loader=cgroup,cpus=1.
     #[arg(long, value_name = "K=V,...")]
     pub params: Option<String>,
     /// How long --probe records, in ms [default: 1000].

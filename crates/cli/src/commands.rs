@@ -172,6 +172,7 @@ fn runs(store: &Store, args: &RunsArgs) -> Result<ExitCode> {
     let mut reasons = Vec::new();
     for r in list {
         if let Some(why) = &r.reason {
+            let why = schedlab_measure::text::escape(why);
             reasons.push(format!("run #{} {}: {why}\n", r.id, r.status.key()));
         }
         t.row(vec![

@@ -6,11 +6,16 @@
 //! A copy is idempotent (a run is known everywhere by its UUID) and resumable: when the
 //! connection drops or the disk fills in the middle, the run being copied is not in the
 //! target at all, the runs before it are, and running the same command again completes it.
+//!
+//! A run whose text could drive a terminal (an escape sequence, a line break in its label,
+//! a right-to-left override) is refused at the door, naming the field and the character;
+//! the other runs are copied and the command ends with exit code 1.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
+use schedlab_measure::text::escape;
 use schedlab_store::{Copied, Location, RunSummary, Store};
 
 use crate::args::{ImportArgs, PullArgs, PushArgs, RunFilterArgs};
@@ -32,15 +37,9 @@ impl RunFilter {
     /// Validates the command line's filter.
     pub fn from_args(a: &RunFilterArgs) -> Result<RunFilter> {
         if let Some(s) = &a.since {
-            let b = s.as_bytes();
-            let date_like = b.len() >= 10
-                && b[..10].iter().enumerate().all(|(i, c)| match i {
-                    4 | 7 => *c == b'-',
-                    _ => c.is_ascii_digit(),
-                });
-            if !date_like {
+            if let Err(why) = check_since(s) {
                 return Err(UsageError(format!(
-                    "--since {s:?} is not a date; write it as 2026-11-20 or 2026-11-20T08:00:00Z"
+                    "--since {s:?} is not a date ({why}); write it as 2026-11-20 or 2026-11-20T08:00:00Z"
                 ))
                 .into());
             }
@@ -66,6 +65,70 @@ impl RunFilter {
     /// The runs of `runs` that pass, in their order.
     pub fn apply(&self, runs: Vec<RunSummary>) -> Vec<RunSummary> {
         runs.into_iter().filter(|r| self.matches(r)).collect()
+    }
+}
+
+/// Checks `--since`: a calendar date `YYYY-MM-DD` (a month 01–12, a day that month has),
+/// optionally followed by `T` and a time `HH:MM[:SS[.fraction]]` in range, then `Z` or an
+/// offset `±HH:MM`. Runs are compared with it as RFC 3339 text, so a date that does not
+/// exist (`2026-13-45`) would silently match every run after `2026-13`; it is refused
+/// instead. Returns what is wrong.
+fn check_since(s: &str) -> Result<(), &'static str> {
+    fn num(b: &[u8]) -> Option<u32> {
+        b.iter().try_fold(0u32, |n, c| c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0')))
+    }
+    let b = s.as_bytes();
+    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
+        return Err("not YYYY-MM-DD");
+    }
+    let (Some(year), Some(month), Some(day)) = (num(&b[..4]), num(&b[5..7]), num(&b[8..10])) else {
+        return Err("not YYYY-MM-DD");
+    };
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return Err("there is no such month"),
+    };
+    if !(1..=days).contains(&day) {
+        return Err("that month has no such day");
+    }
+    let rest = &b[10..];
+    if rest.is_empty() {
+        return Ok(());
+    }
+    let time = rest.strip_prefix(b"T").ok_or("a time follows the date after a T")?;
+    let hm = |t: &[u8]| -> Option<(u32, u32)> {
+        (t.len() >= 5 && t[2] == b':').then_some(())?;
+        Some((num(&t[..2])?, num(&t[3..5])?))
+    };
+    let (h, m) = hm(time).ok_or("the time is not HH:MM")?;
+    if h > 23 || m > 59 {
+        return Err("there is no such time");
+    }
+    let mut t = &time[5..];
+    if let Some(sec) = t.strip_prefix(b":") {
+        match num(sec.get(..2).ok_or("the seconds are not SS")?) {
+            Some(s) if s <= 60 => t = &sec[2..],
+            _ => return Err("the seconds are not SS"),
+        }
+        if let Some(frac) = t.strip_prefix(b".") {
+            let n = frac.iter().take_while(|c| c.is_ascii_digit()).count();
+            if n == 0 {
+                return Err("a fraction of a second has digits");
+            }
+            t = &frac[n..];
+        }
+    }
+    match t {
+        b"" | b"Z" | b"z" => Ok(()),
+        [b'+' | b'-', off @ ..] => match hm(off) {
+            Some((h, m)) if off.len() == 5 && h <= 23 && m <= 59 => Ok(()),
+            _ => Err("the offset is not ±HH:MM"),
+        },
+        _ => Err("the time ends in Z or an offset ±HH:MM"),
     }
 }
 
@@ -123,13 +186,15 @@ pub fn import(args: &ImportArgs, db: &Location) -> Result<ExitCode> {
 
 /// Copies `runs` of `from` into `to`, one transaction each, printing a line per run and a
 /// summary. A failure stops at the run it happened in (the runs before it are stored, that
-/// one is not) and says how to complete the copy.
+/// one is not) and says how to complete the copy. A run refused at the door is said so and
+/// skipped; the others are copied, and the exit code is 1.
 fn copy(from: &Store, runs: &[RunSummary], to: &Store, verb: &str) -> Result<ExitCode> {
     let started = Instant::now();
-    let (mut copied, mut there, mut replaced, mut running) = (0, 0, 0, 0);
+    let (mut copied, mut there, mut replaced, mut running, mut refused) = (0, 0, 0, 0, 0);
     for r in runs {
         let t = Instant::now();
-        let name = r.label.as_deref().map_or(String::new(), |l| format!(" {l}"));
+        // Label and host as stored there: shown escaped (they may be why it is refused).
+        let name = r.label.as_deref().map_or(String::new(), |l| format!(" {}", escape(l)));
         let what = from.copy_run(r.id, to).with_context(|| {
             format!(
                 "copying run #{}{name} ({}) to {}: the {copied} run(s) copied before it are stored there, this one is not; run the same command again to complete the copy",
@@ -141,37 +206,84 @@ fn copy(from: &Store, runs: &[RunSummary], to: &Store, verb: &str) -> Result<Exi
         let word = match what {
             Copied::Copied => {
                 copied += 1;
-                "copied"
+                "copied".to_string()
             }
             Copied::AlreadyThere => {
                 there += 1;
-                "already there"
+                "already there".to_string()
             }
             Copied::Replaced => {
                 replaced += 1;
-                "replaced an older copy"
+                "replaced an older copy".to_string()
             }
             Copied::StillRunning => {
                 running += 1;
-                "still running, not copied (copy it once it has finished)"
+                "still running, not copied (copy it once it has finished)".to_string()
+            }
+            Copied::Refused(why) => {
+                refused += 1;
+                format!(
+                    "REFUSED, not copied: its {why}; schedlab copies no text that could drive a terminal or forge a table row (escape sequences, line breaks, bidirectional overrides)"
+                )
             }
         };
         out(&format!(
             "run #{}{name} [{} {}, {} results]: {word} ({:.2} s)\n",
             r.id,
-            r.host,
-            r.started_at,
+            escape(&r.host),
+            escape(&r.started_at),
             r.ok + r.skipped + r.failed,
             t.elapsed().as_secs_f64()
         ))?;
     }
     out(&format!(
-        "{verb} {} run(s) from {} to {} in {:.2} s: {copied} copied, {there} already there, {replaced} replaced{}\n",
+        "{verb} {} run(s) from {} to {} in {:.2} s: {copied} copied, {there} already there, {replaced} replaced{}{}\n",
         runs.len(),
         from.path().display(),
         to.path().display(),
         started.elapsed().as_secs_f64(),
-        if running > 0 { format!(", {running} still running (not copied)") } else { String::new() }
+        if running > 0 { format!(", {running} still running (not copied)") } else { String::new() },
+        if refused > 0 { format!(", {refused} refused (see above)") } else { String::new() }
     ))?;
+    if refused > 0 {
+        eprintln!(
+            "schedlab: {refused} run(s) refused: their text could drive a terminal; the others are copied"
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_since;
+
+    #[test]
+    fn since_takes_only_dates_and_times_that_exist() {
+        for ok in [
+            "2026-11-20",
+            "2024-02-29",
+            "2026-11-20T08:00:00Z",
+            "2026-11-20T08:00",
+            "2026-11-20T23:59:59.123+02:00",
+        ] {
+            assert_eq!(check_since(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "2026-13-45",
+            "2026-00-10",
+            "2026-02-29",
+            "2026-04-31",
+            "2026-11-00",
+            "yesterday",
+            "2026-1-5",
+            "2026-11-20x",
+            "2026-11-20T25:00",
+            "2026-11-20T08:00:61",
+            "2026-11-20T08:00Zjunk",
+            "2026-11-20T08:00+2",
+        ] {
+            assert!(check_since(bad).is_err(), "{bad} was accepted");
+        }
+    }
 }

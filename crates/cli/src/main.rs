@@ -3,6 +3,13 @@
 //! `main` turns every outcome into an exit code in one place: 0 success, 1 failure, 2 usage
 //! error (bad arguments, unknown probe pattern or run). A closed pipe (`schedlab list | head`)
 //! ends quietly with 0; a broken connection to a database server is a failure.
+//!
+//! Everything printed goes through [`out`] or the error line in `main`, which escape any
+//! character that would drive the terminal ([`schedlab_measure::text::escape_prose`]): we
+//! print no escape sequences of our own, so a label, host or reason from another machine's
+//! run that a rendering missed still cannot recolour, clear or hyperlink the terminal. (The
+//! renderings escape line breaks inside stored text too, so no row is forged; this last
+//! guard keeps the line breaks of our own text.)
 
 mod args;
 mod commands;
@@ -30,8 +37,9 @@ pub const EXEC_HELPER_ARG: &str = "__exec-helper";
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// Writes `text` to standard output.
+/// Writes `text` to standard output, any character that would drive the terminal escaped.
 pub fn out(text: &str) -> io::Result<()> {
+    let text = schedlab_measure::text::escape_prose(text);
     let mut o = io::stdout().lock();
     o.write_all(text.as_bytes())?;
     o.flush()
@@ -63,7 +71,8 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("schedlab: error: {err:#}");
+            let message = format!("{err:#}");
+            eprintln!("schedlab: error: {}", schedlab_measure::text::escape_prose(&message));
             if err.chain().any(|c| c.is::<UsageError>()) {
                 ExitCode::from(2)
             } else {

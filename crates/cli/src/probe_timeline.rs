@@ -38,17 +38,30 @@ const COLS: usize = 80;
 /// The window when `--window-ms` is not given.
 const WINDOW_MS: u64 = 1_000;
 
-/// `K=V,K=V` into params; a usage error names the malformed part.
+/// `K=V,K=V` into params; a usage error names the malformed part, a key given twice, or
+/// a list with nothing in it (the probe would run its default variant while the stored
+/// run said parameters were given; leave `--params` out for that).
 pub(crate) fn parse_params(text: &str) -> Result<Params, UsageError> {
     let mut p = Params::new();
     for part in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = part.split_once('=').ok_or_else(|| {
             UsageError(format!("--params: {part:?} is not KEY=VALUE (e.g. loader=cgroup,cpus=1)"))
         })?;
-        if k.trim().is_empty() {
+        let (k, v) = (k.trim(), v.trim());
+        if k.is_empty() {
             return Err(UsageError(format!("--params: {part:?} has no key")));
         }
-        p.set(k.trim(), v.trim());
+        if let Some(first) = p.get(k) {
+            return Err(UsageError(format!(
+                "--params: {k} is given twice ({k}={first} and {k}={v}); give each key once"
+            )));
+        }
+        p.set(k, v);
+    }
+    if p.is_empty() {
+        return Err(UsageError(format!(
+            "--params {text:?} names no parameter; leave --params out for the probe's default variant"
+        )));
     }
     Ok(p)
 }
@@ -78,7 +91,12 @@ pub fn probe_timeline(id: &str, args: &TimelineArgs, db: &Location) -> Result<Ex
         };
         return Err(UsageError(format!("--probe: {hint}")).into());
     };
-    let params = parse_params(args.params.as_deref().unwrap_or(""))?;
+    let params = match args.params.as_deref() {
+        None => Params::new(),
+        Some(text) => parse_params(text)?,
+    };
+    schedlab_probes::check_params(probe.as_ref(), &params)
+        .map_err(|e| UsageError(format!("--params: {e}")))?;
     let window_ms = args.window_ms.unwrap_or(WINDOW_MS);
     if !(10..=60_000).contains(&window_ms) {
         return Err(UsageError(format!("--window-ms {window_ms}: 10 to 60000")).into());
@@ -223,9 +241,12 @@ mod tests {
         let p = parse_params("loader=cgroup, cpus=1").unwrap();
         assert_eq!(p.get("loader"), Some("cgroup"));
         assert_eq!(p.get("cpus"), Some("1"));
-        assert!(parse_params("").unwrap().get("x").is_none());
+        assert!(parse_params("").unwrap_err().0.contains("names no parameter"));
+        assert!(parse_params(" , ").unwrap_err().0.contains("names no parameter"));
         assert!(parse_params("loader").unwrap_err().0.contains("KEY=VALUE"));
         assert!(parse_params("=1").unwrap_err().0.contains("no key"));
+        let twice = parse_params("cpus=1,loader=nice,cpus=2").unwrap_err().0;
+        assert!(twice.contains("cpus is given twice (cpus=1 and cpus=2)"), "{twice}");
     }
 
     #[test]

@@ -155,9 +155,12 @@ fn check_writable_dir(dir: &Path) -> Result<()> {
 /// Longest label accepted, in characters.
 pub const MAX_LABEL: usize = 200;
 
-/// Checks a `--label` at the door, for every command that stores one: not empty, not
-/// readable as a run id or `latest`, no control characters (newlines and escape sequences
-/// would break `runs` and the Markdown export), at most [`MAX_LABEL`] characters.
+/// Checks a `--label` at the door, for every command that stores one: not empty nor only
+/// invisible characters, not readable as a run id or `latest`, no control, bidirectional or
+/// invisible format characters (newlines and escape sequences would break `runs` and the
+/// Markdown export, a right-to-left override would show another label; the rule of
+/// [`schedlab_measure::text`], which `push`/`pull`/`import` apply too), at most
+/// [`MAX_LABEL`] characters.
 ///
 /// # Errors
 /// A usage error saying what is wrong.
@@ -166,14 +169,22 @@ pub fn validate_label(label: Option<&str>) -> Result<(), UsageError> {
     if l.trim().is_empty() {
         return Err(UsageError("--label must not be empty".into()));
     }
+    if let Some(c) = schedlab_measure::text::find_unsafe(l, false) {
+        return Err(UsageError(format!(
+            "--label \"{}\" contains {}, a control or invisible formatting character (newline, tab, escape, right-to-left override...); use printable text",
+            schedlab_measure::text::escape(l),
+            schedlab_measure::text::describe(c)
+        )));
+    }
+    if schedlab_measure::text::is_blank(l) {
+        return Err(UsageError(format!(
+            "--label \"{}\" shows nothing (only blank or zero-width characters); use printable text",
+            schedlab_measure::text::escape(l)
+        )));
+    }
     if l == "latest" || l.starts_with("latest~") || l.parse::<i64>().is_ok() {
         return Err(UsageError(format!(
             "--label {l:?} would be read as a run id or `latest`; choose a label with letters"
-        )));
-    }
-    if l.chars().any(char::is_control) {
-        return Err(UsageError(format!(
-            "--label {l:?} contains a control character (newline, tab, escape...); use printable text"
         )));
     }
     let n = l.chars().count();

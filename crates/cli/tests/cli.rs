@@ -288,7 +288,16 @@ fn labels_with_control_characters_or_too_long_are_refused_at_the_door() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("l.db");
     let long = "x".repeat(1000);
-    for label in ["two\nlines", "esc\u{1b}[31mred", "tab\there", long.as_str()] {
+    for label in [
+        "two\nlines",
+        "esc\u{1b}[31mred",
+        "tab\there",
+        long.as_str(),
+        "cod\u{202e}txt.exe",
+        "a\u{2066}b",
+        "\u{200b}\u{200b}",
+        "\u{3164}",
+    ] {
         for cmd in [
             vec!["run", "--suite", "smoke", "--filter", "os.syscall.null", "--label", label],
             vec!["mem", "--suite", "quick", "--label", label],
@@ -301,6 +310,29 @@ fn labels_with_control_characters_or_too_long_are_refused_at_the_door() {
     }
     // Nothing was measured or stored.
     assert!(!db.exists() || text(&run(&db, &["runs"]).stdout).lines().count() <= 1);
+}
+
+#[test]
+fn a_since_date_that_does_not_exist_is_a_usage_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    schedlab_store::Store::open(&db).unwrap();
+    let other = dir.path().join("other.db");
+    schedlab_store::Store::open(&other).unwrap();
+    let other = other.to_str().unwrap();
+    for since in ["2026-13-45", "2026-02-30", "2026-11-20T24:00:00Z", "yesterday"] {
+        for cmd in [
+            vec!["runs", "--since", since],
+            vec!["pull", "--from", other, "--since", since],
+            vec!["import", other, "--since", since],
+        ] {
+            let o = run(&db, &cmd);
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{cmd:?}: {err}");
+            assert!(err.contains(&format!("--since \"{since}\" is not a date")), "{cmd:?}: {err}");
+        }
+    }
+    assert!(text(&run(&db, &["runs", "--since", "2024-02-29"]).stdout).contains("no runs yet"));
 }
 
 #[test]

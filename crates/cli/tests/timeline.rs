@@ -168,6 +168,25 @@ fn probe_timeline_usage_errors_exit_2() {
         (&["timeline", "3", "--probe", "os.pipe.latency"][..], "cannot be used"),
         (&["timeline", "3", "--params", "a=b"][..], "--probe"),
         (&["timeline", "--probe", "os.pipe.latency", "--window-ms", "5"][..], "10 to 60000"),
+        // Parameters the probe does not have, given twice or none at all would be stored
+        // as if they had taken effect.
+        (
+            &["timeline", "--probe", "os.pipe.latency", "--params", "placment=cross"][..],
+            "os.pipe.latency has no parameter \"placment\"; its parameters are placement",
+        ),
+        (
+            &[
+                "timeline",
+                "--probe",
+                "os.pipe.latency",
+                "--params",
+                "placement=cross,placement=same",
+            ][..],
+            "placement is given twice",
+        ),
+        (&["timeline", "--probe", "os.pipe.latency", "--params", ""][..], "names no parameter"),
+        (&["timeline", "--probe", "os.pipe.latency", "--params", " , "][..], "names no parameter"),
+        (&["timeline", "--probe", "os.syscall.null", "--params", "x=1"][..], "it takes none"),
     ] {
         let o = run(&db, args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));

@@ -8,8 +8,10 @@
 //! fingerprint stored with every run ([`machine`]), the result model that the store and the
 //! reports share ([`model`]), and the Linux wrappers (pinning, forked
 //! helpers, per-thread scheduling settings) that the probes and the timelines share ([`sys`]),
-//! and the one rule for showing values to people ([`units`]). It knows nothing of SQLite,
-//! terminals or particular probes: measuring, analysing and reporting are separate stages.
+//! the one rule for showing values to people ([`units`]) and the one rule for which
+//! characters of stored text never reach a terminal as themselves ([`text`]). It knows
+//! nothing of SQLite, terminals or particular probes: measuring, analysing and reporting are
+//! separate stages.
 //!
 //! ```
 //! use schedlab_measure::{clock::Calibration, sampler::{self, Settings}, model::Metric, Timing, Workload, ProbeError};
@@ -40,6 +42,7 @@ pub mod placement;
 pub mod sampler;
 pub mod stats;
 pub mod sys;
+pub mod text;
 pub mod units;
 pub mod warnings;
 

@@ -463,12 +463,15 @@ impl RunMeta {
         }
     }
 
-    /// What a column or a title calls this run: its label, else `#id host kernel`.
+    /// What a column or a title calls this run: its label, else `#id host kernel`; escaped
+    /// ([`crate::text::escape`]) since it is only ever shown, and a run from elsewhere may
+    /// carry control characters in either.
     pub fn display_name(&self) -> String {
-        match &self.label {
+        let name = match &self.label {
             Some(l) => l.clone(),
             None => format!("#{} {}", self.id, self.machine.short_name()),
-        }
+        };
+        crate::text::escape(&name).into_owned()
     }
 }
 

@@ -204,6 +204,44 @@ fn glob(p: &[u8], s: &[u8]) -> bool {
     p[pi..].iter().all(|&c| c == b'*')
 }
 
+/// The parameter keys `probe` has: every key of its variants in any suite, in the order
+/// they first appear.
+pub fn param_keys(probe: &dyn Probe) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    for suite in [Suite::Smoke, Suite::Quick, Suite::Full] {
+        for v in probe.variants(suite) {
+            for (k, _) in v.0 {
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+        }
+    }
+    keys
+}
+
+/// Checks parameters given by hand for `probe` (`timeline --probe ID --params K=V,...`):
+/// each key must be one the probe has ([`param_keys`]), or the probe would run its default
+/// for it while the run stored said otherwise. A value is the probe's to judge when it is
+/// set up (`bad value "x" for parameter size`).
+///
+/// # Errors
+/// A message naming the first unknown key and the keys the probe has.
+pub fn check_params(probe: &dyn Probe, params: &Params) -> Result<(), String> {
+    let keys = param_keys(probe);
+    let id = probe.info().id;
+    for (k, _) in &params.0 {
+        if !keys.contains(k) {
+            return Err(if keys.is_empty() {
+                format!("{id} has no parameter {k:?}; it takes none")
+            } else {
+                format!("{id} has no parameter {k:?}; its parameters are {}", keys.join(", "))
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Selects the probes that match any of `patterns` (all probes when there are none), in
 /// catalog order.
 ///
@@ -272,6 +310,19 @@ mod tests {
         assert!(err.to_string().contains("did you mean"));
         let Err(err) = select(&all, &["zzzzzzzzzzzz".to_string()]) else { panic!("matched") };
         assert!(err.suggestions.is_empty(), "{err}");
+    }
+
+    #[test]
+    fn hand_given_parameters_must_be_ones_the_probe_has() {
+        let all = catalog();
+        let find = |id: &str| all.iter().find(|p| p.info().id == id).unwrap().as_ref();
+        let pipe = find("os.pipe.latency");
+        assert_eq!(param_keys(pipe), ["placement"]);
+        assert!(check_params(pipe, &Params::new().with("placement", "cross")).is_ok());
+        let e = check_params(pipe, &Params::new().with("placment", "cross")).unwrap_err();
+        assert!(e.contains("\"placment\"") && e.contains("placement"), "{e}");
+        let e = check_params(find("os.syscall.null"), &Params::new().with("x", 1)).unwrap_err();
+        assert!(e.contains("takes none"), "{e}");
     }
 
     #[test]

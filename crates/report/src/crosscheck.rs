@@ -86,7 +86,8 @@ pub fn footnotes(results: &[Measurement]) -> Vec<String> {
             Outcome::Interrupted => lines.push(format!("{id}: interrupted")),
         }
     }
-    lines
+    // A reason is a tool's own output: one line each, nothing that drives the terminal.
+    lines.into_iter().map(|l| schedlab_measure::text::escape(&l).into_owned()).collect()
 }
 
 /// A one-line count: `12 agree, 3 differ (stated), 0 disagree, 1 without a probe, 2 skipped, 0 failed`.

@@ -83,12 +83,13 @@ pub fn differing_lines(runs: &[Run], baseline: usize) -> Vec<String> {
         }
         let list: Vec<String> =
             diffs.iter().map(|(name, x, y)| format!("{name} {x} vs {y}")).collect();
-        lines.push(format!(
+        let line = format!(
             "{} differs from {}: {}",
             r.meta.display_name(),
             base.meta.display_name(),
             list.join("; ")
-        ));
+        );
+        lines.push(schedlab_measure::text::escape(&line).into_owned());
     }
     lines
 }

@@ -4,6 +4,14 @@
 //! (an object of strings), `unit`, `median` and the rest of the summary, and the raw samples.
 //! CSV is one line per result with the summary. Markdown is the run header, the results table
 //! and the warnings, ready to paste into a report.
+//!
+//! Text from a run may have come from another machine or a crafted file. JSON keeps it
+//! exactly (its own escaping makes every control character `\u001b`-style text). CSV and
+//! Markdown are read by people, spreadsheets and terminals: their text cells are escaped
+//! ([`schedlab_measure::text::escape`], one line each), and a CSV text cell that a spreadsheet
+//! would run as a formula (`=HYPERLINK(...)`, `+`, `-`, `@`) gets a leading `'`, as OWASP's
+//! "CSV Injection" advises; number columns are written by us from numbers and left alone, so
+//! a negative median stays a number.
 
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
@@ -13,6 +21,7 @@ use schedlab_measure::machine::Machine;
 use schedlab_measure::model::{Measurement, Params, Run, Sample, Warning};
 use schedlab_measure::noise::Noise;
 use schedlab_measure::stats::Summary;
+use schedlab_measure::text::escape;
 
 use crate::views;
 
@@ -131,10 +140,35 @@ impl Format for Json {
             results: run.results.iter().map(JsonResult::of).collect(),
             warnings: &run.warnings,
         };
-        let mut s = serde_json::to_string_pretty(&doc).expect("the export types always serialise");
+        let s = serde_json::to_string_pretty(&doc).expect("the export types always serialise");
+        let mut s = json_escape_unsafe(&s);
         s.push('\n');
         s
     }
+}
+
+/// `json` with every unsafe character ([`schedlab_measure::text::is_unsafe`]) that JSON
+/// leaves raw — C1 controls such as the one-byte CSI U+009B, DEL, bidirectional overrides —
+/// written as a JSON escape (`\u009b`): the same document for a parser, nothing that drives
+/// the terminal it is printed to. Such characters only occur inside strings (serde_json
+/// already escapes those below U+0020), so the line breaks of the layout are kept.
+fn json_escape_unsafe(json: &str) -> String {
+    use schedlab_measure::text::is_unsafe;
+    if !json.chars().any(|c| c != '\n' && is_unsafe(c)) {
+        return json.to_string();
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if c != '\n' && is_unsafe(c) {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{:04x}", u));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The CSV header: one column per field of [`Csv`]'s rows.
@@ -179,13 +213,13 @@ impl Format for Csv {
             };
             let fields: [String; 23] = [
                 run.meta.id.to_string(),
-                name.clone(),
-                r.probe.clone(),
-                r.params.key(),
+                csv_text(&name),
+                csv_text(&r.probe),
+                csv_text(&r.params.key()),
                 r.unit.key().to_string(),
                 r.better.key().to_string(),
                 r.outcome.key().to_string(),
-                r.outcome.reason().unwrap_or("").to_string(),
+                csv_text(r.outcome.reason().unwrap_or("")),
                 r.summary.as_ref().map(|s| s.n.to_string()).unwrap_or_default(),
                 num(&|s| s.median),
                 num(&|s| s.ci_low),
@@ -200,12 +234,26 @@ impl Format for Csv {
                 num(&|s| s.cv),
                 r.summary.as_ref().map(|s| s.outliers.to_string()).unwrap_or_default(),
                 r.iters_per_sample.to_string(),
-                r.notes.key(),
+                csv_text(&r.notes.key()),
             ];
             w.write_record(&fields).expect(io);
         }
         let bytes = w.into_inner().expect(io);
         String::from_utf8(bytes).expect("every field was a String")
+    }
+}
+
+/// A CSV text cell: escaped to one line, and with a leading `'` when a spreadsheet would
+/// read it as a formula (it starts with `=`, `+`, `-` or `@`, or their full-width forms) and
+/// it is not simply a number (`-3` stays `-3`). OWASP, "CSV Injection".
+fn csv_text(s: &str) -> String {
+    let s = escape(s);
+    let formula =
+        s.starts_with(['=', '+', '-', '@', '\u{FF1D}', '\u{FF0B}', '\u{FF0D}', '\u{FF20}']);
+    if formula && s.parse::<f64>().is_err() {
+        format!("'{s}")
+    } else {
+        s.into_owned()
     }
 }
 
@@ -287,6 +335,60 @@ mod tests {
         assert_eq!(&rows[1][6], "skipped");
         assert_eq!(&rows[1][7], "needs root, really");
         assert_eq!(&rows[1][9], "", "a skipped result has no median");
+    }
+
+    #[test]
+    fn csv_cells_cannot_drive_a_terminal_forge_rows_or_run_formulas() {
+        let mut r = run();
+        r.meta.label = Some("=HYPERLINK(\"http://evil\",\"x\")\r\nforged,row".into());
+        r.results[0].params = Params(vec![("k".into(), "\x1b]8;;http://evil\x07v".into())]);
+        r.results[0].notes = Params(vec![("n".into(), "-1".into())]);
+        r.results[1].outcome = Outcome::Failed("@SUM(A1)\n\u{202e}".into());
+        let text = Csv.render(&r);
+        assert!(!text.contains(['\x1b', '\x07', '\r', '\u{202e}']), "{text:?}");
+        assert_eq!(text.lines().count(), 3, "a header and two rows: {text}");
+        let rows: Vec<csv::StringRecord> =
+            csv::Reader::from_reader(text.as_bytes()).records().map(Result::unwrap).collect();
+        assert!(rows[0][1].starts_with("'=HYPERLINK("), "{}", &rows[0][1]);
+        assert_eq!(&rows[0][3], "k=\\u{1b}]8;;http://evil\\u{7}v");
+        assert_eq!(&rows[1][7], "'@SUM(A1)\\n\\u{202e}");
+        assert_eq!(csv_text("-3.5"), "-3.5", "a number is not a formula");
+        assert_eq!(csv_text("-1+2"), "'-1+2");
+        assert_eq!(&rows[0][9], "2", "number columns are left alone");
+    }
+
+    #[test]
+    fn markdown_keeps_stored_text_in_its_cells_and_lines() {
+        let mut r = run();
+        r.meta.label = Some("l\n- forged item\x1b[2J".into());
+        r.meta.machine.host = "h\n| forged | row |".into();
+        r.results[1].outcome = Outcome::Failed("x\n| os.z | | forged |".into());
+        r.warnings.push(Warning {
+            kind: "k".into(),
+            probe: None,
+            severity: schedlab_measure::model::Severity::Warn,
+            message: "m\n- forged warning".into(),
+            advice: "a\x07".into(),
+        });
+        let text = Markdown.render(&r);
+        assert!(!text.contains(['\x1b', '\x07']), "{text:?}");
+        assert!(
+            !text.lines().any(|l| l.starts_with("- forged")
+                || l.starts_with("| forged")
+                || l.starts_with("| os.z")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn json_keeps_stored_text_exactly() {
+        let mut r = run();
+        let hostile = "a\x1b[31m\r\n\u{202e}b\u{9b}1m\x7f\u{e0041}";
+        r.meta.label = Some(hostile.into());
+        let text = Json.render(&r);
+        assert!(!text.chars().any(|c| c != '\n' && schedlab_measure::text::is_unsafe(c)), "{text}");
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(doc["run"]["label"], hostile);
     }
 
     #[test]

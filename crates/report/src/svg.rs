@@ -153,7 +153,13 @@ fn dash(i: usize, dashed: bool) -> &'static str {
 
 /// Escapes text for SVG content and attribute values.
 pub fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    // Control characters are not allowed in XML at all (a stored label with an ESC would
+    // make the SVG unreadable) and invisible or bidirectional ones mislead: shown escaped.
+    schedlab_measure::text::escape_prose(s)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// A byte count for a tick or a table: `512 B`, `4 KiB`, `1.5 MiB`. Pure.
@@ -618,6 +624,14 @@ pub(crate) mod tests {
             assert!(svg.contains("&lt;1000 calls&gt; &amp; more"));
             assert!(svg.contains(r#"stroke-dasharray="6 4""#));
         }
+    }
+
+    #[test]
+    fn escaped_text_holds_no_character_xml_forbids() {
+        assert_eq!(
+            escape("a\x1b[1m<b>\x07\u{202e}&\n"),
+            "a\\u{1b}[1m&lt;b&gt;\\u{7}\\u{202e}&amp;\n"
+        );
     }
 
     #[test]

@@ -2,7 +2,12 @@
 //!
 //! Widths are counted in terminal columns (Unicode width: `µ` and `±` take one, a CJK host
 //! name two, a combining accent none), so the terminal columns line up. Markdown escapes the `|` that would otherwise split a cell.
+//!
+//! Every cell and heading is escaped as it enters ([`schedlab_measure::text::escape`]): a
+//! label, host or failure reason from another machine's run cannot send an escape sequence
+//! to the terminal nor forge a row with a line break, in any table of any command.
 
+use schedlab_measure::text::escape;
 use unicode_width::UnicodeWidthStr;
 
 /// Column alignment.
@@ -26,14 +31,15 @@ impl Table {
     /// A table with these columns.
     pub fn new(columns: &[(&str, Align)]) -> Table {
         Table {
-            headers: columns.iter().map(|c| c.0.to_string()).collect(),
+            headers: columns.iter().map(|c| escape(c.0).into_owned()).collect(),
             aligns: columns.iter().map(|c| c.1).collect(),
             rows: Vec::new(),
         }
     }
 
-    /// Adds a row; missing cells are empty, extra cells are dropped.
-    pub fn row(&mut self, mut cells: Vec<String>) {
+    /// Adds a row, its cells escaped; missing cells are empty, extra cells are dropped.
+    pub fn row(&mut self, cells: Vec<String>) {
+        let mut cells: Vec<String> = cells.into_iter().map(escape_owned).collect();
         cells.resize(self.headers.len(), String::new());
         self.rows.push(cells);
     }
@@ -71,14 +77,14 @@ impl Table {
         }
     }
 
-    /// One rendered terminal line for `cells`, padded to this table's widths. Used to print
-    /// rows one at a time as results arrive.
+    /// One rendered terminal line for `cells` (escaped), padded to this table's widths. Used
+    /// to print rows one at a time as results arrive.
     pub fn terminal_line(&self, cells: &[String], widths: &[usize]) -> String {
         let parts: Vec<String> = cells
             .iter()
             .zip(widths)
             .zip(&self.aligns)
-            .map(|((c, &w), &a)| Table::pad(c, w, a))
+            .map(|((c, &w), &a)| Table::pad(&escape(c), w, a))
             .collect();
         parts.join("  ").trim_end().to_string()
     }
@@ -177,6 +183,14 @@ impl Table {
     }
 }
 
+/// `s` escaped, reusing its allocation when nothing needed escaping.
+fn escape_owned(s: String) -> String {
+    match escape(&s) {
+        std::borrow::Cow::Borrowed(_) => s,
+        std::borrow::Cow::Owned(e) => e,
+    }
+}
+
 /// Wraps `text` at `width` terminal columns; words are never split, so a word longer than
 /// the width gets a line of its own.
 pub fn wrap(text: &str, width: usize) -> String {
@@ -230,6 +244,19 @@ mod tests {
         assert!(w.lines().all(|l| l.len() <= 20));
         assert_eq!(w.split_whitespace().count(), 100);
         assert_eq!(wrap("a verylongword b", 4), "a\nverylongword\nb");
+    }
+
+    #[test]
+    fn cells_from_elsewhere_cannot_drive_the_terminal_nor_forge_rows() {
+        let mut t = Table::new(&[("label", Align::Left), ("n", Align::Right)]);
+        t.row(vec!["x\x1b[31m\x1b]8;;http://evil\x07y\r\n1  forged".into(), "1".into()]);
+        for text in [t.to_terminal(), t.to_markdown(), t.terminal_line(t.cells(0), &[10, 1])] {
+            assert!(!text.contains(['\x1b', '\x07', '\r']), "{text:?}");
+        }
+        assert_eq!(t.to_terminal().lines().count(), 3, "header, rule, one row");
+        assert_eq!(t.to_markdown().lines().count(), 3);
+        let raw = vec!["a\x1bb".to_string()];
+        assert_eq!(t.terminal_line(&raw, &[1]), "a\\u{1b}b");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use schedlab_measure::model::{Measurement, Outcome, Run, RunMeta, Warning};
 use schedlab_measure::stats;
+use schedlab_measure::text::escape;
 use schedlab_measure::warnings::kind_heading;
 
 use schedlab_measure::noise::Noise;
@@ -68,7 +69,9 @@ pub fn run_table(run: &Run) -> Table {
     t
 }
 
-/// The header lines describing a run and its machine.
+/// The header lines describing a run and its machine, each escaped
+/// ([`schedlab_measure::text::escape`]: a label, host or kernel from elsewhere stays on its
+/// line and cannot drive the terminal).
 pub fn run_header(meta: &RunMeta) -> Vec<String> {
     let m = &meta.machine;
     let mut lines = vec![
@@ -117,7 +120,7 @@ pub fn run_header(meta: &RunMeta) -> Vec<String> {
             c.read_ns, c.observed_resolution_ns, c.reported_resolution_ns, c.loop_ns, meta.settings
         ));
     }
-    lines
+    lines.into_iter().map(|l| escape(&l).into_owned()).collect()
 }
 
 /// The side-by-side comparison of `runs` against `runs[baseline]`, in the layout of seed
@@ -263,7 +266,8 @@ pub fn comparison_rows(runs: &[Run], baseline: usize) -> Vec<ComparisonRow<'_>> 
 
 /// Warnings as lines for people: machine warnings one per line, measurement warnings grouped
 /// by kind with the advice said once, at most `max_per_kind` listed per kind (a sweep can have
-/// hundreds; `schedlab show` passes `usize::MAX`).
+/// hundreds; `schedlab show` passes `usize::MAX`). Each line is escaped: a stored
+/// message that spans lines is shown on one.
 pub fn warning_lines(warnings: &[Warning], max_per_kind: usize) -> Vec<String> {
     let mut lines = Vec::new();
     for w in warnings.iter().filter(|w| w.probe.is_none()) {
@@ -295,7 +299,7 @@ pub fn warning_lines(warnings: &[Warning], max_per_kind: usize) -> Vec<String> {
             ));
         }
     }
-    lines
+    lines.into_iter().map(|l| escape(&l).into_owned()).collect()
 }
 
 /// `schedlab show`: the run header, its results table and its warnings, for a terminal.
@@ -334,8 +338,8 @@ pub fn compare_text_across(runs: &[Run], baseline: usize, markdown: bool, across
     let mut text = String::new();
     for r in runs {
         let m = &r.meta.machine;
-        text.push_str(&format!(
-            "{}: run #{} {} suite, {} — {} ({} CPUs) — kernel {} — {}\n",
+        let line = format!(
+            "{}: run #{} {} suite, {} — {} ({} CPUs) — kernel {} — {}",
             r.meta.display_name(),
             r.meta.id,
             r.meta.suite,
@@ -344,7 +348,9 @@ pub fn compare_text_across(runs: &[Run], baseline: usize, markdown: bool, across
             m.logical_cpus,
             m.kernel,
             m.cpu_model
-        ));
+        );
+        text.push_str(&escape(&line));
+        text.push('\n');
     }
     for line in crate::doctor::differing_lines(runs, baseline) {
         text.push_str(&line);

@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 mod db;
+mod door;
 mod schema;
 mod tls;
 
@@ -48,6 +49,7 @@ use schedlab_measure::model::{
 };
 use schedlab_measure::noise::Noise;
 use schedlab_measure::stats::Summary;
+use schedlab_measure::text::escape_prose;
 
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 
@@ -295,7 +297,7 @@ pub struct RunSummary {
 }
 
 /// What [`Store::copy_run`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Copied {
     /// The run was not there; it is now, whole.
     Copied,
@@ -305,6 +307,11 @@ pub enum Copied {
     Replaced,
     /// The run is still being measured; it was not copied (copy it once it has finished).
     StillRunning,
+    /// The run holds text that could drive a terminal or forge a table row (an escape
+    /// sequence, a line break in a one-line field, a bidirectional override, a label that
+    /// shows nothing); it was not copied. Says which field and what it holds:
+    /// `label: U+001B (escape)`, `result 3 (os.x) notes.cpus: U+000A (line feed)`.
+    Refused(String),
 }
 
 /// Checks that `path` holds an SQLite file before SQLite sees it, so a foreign file is never
@@ -661,7 +668,9 @@ impl Store {
             m.unit.key().into(),
             m.better.key().into(),
             m.outcome.key().into(),
-            m.outcome.reason().into(),
+            // A reason may quote a tool's output: stored without what could drive a
+            // terminal, so the run passes the door of `push` (`door`) like any other.
+            m.outcome.reason().map(|r| escape_prose(r).into_owned()).into(),
             json(&params_object(&m.notes)).into(),
             (m.iters_per_sample as i64).into(),
             m.overhead_ns_per_iter.into(),
@@ -732,8 +741,8 @@ impl Store {
                     w.kind.clone().into(),
                     w.probe.clone().into(),
                     sev.into(),
-                    w.message.clone().into(),
-                    w.advice.clone().into(),
+                    escape_prose(&w.message).into_owned().into(),
+                    escape_prose(&w.advice).into_owned().into(),
                 ]
             })
             .collect();
@@ -1007,7 +1016,8 @@ impl Store {
     /// into `to`, in one transaction there: an interruption leaves `to` without any of it,
     /// and copying again completes it. A run `to` already has (same UUID) is not copied
     /// twice; an older state of it (interrupted there, or with fewer results) is replaced.
-    /// Runs still being measured are not copied.
+    /// Runs still being measured are not copied, nor runs whose text could drive a terminal
+    /// (`door`: [`Copied::Refused`] says which field holds what).
     pub fn copy_run(&self, id: i64, to: &Store) -> Result<Copied> {
         let run = self
             .row(&format!("SELECT {} FROM runs WHERE id = $1", RUN_COLS.join(", ")), &[id.into()])?
@@ -1047,6 +1057,9 @@ impl Store {
             ),
             &[id.into()],
         )?;
+        if let Some(why) = door::refusal(&run, &results, &warnings, &timelines) {
+            return Ok(Copied::Refused(why));
+        }
         to.tx(|c| {
             let mut replaced = false;
             if let Some(there) = c.row(
