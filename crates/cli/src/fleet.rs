@@ -126,7 +126,7 @@ pub fn import(args: &ImportArgs, db: &Location) -> Result<ExitCode> {
 /// one is not) and says how to complete the copy.
 fn copy(from: &Store, runs: &[RunSummary], to: &Store, verb: &str) -> Result<ExitCode> {
     let started = Instant::now();
-    let (mut copied, mut there, mut replaced, mut running) = (0, 0, 0, 0);
+    let (mut copied, mut there, mut replaced, mut newer, mut running) = (0, 0, 0, 0, 0);
     for r in runs {
         let t = Instant::now();
         let name = r.label.as_deref().map_or(String::new(), |l| format!(" {l}"));
@@ -151,6 +151,10 @@ fn copy(from: &Store, runs: &[RunSummary], to: &Store, verb: &str) -> Result<Exi
                 replaced += 1;
                 "replaced an older copy"
             }
+            Copied::NewerThere => {
+                newer += 1;
+                "a newer copy is there, skipped"
+            }
             Copied::StillRunning => {
                 running += 1;
                 "still running, not copied (copy it once it has finished)"
@@ -166,11 +170,12 @@ fn copy(from: &Store, runs: &[RunSummary], to: &Store, verb: &str) -> Result<Exi
         ))?;
     }
     out(&format!(
-        "{verb} {} run(s) from {} to {} in {:.2} s: {copied} copied, {there} already there, {replaced} replaced{}\n",
+        "{verb} {} run(s) from {} to {} in {:.2} s: {copied} copied, {there} already there, {replaced} replaced{}{}\n",
         runs.len(),
         from.path().display(),
         to.path().display(),
         started.elapsed().as_secs_f64(),
+        if newer > 0 { format!(", {newer} skipped (a newer copy is there)") } else { String::new() },
         if running > 0 { format!(", {running} still running (not copied)") } else { String::new() }
     ))?;
     Ok(ExitCode::SUCCESS)

@@ -122,6 +122,39 @@ fn runs_of_two_machines_meet_in_one_file_once_each_and_compare_says_they_differ(
     assert_eq!(run(&fleet, &["import", fleet.to_str().unwrap()]).status.code(), Some(2));
 }
 
+/// A stale copy of a run (interrupted, 43 of its 63 results) pushed to a database that has
+/// it complete is skipped, saying so, and nothing there is lost; the complete run pushed onto
+/// the stale copy replaces it.
+#[test]
+fn a_stale_copy_never_replaces_a_newer_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full.db");
+    let stale = dir.path().join("stale.db");
+    let fleet = dir.path().join("fleet.db");
+    make_run(&full, "alpha", "base", 63, 2);
+    std::fs::copy(&full, &stale).unwrap();
+    let c = rusqlite::Connection::open(&stale).unwrap();
+    c.execute_batch(
+        "PRAGMA foreign_keys = ON; DELETE FROM results WHERE seq >= 43;
+         UPDATE runs SET status = 'interrupted', reason = 'killed';",
+    )
+    .unwrap();
+    drop(c);
+    assert_eq!(results_in(&stale), 43);
+
+    ok(&run(&full, &["push", "--to", fleet.to_str().unwrap()]));
+    let o = ok(&run(&stale, &["push", "--to", fleet.to_str().unwrap()]));
+    assert!(o.contains("a newer copy is there, skipped"), "{o}");
+    assert!(o.contains("0 replaced, 1 skipped (a newer copy is there)"), "{o}");
+    assert_eq!(results_in(&fleet), 63, "the fleet lost results: {o}");
+    let o = ok(&run(&fleet, &["import", stale.to_str().unwrap()]));
+    assert!(o.contains("a newer copy is there, skipped"), "{o}");
+    let o = ok(&run(&stale, &["pull", "--from", fleet.to_str().unwrap()]));
+    assert!(o.contains("replaced an older copy"), "{o}");
+    assert_eq!(results_in(&stale), 63);
+    assert!(ok(&run(&fleet, &["runs"])).contains("complete"));
+}
+
 /// The run's process, started in the background on `db` (a smoke run long enough to be
 /// caught in the middle).
 fn long_run(db: &Path, configure: impl FnOnce(&mut std::process::Command)) -> std::process::Child {

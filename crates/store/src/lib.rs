@@ -303,6 +303,9 @@ pub enum Copied {
     AlreadyThere,
     /// An older state of the run (interrupted, or fewer results) was there; it was replaced.
     Replaced,
+    /// A newer state of the run (complete where this one is interrupted, or more results),
+    /// or one still being measured there, was there; it was kept and nothing was written.
+    NewerThere,
     /// The run is still being measured; it was not copied (copy it once it has finished).
     StillRunning,
 }
@@ -1006,8 +1009,10 @@ impl Store {
     /// Copies run `id` of this database, whole (results, raw samples, warnings, timelines),
     /// into `to`, in one transaction there: an interruption leaves `to` without any of it,
     /// and copying again completes it. A run `to` already has (same UUID) is not copied
-    /// twice; an older state of it (interrupted there, or with fewer results) is replaced.
-    /// Runs still being measured are not copied.
+    /// twice; a strictly older state of it there (interrupted where this one is complete, or
+    /// fewer results) is replaced, and any other state there (newer, or still being
+    /// measured) is kept: a stale copy never replaces a newer one. Runs still being measured
+    /// here are not copied.
     pub fn copy_run(&self, id: i64, to: &Store) -> Result<Copied> {
         let run = self
             .row(&format!("SELECT {} FROM runs WHERE id = $1", RUN_COLS.join(", ")), &[id.into()])?
@@ -1054,8 +1059,12 @@ impl Store {
                  FROM runs WHERE uuid = $1",
                 &[uuid.clone().into()],
             )? {
-                if there[1].t() == status && there[2].i() == results.len() as i64 {
+                let (there_status, there_results) = (there[1].t(), there[2].i());
+                if there_status == status && there_results == results.len() as i64 {
                     return Ok(Copied::AlreadyThere);
+                }
+                if !strictly_older(&there_status, there_results, &status, results.len() as i64) {
+                    return Ok(Copied::NewerThere);
                 }
                 c.exec("DELETE FROM runs WHERE id = $1", &[there[0].clone()])?;
                 replaced = true;
@@ -1108,6 +1117,20 @@ impl Store {
             insert_many(c, "timelines", TIMELINE_COLS, &relink(&timelines))?;
             Ok(if replaced { Copied::Replaced } else { Copied::Copied })
         })
+    }
+}
+
+/// Whether the copy of a run in state `there` with `there_results` results is strictly
+/// older than the same run in state `here` with `here_results`: a run only gains results and
+/// goes from `running` to `complete` or `interrupted`, so a copy with fewer results, or an
+/// interrupted one where the other is complete with as many, is an earlier state of it.
+/// A complete copy is never older than an interrupted one, and a copy still `running` there
+/// belongs to a process measuring into that database: neither is replaced.
+fn strictly_older(there: &str, there_results: i64, here: &str, here_results: i64) -> bool {
+    match (there, here) {
+        ("running", _) | ("complete", "interrupted") => false,
+        ("interrupted", "complete") => there_results <= here_results,
+        _ => there_results < here_results,
     }
 }
 

@@ -177,6 +177,29 @@ fn copying(a: &dyn Fn() -> Store, b: &dyn Fn() -> Store) {
     let lives: Vec<_> = runs.iter().filter(|r| r.label.as_deref() == Some("live")).collect();
     assert_eq!(lives.len(), 1, "replaced, not duplicated");
     assert_eq!((lives[0].status, lives[0].ok), (RunStatus::Complete, 2));
+
+    // A stale copy never replaces a newer one: the target's copy of `stale` goes on (more
+    // results, then complete) while the source still has the interrupted state it sent.
+    let stale = from.begin_run(&meta(Some("stale"))).unwrap();
+    from.save_result(stale, &measurement("os.a", Params::new(), &[1.0, 2.0])).unwrap();
+    from.interrupt_run(stale, "killed").unwrap();
+    assert_eq!(from.copy_run(stale, &to).unwrap(), Copied::Copied);
+    let mut to = to;
+    let there = to.resolve("stale").unwrap();
+    to.save_result(there, &measurement("os.b", Params::new(), &[3.0])).unwrap();
+    assert_eq!(from.copy_run(stale, &to).unwrap(), Copied::NewerThere, "more results there");
+    to.finish_run(there, RunStatus::Complete).unwrap();
+    assert_eq!(from.copy_run(stale, &to).unwrap(), Copied::NewerThere, "complete there");
+    let kept = to.runs().unwrap().into_iter().find(|r| r.label.as_deref() == Some("stale"));
+    let kept = kept.unwrap();
+    assert_eq!((kept.id, kept.status, kept.ok), (there, RunStatus::Complete, 2), "nothing lost");
+    // Interrupted there with as many results as the complete run here: older, replaced.
+    let done = from.begin_run(&meta(Some("done"))).unwrap();
+    from.save_result(done, &measurement("os.a", Params::new(), &[1.0])).unwrap();
+    from.interrupt_run(done, "killed").unwrap();
+    assert_eq!(from.copy_run(done, &to).unwrap(), Copied::Copied);
+    from.finish_run(done, RunStatus::Complete).unwrap();
+    assert_eq!(from.copy_run(done, &to).unwrap(), Copied::Replaced);
 }
 
 #[test]
