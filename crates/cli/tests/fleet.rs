@@ -396,6 +396,51 @@ fn a_fleet_pushes_to_postgresql() {
     }
 }
 
+/// A password holding `/ ? # @ :` (the `@` percent-encoded, as the URL form needs it) is
+/// never printed: not in the success line of `push`, not in `pull`'s, `runs`' or `show`'s
+/// output, not in the error of a wrong one.
+#[test]
+fn a_password_with_url_characters_is_never_printed() {
+    let Some(server) = pg::server_or_skip("a_password_with_url_characters_is_never_printed") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pw = "a/b?c#d@e:f";
+    server
+        .client("postgres")
+        .batch_execute(&format!("CREATE ROLE odd LOGIN SUPERUSER PASSWORD '{pw}'"))
+        .unwrap();
+    server.create_db("odd");
+    let url = server.url_as("odd", "a/b?c#d%40e:f", "odd");
+    let local = dir.path().join("local.db");
+    make_run(&local, "here", "mine", 3, 2);
+    let leaked =
+        |s: &str| ["a/b", "b?c", "c#d", "d@e", "d%40e", "e:f"].iter().any(|p| s.contains(p));
+    let mut outputs = vec![
+        run(&local, &["push", "--to", &url]),
+        run(&dir.path().join("pulled.db"), &["pull", "--from", &url]),
+        at(&url, &["runs"]),
+        at(&url, &["show", "mine"]),
+    ];
+    for o in &outputs {
+        let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+        ok(o);
+        assert!(!leaked(&all), "the password leaked: {all}");
+    }
+    assert!(text(&outputs[0].stdout).contains("to postgres://odd:***@localhost/odd"));
+    let wrong = server.url_as("odd", "x/y?z#w%40v:u", "odd");
+    outputs = vec![run(&local, &["push", "--to", &wrong]), at(&wrong, &["runs"])];
+    for o in &outputs {
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("password authentication failed"), "{err}");
+        assert!(err.contains("postgres://odd:***@localhost/odd"), "{err}");
+        for p in ["x/y", "y?z", "z#w", "w%40v", "w@v", "v:u"] {
+            assert!(!err.contains(p), "the password leaked: {err}");
+        }
+    }
+}
+
 /// `Command::output` without waiting: the child, with its output piped.
 trait OutputAsync {
     fn output_async(&mut self) -> std::process::Child;

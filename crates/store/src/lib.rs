@@ -201,33 +201,50 @@ impl std::fmt::Display for Location {
 
 /// A connection URL with its password (in the user part or as a `password=` option)
 /// replaced by `***`, so that no message or log line ever carries it.
+///
+/// The URL is split as the driver (`tokio-postgres`) splits it, not as RFC 3986 would: the
+/// credentials run to the first `@` after the scheme, whatever comes before it (a password
+/// may hold `/`, `?`, `#` and `:` unencoded), the password is what follows the first `:`
+/// in them, and option names are percent-decoded (`pass%77ord=`). Where what follows that
+/// `@` up to the path or options holds another `@` (a password with an unencoded `@`, which
+/// the driver cannot use), everything up to the last of them is taken as credentials too:
+/// more is hidden, never less.
 pub fn redact(url: &str) -> String {
-    let mut out = url.to_string();
-    if let Some(scheme_end) = out.find("://") {
-        let rest_start = scheme_end + 3;
-        let authority_end =
-            out[rest_start..].find(['/', '?']).map_or(out.len(), |i| rest_start + i);
-        if let Some(at) = out[rest_start..authority_end].rfind('@') {
-            let userinfo = &out[rest_start..rest_start + at];
-            if let Some(colon) = userinfo.find(':') {
-                let from = rest_start + colon + 1;
-                out.replace_range(from..rest_start + at, "***");
+    let Some(scheme) = ["postgres://", "postgresql://"].into_iter().find(|p| url.starts_with(p))
+    else {
+        return url.to_string();
+    };
+    let mut out = scheme.to_string();
+    let mut rest = &url[scheme.len()..];
+    if let Some(first_at) = rest.find('@') {
+        let after = &rest[first_at + 1..];
+        let host_end = after.find(['/', '?']).unwrap_or(after.len());
+        let at = after[..host_end].rfind('@').map_or(first_at, |i| first_at + 1 + i);
+        let creds = &rest[..at];
+        match creds.split_once(':') {
+            Some((user, _)) => {
+                out.push_str(user);
+                out.push_str(":***");
             }
+            None => out.push_str(creds),
         }
+        out.push('@');
+        rest = &rest[at + 1..];
     }
-    if let Some(q) = out.find('?') {
-        let (base, query) = out.split_at(q + 1);
-        let query: Vec<String> = query
-            .split('&')
-            .map(|kv| {
-                if kv.to_ascii_lowercase().starts_with("password=") {
-                    "password=***".to_string()
-                } else {
-                    kv.to_string()
-                }
-            })
-            .collect();
-        out = format!("{base}{}", query.join("&"));
+    match rest.split_once('?') {
+        Some((base, query)) => {
+            out.push_str(base);
+            out.push('?');
+            let query: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _)) if tls::percent_decode(k) == "password" => format!("{k}=***"),
+                    _ => kv.to_string(),
+                })
+                .collect();
+            out.push_str(&query.join("&"));
+        }
+        None => out.push_str(rest),
     }
     out
 }

@@ -84,7 +84,7 @@ impl std::fmt::Display for TlsRefused {
 impl Error for TlsRefused {}
 
 /// `%XX` escapes decoded, as the `postgres` crate decodes option values.
-fn percent_decode(s: &str) -> String {
+pub(crate) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -340,6 +340,31 @@ fn passwords_are_redacted_from_every_url() {
     assert_eq!(redact("postgres://h/db"), "postgres://h/db");
     let shown = Location::parse("postgres://u:hunter2@h/db".as_ref()).to_string();
     assert!(!shown.contains("hunter2"), "{shown}");
+
+    // Passwords holding `/ ? # @ :` (an `@` percent-encoded, as the driver needs it; the
+    // others as typed, which the driver takes), in the user part and as an option.
+    for pw in ["se/cret", "se?cret", "se#cret", "se%40cret", "se:cret", "a/b?c#d%40e:f"] {
+        for url in [
+            format!("postgres://lab:{pw}@db.example:5432/lab?sslmode=disable"),
+            format!("postgresql://lab:{pw}@db.example/lab"),
+            format!("postgres://lab:{pw}@/lab?host=/run/postgresql"),
+        ] {
+            let shown = redact(&url);
+            assert!(shown.starts_with("postgres") && shown.contains("://lab:***@"), "{shown}");
+            assert!(!shown.contains("cret") && !shown.contains("d%40e"), "leaked: {shown}");
+        }
+        let shown = redact(&format!("postgres://lab@h/db?sslmode=disable&password={pw}"));
+        assert!(!shown.contains("cret") && !shown.contains("d%40e"), "leaked: {shown}");
+    }
+    // An unencoded `@` (which the driver cannot use): hidden all the same.
+    assert_eq!(redact("postgres://u:p@ss@h/db"), "postgres://u:***@h/db");
+    // A percent-encoded option name is still the password.
+    assert_eq!(redact("postgres://h/db?pass%77ord=x"), "postgres://h/db?pass%77ord=***");
+    // An `@` in an option of a URL without credentials is not taken for them.
+    assert_eq!(
+        redact("postgres://u@h/db?application_name=a@b"),
+        "postgres://u@h/db?application_name=a@b"
+    );
 }
 
 /// An error with its sources, as the CLI prints it.
