@@ -312,6 +312,27 @@ impl Conn {
         }
     }
 
+    /// Runs `f`, which only reads, in one read transaction: everything it reads comes from
+    /// one state of the database (SQLite: a deferred `BEGIN`, which a read-only connection
+    /// may take; PostgreSQL: one snapshot, `REPEATABLE READ`).
+    pub fn read_tx<T>(
+        &mut self,
+        f: impl FnOnce(&mut Conn) -> Result<T, DbError>,
+    ) -> Result<T, DbError> {
+        self.batch(if self.is_pg() {
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        } else {
+            "BEGIN DEFERRED"
+        })?;
+        let r = f(self);
+        // Nothing was written: ending it either way is the same, and a failure to end it
+        // matters only if the reads failed too.
+        let end = self.batch(if r.is_ok() { "COMMIT" } else { "ROLLBACK" });
+        let v = r?;
+        end?;
+        Ok(v)
+    }
+
     /// Runs `f` in one transaction: committed when it returns `Ok`, rolled back otherwise.
     /// SQLite takes the write lock at once (`BEGIN IMMEDIATE`), so a busy database fails
     /// here, after its busy timeout, rather than half way.

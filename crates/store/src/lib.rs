@@ -582,9 +582,7 @@ impl Store {
         if write {
             if !server {
                 self.set_busy_timeout(BUSY_TIMEOUT)?;
-                // Write-ahead logging: readers never block the run's writes (nor it them),
-                // and a crash loses no committed transaction.
-                self.row("PRAGMA journal_mode = WAL", &[])?;
+                self.switch_to_wal()?;
                 self.exec("PRAGMA foreign_keys = ON", &[])?;
             }
             if version < SCHEMA_VERSION {
@@ -605,6 +603,32 @@ impl Store {
             }
         }
         Ok(version)
+    }
+
+    /// Puts an SQLite file in write-ahead-log mode: readers never block the run's writes (nor
+    /// it them), and a crash loses no committed transaction. The switch needs the file to
+    /// itself, and SQLite reports "locked" at once, without its busy handler, when another
+    /// connection is reading or switching it at that moment (several processes opening a
+    /// new file together): the switch is tried again until [`BUSY_TIMEOUT`] has passed, as
+    /// any other write waits. A file system that cannot do WAL leaves the file in the mode
+    /// SQLite keeps, as before.
+    fn switch_to_wal(&self) -> Result<()> {
+        use rusqlite::ErrorCode as C;
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        loop {
+            let r = self.conn.borrow_mut().row("PRAGMA journal_mode = WAL", &[]);
+            match r {
+                Err(DbError::Sqlite(e))
+                    if matches!(
+                        e.sqlite_error_code(),
+                        Some(C::DatabaseBusy | C::DatabaseLocked)
+                    ) && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                r => return self.db(r).map(drop),
+            }
+        }
     }
 
     /// Marks runs left `running` by a process of this machine that no longer exists as
