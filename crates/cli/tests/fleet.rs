@@ -441,6 +441,81 @@ fn a_password_with_url_characters_is_never_printed() {
     }
 }
 
+/// The child's output once it has exited; a hang guard, not a timing assertion: the child
+/// is killed and the test fails if it has not exited within two minutes.
+fn finish(mut child: std::process::Child) -> std::process::Output {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("it hung: {}\n{}", text(&o.stdout), text(&o.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A server that accepts the connection and never answers, and one that stops answering in
+/// the middle of a push (its backend stopped with SIGSTOP): every command ends with exit
+/// code 1 and says so; the push says how to complete the copy, and completes it when run
+/// again once the server answers.
+#[test]
+fn a_server_that_never_answers_or_stops_answering_ends_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("local.db");
+    make_run(&local, "here", "mine", 3, 2);
+    let port = pg::mute_server();
+    let mute = format!("postgres://lab:hunter2@127.0.0.1:{port}/lab?connect_timeout=1");
+    for args in [vec!["push", "--to", &mute], vec!["pull", "--from", &mute]] {
+        let o = finish(bin().arg("--db").arg(&local).args(&args).output_async());
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("cannot open database postgres://lab:***@127.0.0.1"), "{err}");
+        assert!(err.contains("did not complete within 1 s"), "{err}");
+    }
+    let o = finish(bin().arg("--db").arg(&mute).arg("runs").output_async());
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+
+    let Some(server) = pg::server_or_skip("a_server_that_never_answers_or_stops_answering") else {
+        return;
+    };
+    let big = dir.path().join("big.db");
+    for i in 0..6 {
+        make_run(&big, "big", &format!("big{i}"), 800, 5);
+    }
+    let target = server.create_db("stopped");
+    let url = format!(
+        "{target}&application_name=pusher&connect_timeout=1&options=-c%20statement_timeout%3D2000"
+    );
+    let child = bin().arg("--db").arg(&big).args(["push", "--to", &url]).output_async();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let copied = postgres::Client::connect(&target, postgres::NoTls)
+            .ok()
+            .and_then(|mut c| c.query_one("SELECT count(*) FROM runs", &[]).ok())
+            .map_or(0, |r| r.get::<_, i64>(0));
+        if copied >= 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the push stored nothing within a minute");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stopped = pg::Stopped::new(pg::backend_of(&server, "stopped", "pusher"));
+    let o = finish(child);
+    drop(stopped);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{}\n{err}", text(&o.stdout));
+    assert!(err.contains("the server did not answer within 3 s"), "{err}");
+    assert!(err.contains("run the same command again"), "{err}");
+    assert!(!err.contains(pg::PASSWORD), "the password leaked: {err}");
+    let o = ok(&finish(bin().arg("--db").arg(&big).args(["push", "--to", &url]).output_async()));
+    assert!(o.contains("6 run(s)"), "{o}");
+    let mut c = postgres::Client::connect(&target, postgres::NoTls).unwrap();
+    let results: i64 = c.query_one("SELECT count(*) FROM results", &[]).unwrap().get(0);
+    assert_eq!(results, 6 * 800);
+}
+
 /// `Command::output` without waiting: the child, with its output piped.
 trait OutputAsync {
     fn output_async(&mut self) -> std::process::Child;

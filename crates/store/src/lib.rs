@@ -3,7 +3,7 @@
 //! Runs, their results, every raw sample, the noise warnings and the timelines live in one
 //! database: an SQLite file (embedded through rusqlite's `bundled` feature: no system library
 //! needed), or a PostgreSQL server that a fleet of machines shares (`postgres://...`, through
-//! the `postgres` crate). Both hold the same schema, written once in two dialects (the `schema` module)
+//! `tokio-postgres`, every wait under a deadline). Both hold the same schema, written once in two dialects (the `schema` module)
 //! and versioned the same way: an SQLite file in `PRAGMA user_version` and `PRAGMA
 //! application_id`, a server in the table `schedlab_meta`. A database that is not a schedlab
 //! database, or one written by a newer schedlab, is refused with a clear error and never
@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 mod db;
+mod pg;
 mod schema;
 mod tls;
 
@@ -54,9 +55,7 @@ pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 /// How long an SQLite write waits for another process's write to finish before it fails.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long connecting to a PostgreSQL server may take, unless the URL says
-/// (`?connect_timeout=SECONDS`).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub use pg::{CONNECT_TIMEOUT, STATEMENT_TIMEOUT};
 
 /// What can go wrong with the database; every message names the file (or the server's URL,
 /// without its password).
@@ -102,6 +101,15 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    /// The PostgreSQL server stopped answering: nothing came back for a statement within
+    /// the time it may take plus the connect time limit. The connection was given up.
+    #[error("database {}: the server did not answer within {} s (is it stopped, overloaded or cut off?); nothing of the transaction in progress was committed", path.display(), waited.as_secs_f64())]
+    NoAnswer {
+        /// The server's URL, without its password.
+        path: PathBuf,
+        /// How long the client waited.
+        waited: Duration,
+    },
     /// The PostgreSQL server reported an error, or the connection to it failed.
     #[error("database {}{hint}", path.display())]
     Server {
@@ -111,7 +119,7 @@ pub enum StoreError {
         hint: &'static str,
         /// What the server or the connection said.
         #[source]
-        source: postgres::Error,
+        source: tokio_postgres::Error,
     },
     /// A row that must be unique exists already (a second result for the same probe and
     /// parameters in a run, say); nothing was written.
@@ -155,6 +163,7 @@ impl StoreError {
                 Some(C::DiskFull | C::SystemIoFailure | C::DatabaseBusy | C::DatabaseLocked)
             ),
             StoreError::Server { source, .. } => source.as_db_error().is_none(),
+            StoreError::NoAnswer { .. } => true,
             _ => false,
         }
     }
@@ -483,24 +492,25 @@ impl Store {
     fn connect(url: &str, write: bool) -> Result<Store> {
         let shown = PathBuf::from(redact(url));
         let (url, tls) = tls::split_options(url).map_err(|e| StoreError::open(&shown, "", e))?;
-        let mut config: postgres::Config = url.parse().map_err(|e| {
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
             StoreError::open(
                 &shown,
                 " (not a PostgreSQL URL: postgres://user[:password]@host[:port]/dbname[?options])",
                 e,
             )
         })?;
-        // An unreachable host fails in seconds rather than after the system's TCP timeout.
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(CONNECT_TIMEOUT);
-        }
-        let client = tls::connect(&mut config, &tls).map_err(|e| StoreError::Open {
-            path: shown.clone(),
-            hint: " (is the server running, and are the user, password, host, database and sslmode in the URL right?)",
-            source: e,
+        let limits = pg::Limits::apply(&mut config);
+        let rt = pg::runtime().map_err(|e| StoreError::open(&shown, "", e))?;
+        let deadline = std::time::Instant::now() + limits.connect;
+        let opened = tls::connect(&rt, &mut config, &tls, deadline, limits.connect).map_err(|e| {
+            StoreError::Open {
+                path: shown.clone(),
+                hint: " (is the server running, and are the user, password, host, database and sslmode in the URL right?)",
+                source: e,
+            }
         })?;
-        let store =
-            Store { conn: RefCell::new(Conn::Pg(Box::new(client), HashMap::new())), path: shown };
+        let client = pg::PgConn::new(rt, opened, limits);
+        let store = Store { conn: RefCell::new(Conn::Pg(Box::new(client))), path: shown };
         if !write {
             let (_, version, tables) = store.db(schema::identify(&mut store.conn.borrow_mut()))?;
             if version == 0 && tables == 0 {
@@ -1183,6 +1193,9 @@ fn in_words(e: &DbError) -> String {
         DbError::Pg(e) => {
             e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string())
         }
+        DbError::Silent(waited) => {
+            format!("the server did not answer within {} s", waited.as_secs_f64())
+        }
         DbError::Conflict(what) => what.clone(),
     };
     let first = text.lines().next().unwrap_or(&text).trim();
@@ -1194,12 +1207,13 @@ fn db_error(path: &Path, e: DbError) -> StoreError {
     match e {
         DbError::Sqlite(e) => sql_error(path, e),
         DbError::Pg(e) => pg_error(path, e),
+        DbError::Silent(waited) => StoreError::NoAnswer { path: path.into(), waited },
         DbError::Conflict(what) => StoreError::Duplicate(path.into(), what),
     }
 }
 
-fn pg_error(path: &Path, e: postgres::Error) -> StoreError {
-    use postgres::error::SqlState;
+fn pg_error(path: &Path, e: tokio_postgres::Error) -> StoreError {
+    use tokio_postgres::error::SqlState;
     let hint = match e.code() {
         None => ": the connection to the server failed or was lost; nothing of the transaction in progress was committed",
         Some(c) if *c == SqlState::DISK_FULL => ": the server's disk is full",

@@ -485,3 +485,67 @@ fn tls_is_used_and_checked_as_sslmode_asks() {
     );
     assert!(text.contains("cannot read sslrootcert /no/such.crt"), "{text}");
 }
+
+/// A server that accepts the connection and never answers (nor closes it): the connection
+/// is given up at its deadline — the URL's `connect_timeout`, or the default — with a clear
+/// error naming the server without its password, whether the client waits for the answer
+/// to its TLS request (`sslmode=prefer`), to its start-up message (`disable`), or for any
+/// other reading. Needs no server. A hang guard bounds each wait; no timing is asserted.
+#[test]
+fn a_server_that_never_answers_is_given_up_at_the_connect_deadline() {
+    let port = pg::mute_server();
+    for (options, write) in [
+        ("connect_timeout=1", true),
+        ("connect_timeout=1", false),
+        ("connect_timeout=1&sslmode=disable", true),
+        ("sslmode=disable", true),
+    ] {
+        let url = format!("postgres://lab:hunter2@127.0.0.1:{port}/db?{options}");
+        let at = Location::parse(url.as_ref());
+        let err = pg::within(std::time::Duration::from_secs(120), move || {
+            if write { Store::open_at(&at) } else { Store::open_existing_at(&at) }.unwrap_err()
+        });
+        let text = chain(&err);
+        assert!(matches!(err, StoreError::Open { .. }), "{text}");
+        assert!(text.contains("did not complete within"), "{text}");
+        assert!(text.contains(&format!("postgres://lab:***@127.0.0.1:{port}/db")), "{text}");
+        assert!(!text.contains("hunter2"), "the password leaked: {text}");
+    }
+}
+
+/// A server that stops answering after the connection was made (its backend stopped with
+/// SIGSTOP: the kernel still takes what is sent): the call waiting for it fails once the
+/// statement's time plus the connect time limit have passed, as a storage failure that
+/// says the server did not answer, and so does every later call on that connection, at once.
+#[test]
+fn a_server_that_stops_answering_mid_way_is_given_up() {
+    let Some(server) = pg::server_or_skip("a_server_that_stops_answering_mid_way_is_given_up")
+    else {
+        return;
+    };
+    let url = server.create_db("silent");
+    let url = format!(
+        "{url}&application_name=silent&connect_timeout=1&options=-c%20statement_timeout%3D1000"
+    );
+    let mut store = Store::open_at(&Location::parse(url.as_ref())).unwrap();
+    let run = fill(&mut store, "before", 2);
+    let stopped = pg::Stopped::new(pg::backend_of(&server, "silent", "silent"));
+    let (first, second, third) = pg::within(std::time::Duration::from_secs(120), move || {
+        let first = store.runs().unwrap_err();
+        let second = store.load_run(run).unwrap_err();
+        let third = store.interrupt_run(run, "x").unwrap_err();
+        (first, second, third)
+    });
+    drop(stopped);
+    for err in [first, second, third] {
+        let text = chain(&err);
+        assert!(matches!(err, StoreError::NoAnswer { .. }), "{text}");
+        assert!(err.is_storage_failure(), "{text}");
+        assert!(text.contains("the server did not answer within 2 s"), "{text}");
+        assert!(!text.contains(pg::PASSWORD), "the password leaked: {text}");
+    }
+    // The server answers again: a new connection works, and nothing was lost.
+    let store = Store::open_at(&Location::parse(url.as_ref())).unwrap();
+    assert_eq!(store.runs().unwrap().len(), 1);
+    assert_eq!(store.load_run(run).unwrap().results.len(), 3);
+}
