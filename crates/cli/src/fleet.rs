@@ -69,9 +69,29 @@ impl RunFilter {
     }
 }
 
+/// The environment variable naming the fleet's database, for `push` without `--to` and
+/// `pull` without `--from` (so that a URL need not be typed, nor seen in `ps`).
+pub const FLEET_ENV: &str = "SCHEDLAB_FLEET";
+
+/// `--to`/`--from` as given, else `$SCHEDLAB_FLEET`, else a usage error naming both.
+fn fleet_location(given: Option<&std::path::Path>, flag: &str) -> Result<Location> {
+    if let Some(p) = given {
+        return Ok(Location::parse(p.as_os_str()));
+    }
+    match std::env::var_os(FLEET_ENV).filter(|v| !v.is_empty()) {
+        Some(v) => Ok(Location::parse(&v)),
+        None => Err(UsageError(format!(
+            "{flag} URL|PATH is needed, or the fleet's database in ${FLEET_ENV} \
+             (e.g. export {FLEET_ENV}='postgres://lab@db.example/lab'; the password from \
+             ~/.pgpass or $PGPASSWORD)"
+        ))
+        .into()),
+    }
+}
+
 /// `schedlab push`: this database's runs (all finished ones, or those named) into `--to`.
 pub fn push(args: &PushArgs, db: &Location) -> Result<ExitCode> {
-    let to = Location::parse(args.to.as_os_str());
+    let to = fleet_location(args.to.as_deref(), "--to")?;
     if to == *db {
         return Err(UsageError(format!("--to {to} is the database being pushed from")).into());
     }
@@ -95,7 +115,7 @@ pub fn push(args: &PushArgs, db: &Location) -> Result<ExitCode> {
 
 /// `schedlab pull`: runs of `--from` (filtered) into this database.
 pub fn pull(args: &PullArgs, db: &Location) -> Result<ExitCode> {
-    let from_at = Location::parse(args.from.as_os_str());
+    let from_at = fleet_location(args.from.as_deref(), "--from")?;
     if from_at == *db {
         return Err(
             UsageError(format!("--from {from_at} is the database being pulled into")).into()

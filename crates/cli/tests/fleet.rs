@@ -441,6 +441,94 @@ fn a_password_with_url_characters_is_never_printed() {
     }
 }
 
+/// A password need not travel in the command line: with a URL that has none, it comes from
+/// `PGPASSWORD`, else from `PGPASSFILE` (libpq's format: the first matching line, `*`
+/// wildcards, `\:` escapes), else from `~/.pgpass`; a password file its group or others can
+/// read is ignored, and the failed connection says why. `SCHEDLAB_FLEET` names the fleet's
+/// database for `push` without `--to` and `pull` without `--from`.
+#[test]
+fn a_password_comes_from_the_environment_or_a_password_file_never_argv() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(server) = pg::server_or_skip("a_password_comes_from_the_environment") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pw = "pa:ss\\word";
+    server
+        .client("postgres")
+        .batch_execute(&format!("CREATE ROLE lab LOGIN SUPERUSER PASSWORD '{pw}'"))
+        .unwrap();
+    server.create_db("lab");
+    // The URL without a password, its only host the socket directory, as the password file
+    // names it.
+    let with_pw = server.url_as("lab", "x", "lab");
+    let sock = with_pw.split("host=").nth(1).unwrap().to_string();
+    let url = format!("postgres://lab@/lab?host={sock}");
+    let local = dir.path().join("local.db");
+    make_run(&local, "here", "mine", 3, 2);
+    let push = |envs: &[(&str, &std::ffi::OsStr)], args: &[&str]| {
+        let mut c = bin();
+        c.arg("--db").arg(&local).arg("push").args(args);
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        finish(c.output_async())
+    };
+
+    // Without any: the server refuses, and the message names where a password comes from.
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let o = push(&[("HOME", home.as_os_str())], &["--to", &url]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("asks for a password and none was given"), "{err}");
+    assert!(err.contains("~/.pgpass") && err.contains("$PGPASSWORD"), "{err}");
+
+    // PGPASSWORD.
+    let o = push(&[("HOME", home.as_os_str()), ("PGPASSWORD", pw.as_ref())], &["--to", &url]);
+    assert!(ok(&o).contains("1 copied"));
+
+    // A password file named by PGPASSFILE: comments, a line that does not match, escapes,
+    // wildcards; the first matching line wins.
+    let file = dir.path().join("passfile");
+    let escaped = pw.replace('\\', "\\\\").replace(':', "\\:");
+    std::fs::write(
+        &file,
+        format!(
+            "# fleet\nelsewhere:5432:lab:lab:wrong\n*:*:other:*:wrong-too\n{sock}:*:lab:lab:{escaped}\n*:*:*:*:wrong-too\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let o = push(&[("HOME", home.as_os_str()), ("PGPASSFILE", file.as_os_str())], &["--to", &url]);
+    assert!(ok(&o).contains("1 already there"));
+
+    // ~/.pgpass, and the fleet's URL from SCHEDLAB_FLEET: nothing secret in argv.
+    let pgpass = home.join(".pgpass");
+    std::fs::copy(&file, &pgpass).unwrap();
+    std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let fleet = [("HOME", home.as_os_str()), ("SCHEDLAB_FLEET", url.as_ref())];
+    assert!(ok(&push(&fleet, &[])).contains("1 already there"));
+    let mut c = bin();
+    c.arg("--db").arg(dir.path().join("pulled.db")).arg("pull");
+    c.env("HOME", &home).env("SCHEDLAB_FLEET", &url);
+    assert!(ok(&finish(c.output_async())).contains("1 copied"));
+
+    // A password file others can read is ignored, as libpq ignores it, and the error says so.
+    std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = push(&fleet, &[]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("has group or world access, so it was ignored"), "{err}");
+    assert!(err.contains("chmod 0600"), "{err}");
+    assert!(!err.contains("pa:ss") && !err.contains("ss\\word"), "the password leaked: {err}");
+
+    // Neither --to nor SCHEDLAB_FLEET: a usage error that names both.
+    let o = push(&[], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("SCHEDLAB_FLEET"), "{}", text(&o.stderr));
+}
+
 /// The child's output once it has exited; a hang guard, not a timing assertion: the child
 /// is killed and the test fails if it has not exited within two minutes.
 fn finish(mut child: std::process::Child) -> std::process::Output {

@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 mod db;
+mod passfile;
 mod pg;
 mod schema;
 mod tls;
@@ -500,13 +501,14 @@ impl Store {
             )
         })?;
         let limits = pg::Limits::apply(&mut config);
+        let password_note = passfile::supply(&mut config);
         let rt = pg::runtime().map_err(|e| StoreError::open(&shown, "", e))?;
         let deadline = std::time::Instant::now() + limits.connect;
         let opened = tls::connect(&rt, &mut config, &tls, deadline, limits.connect).map_err(|e| {
             StoreError::Open {
                 path: shown.clone(),
                 hint: " (is the server running, and are the user, password, host, database and sslmode in the URL right?)",
-                source: e,
+                source: passfile::explain(e, password_note.as_deref()),
             }
         })?;
         let client = pg::PgConn::new(rt, opened, limits);
