@@ -173,8 +173,9 @@ impl StoreError {
 /// Shorthand for results of this crate.
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// Where a database is: an SQLite file or a PostgreSQL server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a database is: an SQLite file or a PostgreSQL server. Its `Debug` and `Display`
+/// hide a server's password.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Location {
     /// An SQLite file.
     File(PathBuf),
@@ -199,6 +200,15 @@ impl Location {
         match self {
             Location::File(p) => p.clone(),
             Location::Server(u) => PathBuf::from(redact(u)),
+        }
+    }
+}
+
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::File(p) => f.debug_tuple("File").field(p).finish(),
+            Location::Server(u) => f.debug_tuple("Server").field(&redact(u)).finish(),
         }
     }
 }
