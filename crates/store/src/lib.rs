@@ -3,11 +3,12 @@
 //! Runs, their results, every raw sample, the noise warnings and the timelines live in one
 //! database: an SQLite file (embedded through rusqlite's `bundled` feature: no system library
 //! needed), or a PostgreSQL server that a fleet of machines shares (`postgres://...`, through
-//! `tokio-postgres`, every wait under a deadline). Both hold the same schema, written once in two dialects (the `schema` module)
-//! and versioned the same way: an SQLite file in `PRAGMA user_version` and `PRAGMA
-//! application_id`, a server in the table `schedlab_meta`. A database that is not a schedlab
-//! database, or one written by a newer schedlab, is refused with a clear error and never
-//! modified. The schema is documented in docs/DATABASE.md.
+//! `tokio-postgres`, every wait under a deadline: the `pg` module; a password from the URL,
+//! `PGPASSWORD` or `~/.pgpass`: the `passfile` module). Both hold the same schema, written
+//! once in two dialects (the `schema` module) and versioned the same way: an SQLite file in
+//! `PRAGMA user_version` and `PRAGMA application_id`, a server in the table `schedlab_meta`.
+//! A database that is not a schedlab database, or one written by a newer schedlab, is
+//! refused with a clear error and never modified. The schema is documented in docs/DATABASE.md.
 //!
 //! Every run has a UUID and the machine that made it a fingerprint id, so runs copied
 //! between databases ([`Store::copy_run`]: `push`, `pull`, `import`) never collide and the
