@@ -11,8 +11,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[command(name = "schedlab", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
     /// The results database: an SQLite file, or a PostgreSQL server as
-    /// postgres://user:password@host:port/dbname (a fleet's shared database;
-    /// password and port optional)
+    /// postgres://user@host:port/dbname (a fleet's shared database; port optional; the
+    /// password from ~/.pgpass, $PGPASSFILE or $PGPASSWORD rather than the URL)
     /// [default: $SCHEDLAB_DB, else $XDG_DATA_HOME/schedlab/results.db]
     #[arg(long, global = true, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
@@ -225,17 +225,19 @@ pub struct PushArgs {
     /// The runs to push (ids, labels, UUIDs, `latest`, `latest~N`) [default: every finished
     /// run].
     pub runs: Vec<String>,
-    /// The database to push to: postgres://user@host/dbname, or an SQLite file.
-    #[arg(long, value_name = "URL|PATH", required = true)]
-    pub to: PathBuf,
+    /// The database to push to: postgres://user@host/dbname, or an SQLite file [default:
+    /// $SCHEDLAB_FLEET]. A password comes from $PGPASSWORD or ~/.pgpass ($PGPASSFILE).
+    #[arg(long, value_name = "URL|PATH")]
+    pub to: Option<PathBuf>,
 }
 
 /// `schedlab pull`.
 #[derive(Debug, Args)]
 pub struct PullArgs {
-    /// The database to pull from: postgres://user@host/dbname, or an SQLite file.
-    #[arg(long, value_name = "URL|PATH", required = true)]
-    pub from: PathBuf,
+    /// The database to pull from: postgres://user@host/dbname, or an SQLite file [default:
+    /// $SCHEDLAB_FLEET]. A password comes from $PGPASSWORD or ~/.pgpass ($PGPASSFILE).
+    #[arg(long, value_name = "URL|PATH")]
+    pub from: Option<PathBuf>,
     /// Which runs [default: all].
     #[command(flatten)]
     pub filter: RunFilterArgs,

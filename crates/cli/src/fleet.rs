@@ -132,9 +132,29 @@ fn check_since(s: &str) -> Result<(), &'static str> {
     }
 }
 
+/// The environment variable naming the fleet's database, for `push` without `--to` and
+/// `pull` without `--from` (so that a URL need not be typed, nor seen in `ps`).
+pub const FLEET_ENV: &str = "SCHEDLAB_FLEET";
+
+/// `--to`/`--from` as given, else `$SCHEDLAB_FLEET`, else a usage error naming both.
+fn fleet_location(given: Option<&std::path::Path>, flag: &str) -> Result<Location> {
+    if let Some(p) = given {
+        return Ok(Location::parse(p.as_os_str()));
+    }
+    match std::env::var_os(FLEET_ENV).filter(|v| !v.is_empty()) {
+        Some(v) => Ok(Location::parse(&v)),
+        None => Err(UsageError(format!(
+            "{flag} URL|PATH is needed, or the fleet's database in ${FLEET_ENV} \
+             (e.g. export {FLEET_ENV}='postgres://lab@db.example/lab'; the password from \
+             ~/.pgpass or $PGPASSWORD)"
+        ))
+        .into()),
+    }
+}
+
 /// `schedlab push`: this database's runs (all finished ones, or those named) into `--to`.
 pub fn push(args: &PushArgs, db: &Location) -> Result<ExitCode> {
-    let to = Location::parse(args.to.as_os_str());
+    let to = fleet_location(args.to.as_deref(), "--to")?;
     if to == *db {
         return Err(UsageError(format!("--to {to} is the database being pushed from")).into());
     }
@@ -158,7 +178,7 @@ pub fn push(args: &PushArgs, db: &Location) -> Result<ExitCode> {
 
 /// `schedlab pull`: runs of `--from` (filtered) into this database.
 pub fn pull(args: &PullArgs, db: &Location) -> Result<ExitCode> {
-    let from_at = Location::parse(args.from.as_os_str());
+    let from_at = fleet_location(args.from.as_deref(), "--from")?;
     if from_at == *db {
         return Err(
             UsageError(format!("--from {from_at} is the database being pulled into")).into()
@@ -190,7 +210,8 @@ pub fn import(args: &ImportArgs, db: &Location) -> Result<ExitCode> {
 /// skipped; the others are copied, and the exit code is 1.
 fn copy(from: &Store, runs: &[RunSummary], to: &Store, verb: &str) -> Result<ExitCode> {
     let started = Instant::now();
-    let (mut copied, mut there, mut replaced, mut running, mut refused) = (0, 0, 0, 0, 0);
+    let (mut copied, mut there, mut replaced, mut newer, mut running, mut refused) =
+        (0, 0, 0, 0, 0, 0);
     for r in runs {
         let t = Instant::now();
         // Label and host as stored there: shown escaped (they may be why it is refused).
@@ -216,6 +237,10 @@ fn copy(from: &Store, runs: &[RunSummary], to: &Store, verb: &str) -> Result<Exi
                 replaced += 1;
                 "replaced an older copy".to_string()
             }
+            Copied::NewerThere => {
+                newer += 1;
+                "a newer copy is there, skipped".to_string()
+            }
             Copied::StillRunning => {
                 running += 1;
                 "still running, not copied (copy it once it has finished)".to_string()
@@ -237,11 +262,12 @@ fn copy(from: &Store, runs: &[RunSummary], to: &Store, verb: &str) -> Result<Exi
         ))?;
     }
     out(&format!(
-        "{verb} {} run(s) from {} to {} in {:.2} s: {copied} copied, {there} already there, {replaced} replaced{}{}\n",
+        "{verb} {} run(s) from {} to {} in {:.2} s: {copied} copied, {there} already there, {replaced} replaced{}{}{}\n",
         runs.len(),
         from.path().display(),
         to.path().display(),
         started.elapsed().as_secs_f64(),
+        if newer > 0 { format!(", {newer} skipped (a newer copy is there)") } else { String::new() },
         if running > 0 { format!(", {running} still running (not copied)") } else { String::new() },
         if refused > 0 { format!(", {refused} refused (see above)") } else { String::new() }
     ))?;

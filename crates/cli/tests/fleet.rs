@@ -122,6 +122,39 @@ fn runs_of_two_machines_meet_in_one_file_once_each_and_compare_says_they_differ(
     assert_eq!(run(&fleet, &["import", fleet.to_str().unwrap()]).status.code(), Some(2));
 }
 
+/// A stale copy of a run (interrupted, 43 of its 63 results) pushed to a database that has
+/// it complete is skipped, saying so, and nothing there is lost; the complete run pushed onto
+/// the stale copy replaces it.
+#[test]
+fn a_stale_copy_never_replaces_a_newer_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full.db");
+    let stale = dir.path().join("stale.db");
+    let fleet = dir.path().join("fleet.db");
+    make_run(&full, "alpha", "base", 63, 2);
+    std::fs::copy(&full, &stale).unwrap();
+    let c = rusqlite::Connection::open(&stale).unwrap();
+    c.execute_batch(
+        "PRAGMA foreign_keys = ON; DELETE FROM results WHERE seq >= 43;
+         UPDATE runs SET status = 'interrupted', reason = 'killed';",
+    )
+    .unwrap();
+    drop(c);
+    assert_eq!(results_in(&stale), 43);
+
+    ok(&run(&full, &["push", "--to", fleet.to_str().unwrap()]));
+    let o = ok(&run(&stale, &["push", "--to", fleet.to_str().unwrap()]));
+    assert!(o.contains("a newer copy is there, skipped"), "{o}");
+    assert!(o.contains("0 replaced, 1 skipped (a newer copy is there)"), "{o}");
+    assert_eq!(results_in(&fleet), 63, "the fleet lost results: {o}");
+    let o = ok(&run(&fleet, &["import", stale.to_str().unwrap()]));
+    assert!(o.contains("a newer copy is there, skipped"), "{o}");
+    let o = ok(&run(&stale, &["pull", "--from", fleet.to_str().unwrap()]));
+    assert!(o.contains("replaced an older copy"), "{o}");
+    assert_eq!(results_in(&stale), 63);
+    assert!(ok(&run(&fleet, &["runs"])).contains("complete"));
+}
+
 /// The run's process, started in the background on `db` (a smoke run long enough to be
 /// caught in the middle).
 fn long_run(db: &Path, configure: impl FnOnce(&mut std::process::Command)) -> std::process::Child {
@@ -361,6 +394,214 @@ fn a_fleet_pushes_to_postgresql() {
         assert!(err.contains("cannot open database postgres://schedlab:***@"), "{err}");
         assert!(!err.contains(wrong), "the password leaked: {err}");
     }
+}
+
+/// A password holding `/ ? # @ :` (the `@` percent-encoded, as the URL form needs it) is
+/// never printed: not in the success line of `push`, not in `pull`'s, `runs`' or `show`'s
+/// output, not in the error of a wrong one.
+#[test]
+fn a_password_with_url_characters_is_never_printed() {
+    let Some(server) = pg::server_or_skip("a_password_with_url_characters_is_never_printed") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pw = "a/b?c#d@e:f";
+    server
+        .client("postgres")
+        .batch_execute(&format!("CREATE ROLE odd LOGIN SUPERUSER PASSWORD '{pw}'"))
+        .unwrap();
+    server.create_db("odd");
+    let url = server.url_as("odd", "a/b?c#d%40e:f", "odd");
+    let local = dir.path().join("local.db");
+    make_run(&local, "here", "mine", 3, 2);
+    let leaked =
+        |s: &str| ["a/b", "b?c", "c#d", "d@e", "d%40e", "e:f"].iter().any(|p| s.contains(p));
+    let mut outputs = vec![
+        run(&local, &["push", "--to", &url]),
+        run(&dir.path().join("pulled.db"), &["pull", "--from", &url]),
+        at(&url, &["runs"]),
+        at(&url, &["show", "mine"]),
+    ];
+    for o in &outputs {
+        let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+        ok(o);
+        assert!(!leaked(&all), "the password leaked: {all}");
+    }
+    assert!(text(&outputs[0].stdout).contains("to postgres://odd:***@localhost/odd"));
+    let wrong = server.url_as("odd", "x/y?z#w%40v:u", "odd");
+    outputs = vec![run(&local, &["push", "--to", &wrong]), at(&wrong, &["runs"])];
+    for o in &outputs {
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("password authentication failed"), "{err}");
+        assert!(err.contains("postgres://odd:***@localhost/odd"), "{err}");
+        for p in ["x/y", "y?z", "z#w", "w%40v", "w@v", "v:u"] {
+            assert!(!err.contains(p), "the password leaked: {err}");
+        }
+    }
+}
+
+/// A password need not travel in the command line: with a URL that has none, it comes from
+/// `PGPASSWORD`, else from `PGPASSFILE` (libpq's format: the first matching line, `*`
+/// wildcards, `\:` escapes), else from `~/.pgpass`; a password file its group or others can
+/// read is ignored, and the failed connection says why. `SCHEDLAB_FLEET` names the fleet's
+/// database for `push` without `--to` and `pull` without `--from`.
+#[test]
+fn a_password_comes_from_the_environment_or_a_password_file_never_argv() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(server) = pg::server_or_skip("a_password_comes_from_the_environment") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pw = "pa:ss\\word";
+    server
+        .client("postgres")
+        .batch_execute(&format!("CREATE ROLE lab LOGIN SUPERUSER PASSWORD '{pw}'"))
+        .unwrap();
+    server.create_db("lab");
+    // The URL without a password, its only host the socket directory, as the password file
+    // names it.
+    let with_pw = server.url_as("lab", "x", "lab");
+    let sock = with_pw.split("host=").nth(1).unwrap().to_string();
+    let url = format!("postgres://lab@/lab?host={sock}");
+    let local = dir.path().join("local.db");
+    make_run(&local, "here", "mine", 3, 2);
+    let push = |envs: &[(&str, &std::ffi::OsStr)], args: &[&str]| {
+        let mut c = bin();
+        c.arg("--db").arg(&local).arg("push").args(args);
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        finish(c.output_async())
+    };
+
+    // Without any: the server refuses, and the message names where a password comes from.
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let o = push(&[("HOME", home.as_os_str())], &["--to", &url]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("asks for a password and none was given"), "{err}");
+    assert!(err.contains("~/.pgpass") && err.contains("$PGPASSWORD"), "{err}");
+
+    // PGPASSWORD.
+    let o = push(&[("HOME", home.as_os_str()), ("PGPASSWORD", pw.as_ref())], &["--to", &url]);
+    assert!(ok(&o).contains("1 copied"));
+
+    // A password file named by PGPASSFILE: comments, a line that does not match, escapes,
+    // wildcards; the first matching line wins.
+    let file = dir.path().join("passfile");
+    let escaped = pw.replace('\\', "\\\\").replace(':', "\\:");
+    std::fs::write(
+        &file,
+        format!(
+            "# fleet\nelsewhere:5432:lab:lab:wrong\n*:*:other:*:wrong-too\n{sock}:*:lab:lab:{escaped}\n*:*:*:*:wrong-too\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let o = push(&[("HOME", home.as_os_str()), ("PGPASSFILE", file.as_os_str())], &["--to", &url]);
+    assert!(ok(&o).contains("1 already there"));
+
+    // ~/.pgpass, and the fleet's URL from SCHEDLAB_FLEET: nothing secret in argv.
+    let pgpass = home.join(".pgpass");
+    std::fs::copy(&file, &pgpass).unwrap();
+    std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let fleet = [("HOME", home.as_os_str()), ("SCHEDLAB_FLEET", url.as_ref())];
+    assert!(ok(&push(&fleet, &[])).contains("1 already there"));
+    let mut c = bin();
+    c.arg("--db").arg(dir.path().join("pulled.db")).arg("pull");
+    c.env("HOME", &home).env("SCHEDLAB_FLEET", &url);
+    assert!(ok(&finish(c.output_async())).contains("1 copied"));
+
+    // A password file others can read is ignored, as libpq ignores it, and the error says so.
+    std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = push(&fleet, &[]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("has group or world access, so it was ignored"), "{err}");
+    assert!(err.contains("chmod 0600"), "{err}");
+    assert!(!err.contains("pa:ss") && !err.contains("ss\\word"), "the password leaked: {err}");
+
+    // Neither --to nor SCHEDLAB_FLEET: a usage error that names both.
+    let o = push(&[], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("SCHEDLAB_FLEET"), "{}", text(&o.stderr));
+}
+
+/// The child's output once it has exited; a hang guard, not a timing assertion: the child
+/// is killed and the test fails if it has not exited within two minutes.
+fn finish(mut child: std::process::Child) -> std::process::Output {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("it hung: {}\n{}", text(&o.stdout), text(&o.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A server that accepts the connection and never answers, and one that stops answering in
+/// the middle of a push (its backend stopped with SIGSTOP): every command ends with exit
+/// code 1 and says so; the push says how to complete the copy, and completes it when run
+/// again once the server answers.
+#[test]
+fn a_server_that_never_answers_or_stops_answering_ends_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("local.db");
+    make_run(&local, "here", "mine", 3, 2);
+    let port = pg::mute_server();
+    let mute = format!("postgres://lab:hunter2@127.0.0.1:{port}/lab?connect_timeout=1");
+    for args in [vec!["push", "--to", &mute], vec!["pull", "--from", &mute]] {
+        let o = finish(bin().arg("--db").arg(&local).args(&args).output_async());
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("cannot open database postgres://lab:***@127.0.0.1"), "{err}");
+        assert!(err.contains("did not complete within 1 s"), "{err}");
+    }
+    let o = finish(bin().arg("--db").arg(&mute).arg("runs").output_async());
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+
+    let Some(server) = pg::server_or_skip("a_server_that_never_answers_or_stops_answering") else {
+        return;
+    };
+    let big = dir.path().join("big.db");
+    for i in 0..6 {
+        make_run(&big, "big", &format!("big{i}"), 800, 5);
+    }
+    let target = server.create_db("stopped");
+    let url = format!(
+        "{target}&application_name=pusher&connect_timeout=1&options=-c%20statement_timeout%3D2000"
+    );
+    let child = bin().arg("--db").arg(&big).args(["push", "--to", &url]).output_async();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let copied = postgres::Client::connect(&target, postgres::NoTls)
+            .ok()
+            .and_then(|mut c| c.query_one("SELECT count(*) FROM runs", &[]).ok())
+            .map_or(0, |r| r.get::<_, i64>(0));
+        if copied >= 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the push stored nothing within a minute");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stopped = pg::Stopped::new(pg::backend_of(&server, "stopped", "pusher"));
+    let o = finish(child);
+    drop(stopped);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{}\n{err}", text(&o.stdout));
+    assert!(err.contains("the server did not answer within 3 s"), "{err}");
+    assert!(err.contains("run the same command again"), "{err}");
+    assert!(!err.contains(pg::PASSWORD), "the password leaked: {err}");
+    let o = ok(&finish(bin().arg("--db").arg(&big).args(["push", "--to", &url]).output_async()));
+    assert!(o.contains("6 run(s)"), "{o}");
+    let mut c = postgres::Client::connect(&target, postgres::NoTls).unwrap();
+    let results: i64 = c.query_one("SELECT count(*) FROM results", &[]).unwrap().get(0);
+    assert_eq!(results, 6 * 800);
 }
 
 /// `Command::output` without waiting: the child, with its output piped.

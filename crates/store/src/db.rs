@@ -5,9 +5,11 @@
 //! Integers are bound and read as 64-bit (`BIGINT` in PostgreSQL), reals as `DOUBLE
 //! PRECISION`, text as text, so the same Rust values round-trip through either.
 
-use std::collections::HashMap;
+use std::time::Duration;
 
-use postgres::types::{ToSql, Type};
+use tokio_postgres::types::{ToSql, Type};
+
+use crate::pg::PgConn;
 
 /// One SQL value.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,7 +108,9 @@ pub enum DbError {
     /// SQLite's error.
     Sqlite(rusqlite::Error),
     /// PostgreSQL's error.
-    Pg(postgres::Error),
+    Pg(tokio_postgres::Error),
+    /// The PostgreSQL server did not answer within this long; the connection was given up.
+    Silent(Duration),
     /// A row that must be unique already exists (what it is, in words).
     Conflict(String),
 }
@@ -116,8 +120,8 @@ impl From<rusqlite::Error> for DbError {
         DbError::Sqlite(e)
     }
 }
-impl From<postgres::Error> for DbError {
-    fn from(e: postgres::Error) -> DbError {
+impl From<tokio_postgres::Error> for DbError {
+    fn from(e: tokio_postgres::Error) -> DbError {
         DbError::Pg(e)
     }
 }
@@ -126,15 +130,15 @@ impl From<postgres::Error> for DbError {
 pub enum Conn {
     /// An SQLite file.
     Sqlite(rusqlite::Connection),
-    /// A PostgreSQL server, with its prepared statements.
-    Pg(Box<postgres::Client>, HashMap<String, postgres::Statement>),
+    /// A PostgreSQL server.
+    Pg(Box<PgConn>),
 }
 
 impl std::fmt::Debug for Conn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Conn::Sqlite(_) => "Conn::Sqlite",
-            Conn::Pg(..) => "Conn::Pg",
+            Conn::Pg(_) => "Conn::Pg",
         })
     }
 }
@@ -206,7 +210,7 @@ fn pg_param(v: &V, ty: &Type) -> Box<dyn ToSql + Sync> {
     }
 }
 
-fn pg_value(row: &postgres::Row, i: usize) -> Result<V, postgres::Error> {
+fn pg_value(row: &tokio_postgres::Row, i: usize) -> Result<V, tokio_postgres::Error> {
     let ty = row.columns()[i].type_().clone();
     Ok(if ty == Type::INT8 {
         row.try_get::<_, Option<i64>>(i)?.map_or(V::Null, V::I)
@@ -231,19 +235,6 @@ impl Conn {
         matches!(self, Conn::Pg(..))
     }
 
-    fn pg_statement(
-        client: &mut postgres::Client,
-        cache: &mut HashMap<String, postgres::Statement>,
-        sql: &str,
-    ) -> Result<postgres::Statement, postgres::Error> {
-        if let Some(s) = cache.get(sql) {
-            return Ok(s.clone());
-        }
-        let s = client.prepare(sql)?;
-        cache.insert(sql.to_string(), s.clone());
-        Ok(s)
-    }
-
     /// Runs a statement; returns the rows it changed.
     pub fn exec(&mut self, sql: &str, params: &[V]) -> Result<u64, DbError> {
         match self {
@@ -251,12 +242,12 @@ impl Conn {
                 let mut stmt = c.prepare_cached(&sqlite_sql(sql))?;
                 Ok(stmt.execute(rusqlite::params_from_iter(params.iter()))? as u64)
             }
-            Conn::Pg(client, cache) => {
-                let stmt = Self::pg_statement(client, cache, sql)?;
+            Conn::Pg(pg) => {
+                let stmt = pg.statement(sql)?;
                 let boxed: Vec<Box<dyn ToSql + Sync>> =
                     params.iter().zip(stmt.params()).map(|(v, t)| pg_param(v, t)).collect();
                 let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| b.as_ref()).collect();
-                Ok(client.execute(&stmt, &refs)?)
+                pg.execute(&stmt, &refs)
             }
         }
     }
@@ -284,12 +275,12 @@ impl Conn {
                 })?;
                 Ok(rows.collect::<rusqlite::Result<Vec<Row>>>()?)
             }
-            Conn::Pg(client, cache) => {
-                let stmt = Self::pg_statement(client, cache, sql)?;
+            Conn::Pg(pg) => {
+                let stmt = pg.statement(sql)?;
                 let boxed: Vec<Box<dyn ToSql + Sync>> =
                     params.iter().zip(stmt.params()).map(|(v, t)| pg_param(v, t)).collect();
                 let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| b.as_ref()).collect();
-                let rows = client.query(&stmt, &refs)?;
+                let rows = pg.query(&stmt, &refs)?;
                 let mut out = Vec::with_capacity(rows.len());
                 for r in &rows {
                     out.push((0..r.len()).map(|i| pg_value(r, i)).collect::<Result<Row, _>>()?);
@@ -308,8 +299,29 @@ impl Conn {
     pub fn batch(&mut self, sql: &str) -> Result<(), DbError> {
         match self {
             Conn::Sqlite(c) => Ok(c.execute_batch(sql)?),
-            Conn::Pg(client, _) => Ok(client.batch_execute(sql)?),
+            Conn::Pg(pg) => pg.batch(sql),
         }
+    }
+
+    /// Runs `f`, which only reads, in one read transaction: everything it reads comes from
+    /// one state of the database (SQLite: a deferred `BEGIN`, which a read-only connection
+    /// may take; PostgreSQL: one snapshot, `REPEATABLE READ`).
+    pub fn read_tx<T>(
+        &mut self,
+        f: impl FnOnce(&mut Conn) -> Result<T, DbError>,
+    ) -> Result<T, DbError> {
+        self.batch(if self.is_pg() {
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        } else {
+            "BEGIN DEFERRED"
+        })?;
+        let r = f(self);
+        // Nothing was written: ending it either way is the same, and a failure to end it
+        // matters only if the reads failed too.
+        let end = self.batch(if r.is_ok() { "COMMIT" } else { "ROLLBACK" });
+        let v = r?;
+        end?;
+        Ok(v)
     }
 
     /// Runs `f` in one transaction: committed when it returns `Ok`, rolled back otherwise.

@@ -3,11 +3,12 @@
 //! Runs, their results, every raw sample, the noise warnings and the timelines live in one
 //! database: an SQLite file (embedded through rusqlite's `bundled` feature: no system library
 //! needed), or a PostgreSQL server that a fleet of machines shares (`postgres://...`, through
-//! the `postgres` crate). Both hold the same schema, written once in two dialects (the `schema` module)
-//! and versioned the same way: an SQLite file in `PRAGMA user_version` and `PRAGMA
-//! application_id`, a server in the table `schedlab_meta`. A database that is not a schedlab
-//! database, or one written by a newer schedlab, is refused with a clear error and never
-//! modified. The schema is documented in docs/DATABASE.md.
+//! `tokio-postgres`, every wait under a deadline: the `pg` module; a password from the URL,
+//! `PGPASSWORD` or `~/.pgpass`: the `passfile` module). Both hold the same schema, written
+//! once in two dialects (the `schema` module) and versioned the same way: an SQLite file in
+//! `PRAGMA user_version` and `PRAGMA application_id`, a server in the table `schedlab_meta`.
+//! A database that is not a schedlab database, or one written by a newer schedlab, is
+//! refused with a clear error and never modified. The schema is documented in docs/DATABASE.md.
 //!
 //! Every run has a UUID and the machine that made it a fingerprint id, so runs copied
 //! between databases ([`Store::copy_run`]: `push`, `pull`, `import`) never collide and the
@@ -29,6 +30,8 @@
 
 mod db;
 mod door;
+mod passfile;
+mod pg;
 mod schema;
 mod tls;
 
@@ -56,9 +59,7 @@ pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 /// How long an SQLite write waits for another process's write to finish before it fails.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long connecting to a PostgreSQL server may take, unless the URL says
-/// (`?connect_timeout=SECONDS`).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub use pg::{CONNECT_TIMEOUT, STATEMENT_TIMEOUT};
 
 /// What can go wrong with the database; every message names the file (or the server's URL,
 /// without its password).
@@ -104,6 +105,15 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    /// The PostgreSQL server stopped answering: nothing came back for a statement within
+    /// the time it may take plus the connect time limit. The connection was given up.
+    #[error("database {}: the server did not answer within {} s (is it stopped, overloaded or cut off?); nothing of the transaction in progress was committed", path.display(), waited.as_secs_f64())]
+    NoAnswer {
+        /// The server's URL, without its password.
+        path: PathBuf,
+        /// How long the client waited.
+        waited: Duration,
+    },
     /// The PostgreSQL server reported an error, or the connection to it failed.
     #[error("database {}{hint}", path.display())]
     Server {
@@ -113,7 +123,7 @@ pub enum StoreError {
         hint: &'static str,
         /// What the server or the connection said.
         #[source]
-        source: postgres::Error,
+        source: tokio_postgres::Error,
     },
     /// A row that must be unique exists already (a second result for the same probe and
     /// parameters in a run, say); nothing was written.
@@ -157,6 +167,7 @@ impl StoreError {
                 Some(C::DiskFull | C::SystemIoFailure | C::DatabaseBusy | C::DatabaseLocked)
             ),
             StoreError::Server { source, .. } => source.as_db_error().is_none(),
+            StoreError::NoAnswer { .. } => true,
             _ => false,
         }
     }
@@ -165,8 +176,9 @@ impl StoreError {
 /// Shorthand for results of this crate.
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// Where a database is: an SQLite file or a PostgreSQL server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a database is: an SQLite file or a PostgreSQL server. Its `Debug` and `Display`
+/// hide a server's password.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Location {
     /// An SQLite file.
     File(PathBuf),
@@ -195,6 +207,15 @@ impl Location {
     }
 }
 
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::File(p) => f.debug_tuple("File").field(p).finish(),
+            Location::Server(u) => f.debug_tuple("Server").field(&redact(u)).finish(),
+        }
+    }
+}
+
 impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.shown().display())
@@ -203,33 +224,50 @@ impl std::fmt::Display for Location {
 
 /// A connection URL with its password (in the user part or as a `password=` option)
 /// replaced by `***`, so that no message or log line ever carries it.
+///
+/// The URL is split as the driver (`tokio-postgres`) splits it, not as RFC 3986 would: the
+/// credentials run to the first `@` after the scheme, whatever comes before it (a password
+/// may hold `/`, `?`, `#` and `:` unencoded), the password is what follows the first `:`
+/// in them, and option names are percent-decoded (`pass%77ord=`). Where what follows that
+/// `@` up to the path or options holds another `@` (a password with an unencoded `@`, which
+/// the driver cannot use), everything up to the last of them is taken as credentials too:
+/// more is hidden, never less.
 pub fn redact(url: &str) -> String {
-    let mut out = url.to_string();
-    if let Some(scheme_end) = out.find("://") {
-        let rest_start = scheme_end + 3;
-        let authority_end =
-            out[rest_start..].find(['/', '?']).map_or(out.len(), |i| rest_start + i);
-        if let Some(at) = out[rest_start..authority_end].rfind('@') {
-            let userinfo = &out[rest_start..rest_start + at];
-            if let Some(colon) = userinfo.find(':') {
-                let from = rest_start + colon + 1;
-                out.replace_range(from..rest_start + at, "***");
+    let Some(scheme) = ["postgres://", "postgresql://"].into_iter().find(|p| url.starts_with(p))
+    else {
+        return url.to_string();
+    };
+    let mut out = scheme.to_string();
+    let mut rest = &url[scheme.len()..];
+    if let Some(first_at) = rest.find('@') {
+        let after = &rest[first_at + 1..];
+        let host_end = after.find(['/', '?']).unwrap_or(after.len());
+        let at = after[..host_end].rfind('@').map_or(first_at, |i| first_at + 1 + i);
+        let creds = &rest[..at];
+        match creds.split_once(':') {
+            Some((user, _)) => {
+                out.push_str(user);
+                out.push_str(":***");
             }
+            None => out.push_str(creds),
         }
+        out.push('@');
+        rest = &rest[at + 1..];
     }
-    if let Some(q) = out.find('?') {
-        let (base, query) = out.split_at(q + 1);
-        let query: Vec<String> = query
-            .split('&')
-            .map(|kv| {
-                if kv.to_ascii_lowercase().starts_with("password=") {
-                    "password=***".to_string()
-                } else {
-                    kv.to_string()
-                }
-            })
-            .collect();
-        out = format!("{base}{}", query.join("&"));
+    match rest.split_once('?') {
+        Some((base, query)) => {
+            out.push_str(base);
+            out.push('?');
+            let query: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _)) if tls::percent_decode(k) == "password" => format!("{k}=***"),
+                    _ => kv.to_string(),
+                })
+                .collect();
+            out.push_str(&query.join("&"));
+        }
+        None => out.push_str(rest),
     }
     out
 }
@@ -305,6 +343,9 @@ pub enum Copied {
     AlreadyThere,
     /// An older state of the run (interrupted, or fewer results) was there; it was replaced.
     Replaced,
+    /// A newer state of the run (complete where this one is interrupted, or more results),
+    /// or one still being measured there, was there; it was kept and nothing was written.
+    NewerThere,
     /// The run is still being measured; it was not copied (copy it once it has finished).
     StillRunning,
     /// The run holds text that could drive a terminal or forge a table row (an escape
@@ -470,24 +511,26 @@ impl Store {
     fn connect(url: &str, write: bool) -> Result<Store> {
         let shown = PathBuf::from(redact(url));
         let (url, tls) = tls::split_options(url).map_err(|e| StoreError::open(&shown, "", e))?;
-        let mut config: postgres::Config = url.parse().map_err(|e| {
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
             StoreError::open(
                 &shown,
                 " (not a PostgreSQL URL: postgres://user[:password]@host[:port]/dbname[?options])",
                 e,
             )
         })?;
-        // An unreachable host fails in seconds rather than after the system's TCP timeout.
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(CONNECT_TIMEOUT);
-        }
-        let client = tls::connect(&mut config, &tls).map_err(|e| StoreError::Open {
-            path: shown.clone(),
-            hint: " (is the server running, and are the user, password, host, database and sslmode in the URL right?)",
-            source: e,
+        let limits = pg::Limits::apply(&mut config);
+        let password_note = passfile::supply(&mut config);
+        let rt = pg::runtime().map_err(|e| StoreError::open(&shown, "", e))?;
+        let deadline = std::time::Instant::now() + limits.connect;
+        let opened = tls::connect(&rt, &mut config, &tls, deadline, limits.connect).map_err(|e| {
+            StoreError::Open {
+                path: shown.clone(),
+                hint: " (is the server running, and are the user, password, host, database and sslmode in the URL right?)",
+                source: passfile::explain(e, password_note.as_deref()),
+            }
         })?;
-        let store =
-            Store { conn: RefCell::new(Conn::Pg(Box::new(client), HashMap::new())), path: shown };
+        let client = pg::PgConn::new(rt, opened, limits);
+        let store = Store { conn: RefCell::new(Conn::Pg(Box::new(client))), path: shown };
         if !write {
             let (_, version, tables) = store.db(schema::identify(&mut store.conn.borrow_mut()))?;
             if version == 0 && tables == 0 {
@@ -569,9 +612,7 @@ impl Store {
         if write {
             if !server {
                 self.set_busy_timeout(BUSY_TIMEOUT)?;
-                // Write-ahead logging: readers never block the run's writes (nor it them),
-                // and a crash loses no committed transaction.
-                self.row("PRAGMA journal_mode = WAL", &[])?;
+                self.switch_to_wal()?;
                 self.exec("PRAGMA foreign_keys = ON", &[])?;
             }
             if version < SCHEMA_VERSION {
@@ -592,6 +633,32 @@ impl Store {
             }
         }
         Ok(version)
+    }
+
+    /// Puts an SQLite file in write-ahead-log mode: readers never block the run's writes (nor
+    /// it them), and a crash loses no committed transaction. The switch needs the file to
+    /// itself, and SQLite reports "locked" at once, without its busy handler, when another
+    /// connection is reading or switching it at that moment (several processes opening a
+    /// new file together): the switch is tried again until [`BUSY_TIMEOUT`] has passed, as
+    /// any other write waits. A file system that cannot do WAL leaves the file in the mode
+    /// SQLite keeps, as before.
+    fn switch_to_wal(&self) -> Result<()> {
+        use rusqlite::ErrorCode as C;
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        loop {
+            let r = self.conn.borrow_mut().row("PRAGMA journal_mode = WAL", &[]);
+            match r {
+                Err(DbError::Sqlite(e))
+                    if matches!(
+                        e.sqlite_error_code(),
+                        Some(C::DatabaseBusy | C::DatabaseLocked)
+                    ) && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                r => return self.db(r).map(drop),
+            }
+        }
     }
 
     /// Marks runs left `running` by a process of this machine that no longer exists as
@@ -1015,9 +1082,11 @@ impl Store {
     /// Copies run `id` of this database, whole (results, raw samples, warnings, timelines),
     /// into `to`, in one transaction there: an interruption leaves `to` without any of it,
     /// and copying again completes it. A run `to` already has (same UUID) is not copied
-    /// twice; an older state of it (interrupted there, or with fewer results) is replaced.
-    /// Runs still being measured are not copied, nor runs whose text could drive a terminal
-    /// (`door`: [`Copied::Refused`] says which field holds what).
+    /// twice; a strictly older state of it there (interrupted where this one is complete, or
+    /// fewer results) is replaced, and any other state there (newer, or still being
+    /// measured) is kept: a stale copy never replaces a newer one. Runs still being measured
+    /// here are not copied, nor runs whose text could drive a terminal (`door`:
+    /// [`Copied::Refused`] says which field holds what).
     pub fn copy_run(&self, id: i64, to: &Store) -> Result<Copied> {
         let run = self
             .row(&format!("SELECT {} FROM runs WHERE id = $1", RUN_COLS.join(", ")), &[id.into()])?
@@ -1067,8 +1136,12 @@ impl Store {
                  FROM runs WHERE uuid = $1",
                 &[uuid.clone().into()],
             )? {
-                if there[1].t() == status && there[2].i() == results.len() as i64 {
+                let (there_status, there_results) = (there[1].t(), there[2].i());
+                if there_status == status && there_results == results.len() as i64 {
                     return Ok(Copied::AlreadyThere);
+                }
+                if !strictly_older(&there_status, there_results, &status, results.len() as i64) {
+                    return Ok(Copied::NewerThere);
                 }
                 c.exec("DELETE FROM runs WHERE id = $1", &[there[0].clone()])?;
                 replaced = true;
@@ -1124,6 +1197,20 @@ impl Store {
     }
 }
 
+/// Whether the copy of a run in state `there` with `there_results` results is strictly
+/// older than the same run in state `here` with `here_results`: a run only gains results and
+/// goes from `running` to `complete` or `interrupted`, so a copy with fewer results, or an
+/// interrupted one where the other is complete with as many, is an earlier state of it.
+/// A complete copy is never older than an interrupted one, and a copy still `running` there
+/// belongs to a process measuring into that database: neither is replaced.
+fn strictly_older(there: &str, there_results: i64, here: &str, here_results: i64) -> bool {
+    match (there, here) {
+        ("running", _) | ("complete", "interrupted") => false,
+        ("interrupted", "complete") => there_results <= here_results,
+        _ => there_results < here_results,
+    }
+}
+
 /// A database error as words: SQLite's or the server's message without the SQL that
 /// rusqlite appends.
 fn in_words(e: &DbError) -> String {
@@ -1131,6 +1218,9 @@ fn in_words(e: &DbError) -> String {
         DbError::Sqlite(e) => e.to_string(),
         DbError::Pg(e) => {
             e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string())
+        }
+        DbError::Silent(waited) => {
+            format!("the server did not answer within {} s", waited.as_secs_f64())
         }
         DbError::Conflict(what) => what.clone(),
     };
@@ -1143,12 +1233,13 @@ fn db_error(path: &Path, e: DbError) -> StoreError {
     match e {
         DbError::Sqlite(e) => sql_error(path, e),
         DbError::Pg(e) => pg_error(path, e),
+        DbError::Silent(waited) => StoreError::NoAnswer { path: path.into(), waited },
         DbError::Conflict(what) => StoreError::Duplicate(path.into(), what),
     }
 }
 
-fn pg_error(path: &Path, e: postgres::Error) -> StoreError {
-    use postgres::error::SqlState;
+fn pg_error(path: &Path, e: tokio_postgres::Error) -> StoreError {
+    use tokio_postgres::error::SqlState;
     let hint = match e.code() {
         None => ": the connection to the server failed or was lost; nothing of the transaction in progress was committed",
         Some(c) if *c == SqlState::DISK_FULL => ": the server's disk is full",

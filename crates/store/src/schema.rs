@@ -254,7 +254,16 @@ fn after_step(conn: &mut Conn, to: i64) -> Result<(), DbError> {
 
 /// The schema version and application id a database says it has, and whether it has any
 /// table at all: `(application_id, version, tables)`.
+///
+/// Read in one read transaction, so the three come from one state of the database: read one
+/// by one, a process creating the same new file at that moment could be seen half way (its
+/// tables already, its application id not yet), and the file refused as another
+/// application's.
 pub fn identify(conn: &mut Conn) -> Result<(i64, i64, i64), DbError> {
+    conn.read_tx(identify_now)
+}
+
+fn identify_now(conn: &mut Conn) -> Result<(i64, i64, i64), DbError> {
     if conn.is_pg() {
         let tables = conn
             .row(

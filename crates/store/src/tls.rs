@@ -2,7 +2,7 @@
 //!
 //! The `postgres` crate knows `sslmode=disable|prefer|require` and nothing of certificates;
 //! libpq also knows `allow`, `verify-ca` and `verify-full`, and `sslrootcert`. This module
-//! takes those two options out of the URL, hands the rest to `postgres::Config`, and makes
+//! takes those two options out of the URL, hands the rest to `tokio_postgres::Config`, and makes
 //! the connector that does what libpq would:
 //!
 //! | sslmode       | TLS                         | certificate checked                       |
@@ -84,7 +84,7 @@ impl std::fmt::Display for TlsRefused {
 impl Error for TlsRefused {}
 
 /// `%XX` escapes decoded, as the `postgres` crate decodes option values.
-fn percent_decode(s: &str) -> String {
+pub(crate) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -138,60 +138,72 @@ pub(crate) fn split_options(url: &str) -> Result<(String, TlsOptions), TlsRefuse
     Ok((url, opts))
 }
 
-/// Connects as `opts` asks.
+/// Connects as `opts` asks, before `deadline` (the whole of it: every attempt `allow`
+/// makes, TLS, authentication and start-up); `limit` is how long that was, for the message.
 #[cfg(not(feature = "tls"))]
 pub(crate) fn connect(
-    config: &mut postgres::Config,
+    rt: &tokio::runtime::Runtime,
+    config: &mut tokio_postgres::Config,
     opts: &TlsOptions,
-) -> Result<postgres::Client, Box<dyn Error + Send + Sync>> {
+    deadline: std::time::Instant,
+    limit: std::time::Duration,
+) -> Result<crate::pg::Opened, Box<dyn Error + Send + Sync>> {
     // `split_options` refused the modes that need TLS; the others are plain text here.
     debug_assert!(!opts.mode.needs_tls());
-    config.ssl_mode(postgres::config::SslMode::Disable);
-    Ok(config.connect(postgres::NoTls)?)
+    config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+    crate::pg::connect_with(rt, config, tokio_postgres::NoTls, deadline, limit)
 }
 
-/// Connects as `opts` asks.
+/// Connects as `opts` asks, before `deadline` (the whole of it: every attempt `allow`
+/// makes, TLS, authentication and start-up); `limit` is how long that was, for the message.
 #[cfg(feature = "tls")]
 pub(crate) fn connect(
-    config: &mut postgres::Config,
+    rt: &tokio::runtime::Runtime,
+    config: &mut tokio_postgres::Config,
     opts: &TlsOptions,
-) -> Result<postgres::Client, Box<dyn Error + Send + Sync>> {
-    use postgres::config::SslMode as Pg;
+    deadline: std::time::Instant,
+    limit: std::time::Duration,
+) -> Result<crate::pg::Opened, Box<dyn Error + Send + Sync>> {
+    use crate::pg::connect_with;
     use rustls_impl::{connector, Check};
+    use tokio_postgres::config::SslMode as Pg;
     match opts.mode {
         SslMode::Disable => {
             config.ssl_mode(Pg::Disable);
-            Ok(config.connect(postgres::NoTls)?)
+            connect_with(rt, config, tokio_postgres::NoTls, deadline, limit)
         }
         SslMode::Allow => {
             config.ssl_mode(Pg::Disable);
-            match config.connect(postgres::NoTls) {
+            match connect_with(rt, config, tokio_postgres::NoTls, deadline, limit) {
                 Ok(c) => Ok(c),
                 Err(plain) => {
                     config.ssl_mode(Pg::Require);
-                    config.connect(connector(Check::Nothing, None)?).map_err(|tls| {
-                        format!("in plain text: {plain}; then over TLS: {tls}").into()
-                    })
+                    connect_with(rt, config, connector(Check::Nothing, None)?, deadline, limit)
+                        .map_err(|tls| {
+                            format!("in plain text: {plain}; then over TLS: {tls}").into()
+                        })
                 }
             }
         }
         SslMode::Prefer => {
             config.ssl_mode(Pg::Prefer);
-            Ok(config.connect(connector(Check::Nothing, None)?)?)
+            connect_with(rt, config, connector(Check::Nothing, None)?, deadline, limit)
         }
         SslMode::Require => {
             config.ssl_mode(Pg::Require);
             // As libpq: with a root certificate named, `require` checks the chain.
             let check = if opts.root_cert.is_some() { Check::Chain } else { Check::Nothing };
-            Ok(config.connect(connector(check, opts.root_cert.as_deref())?)?)
+            connect_with(rt, config, connector(check, opts.root_cert.as_deref())?, deadline, limit)
         }
         SslMode::VerifyCa => {
             config.ssl_mode(Pg::Require);
-            Ok(config.connect(connector(Check::Chain, opts.root_cert.as_deref())?)?)
+            let tls = connector(Check::Chain, opts.root_cert.as_deref())?;
+            connect_with(rt, config, tls, deadline, limit)
         }
         SslMode::VerifyFull => {
             config.ssl_mode(Pg::Require);
-            Ok(config.connect(connector(Check::ChainAndName, opts.root_cert.as_deref())?)?)
+            let tls = connector(Check::ChainAndName, opts.root_cert.as_deref())?;
+            connect_with(rt, config, tls, deadline, limit)
         }
     }
 }

@@ -177,6 +177,29 @@ fn copying(a: &dyn Fn() -> Store, b: &dyn Fn() -> Store) {
     let lives: Vec<_> = runs.iter().filter(|r| r.label.as_deref() == Some("live")).collect();
     assert_eq!(lives.len(), 1, "replaced, not duplicated");
     assert_eq!((lives[0].status, lives[0].ok), (RunStatus::Complete, 2));
+
+    // A stale copy never replaces a newer one: the target's copy of `stale` goes on (more
+    // results, then complete) while the source still has the interrupted state it sent.
+    let stale = from.begin_run(&meta(Some("stale"))).unwrap();
+    from.save_result(stale, &measurement("os.a", Params::new(), &[1.0, 2.0])).unwrap();
+    from.interrupt_run(stale, "killed").unwrap();
+    assert_eq!(from.copy_run(stale, &to).unwrap(), Copied::Copied);
+    let mut to = to;
+    let there = to.resolve("stale").unwrap();
+    to.save_result(there, &measurement("os.b", Params::new(), &[3.0])).unwrap();
+    assert_eq!(from.copy_run(stale, &to).unwrap(), Copied::NewerThere, "more results there");
+    to.finish_run(there, RunStatus::Complete).unwrap();
+    assert_eq!(from.copy_run(stale, &to).unwrap(), Copied::NewerThere, "complete there");
+    let kept = to.runs().unwrap().into_iter().find(|r| r.label.as_deref() == Some("stale"));
+    let kept = kept.unwrap();
+    assert_eq!((kept.id, kept.status, kept.ok), (there, RunStatus::Complete, 2), "nothing lost");
+    // Interrupted there with as many results as the complete run here: older, replaced.
+    let done = from.begin_run(&meta(Some("done"))).unwrap();
+    from.save_result(done, &measurement("os.a", Params::new(), &[1.0])).unwrap();
+    from.interrupt_run(done, "killed").unwrap();
+    assert_eq!(from.copy_run(done, &to).unwrap(), Copied::Copied);
+    from.finish_run(done, RunStatus::Complete).unwrap();
+    assert_eq!(from.copy_run(done, &to).unwrap(), Copied::Replaced);
 }
 
 #[test]
@@ -315,8 +338,35 @@ fn passwords_are_redacted_from_every_url() {
     );
     assert_eq!(redact("postgresql://u:p%40ss@h/db"), "postgresql://u:***@h/db");
     assert_eq!(redact("postgres://h/db"), "postgres://h/db");
-    let shown = Location::parse("postgres://u:hunter2@h/db".as_ref()).to_string();
-    assert!(!shown.contains("hunter2"), "{shown}");
+    let at = Location::parse("postgres://u:hunter2@h/db".as_ref());
+    for shown in [at.to_string(), format!("{at:?}")] {
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+
+    // Passwords holding `/ ? # @ :` (an `@` percent-encoded, as the driver needs it; the
+    // others as typed, which the driver takes), in the user part and as an option.
+    for pw in ["se/cret", "se?cret", "se#cret", "se%40cret", "se:cret", "a/b?c#d%40e:f"] {
+        for url in [
+            format!("postgres://lab:{pw}@db.example:5432/lab?sslmode=disable"),
+            format!("postgresql://lab:{pw}@db.example/lab"),
+            format!("postgres://lab:{pw}@/lab?host=/run/postgresql"),
+        ] {
+            let shown = redact(&url);
+            assert!(shown.starts_with("postgres") && shown.contains("://lab:***@"), "{shown}");
+            assert!(!shown.contains("cret") && !shown.contains("d%40e"), "leaked: {shown}");
+        }
+        let shown = redact(&format!("postgres://lab@h/db?sslmode=disable&password={pw}"));
+        assert!(!shown.contains("cret") && !shown.contains("d%40e"), "leaked: {shown}");
+    }
+    // An unencoded `@` (which the driver cannot use): hidden all the same.
+    assert_eq!(redact("postgres://u:p@ss@h/db"), "postgres://u:***@h/db");
+    // A percent-encoded option name is still the password.
+    assert_eq!(redact("postgres://h/db?pass%77ord=x"), "postgres://h/db?pass%77ord=***");
+    // An `@` in an option of a URL without credentials is not taken for them.
+    assert_eq!(
+        redact("postgres://u@h/db?application_name=a@b"),
+        "postgres://u@h/db?application_name=a@b"
+    );
 }
 
 /// An error with its sources, as the CLI prints it.
@@ -436,4 +486,68 @@ fn tls_is_used_and_checked_as_sslmode_asks() {
         &open("localhost", "nofile", "sslmode=verify-full&sslrootcert=/no/such.crt").unwrap_err(),
     );
     assert!(text.contains("cannot read sslrootcert /no/such.crt"), "{text}");
+}
+
+/// A server that accepts the connection and never answers (nor closes it): the connection
+/// is given up at its deadline — the URL's `connect_timeout`, or the default — with a clear
+/// error naming the server without its password, whether the client waits for the answer
+/// to its TLS request (`sslmode=prefer`), to its start-up message (`disable`), or for any
+/// other reading. Needs no server. A hang guard bounds each wait; no timing is asserted.
+#[test]
+fn a_server_that_never_answers_is_given_up_at_the_connect_deadline() {
+    let port = pg::mute_server();
+    for (options, write) in [
+        ("connect_timeout=1", true),
+        ("connect_timeout=1", false),
+        ("connect_timeout=1&sslmode=disable", true),
+        ("sslmode=disable", true),
+    ] {
+        let url = format!("postgres://lab:hunter2@127.0.0.1:{port}/db?{options}");
+        let at = Location::parse(url.as_ref());
+        let err = pg::within(std::time::Duration::from_secs(120), move || {
+            if write { Store::open_at(&at) } else { Store::open_existing_at(&at) }.unwrap_err()
+        });
+        let text = chain(&err);
+        assert!(matches!(err, StoreError::Open { .. }), "{text}");
+        assert!(text.contains("did not complete within"), "{text}");
+        assert!(text.contains(&format!("postgres://lab:***@127.0.0.1:{port}/db")), "{text}");
+        assert!(!text.contains("hunter2"), "the password leaked: {text}");
+    }
+}
+
+/// A server that stops answering after the connection was made (its backend stopped with
+/// SIGSTOP: the kernel still takes what is sent): the call waiting for it fails once the
+/// statement's time plus the connect time limit have passed, as a storage failure that
+/// says the server did not answer, and so does every later call on that connection, at once.
+#[test]
+fn a_server_that_stops_answering_mid_way_is_given_up() {
+    let Some(server) = pg::server_or_skip("a_server_that_stops_answering_mid_way_is_given_up")
+    else {
+        return;
+    };
+    let url = server.create_db("silent");
+    let url = format!(
+        "{url}&application_name=silent&connect_timeout=1&options=-c%20statement_timeout%3D1000"
+    );
+    let mut store = Store::open_at(&Location::parse(url.as_ref())).unwrap();
+    let run = fill(&mut store, "before", 2);
+    let stopped = pg::Stopped::new(pg::backend_of(&server, "silent", "silent"));
+    let (first, second, third) = pg::within(std::time::Duration::from_secs(120), move || {
+        let first = store.runs().unwrap_err();
+        let second = store.load_run(run).unwrap_err();
+        let third = store.interrupt_run(run, "x").unwrap_err();
+        (first, second, third)
+    });
+    drop(stopped);
+    for err in [first, second, third] {
+        let text = chain(&err);
+        assert!(matches!(err, StoreError::NoAnswer { .. }), "{text}");
+        assert!(err.is_storage_failure(), "{text}");
+        assert!(text.contains("the server did not answer within 2 s"), "{text}");
+        assert!(!text.contains(pg::PASSWORD), "the password leaked: {text}");
+    }
+    // The server answers again: a new connection works, and nothing was lost.
+    let store = Store::open_at(&Location::parse(url.as_ref())).unwrap();
+    assert_eq!(store.runs().unwrap().len(), 1);
+    assert_eq!(store.load_run(run).unwrap().results.len(), 3);
 }

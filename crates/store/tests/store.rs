@@ -335,3 +335,43 @@ fn a_lock_held_too_long_is_a_clear_storage_failure() {
     assert!(summary.reason.as_deref().unwrap().contains("locked"));
     assert_eq!(store.load_run(run).unwrap().results.len(), 0);
 }
+
+/// Several processes creating the same new database at once (each its own connection, all
+/// released together by a barrier), many times over: every one of them opens it. Before, one
+/// sometimes read the file half-made by another (tables but no application id yet) and
+/// refused it as another application's, or failed "locked" switching it to WAL without
+/// waiting.
+#[test]
+fn many_openers_of_one_new_file_all_succeed() {
+    const OPENERS: usize = 4;
+    const ROUNDS: usize = 60;
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for round in 0..ROUNDS {
+        let path = dir.path().join(format!("new-{round}.db"));
+        let barrier = std::sync::Barrier::new(OPENERS);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..OPENERS)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        Store::open(&path).map(|store| store.runs().map(|r| r.len()))
+                    })
+                })
+                .collect();
+            for h in handles {
+                match h.join().unwrap() {
+                    Ok(Ok(0)) => {}
+                    other => failures.push(format!("round {round}: {other:?}")),
+                }
+            }
+        });
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} opens failed:\n{}",
+        failures.len(),
+        OPENERS * ROUNDS,
+        failures.join("\n")
+    );
+}

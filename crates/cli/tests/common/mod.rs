@@ -5,10 +5,13 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// The `schedlab` binary, with no database chosen by the environment.
+/// The `schedlab` binary, with no database (nor fleet database, nor PostgreSQL password)
+/// chosen by the environment.
 pub fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_schedlab"));
-    c.env_remove("SCHEDLAB_DB");
+    for var in ["SCHEDLAB_DB", "SCHEDLAB_FLEET", "PGPASSWORD", "PGPASSFILE"] {
+        c.env_remove(var);
+    }
     c
 }
 

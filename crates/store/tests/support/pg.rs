@@ -281,3 +281,59 @@ pub fn server_or_skip(test: &str) -> Option<PgServer> {
         }
     }
 }
+
+/// A server that accepts connections on 127.0.0.1 and never says a word (nor closes them):
+/// its port. The listener lives as long as the process.
+pub fn mute_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    port
+}
+
+/// The pid of the server process (backend) serving connections of `application`.
+pub fn backend_of(server: &PgServer, db: &str, application: &str) -> i32 {
+    let rows = server
+        .client(db)
+        .query("SELECT pid FROM pg_stat_activity WHERE application_name = $1", &[&application])
+        .unwrap();
+    assert_eq!(rows.len(), 1, "one connection of {application}");
+    rows[0].get(0)
+}
+
+/// A process stopped with SIGSTOP until this is dropped (then SIGCONT), as a server that
+/// stops answering: the kernel keeps its sockets open and acknowledges what is sent to it.
+pub struct Stopped(pub i32);
+
+impl Stopped {
+    pub fn new(pid: i32) -> Stopped {
+        // SAFETY: kill only sends a signal, to a process of the test's own server.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0, "SIGSTOP {pid}");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: as above.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
+/// Runs `f` on another thread and returns what it returns; a hang guard, not a timing
+/// assertion: panics if it has not returned within `guard`.
+pub fn within<T: Send + 'static>(
+    guard: std::time::Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(guard).expect("it hung: no return within the hang guard")
+}
