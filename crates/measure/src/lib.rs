@@ -8,7 +8,8 @@
 //! fingerprint stored with every run ([`machine`]), the result model that the store and the
 //! reports share ([`model`]), and the Linux wrappers (pinning, forked
 //! helpers, per-thread scheduling settings) that the probes and the timelines share ([`sys`]),
-//! and the one rule for showing values to people ([`units`]). It knows nothing of SQLite,
+//! the one rule for showing values to people ([`units`]), and which process owns what outlives
+//! a command and whether it is still alive ([`owner`]). It knows nothing of SQLite,
 //! terminals or particular probes: measuring, analysing and reporting are separate stages.
 //!
 //! ```
@@ -36,6 +37,7 @@ pub mod interrupt;
 pub mod machine;
 pub mod model;
 pub mod noise;
+pub mod owner;
 pub mod placement;
 pub mod sampler;
 pub mod stats;
