@@ -52,7 +52,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             select(&all, &plan.filters).map_err(|e| UsageError(e.to_string()))?;
             let report = plan.report.clone();
             let mut store = Store::open_at(&db)?;
-            let (id, code) = crate::run::run(plan, &mut store)?;
+            let (id, code) = crate::run::run(plan, &mut store, &db)?;
             if let Some(path) = report {
                 let run = store.load_run(id)?;
                 write_report(&store, vec![run], 0, &path)?;

@@ -13,6 +13,7 @@ mod probe_timeline;
 mod reference;
 mod run;
 mod settings;
+mod stop;
 mod timeline;
 
 use std::io::{self, Write};
@@ -40,6 +41,9 @@ pub fn out(text: &str) -> io::Result<()> {
 fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == EXEC_HELPER_ARG) {
         return ExitCode::SUCCESS;
+    }
+    if std::env::args_os().nth(1).is_some_and(|a| a == stop::MARK_ARG) {
+        return stop::mark_main();
     }
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,

@@ -78,7 +78,7 @@ fn measure(args: &MemArgs, db: &Location) -> Result<(Run, ExitCode)> {
         report: None,
     })?;
     let mut store = Store::open_at(db)?;
-    let (run_id, code) = crate::run::run(plan, &mut store)?;
+    let (run_id, code) = crate::run::run(plan, &mut store, db)?;
     Ok((store.load_run(run_id)?, code))
 }
 

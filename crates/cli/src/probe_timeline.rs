@@ -88,7 +88,7 @@ pub fn probe_timeline(id: &str, args: &TimelineArgs, db: &Location) -> Result<Ex
     }
     let interrupted = Arc::new(AtomicBool::new(false));
     // No second Ctrl-C ends us at once: the tracing instance must be removed first.
-    crate::run::install_interrupt(&interrupted, false)?;
+    crate::stop::install(&interrupted, false)?;
     let name = format!("{id} [{params}]");
     out(&format!("{name}\nsetting up...\n"))?;
     let exe = std::env::current_exe().ok();
@@ -169,19 +169,24 @@ pub fn probe_timeline(id: &str, args: &TimelineArgs, db: &Location) -> Result<Ex
         .with("window_ms", window_ms)
         .with("recorder", "kernel");
     let run_id = store.begin_run(&meta)?;
-    for m in results::measurements(&name, &kt, &stats, wall, Some("kernel")) {
-        store.save_result(run_id, &m).with_context(|| format!("storing {}", m.probe))?;
-    }
-    store.save_timeline(
-        run_id,
-        &StoredTimeline {
-            scenario: kt.scenario.clone(),
-            recorder: kt.recorder.clone(),
-            window_ns: kt.window_ns,
-            data: serde_json::to_string(&kt).context("serialising the timeline")?,
-        },
-    )?;
-    store.finish_run(run_id, RunStatus::Complete)?;
+    // A storage failure stops here and marks the run interrupted with it (as `run` does).
+    let saved = (|| -> Result<()> {
+        for m in results::measurements(&name, &kt, &stats, wall, Some("kernel")) {
+            store.save_result(run_id, &m).with_context(|| format!("storing {}", m.probe))?;
+        }
+        store.save_timeline(
+            run_id,
+            &StoredTimeline {
+                scenario: kt.scenario.clone(),
+                recorder: kt.recorder.clone(),
+                window_ns: kt.window_ns,
+                data: serde_json::to_string(&kt).context("serialising the timeline")?,
+            },
+        )?;
+        store.finish_run(run_id, RunStatus::Complete)?;
+        Ok(())
+    })();
+    saved.map_err(|e| crate::run::storage_failed(&store, run_id, e))?;
 
     let mut shown = String::new();
     shown.push_str(&term::lanes(&kt, 0, kt.window_ns, COLS));

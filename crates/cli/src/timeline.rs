@@ -64,7 +64,7 @@ pub fn timeline(args: &TimelineArgs, db: &Location) -> Result<ExitCode> {
     // once (130) — except with --kernel, where nothing may end us before the tracing
     // instance is removed.
     let interrupted = Arc::new(AtomicBool::new(false));
-    crate::run::install_interrupt(&interrupted, !args.kernel)?;
+    crate::stop::install(&interrupted, !args.kernel)?;
     let started = Instant::now();
     out(&format!("{}\n", s.title))?;
     for t in &s.threads {
@@ -115,8 +115,10 @@ pub fn timeline(args: &TimelineArgs, db: &Location) -> Result<ExitCode> {
                 Outcome::Skipped(why.clone()),
                 started.elapsed().as_secs_f64(),
             );
-            store.save_result(run_id, &m)?;
-            store.finish_run(run_id, RunStatus::Complete)?;
+            let saved = store
+                .save_result(run_id, &m)
+                .and_then(|()| store.finish_run(run_id, RunStatus::Complete));
+            saved.map_err(|e| crate::run::storage_failed(&store, run_id, e.into()))?;
             out(&format!("skipped: {why}\n(stored as run #{run_id})\n"))?;
             return Ok(ExitCode::SUCCESS);
         }
@@ -136,28 +138,32 @@ pub fn timeline(args: &TimelineArgs, db: &Location) -> Result<ExitCode> {
     for m in &mut results {
         m.noise = noise;
     }
-    for m in results {
-        store.save_result(run_id, &m).with_context(|| format!("storing {}", m.probe))?;
-    }
-    let mut kstats = Vec::new();
-    if let Some(kt) = &kt {
-        kstats = timeline_stats(kt);
-        for m in results::measurements(s.id, kt, &kstats, wall, Some("kernel")) {
+    let kstats = kt.as_ref().map(timeline_stats).unwrap_or_default();
+    // A storage failure stops here and marks the run interrupted with it (as `run` does).
+    let saved = (|| -> Result<()> {
+        for m in results {
             store.save_result(run_id, &m).with_context(|| format!("storing {}", m.probe))?;
         }
-    }
-    for tl in std::iter::once(&t).chain(kt.as_ref()) {
-        store.save_timeline(
-            run_id,
-            &StoredTimeline {
-                scenario: tl.scenario.clone(),
-                recorder: tl.recorder.clone(),
-                window_ns: tl.window_ns,
-                data: serde_json::to_string(tl).context("serialising the timeline")?,
-            },
-        )?;
-    }
-    store.finish_run(run_id, RunStatus::Complete)?;
+        if let Some(kt) = &kt {
+            for m in results::measurements(s.id, kt, &kstats, wall, Some("kernel")) {
+                store.save_result(run_id, &m).with_context(|| format!("storing {}", m.probe))?;
+            }
+        }
+        for tl in std::iter::once(&t).chain(kt.as_ref()) {
+            store.save_timeline(
+                run_id,
+                &StoredTimeline {
+                    scenario: tl.scenario.clone(),
+                    recorder: tl.recorder.clone(),
+                    window_ns: tl.window_ns,
+                    data: serde_json::to_string(tl).context("serialising the timeline")?,
+                },
+            )?;
+        }
+        store.finish_run(run_id, RunStatus::Complete)?;
+        Ok(())
+    })();
+    saved.map_err(|e| crate::run::storage_failed(&store, run_id, e))?;
 
     // With the kernel's record, each thread's sampled lane is shown above the kernel's.
     let shown = match &kt {
