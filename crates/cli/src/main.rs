@@ -9,6 +9,7 @@ mod commands;
 mod crosscheck;
 mod fleet;
 mod mem;
+mod output;
 mod probe_timeline;
 mod reference;
 mod run;

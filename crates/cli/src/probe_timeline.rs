@@ -30,6 +30,7 @@ use schedlab_trace::stats::timeline_stats;
 use schedlab_trace::{perfetto, results, term};
 
 use crate::args::TimelineArgs;
+use crate::output::Output;
 use crate::{out, UsageError};
 
 /// Columns of time in the terminal lanes, as `timeline.rs`.
@@ -83,9 +84,9 @@ pub fn probe_timeline(id: &str, args: &TimelineArgs, db: &Location) -> Result<Ex
     if !(10..=60_000).contains(&window_ms) {
         return Err(UsageError(format!("--window-ms {window_ms}: 10 to 60000")).into());
     }
-    for path in [&args.perfetto, &args.svg].into_iter().flatten() {
-        crate::timeline::check_writable(path)?;
-    }
+    // Outputs are claimed before anything is measured, so a bad path costs no recording.
+    let perfetto_out = args.perfetto.as_deref().map(Output::claim).transpose()?;
+    let svg_out = args.svg.as_deref().map(Output::claim).transpose()?;
     let interrupted = Arc::new(AtomicBool::new(false));
     // No second Ctrl-C ends us at once: the tracing instance must be removed first.
     crate::stop::install(&interrupted, false)?;
@@ -196,22 +197,20 @@ pub fn probe_timeline(id: &str, args: &TimelineArgs, db: &Location) -> Result<Ex
     shown.push('\n');
     shown.push_str(&views::timeline_stats_table(&stats).to_terminal());
     shown.push_str(&format!("\nthe probe's notes for the window: {notes}\n"));
-    if let Some(path) = &args.perfetto {
+    if let Some(output) = perfetto_out {
         let doc = perfetto::to_json(&kt);
-        crate::timeline::write_file(
-            path,
-            &serde_json::to_string(&doc).context("serialising the trace")?,
-        )?;
-        shown
-            .push_str(&format!("\nPerfetto trace: {} (open in ui.perfetto.dev)\n", path.display()));
+        let path = output.path().display().to_string();
+        output.write(&serde_json::to_string(&doc).context("serialising the trace")?)?;
+        shown.push_str(&format!("\nPerfetto trace: {path} (open in ui.perfetto.dev)\n"));
     }
-    if let Some(path) = &args.svg {
+    if let Some(output) = svg_out {
         let subtitle = format!(
             "schedlab run #{run_id} — {} — kernel {} — kernel recorder",
             meta.machine.cpu_model, meta.machine.kernel
         );
-        crate::timeline::write_file(path, &schedlab_report::lanes::to_svg(&kt, &subtitle))?;
-        shown.push_str(&format!("SVG: {}\n", path.display()));
+        let path = output.path().display().to_string();
+        output.write(&schedlab_report::lanes::to_svg(&kt, &subtitle))?;
+        shown.push_str(&format!("SVG: {path}\n"));
     }
     shown
         .push_str(&format!("\nstored as run #{run_id} in {db}\nshow it: schedlab show {run_id}\n"));

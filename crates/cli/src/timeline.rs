@@ -12,7 +12,6 @@
 //! the lanes over the whole window and zoomed on 20 ms, a statistics table, the verdict and
 //! the scenario's explanation; optionally Perfetto JSON and SVG files.
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -32,6 +31,7 @@ use schedlab_trace::stats::timeline_stats;
 use schedlab_trace::{perfetto, results, sampling, term};
 
 use crate::args::TimelineArgs;
+use crate::output::Output;
 use crate::{out, UsageError};
 
 /// Columns of time in the terminal lanes (plus 12 for names and 6 for the share: 99).
@@ -55,10 +55,9 @@ pub fn timeline(args: &TimelineArgs, db: &Location) -> Result<ExitCode> {
             "no scenario matches {key:?}; `schedlab timeline --list` shows them (a number or a name)"
         ))
     })?;
-    // Outputs are checked before anything is measured, so a bad path costs no recording.
-    for path in [&args.perfetto, &args.svg].into_iter().flatten() {
-        check_writable(path)?;
-    }
+    // Outputs are claimed before anything is measured, so a bad path costs no recording.
+    let perfetto_out = args.perfetto.as_deref().map(Output::claim).transpose()?;
+    let svg_out = args.svg.as_deref().map(Output::claim).transpose()?;
     // Ctrl-C only sets a flag (the one rule of `run.rs`): the scenario ends by itself within
     // its window, and the command exits 1 with nothing stored. A second Ctrl-C ends it at
     // once (130) — except with --kernel, where nothing may end us before the tracing
@@ -218,17 +217,19 @@ pub fn timeline(args: &TimelineArgs, db: &Location) -> Result<ExitCode> {
         meta.machine.kernel,
         if kt.is_some() { "sampling and kernel recorders" } else { "sampling recorder" }
     );
-    if let Some(path) = &args.perfetto {
+    if let Some(output) = perfetto_out {
         let doc = match &kt {
             Some(kt) => perfetto::to_json_many(&[&t, kt]),
             None => perfetto::to_json(&t),
         };
-        write_file(path, &serde_json::to_string(&doc).context("serialising the trace")?)?;
-        text.push_str(&format!("\nPerfetto trace: {} (open in ui.perfetto.dev)\n", path.display()));
+        let path = output.path().display().to_string();
+        output.write(&serde_json::to_string(&doc).context("serialising the trace")?)?;
+        text.push_str(&format!("\nPerfetto trace: {path} (open in ui.perfetto.dev)\n"));
     }
-    if let Some(path) = &args.svg {
-        write_file(path, &schedlab_report::lanes::to_svg(&shown, &subtitle))?;
-        text.push_str(&format!("SVG: {}\n", path.display()));
+    if let Some(output) = svg_out {
+        let path = output.path().display().to_string();
+        output.write(&schedlab_report::lanes::to_svg(&shown, &subtitle))?;
+        text.push_str(&format!("SVG: {path}\n"));
     }
     text.push_str(&format!(
         "\nstored as run #{run_id} in {}\nshow it: schedlab show {run_id}\n",
@@ -272,30 +273,4 @@ fn run_meta(s: &Scenario, args: &TimelineArgs) -> RunMeta {
         .with("interval_ns", schedlab_trace::sampling::INTERVAL_NS)
         .with("threshold_ns", schedlab_trace::sampling::THRESHOLD_NS);
     meta
-}
-
-/// Fails, naming the path, when `path` could not be written: its directory is missing or
-/// not writable, or it exists and is not a writable file.
-pub(crate) fn check_writable(path: &Path) -> Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let writable = |p: &Path| {
-        let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else { return false };
-        // SAFETY: a NUL-terminated path; access only checks permissions.
-        unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
-    };
-    if !dir.is_dir() {
-        anyhow::bail!("cannot write {}: {} is not a directory", path.display(), dir.display());
-    }
-    if path.is_dir() || (path.exists() && !writable(path)) || (!path.exists() && !writable(dir)) {
-        anyhow::bail!("cannot write {}: permission denied or not a file", path.display());
-    }
-    Ok(())
-}
-
-pub(crate) fn write_file(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
