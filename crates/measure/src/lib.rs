@@ -9,7 +9,8 @@
 //! reports share ([`model`]), and the Linux wrappers (pinning, forked
 //! helpers, per-thread scheduling settings) that the probes and the timelines share ([`sys`]),
 //! the one rule for showing values to people ([`units`]), and which process owns what outlives
-//! a command and whether it is still alive ([`owner`]). It knows nothing of SQLite,
+//! a command and whether it is still alive ([`owner`]), and what a killed schedlab left in tracefs
+//! ([`tracefs`]). It knows nothing of SQLite,
 //! terminals or particular probes: measuring, analysing and reporting are separate stages.
 //!
 //! ```
@@ -42,6 +43,7 @@ pub mod placement;
 pub mod sampler;
 pub mod stats;
 pub mod sys;
+pub mod tracefs;
 pub mod units;
 pub mod warnings;
 
