@@ -1,7 +1,6 @@
 //! The subcommands other than `run`: catalog, runs, show, export, compare. Each reads the
 //! store, asks `report` for a rendering and prints it.
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
@@ -17,6 +16,7 @@ use crate::args::{
     Cli, Command, CompareArgs, DoctorArgs, ExportArgs, FormatArg, ListArgs, ReportArgs, RunsArgs,
     ViewArg,
 };
+use crate::output::Output;
 use crate::settings::{db_path, RunPlan};
 use crate::{out, UsageError};
 
@@ -46,16 +46,16 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let db = db_path(cli.db.as_deref())?;
     match cli.command {
         Command::Run(args) => {
-            let plan = RunPlan::from_args(&args)?;
+            let mut plan = RunPlan::from_args(&args)?;
             // Validate the filters before touching the database.
             let all = catalog();
             select(&all, &plan.filters).map_err(|e| UsageError(e.to_string()))?;
-            let report = plan.report.clone();
+            let report = plan.report.take();
             let mut store = Store::open_at(&db)?;
-            let (id, code) = crate::run::run(plan, &mut store)?;
-            if let Some(path) = report {
+            let (id, code) = crate::run::run(plan, &mut store, &db)?;
+            if let Some(output) = report {
                 let run = store.load_run(id)?;
-                write_report(&store, vec![run], 0, &path)?;
+                write_report(&store, vec![run], 0, output)?;
             }
             Ok(code)
         }
@@ -207,17 +207,19 @@ fn show(store: &Store, spec: &str, view: ViewArg) -> Result<ExitCode> {
 }
 
 fn export(store: &Store, args: &ExportArgs) -> Result<ExitCode> {
+    let output = args.output.as_deref().map(Output::claim).transpose()?;
     let run = load(store, &args.run)?;
     let text = match args.format {
         FormatArg::Json => Json.render(&run),
         FormatArg::Csv => Csv.render(&run),
         FormatArg::Markdown => Markdown.render(&run),
     };
-    match &args.output {
+    match output {
         None => out(&text)?,
-        Some(path) => {
-            write_atomically(path, &text)?;
-            eprintln!("wrote run #{} to {}", run.meta.id, path.display());
+        Some(output) => {
+            let path = output.path().display().to_string();
+            output.write(&text)?;
+            eprintln!("wrote run #{} to {path}", run.meta.id);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -257,25 +259,15 @@ fn load_runs(
     Ok((runs, index))
 }
 
-/// Writes `text` beside `path` and renames it there, so a failure never leaves half a file.
-fn write_atomically(path: &Path, text: &str) -> Result<()> {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("writing {}", path.display())
-    })
-}
-
 fn report(store: &Store, args: &ReportArgs) -> Result<ExitCode> {
-    crate::timeline::check_writable(&args.output)?;
+    let output = Output::claim(&args.output)?;
     let (runs, baseline) = load_runs(store, &args.runs, args.baseline.as_deref(), None)?;
-    write_report(store, runs, baseline, &args.output)?;
+    write_report(store, runs, baseline, output)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Renders `runs` and the timelines stored with them as the HTML report at `path`.
-fn write_report(store: &Store, runs: Vec<Run>, baseline: usize, path: &Path) -> Result<()> {
+/// Renders `runs` and the timelines stored with them as the HTML report into `output`.
+fn write_report(store: &Store, runs: Vec<Run>, baseline: usize, output: Output) -> Result<()> {
     let mut timelines = Vec::new();
     for r in &runs {
         for st in store.timelines(r.meta.id)? {
@@ -286,12 +278,13 @@ fn write_report(store: &Store, runs: Vec<Run>, baseline: usize, path: &Path) -> 
         }
     }
     let html = page(&runs, baseline, &timelines, env!("CARGO_PKG_VERSION"));
-    write_atomically(path, &html)?;
+    let path = output.path().display().to_string();
+    output.write(&html)?;
     eprintln!(
         "wrote the report of {} run{} to {} ({} KiB)",
         runs.len(),
         if runs.len() == 1 { "" } else { "s" },
-        path.display(),
+        path,
         html.len().div_ceil(1024)
     );
     Ok(())

@@ -16,7 +16,7 @@ use anyhow::{Context as _, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use schedlab_measure::clock::Calibration;
 use schedlab_measure::machine::Machine;
-use schedlab_measure::model::{Measurement, Params, RunMeta, RunStatus};
+use schedlab_measure::model::{Measurement, Params, RunMeta};
 use schedlab_measure::{interrupt, warnings};
 use schedlab_probes::crosscheck::{self as cc, Row, Side, Tools};
 use schedlab_report::{crosscheck as view, views};
@@ -57,7 +57,7 @@ pub fn crosscheck(args: &CrosscheckArgs, db: &Location) -> Result<ExitCode> {
     let mut store = Store::open_at(db)?;
 
     let flag = interrupt::flag();
-    crate::run::install_interrupt(&flag, true)?;
+    crate::stop::install(&flag, true)?;
 
     let mut machine = Machine::fingerprint();
     machine.doctor = schedlab_measure::doctor::stored(&schedlab_measure::doctor::collect());
@@ -89,6 +89,7 @@ pub fn crosscheck(args: &CrosscheckArgs, db: &Location) -> Result<ExitCode> {
         .with("lmbench_enough_us", &env[0].1);
     meta.calibration = Some(cal);
     let run_id = store.begin_run(&meta)?;
+    crate::stop::arm(db, run_id);
     meta.id = run_id;
     for line in views::run_header(&meta) {
         let _ = out(&format!("{line}\n"));
@@ -122,11 +123,10 @@ pub fn crosscheck(args: &CrosscheckArgs, db: &Location) -> Result<ExitCode> {
     for m in &results {
         all_warnings.extend(warnings::measurement_warnings(m));
     }
-    let status = if report.interrupted { RunStatus::Interrupted } else { RunStatus::Complete };
     store
         .save_warnings(run_id, &all_warnings)
         .context("storing the run's warnings")
-        .and_then(|()| store.finish_run(run_id, status).context("finishing the run"))?;
+        .and_then(|()| crate::run::finish(&store, run_id, report.interrupted))?;
 
     let _ = out(&view::explanation(&results));
     let db = store.path().display();

@@ -16,10 +16,12 @@ mod commands;
 mod crosscheck;
 mod fleet;
 mod mem;
+mod output;
 mod probe_timeline;
 mod reference;
 mod run;
 mod settings;
+mod stop;
 mod timeline;
 
 use std::io::{self, Write};
@@ -48,6 +50,9 @@ pub fn out(text: &str) -> io::Result<()> {
 fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == EXEC_HELPER_ARG) {
         return ExitCode::SUCCESS;
+    }
+    if std::env::args_os().nth(1).is_some_and(|a| a == stop::MARK_ARG) {
+        return stop::mark_main();
     }
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,

@@ -25,6 +25,7 @@ use schedlab_report::views;
 use schedlab_store::{Location, Store};
 
 use crate::args::{MemArgs, RunArgs};
+use crate::output::OutputDir;
 use crate::settings::RunPlan;
 use crate::{out, UsageError};
 
@@ -34,6 +35,8 @@ const FAMILY: &str = "mem";
 /// `schedlab mem`.
 pub fn mem(args: &MemArgs, db: &Location) -> Result<ExitCode> {
     let started = Instant::now();
+    // The charts' directory is made and tried before anything is measured.
+    let svg_dir = args.svg_dir.as_deref().map(OutputDir::claim).transpose()?;
     let (run, code) = match &args.run {
         Some(spec) => {
             let store = Store::open_existing_at(db)?;
@@ -41,7 +44,7 @@ pub fn mem(args: &MemArgs, db: &Location) -> Result<ExitCode> {
         }
         None => measure(args, db)?,
     };
-    if let Err(e) = report(&run, args) {
+    if let Err(e) = report(&run, args, svg_dir.as_ref()) {
         // An interrupted or failed measurement may leave nothing to analyse; its own
         // message and exit code say what happened.
         if code != ExitCode::SUCCESS {
@@ -78,7 +81,7 @@ fn measure(args: &MemArgs, db: &Location) -> Result<(Run, ExitCode)> {
         report: None,
     })?;
     let mut store = Store::open_at(db)?;
-    let (run_id, code) = crate::run::run(plan, &mut store)?;
+    let (run_id, code) = crate::run::run(plan, &mut store, db)?;
     Ok((store.load_run(run_id)?, code))
 }
 
@@ -91,7 +94,7 @@ fn local_caches() -> Vec<CacheLevel> {
 }
 
 /// Prints the analysis of `run` and writes its charts.
-fn report(run: &Run, args: &MemArgs) -> Result<()> {
+fn report(run: &Run, args: &MemArgs, svg_dir: Option<&OutputDir>) -> Result<()> {
     let Some(a) = analysis::analyse(&run.results, &local_caches()) else {
         return Err(UsageError(format!(
             "run #{} has no measured mem.clear results; `schedlab mem` measures them",
@@ -127,8 +130,7 @@ fn report(run: &Run, args: &MemArgs) -> Result<()> {
     }
     out(&text)?;
 
-    if let Some(dir) = &args.svg_dir {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    if let Some(dir) = svg_dir.map(OutputDir::path) {
         let m = &run.meta.machine;
         let subtitle = format!(
             "schedlab run #{}{} — {} — {} — kernel {} — {} suite",

@@ -30,6 +30,7 @@ use schedlab_trace::stats::timeline_stats;
 use schedlab_trace::{perfetto, results, term};
 
 use crate::args::TimelineArgs;
+use crate::output::Output;
 use crate::{out, UsageError};
 
 /// Columns of time in the terminal lanes, as `timeline.rs`.
@@ -101,12 +102,12 @@ pub fn probe_timeline(id: &str, args: &TimelineArgs, db: &Location) -> Result<Ex
     if !(10..=60_000).contains(&window_ms) {
         return Err(UsageError(format!("--window-ms {window_ms}: 10 to 60000")).into());
     }
-    for path in [&args.perfetto, &args.svg].into_iter().flatten() {
-        crate::timeline::check_writable(path)?;
-    }
+    // Outputs are claimed before anything is measured, so a bad path costs no recording.
+    let perfetto_out = args.perfetto.as_deref().map(Output::claim).transpose()?;
+    let svg_out = args.svg.as_deref().map(Output::claim).transpose()?;
     let interrupted = Arc::new(AtomicBool::new(false));
     // No second Ctrl-C ends us at once: the tracing instance must be removed first.
-    crate::run::install_interrupt(&interrupted, false)?;
+    crate::stop::install(&interrupted, false)?;
     let name = format!("{id} [{params}]");
     out(&format!("{name}\nsetting up...\n"))?;
     let exe = std::env::current_exe().ok();
@@ -187,19 +188,24 @@ pub fn probe_timeline(id: &str, args: &TimelineArgs, db: &Location) -> Result<Ex
         .with("window_ms", window_ms)
         .with("recorder", "kernel");
     let run_id = store.begin_run(&meta)?;
-    for m in results::measurements(&name, &kt, &stats, wall, Some("kernel")) {
-        store.save_result(run_id, &m).with_context(|| format!("storing {}", m.probe))?;
-    }
-    store.save_timeline(
-        run_id,
-        &StoredTimeline {
-            scenario: kt.scenario.clone(),
-            recorder: kt.recorder.clone(),
-            window_ns: kt.window_ns,
-            data: serde_json::to_string(&kt).context("serialising the timeline")?,
-        },
-    )?;
-    store.finish_run(run_id, RunStatus::Complete)?;
+    // A storage failure stops here and marks the run interrupted with it (as `run` does).
+    let saved = (|| -> Result<()> {
+        for m in results::measurements(&name, &kt, &stats, wall, Some("kernel")) {
+            store.save_result(run_id, &m).with_context(|| format!("storing {}", m.probe))?;
+        }
+        store.save_timeline(
+            run_id,
+            &StoredTimeline {
+                scenario: kt.scenario.clone(),
+                recorder: kt.recorder.clone(),
+                window_ns: kt.window_ns,
+                data: serde_json::to_string(&kt).context("serialising the timeline")?,
+            },
+        )?;
+        store.finish_run(run_id, RunStatus::Complete)?;
+        Ok(())
+    })();
+    saved.map_err(|e| crate::run::storage_failed(&store, run_id, e))?;
 
     let mut shown = String::new();
     shown.push_str(&term::lanes(&kt, 0, kt.window_ns, COLS));
@@ -209,22 +215,20 @@ pub fn probe_timeline(id: &str, args: &TimelineArgs, db: &Location) -> Result<Ex
     shown.push('\n');
     shown.push_str(&views::timeline_stats_table(&stats).to_terminal());
     shown.push_str(&format!("\nthe probe's notes for the window: {notes}\n"));
-    if let Some(path) = &args.perfetto {
+    if let Some(output) = perfetto_out {
         let doc = perfetto::to_json(&kt);
-        crate::timeline::write_file(
-            path,
-            &serde_json::to_string(&doc).context("serialising the trace")?,
-        )?;
-        shown
-            .push_str(&format!("\nPerfetto trace: {} (open in ui.perfetto.dev)\n", path.display()));
+        let path = output.path().display().to_string();
+        output.write(&serde_json::to_string(&doc).context("serialising the trace")?)?;
+        shown.push_str(&format!("\nPerfetto trace: {path} (open in ui.perfetto.dev)\n"));
     }
-    if let Some(path) = &args.svg {
+    if let Some(output) = svg_out {
         let subtitle = format!(
             "schedlab run #{run_id} — {} — kernel {} — kernel recorder",
             meta.machine.cpu_model, meta.machine.kernel
         );
-        crate::timeline::write_file(path, &schedlab_report::lanes::to_svg(&kt, &subtitle))?;
-        shown.push_str(&format!("SVG: {}\n", path.display()));
+        let path = output.path().display().to_string();
+        output.write(&schedlab_report::lanes::to_svg(&kt, &subtitle))?;
+        shown.push_str(&format!("SVG: {path}\n"));
     }
     shown
         .push_str(&format!("\nstored as run #{run_id} in {db}\nshow it: schedlab show {run_id}\n"));

@@ -6,9 +6,10 @@
 //! the results committed before it stay, and the run is marked interrupted with the failure
 //! as its reason.
 //!
-//! SIGINT/SIGTERM set the interrupt flag: the current probe stops at its next sample
-//! boundary, is stored as interrupted, and the run is marked interrupted. A second Ctrl-C
-//! ends the process at once (everything measured is already committed).
+//! SIGINT/SIGTERM/SIGHUP set the interrupt flag: the current probe stops at its next sample
+//! boundary, is stored as interrupted, and the run is marked interrupted, naming the signal.
+//! A second one ends the process at once, with the run marked first (`crate::stop`);
+//! everything measured is already committed.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -21,7 +22,7 @@ use schedlab_measure::model::{Measurement, Outcome, Params, RunMeta, RunStatus};
 use schedlab_measure::{interrupt, warnings};
 use schedlab_probes::{catalog, runner, select, Probe};
 use schedlab_report::views;
-use schedlab_store::Store;
+use schedlab_store::{Location, Store};
 
 use crate::settings::RunPlan;
 use crate::{out, UsageError};
@@ -56,7 +57,7 @@ fn sweep_line(id: &str, results: &[Measurement]) -> String {
 
 /// `schedlab run` (and the measuring half of `schedlab mem`): measures `plan` into a new
 /// run of `store`, printing rows as it goes. Returns the run id and the exit code.
-pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
+pub fn run(plan: RunPlan, store: &mut Store, db: &Location) -> Result<(i64, ExitCode)> {
     let all = catalog();
     let selected = select(&all, &plan.filters).map_err(|e| UsageError(e.to_string()))?;
     let work: Vec<(&dyn Probe, Params)> = selected
@@ -65,7 +66,7 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
         .collect();
 
     let flag = interrupt::flag();
-    install_interrupt(&flag, true)?;
+    crate::stop::install(&flag, true)?;
 
     let mut machine = Machine::fingerprint();
     machine.doctor = schedlab_measure::doctor::stored(&schedlab_measure::doctor::collect());
@@ -96,6 +97,7 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
     }
     meta.calibration = Some(cal);
     let run_id = store.begin_run(&meta)?;
+    crate::stop::arm(db, run_id);
     meta.id = run_id;
     for line in views::run_header(&meta) {
         let _ = out(&format!("{line}\n"));
@@ -125,7 +127,7 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
     store
         .save_warnings(run_id, &all_warnings)
         .context("storing the run's warnings")
-        .and_then(|()| store.finish_run(run_id, status).context("finishing the run"))
+        .and_then(|()| finish(store, run_id, interrupted))
         .map_err(|e| storage_failed(store, run_id, e))?;
 
     if !all_warnings.is_empty() {
@@ -137,7 +139,8 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
     }
     let db = store.path().display();
     if status == RunStatus::Interrupted {
-        eprintln!("\nschedlab: interrupted: everything measured so far is stored as run #{run_id} (marked interrupted) in {db}");
+        // After SIGHUP the terminal is gone: a failed write changes nothing.
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("\nschedlab: interrupted: everything measured so far is stored as run #{run_id} (marked interrupted) in {db}\n").as_bytes());
         return Ok((run_id, ExitCode::from(1)));
     }
     let _ = out(&format!(
@@ -150,11 +153,24 @@ pub fn run(plan: RunPlan, store: &mut Store) -> Result<(i64, ExitCode)> {
     Ok((run_id, ExitCode::SUCCESS))
 }
 
+/// Ends run `run_id` of `store`: complete, or interrupted with the signal that asked as its
+/// reason; a second signal no longer needs to mark it.
+pub fn finish(store: &Store, run_id: i64, interrupted: bool) -> Result<()> {
+    let r = if interrupted {
+        store.interrupt_run(run_id, &interrupt::reason())
+    } else {
+        store.finish_run(run_id, RunStatus::Complete)
+    };
+    r.context("finishing the run")?;
+    crate::stop::disarm();
+    Ok(())
+}
+
 /// The run stops on a storage failure (disk full, a lock held too long, an I/O error, a lost
 /// server): what was committed before stays, and the run is marked interrupted with `e` as
 /// its reason — or, when even that cannot be written, the error says so and the next
 /// schedlab that opens the database for writing marks it.
-fn storage_failed(store: &Store, run_id: i64, e: anyhow::Error) -> anyhow::Error {
+pub(crate) fn storage_failed(store: &Store, run_id: i64, e: anyhow::Error) -> anyhow::Error {
     let db = store.path().display().to_string();
     let reason = format!("storage failure: {e:#}");
     match store.interrupt_run(run_id, &reason) {
@@ -162,7 +178,7 @@ fn storage_failed(store: &Store, run_id: i64, e: anyhow::Error) -> anyhow::Error
             "the run stopped: everything measured before is stored as run #{run_id} (marked interrupted) in {db}"
         )),
         Err(mark) => e.context(format!(
-            "the run stopped: everything measured before is stored as run #{run_id} in {db}; it could not be marked interrupted ({mark}), the next schedlab command that writes to the database will mark it"
+            "the run stopped: everything measured before is stored as run #{run_id} in {db}; it could not be marked interrupted ({mark}); the next schedlab command shows it interrupted with this reason"
         )),
     }
 }
@@ -234,27 +250,4 @@ impl runner::RunObserver for Terminal {
         }
         self.pb.inc(1);
     }
-}
-
-/// The one Ctrl-C rule of every measuring command: the first SIGINT or SIGTERM sets `flag`
-/// (the command stops at its next boundary, keeps what it measured and exits 1); a second
-/// one ends the process at once with 130, unless `second_ends` is false — for commands that
-/// hold a system resource only they can release (a kernel tracing instance). (signal-hook's
-/// documented order: the conditional shutdown sees the flag as it was before this signal,
-/// then the flag is set.)
-///
-/// # Errors
-/// When a handler cannot be installed.
-pub fn install_interrupt(
-    flag: &std::sync::Arc<std::sync::atomic::AtomicBool>,
-    second_ends: bool,
-) -> Result<()> {
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        if second_ends {
-            signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone())
-                .context("installing signal handlers")?;
-        }
-        signal_hook::flag::register(sig, flag.clone()).context("installing signal handlers")?;
-    }
-    Ok(())
 }

@@ -29,7 +29,7 @@ pub fn db_path(flag: Option<&Path>) -> Result<Location> {
 }
 
 /// A validated `schedlab run`.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct RunPlan {
     /// The suite.
     pub suite: Suite,
@@ -51,7 +51,7 @@ pub struct RunPlan {
     /// Context handed to probes.
     pub ctx: Context,
     /// `--report`: where to write the HTML report at the end.
-    pub report: Option<std::path::PathBuf>,
+    pub report: Option<crate::output::Output>,
 }
 
 impl RunPlan {
@@ -111,9 +111,7 @@ impl RunPlan {
             args.filter.iter().map(|f| f.trim().to_string()).collect();
         validate_label(args.label.as_deref())?;
         // A report path that cannot be written fails now, not after the measuring.
-        if let Some(path) = &args.report {
-            crate::timeline::check_writable(path)?;
-        }
+        let report = args.report.as_deref().map(crate::output::Output::claim).transpose()?;
         let tmp_dir = args.tmp_dir.clone().unwrap_or_else(std::env::temp_dir);
         check_writable_dir(&tmp_dir)?;
         let exe = std::env::current_exe().ok();
@@ -131,7 +129,7 @@ impl RunPlan {
                 tmp_dir,
                 exec_helper: exe.map(|e| (e, vec![crate::EXEC_HELPER_ARG.to_string()])),
             },
-            report: args.report.clone(),
+            report,
         })
     }
 }

@@ -12,7 +12,6 @@
 //! the lanes over the whole window and zoomed on 20 ms, a statistics table, the verdict and
 //! the scenario's explanation; optionally Perfetto JSON and SVG files.
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -32,6 +31,7 @@ use schedlab_trace::stats::timeline_stats;
 use schedlab_trace::{perfetto, results, sampling, term};
 
 use crate::args::TimelineArgs;
+use crate::output::Output;
 use crate::{out, UsageError};
 
 /// Columns of time in the terminal lanes (plus 12 for names and 6 for the share: 99).
@@ -55,16 +55,15 @@ pub fn timeline(args: &TimelineArgs, db: &Location) -> Result<ExitCode> {
             "no scenario matches {key:?}; `schedlab timeline --list` shows them (a number or a name)"
         ))
     })?;
-    // Outputs are checked before anything is measured, so a bad path costs no recording.
-    for path in [&args.perfetto, &args.svg].into_iter().flatten() {
-        check_writable(path)?;
-    }
+    // Outputs are claimed before anything is measured, so a bad path costs no recording.
+    let perfetto_out = args.perfetto.as_deref().map(Output::claim).transpose()?;
+    let svg_out = args.svg.as_deref().map(Output::claim).transpose()?;
     // Ctrl-C only sets a flag (the one rule of `run.rs`): the scenario ends by itself within
     // its window, and the command exits 1 with nothing stored. A second Ctrl-C ends it at
     // once (130) — except with --kernel, where nothing may end us before the tracing
     // instance is removed.
     let interrupted = Arc::new(AtomicBool::new(false));
-    crate::run::install_interrupt(&interrupted, !args.kernel)?;
+    crate::stop::install(&interrupted, !args.kernel)?;
     let started = Instant::now();
     out(&format!("{}\n", s.title))?;
     for t in &s.threads {
@@ -115,8 +114,10 @@ pub fn timeline(args: &TimelineArgs, db: &Location) -> Result<ExitCode> {
                 Outcome::Skipped(why.clone()),
                 started.elapsed().as_secs_f64(),
             );
-            store.save_result(run_id, &m)?;
-            store.finish_run(run_id, RunStatus::Complete)?;
+            let saved = store
+                .save_result(run_id, &m)
+                .and_then(|()| store.finish_run(run_id, RunStatus::Complete));
+            saved.map_err(|e| crate::run::storage_failed(&store, run_id, e.into()))?;
             out(&format!("skipped: {why}\n(stored as run #{run_id})\n"))?;
             return Ok(ExitCode::SUCCESS);
         }
@@ -136,28 +137,32 @@ pub fn timeline(args: &TimelineArgs, db: &Location) -> Result<ExitCode> {
     for m in &mut results {
         m.noise = noise;
     }
-    for m in results {
-        store.save_result(run_id, &m).with_context(|| format!("storing {}", m.probe))?;
-    }
-    let mut kstats = Vec::new();
-    if let Some(kt) = &kt {
-        kstats = timeline_stats(kt);
-        for m in results::measurements(s.id, kt, &kstats, wall, Some("kernel")) {
+    let kstats = kt.as_ref().map(timeline_stats).unwrap_or_default();
+    // A storage failure stops here and marks the run interrupted with it (as `run` does).
+    let saved = (|| -> Result<()> {
+        for m in results {
             store.save_result(run_id, &m).with_context(|| format!("storing {}", m.probe))?;
         }
-    }
-    for tl in std::iter::once(&t).chain(kt.as_ref()) {
-        store.save_timeline(
-            run_id,
-            &StoredTimeline {
-                scenario: tl.scenario.clone(),
-                recorder: tl.recorder.clone(),
-                window_ns: tl.window_ns,
-                data: serde_json::to_string(tl).context("serialising the timeline")?,
-            },
-        )?;
-    }
-    store.finish_run(run_id, RunStatus::Complete)?;
+        if let Some(kt) = &kt {
+            for m in results::measurements(s.id, kt, &kstats, wall, Some("kernel")) {
+                store.save_result(run_id, &m).with_context(|| format!("storing {}", m.probe))?;
+            }
+        }
+        for tl in std::iter::once(&t).chain(kt.as_ref()) {
+            store.save_timeline(
+                run_id,
+                &StoredTimeline {
+                    scenario: tl.scenario.clone(),
+                    recorder: tl.recorder.clone(),
+                    window_ns: tl.window_ns,
+                    data: serde_json::to_string(tl).context("serialising the timeline")?,
+                },
+            )?;
+        }
+        store.finish_run(run_id, RunStatus::Complete)?;
+        Ok(())
+    })();
+    saved.map_err(|e| crate::run::storage_failed(&store, run_id, e))?;
 
     // With the kernel's record, each thread's sampled lane is shown above the kernel's.
     let shown = match &kt {
@@ -212,17 +217,19 @@ pub fn timeline(args: &TimelineArgs, db: &Location) -> Result<ExitCode> {
         meta.machine.kernel,
         if kt.is_some() { "sampling and kernel recorders" } else { "sampling recorder" }
     );
-    if let Some(path) = &args.perfetto {
+    if let Some(output) = perfetto_out {
         let doc = match &kt {
             Some(kt) => perfetto::to_json_many(&[&t, kt]),
             None => perfetto::to_json(&t),
         };
-        write_file(path, &serde_json::to_string(&doc).context("serialising the trace")?)?;
-        text.push_str(&format!("\nPerfetto trace: {} (open in ui.perfetto.dev)\n", path.display()));
+        let path = output.path().display().to_string();
+        output.write(&serde_json::to_string(&doc).context("serialising the trace")?)?;
+        text.push_str(&format!("\nPerfetto trace: {path} (open in ui.perfetto.dev)\n"));
     }
-    if let Some(path) = &args.svg {
-        write_file(path, &schedlab_report::lanes::to_svg(&shown, &subtitle))?;
-        text.push_str(&format!("SVG: {}\n", path.display()));
+    if let Some(output) = svg_out {
+        let path = output.path().display().to_string();
+        output.write(&schedlab_report::lanes::to_svg(&shown, &subtitle))?;
+        text.push_str(&format!("SVG: {path}\n"));
     }
     text.push_str(&format!(
         "\nstored as run #{run_id} in {}\nshow it: schedlab show {run_id}\n",
@@ -266,30 +273,4 @@ fn run_meta(s: &Scenario, args: &TimelineArgs) -> RunMeta {
         .with("interval_ns", schedlab_trace::sampling::INTERVAL_NS)
         .with("threshold_ns", schedlab_trace::sampling::THRESHOLD_NS);
     meta
-}
-
-/// Fails, naming the path, when `path` could not be written: its directory is missing or
-/// not writable, or it exists and is not a writable file.
-pub(crate) fn check_writable(path: &Path) -> Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let writable = |p: &Path| {
-        let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else { return false };
-        // SAFETY: a NUL-terminated path; access only checks permissions.
-        unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
-    };
-    if !dir.is_dir() {
-        anyhow::bail!("cannot write {}: {} is not a directory", path.display(), dir.display());
-    }
-    if path.is_dir() || (path.exists() && !writable(path)) || (!path.exists() && !writable(dir)) {
-        anyhow::bail!("cannot write {}: permission denied or not a file", path.display());
-    }
-    Ok(())
-}
-
-pub(crate) fn write_file(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }

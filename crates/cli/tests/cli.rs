@@ -416,7 +416,7 @@ fn report_writes_one_safe_page_for_runs_and_fails_early_on_a_bad_path() {
         &db,
         &["run", "--suite", "smoke", "--report", "/dev/null/x.html", "--filter", "os.syscall"],
     );
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(2), "a usage error: {}", text(&o.stderr));
     assert!(text(&o.stderr).contains("/dev/null/x.html"));
     let o = run(&db, &["runs"]);
     assert_eq!(text(&o.stdout).matches("complete").count(), 2, "no run was started");

@@ -105,7 +105,7 @@ fn an_unwritable_output_fails_before_recording() {
     let db = dir.path().join("t.db");
     for flag in ["--svg", "--perfetto"] {
         let o = run(&db, &["timeline", "1", flag, "/nonexistent-dir/out.file"]);
-        assert_eq!(o.status.code(), Some(1), "{flag}: {}", text(&o.stderr));
+        assert_eq!(o.status.code(), Some(2), "{flag}: a usage error: {}", text(&o.stderr));
         assert!(text(&o.stderr).contains("/nonexistent-dir/out.file"), "{}", text(&o.stderr));
         assert!(!text(&o.stdout).contains("recording"), "it recorded first: {}", text(&o.stdout));
     }

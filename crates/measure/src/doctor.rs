@@ -1054,7 +1054,22 @@ fn tracefs(root: &Root) -> Finding {
                         Err(e) => e,
                     }
                 };
-                Reading::Known(format!("mounted at {} ({access})", t.point))
+                // What a killed schedlab left there (only for the real system: a stand-in
+                // root has no processes to ask).
+                let stale = if root.0 == Path::new("/") {
+                    crate::tracefs::stale()
+                } else {
+                    crate::tracefs::Stale::default()
+                };
+                let left = if stale.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {} (the next `schedlab timeline --kernel` or `--probe` removes it)",
+                        stale.describe()
+                    )
+                };
+                Reading::Known(format!("mounted at {} ({access}){left}", t.point))
             }
             None if root.exists("/sys/kernel/tracing") => Reading::Known(
                 "not mounted; /sys/kernel/tracing exists (mount -t tracefs nodev /sys/kernel/tracing as root)"
@@ -1067,7 +1082,9 @@ fn tracefs(root: &Root) -> Finding {
         "tracefs",
         "tracefs",
         reading,
-        "tracefs in /proc/self/mountinfo; events/sched/sched_switch/enable opened for writing",
+        "tracefs in /proc/self/mountinfo; events/sched/sched_switch/enable opened for writing; \
+         instances/schedlab-PID-START of processes that are gone, and the mount note in the \
+         state directory (/run/schedlab or $XDG_RUNTIME_DIR/schedlab)",
     )
 }
 

@@ -8,10 +8,11 @@
 //! fingerprint stored with every run ([`machine`]), the result model that the store and the
 //! reports share ([`model`]), and the Linux wrappers (pinning, forked
 //! helpers, per-thread scheduling settings) that the probes and the timelines share ([`sys`]),
-//! the one rule for showing values to people ([`units`]) and the one rule for which
-//! characters of stored text never reach a terminal as themselves ([`text`]). It knows
-//! nothing of SQLite, terminals or particular probes: measuring, analysing and reporting are
-//! separate stages.
+//! the one rule for showing values to people ([`units`]), the one rule for which
+//! characters of stored text never reach a terminal as themselves ([`text`]), which process
+//! owns what outlives a command and whether it is still alive ([`owner`]), and what a killed
+//! schedlab left in tracefs ([`tracefs`]). It knows nothing of SQLite, terminals or
+//! particular probes: measuring, analysing and reporting are separate stages.
 //!
 //! ```
 //! use schedlab_measure::{clock::Calibration, sampler::{self, Settings}, model::Metric, Timing, Workload, ProbeError};
@@ -38,11 +39,13 @@ pub mod interrupt;
 pub mod machine;
 pub mod model;
 pub mod noise;
+pub mod owner;
 pub mod placement;
 pub mod sampler;
 pub mod stats;
 pub mod sys;
 pub mod text;
+pub mod tracefs;
 pub mod units;
 pub mod warnings;
 

@@ -428,6 +428,9 @@ pub struct RunMeta {
     pub started_at: String,
     /// RFC 3339 UTC end time, once finished.
     pub finished_at: Option<String>,
+    /// Why it was interrupted, when it was and the reason is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// The filters given (empty: all probes).
     pub filters: Vec<String>,
     /// schedlab's version.
@@ -454,6 +457,7 @@ impl RunMeta {
             status: RunStatus::Running,
             started_at: crate::machine::now_rfc3339(),
             finished_at: None,
+            reason: None,
             filters: Vec::new(),
             version: build.0.to_string(),
             git_rev: build.1.to_string(),

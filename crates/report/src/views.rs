@@ -114,6 +114,9 @@ pub fn run_header(meta: &RunMeta) -> Vec<String> {
             meta.git_rev
         ),
     ];
+    if let Some(why) = &meta.reason {
+        lines.insert(1, format!("{}: {why}", meta.status.key()));
+    }
     if let Some(c) = &meta.calibration {
         lines.push(format!(
             "clock: read {:.1} ns, resolution {:.0} ns (reported {:.0} ns), empty loop {:.2} ns/iter — settings {}",

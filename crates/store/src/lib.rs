@@ -16,8 +16,11 @@
 //!
 //! Each result is committed in its own transaction the moment it is measured: Ctrl-C, a
 //! crash or a storage failure loses nothing already measured. A run left `running` by a
-//! process that no longer exists is marked `interrupted` the next time the database is
-//! opened for writing on that machine. SQLite files use write-ahead logging with a busy
+//! process that no longer exists (told by its pid, start time and boot id, so a reused pid
+//! is not mistaken for it: `schedlab_measure::owner`) reads as `interrupted` at once, is
+//! copied as such, and is marked so the next time the database is opened for writing on
+//! that machine, with the reason its process left (see [`note_end_reason`]) or
+//! [`ENDED_UNFINISHED`]. SQLite files use write-ahead logging with a busy
 //! timeout, so readers never block a run and a run waits for a writer rather than failing.
 //!
 //! ```
@@ -51,10 +54,15 @@ use schedlab_measure::model::{
     Better, Measurement, Outcome, Params, Run, RunMeta, RunStatus, Sample, Severity, Unit, Warning,
 };
 use schedlab_measure::noise::Noise;
+use schedlab_measure::owner::Owner;
 use schedlab_measure::stats::Summary;
 use schedlab_measure::text::escape_prose;
 
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
+
+/// The reason given to a run whose process ended without marking it (SIGKILL, a crash, power
+/// loss) and without leaving a note of why.
+pub const ENDED_UNFINISHED: &str = "the process ended without finishing (killed or crashed)";
 
 /// How long an SQLite write waits for another process's write to finish before it fails.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -662,40 +670,38 @@ impl Store {
     }
 
     /// Marks runs left `running` by a process of this machine that no longer exists as
-    /// interrupted (the process crashed or was killed with SIGKILL).
+    /// interrupted (the process crashed or was killed with SIGKILL), with the reason it left
+    /// in a note, if any, else [`ENDED_UNFINISHED`].
     fn mark_abandoned(&self) -> Result<()> {
-        let ours = machine_id(&Machine::fingerprint());
         let rows = self.query(
-            "SELECT id, pid FROM runs WHERE status = 'running' AND machine_id = $1",
-            &[ours.into()],
+            "SELECT id, pid, pid_start, boot_id, machine_id FROM runs WHERE status = 'running'",
+            &[],
         )?;
         for row in rows {
-            let (id, pid) = (row[0].i(), row[1].i());
-            // SAFETY: kill with signal 0 sends nothing; it only checks that the pid exists.
-            let alive = pid > 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
-            if !alive {
-                self.exec(
-                    "UPDATE runs SET status = 'interrupted', finished_at = coalesce(finished_at, $1),
-                        reason = coalesce(reason, $2) WHERE id = $3",
-                    &[
-                        schedlab_measure::machine::now_rfc3339().into(),
-                        format!("the process that made it (pid {pid}) ended without finishing it (crash or kill)").into(),
-                        id.into(),
-                    ],
-                )?;
+            let Some((reason, note)) = abandoned(&row[1..]) else { continue };
+            self.exec(
+                "UPDATE runs SET status = 'interrupted', finished_at = coalesce(finished_at, $1),
+                    reason = coalesce(reason, $2) WHERE id = $3 AND status = 'running'",
+                &[schedlab_measure::machine::now_rfc3339().into(), reason.into(), row[0].clone()],
+            )?;
+            if let Some(note) = note {
+                let _ = fs::remove_file(note);
             }
         }
         Ok(())
     }
 
     /// Stores a new run in state `running` and returns its id. It gets a new UUID and its
-    /// machine's fingerprint id.
+    /// machine's fingerprint id, and names this process (pid, start time, boot id) so a later
+    /// command can tell whether it still runs.
     pub fn begin_run(&self, meta: &RunMeta) -> Result<i64> {
         let m = &meta.machine;
+        let me = Owner::current();
         let row = self.row(
             "INSERT INTO runs (label, suite, status, started_at, host, os, kernel, cpu_model, logical_cpus,
-                               version, git_rev, pid, filters, settings, calibration, machine, uuid, machine_id)
-             VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+                               version, git_rev, pid, filters, settings, calibration, machine, uuid, machine_id,
+                               pid_start, boot_id)
+             VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
              RETURNING id",
             &[
                 meta.label.clone().into(),
@@ -708,13 +714,15 @@ impl Store {
                 (m.logical_cpus as i64).into(),
                 meta.version.clone().into(),
                 meta.git_rev.clone().into(),
-                (std::process::id() as i64).into(),
+                (me.pid as i64).into(),
                 json(&meta.filters).into(),
                 json(&params_object(&meta.settings)).into(),
                 meta.calibration.as_ref().map(json).into(),
                 json(m).into(),
                 uuid::Uuid::new_v4().to_string().into(),
                 machine_id(m).into(),
+                (me.start as i64).into(),
+                me.boot_id.into(),
             ],
         )?;
         Ok(row.map_or(0, |r| r[0].i()))
@@ -859,14 +867,21 @@ impl Store {
         Ok(())
     }
 
-    /// Marks a run interrupted, saying why (a storage failure, a signal...). Everything
-    /// already committed for it stays.
+    /// Marks a running run of this process interrupted, saying why (a storage failure, a
+    /// signal...). Everything already committed for it stays; a run that has finished
+    /// meanwhile keeps its status. When the database cannot be written (the very failure
+    /// that stopped the run: the disk full, the lock still held), the reason is left in a
+    /// note ([`note_end_reason`]) for the next command, and the error returned.
     pub fn interrupt_run(&self, run: i64, reason: &str) -> Result<()> {
-        self.exec(
-            "UPDATE runs SET status = 'interrupted', finished_at = $1, reason = $2 WHERE id = $3",
+        let r = self.exec(
+            "UPDATE runs SET status = 'interrupted', finished_at = $1, reason = $2
+             WHERE id = $3 AND status = 'running'",
             &[schedlab_measure::machine::now_rfc3339().into(), reason.into(), run.into()],
-        )?;
-        Ok(())
+        );
+        if r.is_err() {
+            let _ = note_end_reason(reason);
+        }
+        r.map(drop)
     }
 
     /// All runs, oldest first.
@@ -876,26 +891,30 @@ impl Store {
                     r.machine_id, r.kernel,
                     (SELECT count(*) FROM results x WHERE x.run_id = r.id AND x.status = 'ok'),
                     (SELECT count(*) FROM results x WHERE x.run_id = r.id AND x.status = 'skipped'),
-                    (SELECT count(*) FROM results x WHERE x.run_id = r.id AND x.status IN ('failed', 'interrupted'))
+                    (SELECT count(*) FROM results x WHERE x.run_id = r.id AND x.status IN ('failed', 'interrupted')),
+                    r.pid, r.pid_start, r.boot_id, r.machine_id
              FROM runs r ORDER BY r.id",
             &[],
         )?;
         Ok(rows
             .into_iter()
-            .map(|r| RunSummary {
-                id: r[0].i(),
-                uuid: r[1].t(),
-                label: r[2].ot(),
-                suite: r[3].t(),
-                status: run_status(r[4].t()),
-                reason: r[5].ot(),
-                started_at: r[6].t(),
-                host: r[7].t(),
-                machine_id: r[8].t(),
-                kernel: r[9].t(),
-                ok: r[10].i(),
-                skipped: r[11].i(),
-                failed: r[12].i(),
+            .map(|r| {
+                let (status, reason) = settled(r[4].t(), r[5].ot(), &r[13..]);
+                RunSummary {
+                    id: r[0].i(),
+                    uuid: r[1].t(),
+                    label: r[2].ot(),
+                    suite: r[3].t(),
+                    status,
+                    reason,
+                    started_at: r[6].t(),
+                    host: r[7].t(),
+                    machine_id: r[8].t(),
+                    kernel: r[9].t(),
+                    ok: r[10].i(),
+                    skipped: r[11].i(),
+                    failed: r[12].i(),
+                }
             })
             .collect())
     }
@@ -955,7 +974,8 @@ impl Store {
         let row = self
             .row(
                 "SELECT id, label, suite, status, started_at, finished_at, filters, version, git_rev,
-                    settings, calibration, machine FROM runs WHERE id = $1",
+                    settings, calibration, machine, reason, pid, pid_start, boot_id, machine_id
+                 FROM runs WHERE id = $1",
                 &[id.into()],
             )?
             .ok_or_else(|| StoreError::NoSuchRun(id.to_string(), self.path.clone()))?;
@@ -965,13 +985,15 @@ impl Store {
                 format!("run {id}'s machine fingerprint is not the JSON schedlab wrote ({e})"),
             )
         })?;
+        let (status, reason) = settled(row[3].t(), row[12].ot(), &row[13..]);
         let meta = RunMeta {
             id: row[0].i(),
             label: row[1].ot(),
             suite: row[2].t(),
-            status: run_status(row[3].t()),
+            status,
             started_at: row[4].t(),
             finished_at: row[5].ot(),
+            reason,
             filters: serde_json::from_str(&row[6].t()).unwrap_or_default(),
             version: row[7].t(),
             git_rev: row[8].t(),
@@ -1092,10 +1114,20 @@ impl Store {
             .row(&format!("SELECT {} FROM runs WHERE id = $1", RUN_COLS.join(", ")), &[id.into()])?
             .ok_or_else(|| StoreError::NoSuchRun(id.to_string(), self.path.clone()))?;
         let col = |name: &str| RUN_COLS.iter().position(|c| *c == name).expect("a run column");
-        let status = run[col("status")].t();
-        if status == "running" {
-            return Ok(Copied::StillRunning);
+        let mut run = run;
+        if run[col("status")].t() == "running" {
+            // A run whose process is gone is copied as what it is: interrupted.
+            let owner = self.row(
+                "SELECT pid, pid_start, boot_id, machine_id FROM runs WHERE id = $1",
+                &[id.into()],
+            )?;
+            let Some((reason, _)) = owner.as_deref().and_then(abandoned) else {
+                return Ok(Copied::StillRunning);
+            };
+            run[col("status")] = "interrupted".to_string().into();
+            run[col("reason")] = reason.into();
         }
+        let status = run[col("status")].t();
         let uuid = run[col("uuid")].t();
         let results = self.query(
             &format!(
@@ -1252,6 +1284,68 @@ fn pg_error(path: &Path, e: tokio_postgres::Error) -> StoreError {
         _ => "",
     };
     StoreError::Server { path: path.into(), hint, source: e }
+}
+
+/// Leaves, for whichever later command settles this process's run, the reason it ended when
+/// the database could not be told (the disk full, the lock held, the server gone): a note in
+/// the state directory (`schedlab_measure::owner::state_dir`, in memory), keyed by this
+/// process. The note is removed once the run is marked.
+///
+/// # Errors
+/// When the note cannot be written.
+pub fn note_end_reason(reason: &str) -> std::io::Result<()> {
+    let me = Owner::current();
+    fs::write(note_path(&me), format!("{}\n{reason}", me.to_line()))
+}
+
+fn note_path(o: &Owner) -> PathBuf {
+    schedlab_measure::owner::state_dir().join(format!("run-end-{}-{}", o.pid, o.start))
+}
+
+/// The reason a run left `running` stopped, with the note it came from, when its process
+/// (`pid, pid_start, boot_id, machine_id` of its row) was of this machine and is gone; `None`
+/// while it may still run (or ran elsewhere: only its own machine can tell).
+fn abandoned(cols: &[V]) -> Option<(String, Option<PathBuf>)> {
+    if cols[3].ot().as_deref() != Some(machine_id(&this_machine()).as_str()) {
+        return None;
+    }
+    let pid = u32::try_from(cols[0].i()).ok()?;
+    let owner = Owner {
+        pid,
+        start: cols[1].oi().unwrap_or(0) as u64,
+        boot_id: cols[2].ot().unwrap_or_default(),
+    };
+    if owner.is_alive() {
+        return None;
+    }
+    let path = note_path(&owner);
+    let noted = fs::read_to_string(&path).ok().and_then(|text| {
+        let (who, reason) = text.split_once('\n')?;
+        (Owner::parse(who)? == owner && !reason.trim().is_empty())
+            .then(|| reason.trim().to_string())
+    });
+    Some(match noted {
+        Some(reason) => (reason, Some(path)),
+        None => (ENDED_UNFINISHED.to_string(), None),
+    })
+}
+
+/// A run's status and reason as they stand: a `running` run whose process is gone reads as
+/// interrupted, with the reason it left or [`ENDED_UNFINISHED`] (`owner`: as [`abandoned`]).
+fn settled(status: String, reason: Option<String>, owner: &[V]) -> (RunStatus, Option<String>) {
+    let status = run_status(status);
+    if status == RunStatus::Running {
+        if let Some((why, _)) = abandoned(owner) {
+            return (RunStatus::Interrupted, Some(why));
+        }
+    }
+    (status, reason)
+}
+
+/// This machine's fingerprint, taken once per process (it reads /proc and /sys).
+fn this_machine() -> Machine {
+    static MACHINE: std::sync::OnceLock<Machine> = std::sync::OnceLock::new();
+    MACHINE.get_or_init(Machine::fingerprint).clone()
 }
 
 /// A stored run status; anything unknown reads as interrupted (never as complete).

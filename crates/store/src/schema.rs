@@ -121,6 +121,14 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN machine_id TEXT;
     ALTER TABLE runs ADD COLUMN reason TEXT;
     "#,
+    // 3 -> 4: the process that measures a run, so a later command tells a killed one from a
+    // live one even when its pid was reused or the machine rebooted (schedlab_measure::owner):
+    // `pid_start` its start in clock ticks since boot, `boot_id` the boot it ran in. Older
+    // rows keep NULL (compared by pid alone, as before).
+    r#"
+    ALTER TABLE runs ADD COLUMN pid_start INTEGER;
+    ALTER TABLE runs ADD COLUMN boot_id TEXT;
+    "#,
 ];
 
 /// The same steps for PostgreSQL.
@@ -224,6 +232,11 @@ const PG_MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN uuid TEXT;
     ALTER TABLE runs ADD COLUMN machine_id TEXT;
     ALTER TABLE runs ADD COLUMN reason TEXT;
+    "#,
+    // 3 -> 4
+    r#"
+    ALTER TABLE runs ADD COLUMN pid_start BIGINT;
+    ALTER TABLE runs ADD COLUMN boot_id TEXT;
     "#,
 ];
 

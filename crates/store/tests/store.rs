@@ -127,7 +127,83 @@ fn a_run_of_a_dead_process_is_marked_interrupted_on_next_open() {
     let store = Store::open(&path).unwrap();
     let loaded = store.load_run(run).unwrap();
     assert_eq!(loaded.meta.status, RunStatus::Interrupted);
+    assert_eq!(loaded.meta.reason.as_deref(), Some(schedlab_store::ENDED_UNFINISHED));
     assert_eq!(loaded.results.len(), 1, "what was measured survives");
+}
+
+/// A run whose stored process is gone, though its pid is in use again (here by this very
+/// process, started later than the stored start time) or the machine rebooted since.
+fn left_by_a_dead_process(path: &std::path::Path, how: &str) -> i64 {
+    let mut store = Store::open(path).unwrap();
+    let run = store.begin_run(&meta(Some("dead"))).unwrap();
+    store.save_result(run, &measurement("os.syscall.null", Params::new(), &[1.0, 2.0])).unwrap();
+    drop(store);
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let sql = match how {
+        "reused pid" => "UPDATE runs SET pid_start = pid_start - 1 WHERE id = ?1",
+        _ => "UPDATE runs SET boot_id = 'a-boot-before-the-last-reboot' WHERE id = ?1",
+    };
+    conn.execute(sql, [run]).unwrap();
+    run
+}
+
+#[test]
+fn a_reused_pid_or_a_reboot_does_not_keep_a_dead_run_running() {
+    for how in ["reused pid", "reboot"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.db");
+        let run = left_by_a_dead_process(&path, how);
+        // A reading command already sees it as what it is, without writing.
+        let store = Store::open_existing(&path).unwrap();
+        let listed = store.runs().unwrap();
+        assert_eq!(listed[0].status, RunStatus::Interrupted, "{how}");
+        assert_eq!(listed[0].reason.as_deref(), Some(schedlab_store::ENDED_UNFINISHED), "{how}");
+        assert_eq!(store.load_run(run).unwrap().meta.status, RunStatus::Interrupted, "{how}");
+        drop(store);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let raw: String =
+            conn.query_row("SELECT status FROM runs WHERE id = ?1", [run], |r| r.get(0)).unwrap();
+        assert_eq!(raw, "running", "{how}: a reading command wrote");
+        drop(conn);
+        // The next command that writes marks it for good.
+        drop(Store::open(&path).unwrap());
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let (raw, reason): (String, String) = conn
+            .query_row("SELECT status, reason FROM runs WHERE id = ?1", [run], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!(
+            (raw.as_str(), reason.as_str()),
+            ("interrupted", schedlab_store::ENDED_UNFINISHED),
+            "{how}"
+        );
+    }
+}
+
+#[test]
+fn a_live_run_stays_running_and_is_not_copied() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let store = Store::open(&path).unwrap();
+    let run = store.begin_run(&meta(None)).unwrap();
+    assert_eq!(store.runs().unwrap()[0].status, RunStatus::Running);
+    let to = Store::open(&dir.path().join("to.db")).unwrap();
+    assert_eq!(store.copy_run(run, &to).unwrap(), schedlab_store::Copied::StillRunning);
+}
+
+#[test]
+fn a_run_whose_process_died_is_copied_as_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let run = left_by_a_dead_process(&path, "reused pid");
+    let from = Store::open_existing(&path).unwrap();
+    let to = Store::open(&dir.path().join("to.db")).unwrap();
+    assert_eq!(from.copy_run(run, &to).unwrap(), schedlab_store::Copied::Copied);
+    let there = to.runs().unwrap();
+    assert_eq!(there[0].status, RunStatus::Interrupted);
+    assert_eq!(there[0].reason.as_deref(), Some(schedlab_store::ENDED_UNFINISHED));
+    assert_eq!(there[0].ok, 1, "with what it measured");
 }
 
 #[test]
@@ -242,6 +318,7 @@ fn downgrade_to_version_1(path: &std::path::Path) {
         "DROP INDEX runs_uuid; DROP INDEX runs_machine;
          ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN machine_id;
          ALTER TABLE runs DROP COLUMN reason;
+         ALTER TABLE runs DROP COLUMN pid_start; ALTER TABLE runs DROP COLUMN boot_id;
          DROP TABLE timelines; PRAGMA user_version = 1;",
     )
     .unwrap();
@@ -257,7 +334,7 @@ fn a_version_1_database_is_migrated_forward_keeping_its_runs_and_giving_them_an_
     };
     downgrade_to_version_1(&path);
     let store = Store::open_existing(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 3);
+    assert_eq!(SCHEMA_VERSION, 4);
     assert_eq!(store.resolve("old").unwrap(), id);
     assert!(store.timelines(id).unwrap().is_empty());
     let (uuid, machine) = store.identity(id).unwrap();

@@ -3,13 +3,17 @@
 //! what the threads could see.
 //!
 //! # Leaving the machine as it was
-//! All tracing happens in a tracing *instance* of our own (`instances/schedlab-PID`, see
+//! All tracing happens in a tracing *instance* of our own (`instances/schedlab-PID-START`, see
 //! Documentation/trace/ftrace.rst, "Instances"): its events, buffer, clock and on/off switch
 //! are separate from the top-level buffer's, so no global tracing setting is ever written.
 //! What we change, and how it is undone by [`KernelTrace`]'s `Drop` (which also runs on an
 //! error; the CLI turns Ctrl-C into a flag so it runs then too):
-//! 1. tracefs is mounted at /sys/kernel/tracing if no tracefs is mounted → unmounted again;
+//! 1. tracefs is mounted at /sys/kernel/tracing if no tracefs is mounted, and the mount
+//!    noted in the state directory → unmounted again, the note removed;
 //! 2. the instance directory is created → removed (which frees its buffer and events).
+//!
+//! A process killed with SIGKILL undoes neither; [`remove_stale`], which every start runs
+//! first, does it for it (`schedlab_measure::tracefs` finds what is left, by owner).
 //!
 //! The recording is system-wide for the short window (a few thousand events per CPU per
 //! second on an idle machine) and filtered by thread id when parsed; the instance's clock is
@@ -21,8 +25,7 @@ use std::path::{Path, PathBuf};
 
 use crate::model::{Lane, Mark, Span, Timeline};
 
-/// Where tracefs is usually mounted.
-const MOUNTS: &[&str] = &["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+use schedlab_measure::tracefs::{self, MOUNTS};
 
 /// Per-CPU buffer for our instance, KiB.
 const BUFFER_KB: u32 = 8192;
@@ -54,6 +57,9 @@ impl KernelTrace {
         if unsafe { libc::geteuid() } != 0 {
             return Err("needs root (tracefs)".into());
         }
+        // First what a killed schedlab left: its instances, and its mount (which this
+        // recording then makes, and undoes, itself).
+        remove_stale();
         let mut mounted_by_us = false;
         let root = match find_tracefs() {
             Some(r) => r,
@@ -83,11 +89,13 @@ impl KernelTrace {
                     ));
                 }
                 mounted_by_us = true;
+                // Noted, so a later command undoes it if this process is killed.
+                let _ = tracefs::note_mount(&target);
                 target
             }
         };
-        remove_stale_instances(&root);
-        let instance = root.join("instances").join(format!("schedlab-{}", std::process::id()));
+        let name = tracefs::instance_name(&schedlab_measure::owner::Owner::current());
+        let instance = root.join("instances").join(name);
         // From here on, Drop undoes whatever was done, also when a step below fails.
         let mut t = KernelTrace { root, instance: PathBuf::new(), mounted_by_us };
         fs::create_dir(&instance)
@@ -124,27 +132,36 @@ impl KernelTrace {
     }
 }
 
-/// Removes the tracing instances an earlier schedlab left behind when it was killed before
-/// its `Drop` ran (SIGKILL during `timeline --kernel` left tracing on for good): those named
-/// `schedlab-PID` whose process no longer exists. An instance of a live process, ours or
-/// another schedlab's, is left alone. Returns the names removed.
-pub fn remove_stale_instances(root: &Path) -> Vec<String> {
-    let Ok(dir) = fs::read_dir(root.join("instances")) else { return Vec::new() };
-    let mut removed = Vec::new();
-    for e in dir.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix("schedlab-").and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
-            continue;
-        }
-        let _ = fs::write(e.path().join("tracing_on"), "0");
-        if fs::remove_dir(e.path()).is_ok() {
-            removed.push(name);
+/// Undoes what schedlab processes killed before their `Drop` ran left in tracefs (SIGKILL
+/// during `timeline --kernel` left tracing on for good, and tracefs mounted): their
+/// instances are stopped and removed, and a mount one of them made is unmounted unless a
+/// live schedlab records in it. An instance of a live process is left alone. Returns what
+/// was undone, for people (empty: nothing was left).
+pub fn remove_stale() -> String {
+    let stale = tracefs::stale();
+    let mut done = Vec::new();
+    for i in &stale.instances {
+        let _ = fs::write(i.join("tracing_on"), "0");
+        if fs::remove_dir(i).is_ok() {
+            done.push(format!("removed the tracing instance {}", i.display()));
         }
     }
-    removed
+    if let Some(point) = stale.mount.as_ref().filter(|_| !stale.in_use) {
+        if unmount(point) {
+            tracefs::forget_mount();
+            done.push(format!("unmounted tracefs at {}", point.display()));
+        }
+    }
+    done.join("; ")
+}
+
+/// Detaches the tracefs mount at `point`; whether it worked.
+fn unmount(point: &Path) -> bool {
+    let Ok(dst) = std::ffi::CString::new(point.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: `dst` is a valid NUL-terminated path; a tracefs mount is detached there.
+    unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) == 0 }
 }
 
 impl Drop for KernelTrace {
@@ -154,11 +171,8 @@ impl Drop for KernelTrace {
             // rmdir of an instance directory removes the instance (events, buffers) with it.
             let _ = fs::remove_dir(&self.instance);
         }
-        if self.mounted_by_us {
-            if let Ok(dst) = std::ffi::CString::new(self.root.as_os_str().as_encoded_bytes()) {
-                // SAFETY: `dst` is a valid NUL-terminated path; we mounted tracefs there.
-                unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
-            }
+        if self.mounted_by_us && unmount(&self.root) {
+            tracefs::forget_mount();
         }
     }
 }
@@ -381,8 +395,8 @@ mod tests {
             return;
         }
         let _ = fs::write(stale.join("tracing_on"), "1");
-        let removed = remove_stale_instances(&root);
-        assert!(removed.contains(&"schedlab-4194305".to_string()), "{removed:?}");
+        let removed = remove_stale();
+        assert!(removed.contains("schedlab-4194305"), "{removed:?}");
         assert!(!stale.exists());
         assert!(kt.instance().exists(), "our own live instance was kept");
         drop(kt);
