@@ -116,7 +116,7 @@ fn layout() -> &'static Layout {
         let size = private(c"_thread_db_sizeof_pthread").cast::<u32>();
         // SAFETY: a read-only u32 of glibc's.
         let size = unsafe { size.read() } as usize;
-        if bits != 32 || tid as usize + 4 > size || size < 0x300 || size > 0x4000 {
+        if bits != 32 || tid as usize + 4 > size || !(0x300..=0x4000).contains(&size) {
             crate::fatal("this glibc's struct pthread is not one the library knows");
         }
         let rseq_size = private(c"__rseq_size").cast::<u32>();
@@ -130,10 +130,20 @@ fn layout() -> &'static Layout {
             Layout {
                 tid: tid as usize,
                 rseq,
-                allocate: std::mem::transmute::<*mut c_void, _>(private(c"_dl_allocate_tls")),
-                deallocate: std::mem::transmute::<*mut c_void, _>(private(c"_dl_deallocate_tls")),
-                call_tls_dtors: std::mem::transmute::<*mut c_void, _>(private(c"__call_tls_dtors")),
-                ctype_init: std::mem::transmute::<*mut c_void, _>(private(c"__ctype_init")),
+                allocate: std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(*mut c_void) -> *mut c_void,
+                >(private(c"_dl_allocate_tls")),
+                deallocate: std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(*mut c_void, bool),
+                >(private(c"_dl_deallocate_tls")),
+                call_tls_dtors: std::mem::transmute::<*mut c_void, unsafe extern "C" fn()>(
+                    private(c"__call_tls_dtors"),
+                ),
+                ctype_init: std::mem::transmute::<*mut c_void, unsafe extern "C" fn()>(private(
+                    c"__ctype_init",
+                )),
             }
         }
     })

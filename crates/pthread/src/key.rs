@@ -99,13 +99,9 @@ pub(crate) fn run_destructors(d: &ThreadData) {
     for _ in 0..DESTRUCTOR_ITERATIONS {
         let mut called = false;
         let mut i = 0;
-        loop {
-            // SAFETY: only this thread touches its own values; the borrow
-            // ends before the destructor, which may call setspecific.
-            let (s, v) = match unsafe { (&*d.keys.get()).get(i) } {
-                Some(&e) => e,
-                None => break,
-            };
+        // SAFETY: only this thread touches its own values; the borrow ends
+        // before the destructor, which may call setspecific.
+        while let Some(&(s, v)) = unsafe { (&*d.keys.get()).get(i) } {
             i += 1;
             if v.is_null() || s != SEQ[i - 1].load(Ordering::Acquire) {
                 continue;

@@ -42,6 +42,7 @@ mod key;
 mod once;
 mod runtime;
 mod sched;
+mod schedparam;
 mod signal;
 mod thread;
 mod tls;

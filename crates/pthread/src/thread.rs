@@ -64,7 +64,6 @@ mod next {
     crate::glibc::real!(pthread_getattr_np: fn(libc::pthread_t, *mut libc::pthread_attr_t) -> c_int);
     crate::glibc::real!(pthread_setname_np: fn(libc::pthread_t, *const libc::c_char) -> c_int);
     crate::glibc::real!(pthread_getname_np: fn(libc::pthread_t, *mut libc::c_char, libc::size_t) -> c_int);
-    crate::glibc::real!(pthread_attr_setscope: fn(*mut libc::pthread_attr_t, c_int) -> c_int);
     crate::glibc::real!(pthread_attr_getscope: fn(*const libc::pthread_attr_t, *mut c_int) -> c_int);
 }
 
@@ -131,6 +130,8 @@ pub(crate) struct ThreadData {
     pub(crate) pending_signals: std::sync::atomic::AtomicU64,
     /// The signals the thread waits for in `sigwait` now.
     pub(crate) sigwait_set: std::sync::atomic::AtomicU64,
+    /// Scheduling policy (high 16 bits) and priority, as last set.
+    pub(crate) sched: std::sync::atomic::AtomicI32,
     /// Signals delivered to the thread so far (a sleep they interrupt ends
     /// with `EINTR`).
     pub(crate) signals_seen: AtomicU32,
@@ -170,6 +171,7 @@ impl ThreadData {
             pending_signals: std::sync::atomic::AtomicU64::new(0),
             sigwait_set: std::sync::atomic::AtomicU64::new(0),
             signals_seen: AtomicU32::new(0),
+            sched: std::sync::atomic::AtomicI32::new(0),
         })
     }
 
@@ -514,20 +516,9 @@ pub unsafe extern "C" fn pthread_join(t: libc::pthread_t, ret: *mut *mut c_void)
         }
     }
     // Wait for the exit (a cancellation point).
-    while d.exited.load(Ordering::Acquire) == 0 {
-        let w = Waiter::new(0);
-        let q = d.joiners();
-        {
-            let g = q.lock();
-            if d.exited.load(Ordering::Acquire) != 0 {
-                break;
-            }
-            g.push(&w);
-        }
-        if w.wait(&q, None, true) == Outcome::Cancelled {
-            d.state.fetch_and(!JOINING, Ordering::AcqRel);
-            crate::cancel::act();
-        }
+    if !wait_exit_cancellable(d) {
+        d.state.fetch_and(!JOINING, Ordering::AcqRel);
+        crate::cancel::act();
     }
     let value = d.value.load(Ordering::Relaxed);
     let h = d.handle.lock().unwrap().take();
@@ -541,6 +532,45 @@ pub unsafe extern "C" fn pthread_join(t: libc::pthread_t, ret: *mut *mut c_void)
     // SAFETY: completed (joined above), and the join claim makes us its only owner.
     unsafe { free(d as *const ThreadData as *mut ThreadData) };
     0
+}
+
+/// Waits until `d`'s start routine is over; `false` if the caller was
+/// cancelled first (pthread_join is a cancellation point).
+fn wait_exit_cancellable(d: &ThreadData) -> bool {
+    while !d.has_exited() {
+        let w = Waiter::new(0);
+        let q = d.joiners();
+        {
+            let g = q.lock();
+            if d.has_exited() {
+                break;
+            }
+            g.push(&w);
+        }
+        if w.wait(&q, None, true) == Outcome::Cancelled {
+            return false;
+        }
+    }
+    true
+}
+
+/// Waits until `d`'s start routine is over or `deadline` passes; whether it is.
+pub(crate) fn wait_exit(d: &ThreadData, deadline: Option<&crate::wait::Deadline>) -> bool {
+    while !d.has_exited() {
+        let w = Waiter::new(0);
+        let q = d.joiners();
+        {
+            let g = q.lock();
+            if d.has_exited() {
+                break;
+            }
+            g.push(&w);
+        }
+        if w.wait(&q, deadline, false) == Outcome::TimedOut {
+            return d.has_exited();
+        }
+    }
+    true
 }
 
 fn detach(d: &ThreadData) -> c_int {

@@ -1,0 +1,298 @@
+//! What glibc would answer from a thread's kernel identity: scheduling
+//! policy and priority, CPU affinity, CPU-time clock, concurrency, and the
+//! GNU join variants.
+//!
+//! glibc implements these on the target's kernel thread id; a user thread
+//! has none of its own (its control block holds the process id, which would
+//! make glibc act on the initial thread). So for a user thread:
+//! - `pthread_setschedparam`/`getschedparam`/`setschedprio`: the policy and
+//!   priority are kept and reported back as given (validated as glibc does:
+//!   `EINVAL` for a priority outside the policy's range); they do not yet
+//!   change the runtime's level for the thread (docs/PTHREAD.md, "Not done").
+//! - `pthread_getcpuclockid`: `ENOENT`, POSIX's answer for a thread without
+//!   a CPU-time clock (Linux keeps none per user thread).
+//! - `pthread_setaffinity_np`/`getaffinity_np`: a user thread runs on the
+//!   runtime's processors, which may run anywhere the process may: `get`
+//!   reports the process's mask, `set` is `EINVAL` unless it allows every
+//!   CPU the process has.
+//! - `pthread_setconcurrency`: seed 003's `sa_setconcurrency` — the number
+//!   of virtual processors, within what the runtime was built with.
+//! - `pthread_tryjoin_np`, `pthread_timedjoin_np`, `pthread_clockjoin_np`.
+
+use crate::thread::user_thread;
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// glibc's definitions.
+mod next {
+    #![allow(clippy::type_complexity)]
+    #[allow(unused_imports)]
+    use std::ffi::{c_int, c_void};
+    crate::glibc::real!(pthread_setschedparam: fn(libc::pthread_t, c_int, *const libc::sched_param) -> c_int);
+    crate::glibc::real!(pthread_getschedparam: fn(libc::pthread_t, *mut c_int, *mut libc::sched_param) -> c_int);
+    crate::glibc::real!(pthread_setschedprio: fn(libc::pthread_t, c_int) -> c_int);
+    crate::glibc::real!(pthread_getcpuclockid: fn(libc::pthread_t, *mut libc::clockid_t) -> c_int);
+    crate::glibc::real!(pthread_setaffinity_np: fn(libc::pthread_t, libc::size_t, *const libc::cpu_set_t) -> c_int);
+    crate::glibc::real!(pthread_getaffinity_np: fn(libc::pthread_t, libc::size_t, *mut libc::cpu_set_t) -> c_int);
+    crate::glibc::real!(pthread_tryjoin_np: fn(libc::pthread_t, *mut *mut c_void) -> c_int);
+    crate::glibc::real!(pthread_timedjoin_np: fn(libc::pthread_t, *mut *mut c_void, *const libc::timespec) -> c_int);
+    crate::glibc::real!(pthread_clockjoin_np: fn(libc::pthread_t, *mut *mut c_void, libc::clockid_t, *const libc::timespec) -> c_int);
+}
+
+fn valid(policy: c_int, prio: c_int) -> bool {
+    // SAFETY: plain queries.
+    let (lo, hi) =
+        unsafe { (libc::sched_get_priority_min(policy), libc::sched_get_priority_max(policy)) };
+    lo >= 0 && (lo..=hi).contains(&prio)
+}
+
+/// `pthread_setschedparam`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_setschedparam(
+    t: libc::pthread_t,
+    policy: c_int,
+    param: *const libc::sched_param,
+) -> c_int {
+    let Some(d) = user_thread(t) else {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::pthread_setschedparam()(t, policy, param) };
+    };
+    // SAFETY: the caller's parameter.
+    let prio = unsafe { (*param).sched_priority };
+    if !valid(policy, prio) {
+        return libc::EINVAL;
+    }
+    d.sched.store(pack(policy, prio), Ordering::Relaxed);
+    0
+}
+
+fn pack(policy: c_int, prio: c_int) -> i32 {
+    (policy << 16) | (prio & 0xffff)
+}
+
+/// `pthread_getschedparam`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_getschedparam(
+    t: libc::pthread_t,
+    policy: *mut c_int,
+    param: *mut libc::sched_param,
+) -> c_int {
+    let Some(d) = user_thread(t) else {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::pthread_getschedparam()(t, policy, param) };
+    };
+    let v = d.sched.load(Ordering::Relaxed);
+    // SAFETY: the caller's out-parameters.
+    unsafe {
+        *policy = v >> 16;
+        (*param).sched_priority = v & 0xffff;
+    }
+    0
+}
+
+/// `pthread_setschedprio`.
+#[no_mangle]
+pub extern "C" fn pthread_setschedprio(t: libc::pthread_t, prio: c_int) -> c_int {
+    let Some(d) = user_thread(t) else {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::pthread_setschedprio()(t, prio) };
+    };
+    let policy = d.sched.load(Ordering::Relaxed) >> 16;
+    if !valid(policy, prio) {
+        return libc::EINVAL;
+    }
+    d.sched.store(pack(policy, prio), Ordering::Relaxed);
+    0
+}
+
+/// `pthread_getcpuclockid`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_getcpuclockid(
+    t: libc::pthread_t,
+    clock: *mut libc::clockid_t,
+) -> c_int {
+    match user_thread(t) {
+        Some(_) => libc::ENOENT,
+        // SAFETY: forwarded unchanged.
+        None => unsafe { next::pthread_getcpuclockid()(t, clock) },
+    }
+}
+
+fn process_affinity(set: &mut libc::cpu_set_t) -> bool {
+    // SAFETY: the process's (main thread's) mask into a set on the caller's stack.
+    unsafe {
+        libc::sched_getaffinity(libc::getpid(), std::mem::size_of::<libc::cpu_set_t>(), set) == 0
+    }
+}
+
+/// `pthread_getaffinity_np`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_getaffinity_np(
+    t: libc::pthread_t,
+    size: libc::size_t,
+    set: *mut libc::cpu_set_t,
+) -> c_int {
+    if user_thread(t).is_none() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::pthread_getaffinity_np()(t, size, set) };
+    }
+    // SAFETY: a zeroed set is valid.
+    let mut all: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if !process_affinity(&mut all) {
+        return libc::EINVAL;
+    }
+    let n = size.min(std::mem::size_of::<libc::cpu_set_t>());
+    // SAFETY: the caller's set of `size` bytes; we copy at most ours.
+    unsafe {
+        std::ptr::write_bytes(set.cast::<u8>(), 0, size);
+        std::ptr::copy_nonoverlapping(
+            (&all as *const libc::cpu_set_t).cast::<u8>(),
+            set.cast::<u8>(),
+            n,
+        );
+    }
+    0
+}
+
+/// `pthread_setaffinity_np`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_setaffinity_np(
+    t: libc::pthread_t,
+    size: libc::size_t,
+    set: *const libc::cpu_set_t,
+) -> c_int {
+    if user_thread(t).is_none() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::pthread_setaffinity_np()(t, size, set) };
+    }
+    // SAFETY: a zeroed set is valid.
+    let mut all: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if !process_affinity(&mut all) {
+        return libc::EINVAL;
+    }
+    for cpu in 0..(8 * std::mem::size_of::<libc::cpu_set_t>()).min(8 * size) {
+        // SAFETY: a CPU index within both sets.
+        let (want, have) = unsafe { (libc::CPU_ISSET(cpu, &*set), libc::CPU_ISSET(cpu, &all)) };
+        if have && !want {
+            return libc::EINVAL;
+        }
+    }
+    0
+}
+
+static CONCURRENCY: AtomicI32 = AtomicI32::new(0);
+
+/// `pthread_setconcurrency`: the number of virtual processors (0: the
+/// runtime's choice), within what it was built with.
+#[no_mangle]
+pub extern "C" fn pthread_setconcurrency(level: c_int) -> c_int {
+    if level < 0 {
+        return libc::EINVAL;
+    }
+    CONCURRENCY.store(level, Ordering::Relaxed);
+    if let (Some(rt), true) = (crate::runtime::started(), level > 0) {
+        let n = (level as usize).min(rt.max_processors());
+        if rt.set_processors(n).is_err() {
+            return libc::EAGAIN;
+        }
+    }
+    0
+}
+
+/// `pthread_getconcurrency`: the last level set (0 if none), as POSIX asks.
+#[no_mangle]
+pub extern "C" fn pthread_getconcurrency() -> c_int {
+    CONCURRENCY.load(Ordering::Relaxed)
+}
+
+/// `pthread_tryjoin_np`: `EBUSY` while the thread runs.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_tryjoin_np(
+    t: libc::pthread_t,
+    ret: *mut *mut std::ffi::c_void,
+) -> c_int {
+    match user_thread(t) {
+        // SAFETY: joining a thread that has exited does not wait.
+        Some(d) if d.has_exited() => unsafe { crate::thread::pthread_join(t, ret) },
+        Some(_) => libc::EBUSY,
+        // SAFETY: forwarded unchanged.
+        None => unsafe { next::pthread_tryjoin_np()(t, ret) },
+    }
+}
+
+/// `pthread_timedjoin_np`: as `pthread_clockjoin_np` on `CLOCK_REALTIME`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_timedjoin_np(
+    t: libc::pthread_t,
+    ret: *mut *mut std::ffi::c_void,
+    abstime: *const libc::timespec,
+) -> c_int {
+    if user_thread(t).is_none() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::pthread_timedjoin_np()(t, ret, abstime) };
+    }
+    // SAFETY: forwarded to ours.
+    unsafe { pthread_clockjoin_np(t, ret, libc::CLOCK_REALTIME, abstime) }
+}
+
+/// `pthread_clockjoin_np`: waits until the thread exits or `abstime` on
+/// `clock` passes (`ETIMEDOUT`).
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_clockjoin_np(
+    t: libc::pthread_t,
+    ret: *mut *mut std::ffi::c_void,
+    clock: libc::clockid_t,
+    abstime: *const libc::timespec,
+) -> c_int {
+    let Some(d) = user_thread(t) else {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::pthread_clockjoin_np()(t, ret, clock, abstime) };
+    };
+    if abstime.is_null() {
+        // SAFETY: forwarded to ours.
+        return unsafe { crate::thread::pthread_join(t, ret) };
+    }
+    // SAFETY: the caller's time.
+    let at = unsafe { *abstime };
+    if !crate::wait::Deadline::valid(&at) {
+        return libc::EINVAL;
+    }
+    let deadline = crate::wait::Deadline { clock, at };
+    match crate::thread::wait_exit(d, Some(&deadline)) {
+        // SAFETY: exited: the join does not wait.
+        true => unsafe { crate::thread::pthread_join(t, ret) },
+        false => libc::ETIMEDOUT,
+    }
+}
