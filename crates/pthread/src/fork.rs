@@ -22,7 +22,9 @@ mod next {
 pub extern "C" fn fork() -> libc::pid_t {
     // SAFETY: glibc's fork, unchanged.
     let pid = unsafe { next::fork()() };
-    if pid == 0 {
+    // A program that never made a thread (a shell under `LD_PRELOAD`) forks
+    // untouched.
+    if pid == 0 && crate::runtime::started().is_some() {
         schedlab_rt::shared::detach_after_fork();
         crate::runtime::forget_after_fork();
         crate::thread::after_fork_child();

@@ -69,6 +69,19 @@ pub(crate) fn stack_size() -> usize {
     *SIZE.get_or_init(crate::thread::default_stack_size)
 }
 
+/// The runtime if it was started, with the calling kernel thread attached
+/// to it (`schedlab_rt::shared::attach`: its runtime block, one `rdgsbase`
+/// when it has one). Every call into the runtime from a thread that may be
+/// a kernel thread goes through here first; before the first
+/// `pthread_create` there is no runtime and nothing of it is touched (not
+/// even `rdgsbase`, which faults where the kernel did not enable it).
+#[inline]
+pub(crate) fn enter() -> Option<&'static Runtime> {
+    let rt = started()?;
+    schedlab_rt::shared::attach();
+    Some(rt)
+}
+
 /// The runtime if it was started.
 pub(crate) fn started() -> Option<&'static Runtime> {
     let p = RUNTIME.load(Ordering::Acquire);

@@ -210,7 +210,7 @@ pub extern "C" fn pthread_setconcurrency(level: c_int) -> c_int {
         return libc::EINVAL;
     }
     CONCURRENCY.store(level, Ordering::Relaxed);
-    if let (Some(rt), true) = (crate::runtime::started(), level > 0) {
+    if let (Some(rt), true) = (crate::runtime::enter(), level > 0) {
         let n = (level as usize).min(rt.max_processors());
         if rt.set_processors(n).is_err() {
             return libc::EAGAIN;

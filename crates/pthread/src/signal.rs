@@ -148,6 +148,7 @@ pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
         return 0;
     }
     d.pending_signals.fetch_or(bit(sig), Ordering::AcqRel);
+    crate::runtime::enter();
     if let Some(thread) = d.rt_thread() {
         schedlab_rt::shared::interrupt(&thread);
         thread.unpark();

@@ -191,8 +191,7 @@ impl ThreadData {
 }
 
 /// The calling thread's data, made on its first call if it is a kernel
-/// thread; also gives a kernel thread its runtime block
-/// (`schedlab_rt::shared::attach`).
+/// thread. Touches nothing of the runtime (`runtime::enter` does).
 #[inline]
 pub(crate) fn current() -> &'static ThreadData {
     let p = crate::tls::get();
@@ -205,7 +204,6 @@ pub(crate) fn current() -> &'static ThreadData {
 
 #[cold]
 fn adopt() -> &'static ThreadData {
-    schedlab_rt::shared::attach();
     let d = Box::leak(ThreadData::new(Kind::Kernel, schedlab_rt::shared::thread_pointer(), 0, 0));
     crate::tls::set(d as *const ThreadData as usize);
     d
@@ -394,7 +392,8 @@ pub unsafe extern "C" fn pthread_create(
         // SAFETY: forwarded unchanged to glibc.
         return unsafe { next::pthread_create()(thread, attr, start, arg) };
     }
-    let rt = crate::runtime::get();
+    crate::runtime::get();
+    let Some(rt) = crate::runtime::enter() else { unreachable!("started just now") };
     current();
     reap();
     let a = read_attr(attr);
@@ -635,6 +634,7 @@ pub(crate) fn set_value(d: &ThreadData, v: *mut c_void) {
 
 /// Wakes `d` if it is parked (a cancellation to act on).
 pub(crate) fn unpark(d: &ThreadData) {
+    crate::runtime::enter();
     if let Some(t) = d.rt_thread() {
         t.unpark();
     }

@@ -97,7 +97,7 @@ impl Waiter {
             prev: Cell::new(ptr::null()),
             linked: Cell::new(false),
             woken: AtomicU32::new(0),
-            user: schedlab_rt::try_current(),
+            user: crate::runtime::enter().and_then(|_| schedlab_rt::try_current()),
             tag: Cell::new(tag),
         }
     }
@@ -179,7 +179,12 @@ impl Unlinked {
         // SAFETY: as above.
         unsafe { (*word).store(1, Ordering::Release) };
         match user {
-            Some(t) => t.unpark(),
+            Some(t) => {
+                // A user thread exists, so the runtime does: the waker (perhaps
+                // a kernel thread) must be attached to reach it.
+                crate::runtime::enter();
+                t.unpark()
+            }
             None => futex_wake(word, 1),
         }
     }
