@@ -78,7 +78,12 @@ pub(crate) fn stack_size() -> usize {
 #[inline]
 pub(crate) fn enter() -> Option<&'static Runtime> {
     let rt = started()?;
-    schedlab_rt::shared::attach();
+    // A user thread runs on one of the runtime's kernel threads, attached
+    // when it started; `attach` must be asked on a kernel thread's own
+    // context (it tells its block by the kernel thread's thread pointer).
+    if !crate::thread::on_user_thread() {
+        schedlab_rt::shared::attach();
+    }
     Some(rt)
 }
 
