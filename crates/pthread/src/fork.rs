@@ -19,7 +19,7 @@ mod next {
 
 /// `fork`.
 #[no_mangle]
-pub extern "C" fn fork() -> libc::pid_t {
+pub extern "C-unwind" fn fork() -> libc::pid_t {
     // SAFETY: glibc's fork, unchanged.
     let pid = unsafe { next::fork()() };
     // A program that never made a thread (a shell under `LD_PRELOAD`) forks

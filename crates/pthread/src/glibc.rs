@@ -32,8 +32,10 @@
 //! its cache (~1 KiB) with its arena.
 //!
 //! In `struct pthread`: `tid` (the offset glibc publishes for
-//! `libthread_db`, `_thread_db_pthread_tid`) gets the process id, never 0
-//! (0 means "exited" to glibc), and the `rseq` area's `cpu_id` gets
+//! `libthread_db`, `_thread_db_pthread_tid`) gets a number unique to the
+//! thread, above any real thread id (`pid_max` is at most 2^22) and never 0
+//! (0 means "exited" to glibc): glibc's own owner checks (an error-checking
+//! mutex, a read-write lock's writer) compare it. The `rseq` area's `cpu_id` gets
 //! `RSEQ_CPU_ID_REGISTRATION_FAILED`, so `sched_getcpu` asks the kernel
 //! instead of reading a CPU number the kernel never writes there.
 //!
@@ -157,7 +159,7 @@ pub(crate) fn check() {
 /// A new thread control block with fresh TLS, as glibc's `pthread_create`
 /// would make, its header copied from the calling thread's (module docs).
 /// Returns the thread pointer, or `None` when out of memory.
-pub(crate) fn new_tcb() -> Option<usize> {
+pub(crate) fn new_tcb(tid: i32) -> Option<usize> {
     let l = layout();
     // SAFETY: `_dl_allocate_tls(NULL)` allocates and initialises a block.
     let tcb = unsafe { (l.allocate)(std::ptr::null_mut()) } as usize;
@@ -177,7 +179,7 @@ pub(crate) fn new_tcb() -> Option<usize> {
         w(40, r(40)); // stack_guard
         w(48, r(48)); // pointer_guard
         ((tcb + 72) as *mut u32).write(((me + 72) as *const u32).read()); // feature_1
-        ((tcb + l.tid) as *mut i32).write(libc::getpid());
+        ((tcb + l.tid) as *mut i32).write(tid);
         if let Some(off) = l.rseq {
             // struct rseq { u32 cpu_id_start; u32 cpu_id; ... }
             ((tcb as isize + off + 4) as *mut i32).write(-2);

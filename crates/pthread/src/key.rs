@@ -29,7 +29,7 @@ static DTOR: [AtomicUsize; KEYS_MAX] = [const { AtomicUsize::new(0) }; KEYS_MAX]
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_key_create(
+pub unsafe extern "C-unwind" fn pthread_key_create(
     key: *mut libc::pthread_key_t,
     dtor: Option<unsafe extern "C" fn(*mut c_void)>,
 ) -> c_int {
@@ -48,7 +48,7 @@ pub unsafe extern "C" fn pthread_key_create(
 
 /// `pthread_key_delete`.
 #[no_mangle]
-pub extern "C" fn pthread_key_delete(key: libc::pthread_key_t) -> c_int {
+pub extern "C-unwind" fn pthread_key_delete(key: libc::pthread_key_t) -> c_int {
     let Some(seq) = SEQ.get(key as usize) else { return libc::EINVAL };
     let s = seq.load(Ordering::Relaxed);
     if s % 2 == 1 && seq.compare_exchange(s, s + 1, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
@@ -60,7 +60,7 @@ pub extern "C" fn pthread_key_delete(key: libc::pthread_key_t) -> c_int {
 
 /// `pthread_getspecific`.
 #[no_mangle]
-pub extern "C" fn pthread_getspecific(key: libc::pthread_key_t) -> *mut c_void {
+pub extern "C-unwind" fn pthread_getspecific(key: libc::pthread_key_t) -> *mut c_void {
     let i = key as usize;
     let Some(seq) = SEQ.get(i) else { return std::ptr::null_mut() };
     let d = current();
@@ -74,7 +74,10 @@ pub extern "C" fn pthread_getspecific(key: libc::pthread_key_t) -> *mut c_void {
 
 /// `pthread_setspecific`.
 #[no_mangle]
-pub extern "C" fn pthread_setspecific(key: libc::pthread_key_t, value: *const c_void) -> c_int {
+pub extern "C-unwind" fn pthread_setspecific(
+    key: libc::pthread_key_t,
+    value: *const c_void,
+) -> c_int {
     let i = key as usize;
     let Some(seq) = SEQ.get(i) else { return libc::EINVAL };
     let s = seq.load(Ordering::Acquire);

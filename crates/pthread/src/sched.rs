@@ -37,7 +37,7 @@ pub(crate) fn yield_any() {
 
 /// `sched_yield`.
 #[no_mangle]
-pub extern "C" fn sched_yield() -> c_int {
+pub extern "C-unwind" fn sched_yield() -> c_int {
     if on_user_thread() {
         schedlab_rt::yield_now();
         0
@@ -49,7 +49,7 @@ pub extern "C" fn sched_yield() -> c_int {
 
 /// `pthread_yield` (glibc's deprecated alias of `sched_yield`).
 #[no_mangle]
-pub extern "C" fn pthread_yield() -> c_int {
+pub extern "C-unwind" fn pthread_yield() -> c_int {
     sched_yield()
 }
 
@@ -112,7 +112,10 @@ fn set_errno(e: c_int) {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn nanosleep(req: *const libc::timespec, rem: *mut libc::timespec) -> c_int {
+pub unsafe extern "C-unwind" fn nanosleep(
+    req: *const libc::timespec,
+    rem: *mut libc::timespec,
+) -> c_int {
     if !on_user_thread() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::nanosleep()(req, rem) };
@@ -144,7 +147,7 @@ pub unsafe extern "C" fn nanosleep(req: *const libc::timespec, rem: *mut libc::t
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn clock_nanosleep(
+pub unsafe extern "C-unwind" fn clock_nanosleep(
     clock: libc::clockid_t,
     flags: c_int,
     req: *const libc::timespec,
@@ -184,7 +187,7 @@ pub unsafe extern "C" fn clock_nanosleep(
 
 /// `usleep`.
 #[no_mangle]
-pub extern "C" fn usleep(us: libc::useconds_t) -> c_int {
+pub extern "C-unwind" fn usleep(us: libc::useconds_t) -> c_int {
     if !on_user_thread() {
         // SAFETY: glibc's, unchanged.
         return unsafe { next::usleep()(us) };
@@ -200,7 +203,7 @@ pub extern "C" fn usleep(us: libc::useconds_t) -> c_int {
 
 /// `sleep`.
 #[no_mangle]
-pub extern "C" fn sleep(s: c_uint) -> c_uint {
+pub extern "C-unwind" fn sleep(s: c_uint) -> c_uint {
     if !on_user_thread() {
         // SAFETY: glibc's, unchanged.
         return unsafe { next::sleep()(s) };

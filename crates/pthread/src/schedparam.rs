@@ -52,7 +52,7 @@ fn valid(policy: c_int, prio: c_int) -> bool {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_setschedparam(
+pub unsafe extern "C-unwind" fn pthread_setschedparam(
     t: libc::pthread_t,
     policy: c_int,
     param: *const libc::sched_param,
@@ -70,7 +70,8 @@ pub unsafe extern "C" fn pthread_setschedparam(
     0
 }
 
-fn pack(policy: c_int, prio: c_int) -> i32 {
+/// Policy and priority as one word (`ThreadData::sched`).
+pub(crate) fn pack(policy: c_int, prio: c_int) -> i32 {
     (policy << 16) | (prio & 0xffff)
 }
 
@@ -80,7 +81,7 @@ fn pack(policy: c_int, prio: c_int) -> i32 {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_getschedparam(
+pub unsafe extern "C-unwind" fn pthread_getschedparam(
     t: libc::pthread_t,
     policy: *mut c_int,
     param: *mut libc::sched_param,
@@ -100,7 +101,7 @@ pub unsafe extern "C" fn pthread_getschedparam(
 
 /// `pthread_setschedprio`.
 #[no_mangle]
-pub extern "C" fn pthread_setschedprio(t: libc::pthread_t, prio: c_int) -> c_int {
+pub extern "C-unwind" fn pthread_setschedprio(t: libc::pthread_t, prio: c_int) -> c_int {
     let Some(d) = user_thread(t) else {
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_setschedprio()(t, prio) };
@@ -119,7 +120,7 @@ pub extern "C" fn pthread_setschedprio(t: libc::pthread_t, prio: c_int) -> c_int
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_getcpuclockid(
+pub unsafe extern "C-unwind" fn pthread_getcpuclockid(
     t: libc::pthread_t,
     clock: *mut libc::clockid_t,
 ) -> c_int {
@@ -143,7 +144,7 @@ fn process_affinity(set: &mut libc::cpu_set_t) -> bool {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_getaffinity_np(
+pub unsafe extern "C-unwind" fn pthread_getaffinity_np(
     t: libc::pthread_t,
     size: libc::size_t,
     set: *mut libc::cpu_set_t,
@@ -176,7 +177,7 @@ pub unsafe extern "C" fn pthread_getaffinity_np(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_setaffinity_np(
+pub unsafe extern "C-unwind" fn pthread_setaffinity_np(
     t: libc::pthread_t,
     size: libc::size_t,
     set: *const libc::cpu_set_t,
@@ -205,7 +206,7 @@ static CONCURRENCY: AtomicI32 = AtomicI32::new(0);
 /// `pthread_setconcurrency`: the number of virtual processors (0: the
 /// runtime's choice), within what it was built with.
 #[no_mangle]
-pub extern "C" fn pthread_setconcurrency(level: c_int) -> c_int {
+pub extern "C-unwind" fn pthread_setconcurrency(level: c_int) -> c_int {
     if level < 0 {
         return libc::EINVAL;
     }
@@ -221,7 +222,7 @@ pub extern "C" fn pthread_setconcurrency(level: c_int) -> c_int {
 
 /// `pthread_getconcurrency`: the last level set (0 if none), as POSIX asks.
 #[no_mangle]
-pub extern "C" fn pthread_getconcurrency() -> c_int {
+pub extern "C-unwind" fn pthread_getconcurrency() -> c_int {
     CONCURRENCY.load(Ordering::Relaxed)
 }
 
@@ -231,7 +232,7 @@ pub extern "C" fn pthread_getconcurrency() -> c_int {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_tryjoin_np(
+pub unsafe extern "C-unwind" fn pthread_tryjoin_np(
     t: libc::pthread_t,
     ret: *mut *mut std::ffi::c_void,
 ) -> c_int {
@@ -250,7 +251,7 @@ pub unsafe extern "C" fn pthread_tryjoin_np(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_timedjoin_np(
+pub unsafe extern "C-unwind" fn pthread_timedjoin_np(
     t: libc::pthread_t,
     ret: *mut *mut std::ffi::c_void,
     abstime: *const libc::timespec,
@@ -270,7 +271,7 @@ pub unsafe extern "C" fn pthread_timedjoin_np(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_clockjoin_np(
+pub unsafe extern "C-unwind" fn pthread_clockjoin_np(
     t: libc::pthread_t,
     ret: *mut *mut std::ffi::c_void,
     clock: libc::clockid_t,

@@ -83,7 +83,7 @@ fn set_mask(how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) ->
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_sigmask(
+pub unsafe extern "C-unwind" fn pthread_sigmask(
     how: c_int,
     set: *const libc::sigset_t,
     old: *mut libc::sigset_t,
@@ -104,7 +104,7 @@ pub unsafe extern "C" fn pthread_sigmask(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn sigprocmask(
+pub unsafe extern "C-unwind" fn sigprocmask(
     how: c_int,
     set: *const libc::sigset_t,
     old: *mut libc::sigset_t,
@@ -129,7 +129,7 @@ pub unsafe extern "C" fn sigprocmask(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
     let Some(d) = user_thread(t) else {
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_kill()(t, sig) };
@@ -223,7 +223,7 @@ fn waiting_for<R>(set: u64, f: impl FnOnce() -> R) -> R {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn sigwait(set: *const libc::sigset_t, sig: *mut c_int) -> c_int {
+pub unsafe extern "C-unwind" fn sigwait(set: *const libc::sigset_t, sig: *mut c_int) -> c_int {
     if on_user_thread() {
         if let Some(s) = take_own(word(set)) {
             // SAFETY: the caller's out-parameter.
@@ -256,7 +256,7 @@ fn fill_info(info: *mut libc::siginfo_t, sig: c_int) {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn sigwaitinfo(
+pub unsafe extern "C-unwind" fn sigwaitinfo(
     set: *const libc::sigset_t,
     info: *mut libc::siginfo_t,
 ) -> c_int {
@@ -278,7 +278,7 @@ pub unsafe extern "C" fn sigwaitinfo(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn sigtimedwait(
+pub unsafe extern "C-unwind" fn sigtimedwait(
     set: *const libc::sigset_t,
     info: *mut libc::siginfo_t,
     timeout: *const libc::timespec,

@@ -68,6 +68,10 @@ mod next {
 }
 
 extern "C" {
+    fn pthread_attr_getinheritsched(
+        attr: *const libc::pthread_attr_t,
+        inherit: *mut c_int,
+    ) -> c_int;
     fn pthread_attr_getdetachstate(attr: *const libc::pthread_attr_t, state: *mut c_int) -> c_int;
     fn pthread_attr_setdetachstate(attr: *mut libc::pthread_attr_t, state: c_int) -> c_int;
 }
@@ -304,11 +308,17 @@ struct Attr {
     detached: bool,
     stack_size: usize,
     guard_size: usize,
+    /// Policy and priority, when the attribute says `PTHREAD_EXPLICIT_SCHED`.
+    sched: Option<(c_int, c_int)>,
 }
 
 fn read_attr(attr: *const libc::pthread_attr_t) -> Attr {
-    let mut a =
-        Attr { detached: false, stack_size: crate::runtime::stack_size(), guard_size: 4096 };
+    let mut a = Attr {
+        detached: false,
+        stack_size: crate::runtime::stack_size(),
+        guard_size: 4096,
+        sched: None,
+    };
     if attr.is_null() {
         return a;
     }
@@ -325,8 +335,34 @@ fn read_attr(attr: *const libc::pthread_attr_t) -> Attr {
         if libc::pthread_attr_getguardsize(attr, &mut guard) == 0 {
             a.guard_size = guard;
         }
+        let mut inherit = 0;
+        if pthread_attr_getinheritsched(attr, &mut inherit) == 0 && inherit == EXPLICIT_SCHED {
+            let (mut policy, mut param) = (0, std::mem::zeroed::<libc::sched_param>());
+            libc::pthread_attr_getschedpolicy(attr, &mut policy);
+            libc::pthread_attr_getschedparam(attr, &mut param);
+            a.sched = Some((policy, param.sched_priority));
+        }
     }
     a
+}
+
+/// `PTHREAD_EXPLICIT_SCHED`.
+const EXPLICIT_SCHED: c_int = 1;
+
+/// The scheduling policy and priority a new thread inherits from the caller
+/// (packed as `ThreadData::sched`): a user thread's as recorded, a kernel
+/// thread's from glibc.
+fn inherited_sched() -> i32 {
+    let me = current();
+    if me.kind.get() == Kind::User {
+        return me.sched.load(Ordering::Relaxed);
+    }
+    let (mut policy, mut param) = (0, unsafe_zeroed::<libc::sched_param>());
+    // SAFETY: glibc's, on the calling kernel thread, into our locals.
+    if unsafe { libc::pthread_getschedparam(libc::pthread_self(), &mut policy, &mut param) } != 0 {
+        return 0;
+    }
+    crate::schedparam::pack(policy, param.sched_priority)
 }
 
 /// Whether `start` is a function of this library (the runtime's own kernel
@@ -382,7 +418,7 @@ pub(crate) struct ExitUnwind;
 ///
 /// C's contract for `pthread_create`.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_create(
+pub unsafe extern "C-unwind" fn pthread_create(
     thread: *mut libc::pthread_t,
     attr: *const libc::pthread_attr_t,
     start: extern "C" fn(*mut c_void) -> *mut c_void,
@@ -397,8 +433,18 @@ pub unsafe extern "C" fn pthread_create(
     current();
     reap();
     let a = read_attr(attr);
-    let Some(tcb) = crate::glibc::new_tcb() else { return libc::EAGAIN };
-    let data = Box::into_raw(ThreadData::new(Kind::User, tcb, a.stack_size, a.guard_size));
+    let data = ThreadData::new(Kind::User, 0, a.stack_size, a.guard_size);
+    // Above `pid_max` (at most 2^22): no kernel thread has it.
+    let Some(tcb) = crate::glibc::new_tcb(0x4000_0000 | data.id as i32) else {
+        return libc::EAGAIN;
+    };
+    let data = Box::into_raw(Box::new(ThreadData { tcb, ..*data }));
+    let sched = match a.sched {
+        Some((policy, prio)) => crate::schedparam::pack(policy, prio),
+        None => inherited_sched(),
+    };
+    // SAFETY: ours alone until the thread is spawned below.
+    unsafe { (*data).sched.store(sched, Ordering::Relaxed) };
     // SAFETY: a fresh block nobody runs on yet.
     unsafe { crate::tls::set_in(tcb, data as usize) };
     let start = start as usize;
@@ -493,7 +539,7 @@ fn finish(d: &ThreadData) {
 ///
 /// C's contract for `pthread_join`.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_join(t: libc::pthread_t, ret: *mut *mut c_void) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_join(t: libc::pthread_t, ret: *mut *mut c_void) -> c_int {
     let Some(d) = user_thread(t) else {
         // SAFETY: forwarded unchanged to glibc.
         return unsafe { next::pthread_join()(t, ret) };
@@ -595,7 +641,7 @@ fn detach(d: &ThreadData) -> c_int {
 ///
 /// C's contract for `pthread_detach`.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_detach(t: libc::pthread_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_detach(t: libc::pthread_t) -> c_int {
     match user_thread(t) {
         Some(d) => detach(d),
         // SAFETY: forwarded unchanged to glibc.
@@ -656,7 +702,7 @@ pub(crate) fn unwind_to_base() -> ! {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_attr_setscope(
+pub unsafe extern "C-unwind" fn pthread_attr_setscope(
     attr: *mut libc::pthread_attr_t,
     scope: c_int,
 ) -> c_int {
@@ -684,7 +730,7 @@ pub unsafe extern "C" fn pthread_attr_setscope(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_attr_getscope(
+pub unsafe extern "C-unwind" fn pthread_attr_getscope(
     attr: *const libc::pthread_attr_t,
     scope: *mut c_int,
 ) -> c_int {
@@ -699,7 +745,7 @@ pub unsafe extern "C" fn pthread_attr_getscope(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_getattr_np(
+pub unsafe extern "C-unwind" fn pthread_getattr_np(
     t: libc::pthread_t,
     attr: *mut libc::pthread_attr_t,
 ) -> c_int {
@@ -727,7 +773,7 @@ pub unsafe extern "C" fn pthread_getattr_np(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_setname_np(
+pub unsafe extern "C-unwind" fn pthread_setname_np(
     t: libc::pthread_t,
     name: *const libc::c_char,
 ) -> c_int {
@@ -752,7 +798,7 @@ pub unsafe extern "C" fn pthread_setname_np(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_getname_np(
+pub unsafe extern "C-unwind" fn pthread_getname_np(
     t: libc::pthread_t,
     buf: *mut libc::c_char,
     len: libc::size_t,

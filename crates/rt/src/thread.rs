@@ -305,7 +305,21 @@ pub fn stack_usage() -> Option<(usize, usize)> {
 #[inline(always)]
 pub fn yield_now() {
     if !processor::yield_current() {
-        std::thread::yield_now();
+        os_yield();
+    }
+}
+
+/// The kernel's yield, for a caller outside any processor. In the
+/// `shared-library` build the system call itself: libc's `sched_yield` is
+/// the library's there, which would call back here.
+#[cold]
+fn os_yield() {
+    #[cfg(not(feature = "shared-library"))]
+    std::thread::yield_now();
+    // SAFETY: sched_yield has no arguments and no preconditions.
+    #[cfg(feature = "shared-library")]
+    unsafe {
+        libc::syscall(libc::SYS_sched_yield);
     }
 }
 
