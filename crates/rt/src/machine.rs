@@ -51,7 +51,9 @@ use std::sync::atomic::{
 
 /// Starts one of the runtime's own kernel threads (a processor's, a spare, the
 /// monitor). In the `shared-library` build it first gives the new thread its
-/// block (`arch::thread_block_attach`), before anything can ask for it.
+/// block (`arch::thread_block_attach`), before anything can ask for it: its
+/// own, not the one of the thread that started it, whose `gs` base `clone`
+/// copied.
 pub(crate) fn spawn_kernel_thread<F, T>(
     name: String,
     f: F,

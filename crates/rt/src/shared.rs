@@ -47,15 +47,16 @@ pub fn fsgsbase_usable() -> bool {
     crate::arch::fsgsbase_usable()
 }
 
-/// Gives the calling kernel thread its runtime block, if it has none yet.
-/// Cheap when it has (one `rdgsbase`). Must be called on every thread the
-/// runtime did not start, before anything that may reach the runtime
-/// (spawning, parking, a runtime primitive); [`fsgsbase_usable`] must hold.
+/// Gives the calling kernel thread its runtime block, if it has none of its
+/// own yet (a thread started by one with a block inherits that block's
+/// address, which is not its own: `arch/x86_64.rs`, `thread_block_attach`).
+/// Cheap when it has (two register reads and a load). Must be called on every
+/// thread the runtime did not start, on its own context (not a user
+/// thread's), before anything that may reach the runtime (spawning, parking,
+/// a runtime primitive); [`fsgsbase_usable`] must hold.
 #[inline]
 pub fn attach() {
-    if !crate::arch::thread_block_present() {
-        crate::arch::thread_block_attach();
-    }
+    crate::arch::thread_block_attach();
 }
 
 /// The calling context's thread pointer (`fs` base): on a user thread with a

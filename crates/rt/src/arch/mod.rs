@@ -21,7 +21,9 @@
 //!   `u32` the same way and calls `deferred` if the result has its top bit set;
 //! - `fn thread_block_present() -> bool`: whether this kernel thread has one
 //!   (always, in an executable; in the `shared-library` build, where the block
-//!   is reached through `gs`, once `thread_block_attach` gave it one);
+//!   is reached through `gs`, once `thread_block_attach` gave it one, or
+//!   when it inherited its creator's `gs` base: `thread_block_attach`, not
+//!   this, tells a block of its own);
 //! - the preemption trampoline and its `xsave` sizing (`preempt.rs`).
 //!
 //! The state saved is exactly what the platform ABI says a called function must

@@ -290,20 +290,41 @@ mod shared {
 
     /// Whether the calling kernel thread has a block (a non-zero `gs` base).
     /// Signal handlers ask first: a signal may land on a thread the runtime
-    /// never saw.
+    /// never saw. (Such a thread started by one with a block has its
+    /// creator's base until it attaches: see [`thread_block_attach`].)
     #[inline(always)]
     pub(crate) fn thread_block_present() -> bool {
         !thread_block().is_null()
     }
 
-    /// Gives the calling kernel thread its block if it has none: a zeroed,
-    /// 64-byte aligned `Machine` that lives as long as the process (a few
-    /// hundred bytes per kernel thread that ever entered the runtime).
+    /// Gives the calling kernel thread its block if it has none of its own: a
+    /// zeroed, 64-byte aligned `Machine` that lives as long as the process (a
+    /// few hundred bytes per kernel thread that ever entered the runtime).
     /// Records the kernel thread's own thread pointer in it, for the exit of
-    /// a user thread (`native_thread_pointer`). Returns whether it attached.
+    /// a user thread (`native_thread_pointer`), and as the block's owner.
+    /// Returns whether it attached. Called on a kernel thread's own context
+    /// (not a user thread's, whose thread pointer is not the kernel thread's).
+    ///
+    /// A non-zero `gs` base is not enough to call the block ours: `clone`
+    /// copies the `gs` base to the new thread, so every kernel thread started
+    /// by one that has a block starts with its creator's. Taken as ours, the
+    /// runtime's kernel threads (all started, directly or through the
+    /// monitor, by the program's thread that started the runtime) shared one
+    /// `Machine`: one section counter raised and lowered by all with plain
+    /// adds, one `processor` for every kernel thread, so a thread blocked in
+    /// the kernel was not released (the shared counter was seldom zero) and
+    /// the program's initial thread took a processor's user thread for its
+    /// own and switched away from `main` (pigz under the library hung).
+    /// The owner's thread pointer tells them apart: the creator's control
+    /// block is not the new thread's, both being alive when it started.
     pub(crate) fn thread_block_attach() -> bool {
-        if thread_block_present() {
-            return false;
+        let b = thread_block();
+        if !b.is_null() {
+            // SAFETY: a block some thread attached; blocks are never freed.
+            let m = unsafe { &*b.cast_const().cast::<crate::machine::Machine>() };
+            if m.native_tp.load(std::sync::atomic::Ordering::Relaxed) == thread_pointer() {
+                return false;
+            }
         }
         let layout = std::alloc::Layout::new::<crate::machine::Machine>()
             .align_to(64)

@@ -1,0 +1,154 @@
+//! The `shared-library` build (libschedlab_pthread.so) reaches each kernel
+//! thread's runtime block through its `gs` base, which `clone` copies to a new
+//! thread. These tests check that every kernel thread still gets a block of
+//! its own: the runtime's (started by a thread that already had one, as the
+//! program's initial thread has once it called `pthread_create`) and the
+//! program's own threads. Shared, the block's section counter and processor
+//! were one for all: pigz under the library hung about one run in two, its
+//! initial thread running a user thread while its `main` was lost.
+//!
+//! Run with `cargo test --release -p schedlab-rt --features shared-library
+//! --test shared_block`; without the feature the file is empty.
+
+#![cfg(all(feature = "shared-library", target_arch = "x86_64"))]
+
+mod common;
+
+use common::{builder_in, watchdog, Mode};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// The calling kernel thread's `gs` base: its block, 0 without one.
+fn block() -> usize {
+    let b: usize;
+    // SAFETY: reads the gs base; FSGSBASE is enabled (`usable` checked it).
+    unsafe { std::arch::asm!("rdgsbase {b}", b = out(reg) b, options(nostack, nomem)) };
+    b
+}
+
+/// Whether the machine can run these tests at all; prints why not.
+fn usable() -> bool {
+    let ok = schedlab_rt::shared::fsgsbase_usable();
+    if !ok {
+        eprintln!("skipped: FSGSBASE (rdgsbase/wrgsbase) is not enabled here");
+    }
+    ok
+}
+
+#[test]
+fn a_thread_started_by_one_with_a_block_gets_its_own() {
+    if !usable() {
+        return;
+    }
+    watchdog(30, || {
+        schedlab_rt::shared::attach();
+        let mine = block();
+        assert_ne!(mine, 0);
+        let child = std::thread::spawn(|| {
+            let inherited = block();
+            schedlab_rt::shared::attach();
+            (inherited, block())
+        })
+        .join()
+        .unwrap();
+        // The premise: clone copied the creator's base.
+        assert_eq!(child.0, mine, "the kernel no longer copies the gs base");
+        assert_ne!(child.1, mine, "the new thread kept its creator's block");
+        assert_ne!(child.1, 0);
+        // Attaching again keeps the thread's own block.
+        schedlab_rt::shared::attach();
+        assert_eq!(block(), mine);
+    });
+}
+
+#[test]
+fn the_runtimes_kernel_threads_do_not_share_their_starters_block() {
+    if !usable() {
+        return;
+    }
+    for p in [1, 2] {
+        watchdog(60, move || {
+            schedlab_rt::shared::attach();
+            let mine = block();
+            let rt = builder_in(p, Mode::Cooperative).build().expect("build a runtime");
+            let handles: Vec<_> = (0..16).map(|_| rt.spawn(block)).collect();
+            for h in handles {
+                let theirs = h.join().expect("a user thread");
+                assert_ne!(theirs, 0);
+                assert_ne!(theirs, mine, "{p} processors: a processor runs on its starter's block");
+            }
+        });
+    }
+}
+
+/// Jobs handed from an OS thread to user threads through a mutex and
+/// condition variable that block in the kernel (std's, futex-based), results
+/// back the same way: pigz's shape (its reader hands blocks to compressing
+/// threads through its own queue), cooperative as under
+/// `SCHEDLAB_RT_PREEMPT=0`.
+#[test]
+fn an_os_thread_and_user_threads_blocked_in_the_kernel_make_progress() {
+    if !usable() {
+        return;
+    }
+    const WORKERS: usize = 8;
+    const JOBS: u64 = 2000;
+    for p in [1, 2] {
+        watchdog(120, move || {
+            // The starter has a block, as the library's initial thread has.
+            schedlab_rt::shared::attach();
+            let rt = builder_in(p, Mode::Transparent).build().expect("build a runtime");
+            // (jobs queued, jobs done, sum of results, no more jobs)
+            let q = Arc::new((Mutex::new((Vec::<u64>::new(), 0u64, 0u64, false)), Condvar::new()));
+            let workers: Vec<_> = (0..WORKERS)
+                .map(|_| {
+                    let q = q.clone();
+                    rt.spawn(move || loop {
+                        let (m, cv) = &*q;
+                        let mut g = m.lock().unwrap();
+                        let job = loop {
+                            if let Some(j) = g.0.pop() {
+                                break Some(j);
+                            }
+                            if g.3 {
+                                break None;
+                            }
+                            g = cv.wait(g).unwrap();
+                        };
+                        let Some(j) = job else { return };
+                        drop(g);
+                        let r = (0..j % 64).fold(j, |a, x| a.wrapping_mul(31).wrapping_add(x));
+                        let mut g = m.lock().unwrap();
+                        g.1 += 1;
+                        g.2 = g.2.wrapping_add(r);
+                        cv.notify_all();
+                    })
+                })
+                .collect();
+            let (m, cv) = &*q;
+            let mut expected = 0u64;
+            for j in 0..JOBS {
+                expected = expected
+                    .wrapping_add((0..j % 64).fold(j, |a, x| a.wrapping_mul(31).wrapping_add(x)));
+                let mut g = m.lock().unwrap();
+                // At most a few jobs ahead, so the producer waits as well.
+                while g.0.len() >= 4 {
+                    g = cv.wait(g).unwrap();
+                }
+                g.0.push(j);
+                cv.notify_all();
+            }
+            {
+                let mut g = m.lock().unwrap();
+                while g.1 < JOBS {
+                    g = cv.wait(g).unwrap();
+                }
+                g.3 = true;
+                cv.notify_all();
+                assert_eq!(g.2, expected, "{p} processors");
+            }
+            for w in workers {
+                w.join().expect("a worker");
+            }
+        });
+    }
+}
