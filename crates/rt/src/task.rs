@@ -284,6 +284,10 @@ where
 /// (most) pays one null test at its end, not an empty `Vec`'s drop.
 pub(crate) type LocalMap = Option<Box<Vec<(usize, Box<dyn Any>)>>>;
 
+/// The bit of `Task::priority` that marks a thread taken for a turn
+/// (`priority.rs`, "Aging"), above every level's value.
+pub(crate) const TURN: u8 = 0x80;
+
 /// A user thread: the header of its allocation (the typed body follows it).
 #[repr(C)]
 pub(crate) struct Task {
@@ -335,7 +339,8 @@ pub(crate) struct Task {
     /// The thread's CPU budget (`budget.rs`), an owned `Box`, or null. Set at
     /// spawn before the task is published; freed with the task.
     budget: AtomicPtr<Budget>,
-    /// The thread's level (`priority.rs`), as `Priority::as_u8`; set at spawn.
+    /// The thread's level (`priority.rs`), as `Priority::as_u8`, set at spawn; plus
+    /// [`TURN`] from when a processor takes it for a turn to when that turn starts.
     priority: AtomicU8,
 }
 
@@ -627,7 +632,20 @@ impl Task {
     /// The task's level.
     #[inline]
     pub(crate) fn priority(&self) -> crate::Priority {
-        crate::Priority::from_u8(self.priority.load(Ordering::Relaxed))
+        crate::Priority::from_u8(self.priority.load(Ordering::Relaxed) & !TURN)
+    }
+
+    /// Marks the task as taken for a turn (`priority.rs`, "Aging"), by the
+    /// processor about to run it.
+    pub(crate) fn give_turn(&self) {
+        self.priority.fetch_or(TURN, Ordering::Relaxed);
+    }
+
+    /// Whether the task was taken for a turn, which starts now (the mark is
+    /// cleared). On the processor that took it.
+    pub(crate) fn take_turn(&self) -> bool {
+        self.priority.load(Ordering::Relaxed) & TURN != 0
+            && self.priority.fetch_and(!TURN, Ordering::Relaxed) & TURN != 0
     }
 
     /// Makes the task never preemptible (at spawn, before it is published).
