@@ -148,12 +148,14 @@ pub use crate::{
     event::{Detection, Event},
     local::LocalKey,
     monitor::DEFAULT_BLOCK_THRESHOLD,
-    preempt::{no_preempt, Preemption, DEFAULT_QUANTUM},
+    preempt::{no_preempt, Preemption, DEFAULT_QUANTUM, MIN_QUANTUM},
     priority::{Priority, AGING},
     registry::ParkedThread,
-    runtime::{Cancelled, Deadlock, Runtime, RuntimeBuilder, DEFAULT_SPIN, DEFAULT_STACK_SIZE},
+    runtime::{
+        Cancelled, Deadlock, Runtime, RuntimeBuilder, DEFAULT_SPIN, DEFAULT_STACK_SIZE, MAX_SPIN,
+    },
     scope::{scope, Scope, ScopedJoinHandle},
-    stack::{StackStats, MIN_STACK_SIZE},
+    stack::{StackStats, MAX_STACK_SIZE, MIN_STACK_SIZE},
     task::{ThreadId, WaitReason},
     thread::{
         current, park, sleep, spawn, stack_usage, try_current, yield_now, Builder, JoinHandle,

@@ -80,7 +80,9 @@ pub enum Preemption {
     /// ends; a thread that computes forever keeps its processor.
     Cooperative,
     /// A user thread that has run this long while other work waits on its
-    /// processor (or in the runtime) is preempted at its next safe point.
+    /// processor (or in the runtime) is preempted at its next safe point. At
+    /// least [`MIN_QUANTUM`] (`build` fails otherwise); a quantum over a day
+    /// saturates to a day (never, in practice).
     Quantum(Duration),
 }
 
@@ -88,6 +90,13 @@ pub enum Preemption {
 /// compute-bound thread loses well under 1% to switches, short enough that a
 /// spinning thread cannot hold up the others for longer than a frame.
 pub const DEFAULT_QUANTUM: Duration = Duration::from_millis(10);
+
+/// The shortest quantum a runtime accepts: the monitor's wake-up and the
+/// signal's delivery take tens of µs, so a shorter quantum would be all
+/// overhead (a quantum of zero kept the monitor from ever sleeping while
+/// work waited). [`RuntimeBuilder::build`](crate::RuntimeBuilder::build)
+/// refuses a shorter one.
+pub const MIN_QUANTUM: Duration = Duration::from_micros(50);
 
 impl Default for Preemption {
     /// `Quantum(DEFAULT_QUANTUM)`: user threads get the semantics of kernel
