@@ -214,11 +214,13 @@ pub(crate) fn throttle(vp: &Processor, t: &Task, b: &Budget, left: Duration) {
 /// the knob and the value.
 pub(crate) fn check(fraction: f64, period: Duration) -> Result<(), String> {
     if !(fraction > 0.0 && fraction <= 1.0) {
-        return Err(format!("Builder::cpu_budget: the fraction must be in (0, 1], not {fraction}"));
+        return Err(format!(
+            "Builder::cpu_budget: a CPU budget's fraction must be in (0, 1], not {fraction}"
+        ));
     }
     if period < MIN_PERIOD {
         return Err(format!(
-            "Builder::cpu_budget: the period must be at least {MIN_PERIOD:?} (the \
+            "Builder::cpu_budget: a CPU budget's period must be at least {MIN_PERIOD:?} (the \
              enforcement's granularity is tens of microseconds), not {period:?}"
         ));
     }
@@ -226,7 +228,7 @@ pub(crate) fn check(fraction: f64, period: Duration) -> Result<(), String> {
     if allow < MIN_ALLOWANCE.as_nanos() as u64 {
         return Err(format!(
             "Builder::cpu_budget: {fraction} of {period:?} allows {allow} ns per period; a \
-             budget must allow at least {MIN_ALLOWANCE:?}"
+             CPU budget must allow at least {MIN_ALLOWANCE:?}"
         ));
     }
     Ok(())
