@@ -71,9 +71,9 @@
 //!   cost no kernel thread at all, and [`blocking()`] makes the hand-off
 //!   explicit and immediate to detect.
 //! - A thread is preempted after [`DEFAULT_QUANTUM`] when others wait; read
-//!   the hazards in [`preempt`] (thread-locals, kernel-thread-affine locks)
-//!   and opt out with [`Builder::preemptible`], [`no_preempt`] or
-//!   [`RuntimeBuilder::preemption`].
+//!   the hazards in [`preempt`] (thread-locals, kernel-thread-affine locks,
+//!   a tokio runtime inside a user thread) and opt out with
+//!   [`Builder::preemptible`], [`no_preempt`] or [`RuntimeBuilder::preemption`].
 //! - Stack overflow hits a guard page and aborts with a message naming the
 //!   thread and its stack size.
 //! - [`Runtime::block_on`] returns [`Deadlock`] when every user thread is

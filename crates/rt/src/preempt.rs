@@ -60,7 +60,23 @@
 //!   thread would be taken for its owner. Hold such resources inside
 //!   [`no_preempt`], or run the thread with `Builder::preemptible(false)`.
 //!   For tokio that means the whole life of the runtime: building it, every
-//!   `block_on`, and dropping it (the drop enters its context too).
+//!   `block_on`, and dropping it (the drop enters its context too). A thread
+//!   that is not preemptible, or inside `no_preempt`, also keeps its kernel
+//!   thread when it blocks in the kernel (tokio's runtime parks it when idle):
+//!   after the hand-off (`blocking.rs`) it runs on, detached, rather than
+//!   rejoin by being queued for another kernel thread, until it leaves the
+//!   region or calls into the runtime. Without the workaround, a thread
+//!   preempted inside a tokio runtime leaves tokio's context on its kernel
+//!   thread: the next user thread there to use tokio panics, and its panic is
+//!   returned by `join` as a message naming the workaround
+//!   (`explain_panic`, matched on tokio's own messages).
+//! - The standard library's panic state (the panic count, "inside the panic
+//!   hook") is the kernel thread's too: a thread preempted inside its panic
+//!   hook left the flag set there, and the next panic on that kernel thread
+//!   aborted the process ("thread panicked while processing panic"). A
+//!   panicking thread is therefore never preempted, nor moved off its kernel
+//!   thread at a rejoin, until its panic is caught. A `Drop` that blocks on a
+//!   runtime primitive while unwinding still switches: keep such drops short.
 //! - Code that is not async-signal-safe is never interrupted *into* other
 //!   code by us: the handler itself only reads and writes atomics and the
 //!   signal frame, and the switch runs after the handler has returned.
@@ -113,9 +129,11 @@ impl Default for Preemption {
 pub(crate) const SIGNAL: libc::c_int = libc::SIGURG;
 
 /// Runs `f` so that the calling user thread is not preempted inside it (a
-/// request that arrives meanwhile is taken when `f` returns). Voluntary
-/// switches (`yield_now`, blocking on a runtime primitive) still happen. On an
-/// OS thread, just calls `f`.
+/// request that arrives meanwhile is taken when `f` returns), nor moved to
+/// another kernel thread when it blocks in the kernel inside it (module docs,
+/// "Hazards"): so `f` may hold kernel-thread-affine state, a tokio runtime's
+/// whole life among them. Voluntary switches (`yield_now`, blocking on a
+/// runtime primitive) still happen. On an OS thread, just calls `f`.
 pub fn no_preempt<R>(f: impl FnOnce() -> R) -> R {
     struct Region(Option<crate::task::TaskRef>);
     impl Drop for Region {
@@ -357,6 +375,12 @@ pub(crate) fn preempted() {
                     vp.machine().lower_quietly();
                     return;
                 }
+                if std::thread::panicking() {
+                    // The panic's state is the kernel thread's (module docs,
+                    // "Hazards"): dropped, the monitor asks again.
+                    vp.machine().lower_quietly();
+                    return;
+                }
                 if let Some(b) = t.budget() {
                     if let Some(left) = b.spent(vp.shared.timers.now()) {
                         return crate::budget::throttle(vp, t, b, left);
@@ -375,9 +399,67 @@ pub(crate) fn preempted() {
             processor::yield_current();
         }
         processor::HereRaw::Detached(m) => {
+            // SAFETY: the detached thread is the caller: alive.
+            if let Some(t) = unsafe { m.detached.load(Ordering::Relaxed).as_ref() } {
+                // Rejoining may leave this kernel thread for good (no
+                // processor free: the thread is queued, to resume on another
+                // one), so it waits where a preemption would: a thread that
+                // is not preemptible, in a region, or panicking keeps running
+                // here without a processor (module docs, "Hazards").
+                if t.in_no_preempt() {
+                    t.defer_preemption();
+                }
+                if !t.preemptible() || t.in_no_preempt() || std::thread::panicking() {
+                    m.lower_quietly();
+                    return;
+                }
+            }
             crate::blocking::rejoin_in(m, crate::event::Detection::Transparent)
         }
         processor::HereRaw::Os => {}
+    }
+}
+
+/// The panic of a user thread caught at its base, explained when it is one of
+/// tokio's complaints about its runtime context on a preemptible thread of a
+/// preempting runtime: tokio keeps that context per kernel thread, so it was
+/// left behind by a thread preempted inside a tokio runtime, or found one left
+/// by another (module docs, "Hazards"). The new payload, a `String`, names the
+/// workaround and quotes tokio. Matched on tokio 1's messages, since this
+/// crate must not depend on tokio to ask it.
+#[cold]
+pub(crate) fn explain_panic(
+    payload: Box<dyn std::any::Any + Send>,
+    task: &crate::task::Task,
+) -> Box<dyn std::any::Any + Send> {
+    const TOKIO_CONTEXT: [&str; 4] = [
+        "Cannot start a runtime from within a runtime",
+        "must be called from the context of a Tokio 1.x runtime",
+        "`EnterGuard` values dropped out of order",
+        // Leaving a runtime on another kernel thread than the one entered.
+        "c.runtime.get().is_entered()",
+    ];
+    let text = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied());
+    let preempting = matches!(task.shared.preemption, Preemption::Quantum(_));
+    match text {
+        Some(said)
+            if preempting
+                && task.preemptible()
+                && TOKIO_CONTEXT.iter().any(|m| said.contains(m)) =>
+        {
+            Box::new(format!(
+                "schedlab-rt: tokio was used on a preemptible user thread, and a preemption \
+                 moved a user thread away from its kernel thread inside a tokio runtime \
+                 (tokio keeps its runtime context per kernel thread). Spawn the threads that \
+                 use tokio with Builder::preemptible(false), or run each tokio runtime's \
+                 whole life (build, block_on, drop) inside schedlab_rt::no_preempt. \
+                 tokio said: {said}"
+            ))
+        }
+        _ => payload,
     }
 }
 

@@ -241,7 +241,9 @@ where
         let body = unsafe { Self::body(t) };
         // SAFETY: only the task itself calls `run`, once (module docs).
         let f = unsafe { (*body.f.get()).take() }.expect("a task body runs once");
-        let result = catch_unwind(AssertUnwindSafe(f));
+        let result = catch_unwind(AssertUnwindSafe(f))
+            // SAFETY: `t` is the running task (`run`'s contract).
+            .map_err(|p| crate::preempt::explain_panic(p, unsafe { t.as_ref() }));
         // SAFETY: the joiner reads `out` only after the completion, which the
         // task publishes after this write.
         unsafe { *body.out.get() = Some(result) };

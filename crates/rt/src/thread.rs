@@ -164,8 +164,10 @@ impl Builder {
 
     /// Whether the thread may be preempted (default `true`). A thread that
     /// holds kernel-thread-affine state across long stretches of code (see
-    /// [`crate::preempt`]) can opt out; it still switches when it yields or
-    /// blocks on a runtime primitive.
+    /// [`crate::preempt`]; a tokio runtime, for one) can opt out: it is then
+    /// neither preempted nor moved to another kernel thread when it blocks in
+    /// the kernel. It still switches when it yields or blocks on a runtime
+    /// primitive.
     pub fn preemptible(mut self, on: bool) -> Builder {
         self.opts.not_preemptible = !on;
         self
