@@ -386,6 +386,10 @@ pub(crate) fn preempted() {
                         return crate::budget::throttle(vp, t, b, left);
                     }
                 }
+                if stale_for_high(vp, t) {
+                    vp.machine().lower_quietly();
+                    return;
+                }
                 let ran = Duration::from_nanos(vp.preempt_ran.load(Ordering::Relaxed));
                 vp.emit(|| Event::Preempted { thread: t.id, processor: vp.index, ran });
                 if vp.halt.load(Ordering::Relaxed) {
@@ -463,6 +467,23 @@ pub(crate) fn explain_panic(
     }
 }
 
+/// A preemption of a `High` thread that nothing asked for: no other `High`
+/// thread waits, the monitor did not ask for the turn of the work under it,
+/// and its processor is not being removed (its budget was looked at first).
+/// Then the request was meant for the thread before it (the monitor's
+/// signal for a lower level, landing after a local switch had already given
+/// the processor to this one), and taking it would hand the processor to
+/// `Normal` work: the decision is made before the thread is queued again
+/// (`priority.rs`). Seen under load: a woken `High` thread preempted at once
+/// in favour of a `Normal` one.
+fn stale_for_high(vp: &processor::Processor, t: &crate::task::Task) -> bool {
+    vp.prios.load(Ordering::Relaxed)
+        && t.priority() == crate::Priority::High
+        && !vp.shared.prio.high_waiting()
+        && !vp.normal_turn.load(Ordering::Relaxed)
+        && !vp.halt.load(Ordering::Relaxed)
+}
+
 /// A request deferred inside a runtime section, taken as the section ends
 /// (`Machine::lower`, on `m`, the calling thread's machine).
 #[cold]
@@ -522,6 +543,38 @@ mod tests {
                 std::thread::sleep(Duration::from_micros(200));
             }
         })
+    }
+
+    #[test]
+    fn a_request_nobody_made_for_a_high_thread_is_dropped() {
+        // The High thread asks for its own preemption, as a late signal meant for the
+        // thread before it would: taken, it handed the processor to the Normal thread
+        // waiting in the next slot.
+        let rt = runtime(Arc::default());
+        let log = rt
+            .block_on(|| {
+                let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+                let l = log.clone();
+                let normal = spawn(move || l.lock().unwrap().push("normal"));
+                let l = log.clone();
+                let high = crate::Builder::new()
+                    .priority(crate::Priority::High)
+                    .spawn(move || {
+                        // Inside a section, so that the request is taken at its end (in
+                        // our own code), not dropped where `tgkill` returns (in libc).
+                        let m = Machine::enter_section();
+                        request_preemption();
+                        m.lower();
+                        l.lock().unwrap().push("high");
+                    })
+                    .unwrap();
+                high.join().unwrap();
+                normal.join().unwrap();
+                let v = log.lock().unwrap().clone();
+                v
+            })
+            .unwrap();
+        assert_eq!(log, ["high", "normal"]);
     }
 
     #[test]

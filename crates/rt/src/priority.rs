@@ -48,7 +48,8 @@
 //! thread is queued again, so it must not hand the processor to a lower level: a `Low`
 //! thread that is not aged is taken only by the scheduler context or by a `Low`
 //! thread's own decision, and a `High` thread's quantum ends only for another `High`
-//! thread (the monitor's turn aside). Before, one `Normal` spinner's preemption handed
+//! thread (the monitor's turn aside); a request nobody made for a `High` thread (a late
+//! signal meant for the thread before it) is dropped (`preempt.rs`, `stale_for_high`). Before, one `Normal` spinner's preemption handed
 //! the processor to a waiting `Low` thread, which then kept it until the monitor next
 //! looked (up to `AGING`), while with two spinners an aged thread put among the `Normal`
 //! work was sent back to its level at the next decision and never ran.
