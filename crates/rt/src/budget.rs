@@ -47,6 +47,22 @@ use std::time::Duration;
 /// period must be long enough for a budget to mean something.
 pub(crate) const MIN_PERIOD: Duration = Duration::from_micros(500);
 
+/// Smallest allowance per period accepted (`fraction × period`): below it a budget
+/// throttles its thread at once in every period, and one that rounds to 0 ns never
+/// lets it run at all.
+pub(crate) const MIN_ALLOWANCE: Duration = Duration::from_micros(1);
+
+/// A period in nanoseconds, saturated at 2⁶³ ns so that period arithmetic on
+/// the timer clock cannot overflow.
+fn period_ns(period: Duration) -> u64 {
+    period.as_nanos().min(u64::MAX as u128 / 2) as u64
+}
+
+/// What `fraction` of `period` allows, in nanoseconds.
+fn allowance_ns(fraction: f64, period: Duration) -> u64 {
+    ((period_ns(period) as f64) * fraction).round() as u64
+}
+
 /// The budget of one user thread, and what it has used. Times are nanoseconds
 /// on the runtime's timer clock (`Timers::now`). Written only by the
 /// processor running the thread (or the thread itself); atomics so that its
@@ -90,10 +106,9 @@ impl Budget {
     /// A budget of `fraction` of a processor per `period`. The caller has
     /// checked both ([`check`]).
     pub(crate) fn new(fraction: f64, period: Duration) -> Budget {
-        let period = period.as_nanos().min(u64::MAX as u128 / 2) as u64;
         Budget {
-            allow: ((period as f64) * fraction).round() as u64,
-            period,
+            allow: allowance_ns(fraction, period),
+            period: period_ns(period),
             period_start: AtomicU64::new(NOT_STARTED),
             used: AtomicU64::new(0),
             stint: AtomicU64::new(NOT_RUNNING),
@@ -195,15 +210,25 @@ pub(crate) fn throttle(vp: &Processor, t: &Task, b: &Budget, left: Duration) {
     crate::processor::park_current(Kind::Sync, WaitReason::Throttled);
 }
 
-/// Checks a budget's parameters ([`crate::Builder::cpu_budget`]).
+/// Checks a budget's parameters ([`crate::Builder::cpu_budget`]); the error names
+/// the knob and the value.
 pub(crate) fn check(fraction: f64, period: Duration) -> Result<(), String> {
     if !(fraction > 0.0 && fraction <= 1.0) {
-        return Err(format!("a CPU budget is a fraction in (0, 1], not {fraction}"));
+        return Err(format!(
+            "Builder::cpu_budget: a CPU budget's fraction must be in (0, 1], not {fraction}"
+        ));
     }
     if period < MIN_PERIOD {
         return Err(format!(
-            "a CPU budget's period must be at least {MIN_PERIOD:?} (the enforcement's \
-             granularity is tens of microseconds), not {period:?}"
+            "Builder::cpu_budget: a CPU budget's period must be at least {MIN_PERIOD:?} (the \
+             enforcement's granularity is tens of microseconds), not {period:?}"
+        ));
+    }
+    let allow = allowance_ns(fraction, period);
+    if allow < MIN_ALLOWANCE.as_nanos() as u64 {
+        return Err(format!(
+            "Builder::cpu_budget: {fraction} of {period:?} allows {allow} ns per period; a \
+             CPU budget must allow at least {MIN_ALLOWANCE:?}"
         ));
     }
     Ok(())

@@ -71,9 +71,9 @@
 //!   cost no kernel thread at all, and [`blocking()`] makes the hand-off
 //!   explicit and immediate to detect.
 //! - A thread is preempted after [`DEFAULT_QUANTUM`] when others wait; read
-//!   the hazards in [`preempt`] (thread-locals, kernel-thread-affine locks)
-//!   and opt out with [`Builder::preemptible`], [`no_preempt`] or
-//!   [`RuntimeBuilder::preemption`].
+//!   the hazards in [`preempt`] (thread-locals, kernel-thread-affine locks,
+//!   a tokio runtime inside a user thread) and opt out with
+//!   [`Builder::preemptible`], [`no_preempt`] or [`RuntimeBuilder::preemption`].
 //! - Stack overflow hits a guard page and aborts with a message naming the
 //!   thread and its stack size.
 //! - [`Runtime::block_on`] returns [`Deadlock`] when every user thread is
@@ -150,12 +150,14 @@ pub use crate::{
     event::{Detection, Event},
     local::LocalKey,
     monitor::DEFAULT_BLOCK_THRESHOLD,
-    preempt::{no_preempt, Preemption, DEFAULT_QUANTUM},
+    preempt::{no_preempt, Preemption, DEFAULT_QUANTUM, MIN_QUANTUM},
     priority::{Priority, AGING},
     registry::ParkedThread,
-    runtime::{Cancelled, Deadlock, Runtime, RuntimeBuilder, DEFAULT_SPIN, DEFAULT_STACK_SIZE},
+    runtime::{
+        Cancelled, Deadlock, Runtime, RuntimeBuilder, DEFAULT_SPIN, DEFAULT_STACK_SIZE, MAX_SPIN,
+    },
     scope::{scope, Scope, ScopedJoinHandle},
-    stack::{StackStats, MIN_STACK_SIZE},
+    stack::{StackStats, MAX_STACK_SIZE, MIN_STACK_SIZE},
     task::{ThreadId, WaitReason},
     thread::{
         current, park, park_timeout, sleep, spawn, stack_usage, try_current, yield_now, Builder,

@@ -135,10 +135,42 @@ struct Seen {
     looked: Instant,
     /// CPU time of its kernel thread at a given moment, for the blocked check.
     cpu: Option<(u64, Instant)>,
-    signalled: Option<Instant>,
+    /// The quantum's preemption signal sent in this stint.
+    signalled: Option<Sent>,
     poll: Duration,
     /// The kernel took its kernel thread's CPU away (`ProcessorLost` sent).
     lost: bool,
+}
+
+/// A preemption signal the monitor sent to a processor's kernel thread.
+#[derive(Clone, Copy)]
+struct Sent {
+    at: Instant,
+    /// The kernel thread's CPU time then.
+    cpu: Option<u64>,
+}
+
+impl Sent {
+    fn now(now: Instant, m: &Machine) -> Sent {
+        Sent { at: now, cpu: m.cpu_time_ns() }
+    }
+
+    /// Whether the signal may be sent again to `m`, whose stint has not
+    /// changed since: its kernel thread has run [`RETRY`] since the signal,
+    /// so it took it and was not at a safe point (or, without a CPU clock to
+    /// read, `RETRY` has passed). A signal still in flight is never doubled:
+    /// the request word belongs to the kernel thread, not to the stint, so a
+    /// second signal lands on whichever thread runs next and ends its stint
+    /// at once. On a loaded machine, where delivery took over `RETRY`, that
+    /// ended the turn of an aged `Low` thread (`priority.rs`) a few µs after
+    /// it began, charged with its predecessor's run.
+    fn may_resend(this: Option<Sent>, now: Instant, m: &Machine) -> bool {
+        let Some(sent) = this else { return true };
+        match (sent.cpu, m.cpu_time_ns()) {
+            (Some(then), Some(c)) => c.saturating_sub(then) >= RETRY.as_nanos() as u64,
+            _ => now - sent.at >= RETRY,
+        }
+    }
 }
 
 /// Body of the monitor thread.
@@ -169,10 +201,10 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
     let mut seen: Vec<Seen> = vec![fresh(u32::MAX, u32::MAX, start); procs.len()];
     // Per processor: the CPU-budget deadline last seen and when the signal
     // enforcing it was last sent (`budget.rs`).
-    let mut budget_seen: Vec<(u64, Option<Instant>)> = vec![(u64::MAX, None); procs.len()];
+    let mut budget_seen: Vec<(u64, Option<Sent>)> = vec![(u64::MAX, None); procs.len()];
     // Per processor, for the levels (`priority.rs`): since when it has run
-    // `High` threads, and when the monitor last signalled it for a level.
-    let mut prio_seen: Vec<(Option<Instant>, Option<Instant>)> = vec![(None, None); procs.len()];
+    // `High` threads, and the signal the monitor sent it for a level in this stint.
+    let mut prio_seen: Vec<(Option<Instant>, Option<Sent>)> = vec![(None, None); procs.len()];
     let mut detached: Vec<(usize, u64, Instant, Option<Instant>)> = Vec::new();
     let mut last_waiting = start;
     let mut last_handoff: Option<Instant> = None;
@@ -199,23 +231,23 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                 want(now + d);
             }
         }
-        // Aging (`priority.rs`): `Low` threads that waited AGING join the
-        // `Normal` work, in the injection queue.
-        if shared.prios.load(Ordering::Relaxed) && shared.prio.low_waiting() {
+        // Aging (`priority.rs`): `Low` threads that waited AGING wait for a
+        // turn, ahead of `Normal` work.
+        let prios = shared.prios.load(Ordering::Relaxed);
+        if prios && shared.prio.low_waiting() {
             let tnow = shared.timers.now();
             let aging = AGING.as_nanos() as u64;
-            let (aged, next_at) = shared.prio.take_aged(tnow.saturating_sub(aging));
-            if !aged.is_empty() {
-                for t in aged {
-                    shared.injector.push(t);
-                }
+            let (moved, next_at) = shared.prio.age(tnow.saturating_sub(aging));
+            if moved {
                 shared.notify();
             }
             if let Some(at) = next_at {
                 want(now + Duration::from_nanos((at + aging).saturating_sub(tnow)));
             }
         }
-        let global = !shared.injector.is_empty();
+        // Work any processor takes before its own `Normal` work may wait:
+        // the injection queue, and aged `Low` threads.
+        let global = !shared.injector.is_empty() || (prios && shared.prio.aged_waiting());
         // Work any processor could take: the injection queue or a queue it
         // can steal from. A processor stuck with a blocked thread is given
         // away when work waits *anywhere*, not only in its own queue: its
@@ -224,7 +256,9 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
         // its own queue alone left one of two processors blocked while the
         // other ran every computing thread (rt.blocking.throughput, 2
         // processors: 50%).
+        let high_waiting = prios && shared.prio.high_waiting();
         let stealable = global
+            || high_waiting
             || procs.iter().any(|p| {
                 // SAFETY: processors outlive the monitor.
                 unsafe { &*p.0 }.has_waiting()
@@ -262,21 +296,22 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                 // recent (too early by at most that interval, never late);
                 // after a long sleep, now.
                 let started = match (quantum, s.signalled) {
-                    (Some(_), Some(t)) => t,
+                    (Some(_), Some(t)) => t.at,
                     (Some(q), None) if now - s.looked <= q / 2 => s.looked,
                     _ => now,
                 };
                 *s = Seen { poll, started, ..fresh(sw, status, now) };
+                prio_seen[i].1 = None;
             }
             s.looked = now;
             // A level waiting above the running one takes the processor at
             // once (`priority.rs`); `High` threads that ran AGING while
-            // `Normal` work waited here give it a turn.
-            if shared.prios.load(Ordering::Relaxed)
-                && status == RUNNING
-                && vp.in_user.load(Ordering::Relaxed)
-            {
-                let running = Priority::from_u8(vp.cur_prio.load(Ordering::Relaxed));
+            // `Normal` work waited here give it a turn. A turn is not cut
+            // short by a level: its quantum ends it (below).
+            let cur_prio = vp.cur_prio.load(Ordering::Relaxed);
+            let turn = cur_prio & crate::task::TURN != 0;
+            if prios && !turn && status == RUNNING && vp.in_user.load(Ordering::Relaxed) {
+                let running = Priority::from_u8(cur_prio);
                 let normal_waits = global || vp.has_waiting();
                 let ps = &mut prio_seen[i];
                 if running == Priority::High {
@@ -284,7 +319,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                 } else {
                     ps.0 = None;
                 }
-                let mut preempt = (running > Priority::High && shared.prio.high_waiting())
+                let mut preempt = (running > Priority::High && high_waiting)
                     || (running == Priority::Low && normal_waits);
                 if running == Priority::High && normal_waits {
                     match ps.0 {
@@ -298,15 +333,14 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                     }
                 }
                 if preempt {
-                    let m = vp.machine.load(Ordering::Relaxed);
-                    if !m.is_null() && ps.1.is_none_or(|t| now - t >= RETRY) {
-                        // SAFETY: machines outlive the monitor.
-                        let m: &Machine = unsafe { &*m };
+                    // SAFETY: machines outlive the monitor.
+                    let m = unsafe { vp.machine.load(Ordering::Relaxed).as_ref() };
+                    if let Some(m) = m.filter(|m| Sent::may_resend(ps.1, now, m)) {
                         vp.preempt_ran
                             .store((now - s.started).as_nanos() as u64, Ordering::Relaxed);
                         m.request.store(REQ_PREEMPT, Ordering::Release);
                         signal_thread(m.tid.load(Ordering::Relaxed));
-                        ps.1 = Some(now);
+                        ps.1 = Some(Sent::now(now, m));
                     }
                     want(now + RETRY);
                 }
@@ -321,13 +355,12 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             if deadline != u64::MAX && status == RUNNING && vp.in_user.load(Ordering::Relaxed) {
                 let left = deadline.saturating_sub(shared.timers.now());
                 if left == 0 {
-                    let m = vp.machine.load(Ordering::Relaxed);
-                    if !m.is_null() && b.1.is_none_or(|t| now - t >= RETRY) {
-                        // SAFETY: machines outlive the monitor.
-                        let m: &Machine = unsafe { &*m };
+                    // SAFETY: machines outlive the monitor.
+                    let m = unsafe { vp.machine.load(Ordering::Relaxed).as_ref() };
+                    if let Some(m) = m.filter(|m| Sent::may_resend(b.1, now, m)) {
                         m.request.store(REQ_PREEMPT, Ordering::Release);
                         signal_thread(m.tid.load(Ordering::Relaxed));
-                        b.1 = Some(now);
+                        b.1 = Some(Sent::now(now, m));
                     }
                     want(now + RETRY);
                 } else {
@@ -337,6 +370,21 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             // Preemption is judged by this processor's own queue (another
             // processor's waiting work is its own quantum's business).
             let waiting = global || vp.has_waiting();
+            // What the quantum yields to (`priority.rs`): a turn, to any
+            // level; a `High` thread, to another `High` one only (the decision
+            // after its preemption is made before it is queued again, so
+            // `Normal` work would take the processor, to be preempted at once
+            // for it: a few µs of `Normal` work per quantum instead of the
+            // turn per `AGING` that the monitor gives below the level).
+            let quantum_over = if !prios {
+                waiting
+            } else if turn {
+                waiting || high_waiting
+            } else if Priority::from_u8(cur_prio) == Priority::High {
+                high_waiting
+            } else {
+                waiting
+            };
             any_waiting |= waiting;
             // Work has waited behind the same running thread since the last
             // look: an idle processor should take it. (A thread put in a
@@ -367,17 +415,17 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                     // SAFETY: machines outlive the monitor.
                     let m: &Machine = unsafe { &*m };
                     let ran = now - s.since;
-                    if let (Some(q), true) = (quantum, waiting || removed) {
+                    if let (Some(q), true) = (quantum, quantum_over || removed) {
                         let ran = now - s.started;
                         // A removed processor's thread is preempted now:
                         // its stint ends with its processor.
                         if ran >= q || removed {
                             let retry = s.signalled.is_some();
-                            if s.signalled.is_none_or(|t| now - t >= RETRY) {
+                            if Sent::may_resend(s.signalled, now, m) {
                                 vp.preempt_ran.store(ran.as_nanos() as u64, Ordering::Relaxed);
                                 m.request.store(REQ_PREEMPT, Ordering::Release);
                                 signal_thread(m.tid.load(Ordering::Relaxed));
-                                s.signalled = Some(now);
+                                s.signalled = Some(Sent::now(now, m));
                             }
                             // A first signal almost always lands (a thread
                             // inside a runtime section takes it at the
@@ -479,6 +527,13 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             if last_handoff.is_some_and(|t| now - t < ACTIVE_FOR) {
                 want(now + ACTIVE_POLL.max(threshold));
             }
+        } else if now - last_waiting < IDLE_AFTER {
+            // Work waited a moment ago: this look may have caught a processor
+            // mid-decision (one thread taken, the one leaving not yet queued
+            // back), so look again soon rather than at a far deadline (seen: a
+            // `Normal` spinner kept its processor for 100 ms, to the next
+            // aging, while another waited).
+            want(now + MAX_POLL);
         }
         if shared.depot.has_excess() {
             want(last_scavenge + SCAVENGE_EVERY);

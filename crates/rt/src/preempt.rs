@@ -60,7 +60,23 @@
 //!   thread would be taken for its owner. Hold such resources inside
 //!   [`no_preempt`], or run the thread with `Builder::preemptible(false)`.
 //!   For tokio that means the whole life of the runtime: building it, every
-//!   `block_on`, and dropping it (the drop enters its context too).
+//!   `block_on`, and dropping it (the drop enters its context too). A thread
+//!   that is not preemptible, or inside `no_preempt`, also keeps its kernel
+//!   thread when it blocks in the kernel (tokio's runtime parks it when idle):
+//!   after the hand-off (`blocking.rs`) it runs on, detached, rather than
+//!   rejoin by being queued for another kernel thread, until it leaves the
+//!   region or calls into the runtime. Without the workaround, a thread
+//!   preempted inside a tokio runtime leaves tokio's context on its kernel
+//!   thread: the next user thread there to use tokio panics, and its panic is
+//!   returned by `join` as a message naming the workaround
+//!   (`explain_panic`, matched on tokio's own messages).
+//! - The standard library's panic state (the panic count, "inside the panic
+//!   hook") is the kernel thread's too: a thread preempted inside its panic
+//!   hook left the flag set there, and the next panic on that kernel thread
+//!   aborted the process ("thread panicked while processing panic"). A
+//!   panicking thread is therefore never preempted, nor moved off its kernel
+//!   thread at a rejoin, until its panic is caught. A `Drop` that blocks on a
+//!   runtime primitive while unwinding still switches: keep such drops short.
 //! - Code that is not async-signal-safe is never interrupted *into* other
 //!   code by us: the handler itself only reads and writes atomics and the
 //!   signal frame, and the switch runs after the handler has returned.
@@ -80,7 +96,9 @@ pub enum Preemption {
     /// ends; a thread that computes forever keeps its processor.
     Cooperative,
     /// A user thread that has run this long while other work waits on its
-    /// processor (or in the runtime) is preempted at its next safe point.
+    /// processor (or in the runtime) is preempted at its next safe point. At
+    /// least [`MIN_QUANTUM`] (`build` fails otherwise); a quantum over a day
+    /// saturates to a day (never, in practice).
     Quantum(Duration),
 }
 
@@ -88,6 +106,13 @@ pub enum Preemption {
 /// compute-bound thread loses well under 1% to switches, short enough that a
 /// spinning thread cannot hold up the others for longer than a frame.
 pub const DEFAULT_QUANTUM: Duration = Duration::from_millis(10);
+
+/// The shortest quantum a runtime accepts: the monitor's wake-up and the
+/// signal's delivery take tens of µs, so a shorter quantum would be all
+/// overhead (a quantum of zero kept the monitor from ever sleeping while
+/// work waited). [`RuntimeBuilder::build`](crate::RuntimeBuilder::build)
+/// refuses a shorter one.
+pub const MIN_QUANTUM: Duration = Duration::from_micros(50);
 
 impl Default for Preemption {
     /// `Quantum(DEFAULT_QUANTUM)`: user threads get the semantics of kernel
@@ -104,9 +129,11 @@ impl Default for Preemption {
 pub(crate) const SIGNAL: libc::c_int = libc::SIGURG;
 
 /// Runs `f` so that the calling user thread is not preempted inside it (a
-/// request that arrives meanwhile is taken when `f` returns). Voluntary
-/// switches (`yield_now`, blocking on a runtime primitive) still happen. On an
-/// OS thread, just calls `f`.
+/// request that arrives meanwhile is taken when `f` returns), nor moved to
+/// another kernel thread when it blocks in the kernel inside it (module docs,
+/// "Hazards"): so `f` may hold kernel-thread-affine state, a tokio runtime's
+/// whole life among them. Voluntary switches (`yield_now`, blocking on a
+/// runtime primitive) still happen. On an OS thread, just calls `f`.
 pub fn no_preempt<R>(f: impl FnOnce() -> R) -> R {
     struct Region(Option<crate::task::TaskRef>);
     impl Drop for Region {
@@ -401,10 +428,20 @@ pub(crate) fn preempted() {
                     vp.machine().lower_quietly();
                     return;
                 }
+                if std::thread::panicking() {
+                    // The panic's state is the kernel thread's (module docs,
+                    // "Hazards"): dropped, the monitor asks again.
+                    vp.machine().lower_quietly();
+                    return;
+                }
                 if let Some(b) = t.budget() {
                     if let Some(left) = b.spent(vp.shared.timers.now()) {
                         return crate::budget::throttle(vp, t, b, left);
                     }
+                }
+                if stale_for_high(vp, t) {
+                    vp.machine().lower_quietly();
+                    return;
                 }
                 let ran = Duration::from_nanos(vp.preempt_ran.load(Ordering::Relaxed));
                 vp.emit(|| Event::Preempted { thread: t.id, processor: vp.index, ran });
@@ -423,10 +460,85 @@ pub(crate) fn preempted() {
             crate::shared::run_hook_if_asked();
         }
         processor::HereRaw::Detached(m) => {
+            // SAFETY: the detached thread is the caller: alive.
+            if let Some(t) = unsafe { m.detached.load(Ordering::Relaxed).as_ref() } {
+                // Rejoining may leave this kernel thread for good (no
+                // processor free: the thread is queued, to resume on another
+                // one), so it waits where a preemption would: a thread that
+                // is not preemptible, in a region, or panicking keeps running
+                // here without a processor (module docs, "Hazards").
+                if t.in_no_preempt() {
+                    t.defer_preemption();
+                }
+                if !t.preemptible() || t.in_no_preempt() || std::thread::panicking() {
+                    m.lower_quietly();
+                    return;
+                }
+            }
             crate::blocking::rejoin_in(m, crate::event::Detection::Transparent)
         }
         processor::HereRaw::Os => {}
     }
+}
+
+/// The panic of a user thread caught at its base, explained when it is one of
+/// tokio's complaints about its runtime context on a preemptible thread of a
+/// preempting runtime: tokio keeps that context per kernel thread, so it was
+/// left behind by a thread preempted inside a tokio runtime, or found one left
+/// by another (module docs, "Hazards"). The new payload, a `String`, names the
+/// workaround and quotes tokio. Matched on tokio 1's messages, since this
+/// crate must not depend on tokio to ask it.
+#[cold]
+pub(crate) fn explain_panic(
+    payload: Box<dyn std::any::Any + Send>,
+    task: &crate::task::Task,
+) -> Box<dyn std::any::Any + Send> {
+    const TOKIO_CONTEXT: [&str; 4] = [
+        "Cannot start a runtime from within a runtime",
+        "must be called from the context of a Tokio 1.x runtime",
+        "`EnterGuard` values dropped out of order",
+        // Leaving a runtime on another kernel thread than the one entered.
+        "c.runtime.get().is_entered()",
+    ];
+    let text = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied());
+    let preempting = matches!(task.shared.preemption, Preemption::Quantum(_));
+    match text {
+        Some(said)
+            if preempting
+                && task.preemptible()
+                && TOKIO_CONTEXT.iter().any(|m| said.contains(m)) =>
+        {
+            Box::new(format!(
+                "schedlab-rt: tokio was used on a preemptible user thread, and a preemption \
+                 moved a user thread away from its kernel thread inside a tokio runtime \
+                 (tokio keeps its runtime context per kernel thread). Spawn the threads that \
+                 use tokio with Builder::preemptible(false), or run each tokio runtime's \
+                 whole life (build, block_on, drop) inside schedlab_rt::no_preempt. \
+                 tokio said: {said}"
+            ))
+        }
+        _ => payload,
+    }
+}
+
+/// A preemption of a `High` thread that nothing asked for: no other `High`
+/// thread waits, the monitor did not ask for the turn of the work under it,
+/// and its processor is not being removed (its budget was looked at first).
+/// Then the request was meant for the thread before it (the monitor's
+/// signal for a lower level, landing after a local switch had already given
+/// the processor to this one), and taking it would hand the processor to
+/// `Normal` work: the decision is made before the thread is queued again
+/// (`priority.rs`). Seen under load: a woken `High` thread preempted at once
+/// in favour of a `Normal` one.
+fn stale_for_high(vp: &processor::Processor, t: &crate::task::Task) -> bool {
+    vp.prios.load(Ordering::Relaxed)
+        && t.priority() == crate::Priority::High
+        && !vp.shared.prio.high_waiting()
+        && !vp.normal_turn.load(Ordering::Relaxed)
+        && !vp.halt.load(Ordering::Relaxed)
 }
 
 /// A request deferred inside a runtime section, taken as the section ends
@@ -488,6 +600,38 @@ mod tests {
                 std::thread::sleep(Duration::from_micros(200));
             }
         })
+    }
+
+    #[test]
+    fn a_request_nobody_made_for_a_high_thread_is_dropped() {
+        // The High thread asks for its own preemption, as a late signal meant for the
+        // thread before it would: taken, it handed the processor to the Normal thread
+        // waiting in the next slot.
+        let rt = runtime(Arc::default());
+        let log = rt
+            .block_on(|| {
+                let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+                let l = log.clone();
+                let normal = spawn(move || l.lock().unwrap().push("normal"));
+                let l = log.clone();
+                let high = crate::Builder::new()
+                    .priority(crate::Priority::High)
+                    .spawn(move || {
+                        // Inside a section, so that the request is taken at its end (in
+                        // our own code), not dropped where `tgkill` returns (in libc).
+                        let m = Machine::enter_section();
+                        request_preemption();
+                        m.lower();
+                        l.lock().unwrap().push("high");
+                    })
+                    .unwrap();
+                high.join().unwrap();
+                normal.join().unwrap();
+                let v = log.lock().unwrap().clone();
+                v
+            })
+            .unwrap();
+        assert_eq!(log, ["high", "normal"]);
     }
 
     #[test]

@@ -13,24 +13,59 @@
 //!   thread), the monitor preempts a processor running a lower level at once: seed 003's
 //!   `sa_preempt` of a lower-priority activation for a higher-priority one, with the
 //!   `Preempted` event on its timeline.
-//! - **Aging.** A `Low` thread that has waited [`AGING`] is moved by the monitor among the
-//!   `Normal` work, where it takes its turn (one stint) before going back to its level; a
-//!   processor that has run `High` threads for [`AGING`] while `Normal` work waited on it
-//!   gives that work one turn. So a runnable thread of any level starts within
-//!   [`AGING`] plus a quantum (plus the monitor's and the signal's delays), and a level
-//!   under a saturating one still gets about a quantum per [`AGING`]. With
-//!   `Preemption::Cooperative`, threads that never yield are not preempted for a level
-//!   either; aging then takes effect at the next scheduling decision.
+//! - **Aging.** A level under a saturating one gets *turns*. A turn is one stint that no
+//!   level takes away: it ends when the thread blocks, yields or exits, or at its quantum
+//!   if anything waits (a `High` thread included, which so waits at most one quantum for
+//!   it). Two kinds:
+//!   - A `Low` thread that has waited [`AGING`] at its level is moved by the monitor to
+//!     the *aged* queue, which every decision takes from after `High` threads and before
+//!     its `Normal` work, unless the last turn on that processor went to an aged thread
+//!     and no `Normal` thread has run there since (so `Normal` work keeps at least every
+//!     other stint). After its turn the thread goes back to its level and waits `AGING`
+//!     again.
+//!   - A processor that has run `High` threads for [`AGING`] while `Normal` work (or an
+//!     aged thread) waited on it gives that work one turn: an aged thread on the same
+//!     condition, else its next `Normal` thread.
 //!
+//! # What aging guarantees
+//!
+//! With quantum `q` (`Preemption::Quantum`), on a processor saturated by `Normal`
+//! threads (no `High` ones), a `Low` thread that stays runnable **starts within
+//! `AGING + q`** of reaching its level's queue, **runs a full quantum**, and does so
+//! again every `AGING + 2q` at most: at least `q / (AGING + 2q)` of the processor (8.3%
+//! with the default 10 ms quantum), however many `Normal` threads there are, and no more
+//! than one quantum per `AGING` while `Normal` work waits. Likewise `Normal` work under a
+//! saturating `High` thread gets a quantum every `AGING + q`, `q / (AGING + q)` (9.1%).
+//! Under both a saturating `High` level and `Normal` threads, aged `Low` threads and
+//! `Normal` work share those turns, alternating. Each bound is plus the monitor's and
+//! the signal's delays (µs, unless the kernel deschedules the runtime's threads).
+//! `tests/priority.rs` checks these in the runtime's own counts (`Preempted` events).
+//! With `Preemption::Cooperative` nothing is preempted, for a level or a turn: aging
+//! takes effect at the next scheduling decision, and a turn lasts until the thread
+//! yields.
+//!
+//! A decision made for a thread that yields (or is preempted) is taken before that
+//! thread is queued again, so it must not hand the processor to a lower level: a `Low`
+//! thread that is not aged is taken only by the scheduler context or by a `Low`
+//! thread's own decision, and a `High` thread's quantum ends only for another `High`
+//! thread (the monitor's turn aside); a request nobody made for a `High` thread (a late
+//! signal meant for the thread before it) is dropped (`preempt.rs`, `stale_for_high`). Before, one `Normal` spinner's preemption handed
+//! the processor to a waiting `Low` thread, which then kept it until the monitor next
+//! looked (up to `AGING`), while with two spinners an aged thread put among the `Normal`
+//! work was sent back to its level at the next decision and never ran.
+
 //! # Where the levels live
 //!
 //! `Normal` threads live where every thread lived before priorities: the per-processor
-//! queues and next slots, stolen between processors. `High` and `Low` threads wait in two
-//! runtime-wide FIFO queues ([`PrioQueues`]), under one lock each: they are expected to be
-//! few (a main loop, a loader), and one queue per level makes the levels strict across
-//! processors without a steal protocol. Every path that makes a thread runnable diverts a
-//! non-`Normal` thread there once the runtime has spawned one (a processor flag, tested
-//! only on those paths), so a runtime without priorities pays nothing else.
+//! queues and next slots, stolen between processors. `High` and `Low` threads wait in
+//! runtime-wide FIFO queues ([`PrioQueues`]: `High`, `Low`, and the aged `Low` threads),
+//! under one lock each: they are expected to be few (a main loop, a loader), and one
+//! queue per level makes the levels strict across processors without a steal protocol.
+//! Every path that makes a thread runnable diverts a non-`Normal` thread there once the
+//! runtime has spawned one (a processor flag, tested only on those paths), so a runtime
+//! without priorities pays nothing else. A thread taken for a turn carries a mark
+//! (`task::TURN`) from the decision to its first switch, where its processor publishes
+//! the stint as a turn for the monitor (`Processor::cur_prio`).
 
 use crate::task::TaskRef;
 use std::collections::VecDeque;
@@ -38,7 +73,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// How long a thread of a level under a busy higher one may wait before it gets a turn.
+/// How long a thread of a level under a busy higher one waits before it gets a turn (a
+/// stint of up to a quantum that no level preempts). So a `Low` thread under saturating
+/// `Normal` ones starts within `AGING` plus a quantum and gets at least a quantum per
+/// `AGING` plus two quanta; see `priority.rs`, "What aging guarantees".
 pub const AGING: Duration = Duration::from_millis(100);
 
 /// The scheduling level of a user thread ([`crate::Builder::priority`]).
@@ -50,7 +88,8 @@ pub enum Priority {
     /// The default.
     #[default]
     Normal,
-    /// Runs when nothing else would (background work); aged after [`AGING`].
+    /// Runs when nothing else would (background work); gets a turn after waiting
+    /// [`AGING`].
     Low,
 }
 
@@ -68,14 +107,23 @@ impl Priority {
     }
 }
 
-/// The runtime-wide queues of the `High` and `Low` levels.
+/// The runtime-wide queues of the `High` and `Low` levels, and of the `Low` threads
+/// aged for a turn.
 #[derive(Default)]
 pub(crate) struct PrioQueues {
     high: Mutex<VecDeque<TaskRef>>,
     /// With the timer-clock time each thread was queued, for aging.
     low: Mutex<VecDeque<(TaskRef, u64)>>,
+    /// `Low` threads that waited [`AGING`], each for one turn (module docs).
+    aged: Mutex<VecDeque<TaskRef>>,
     high_len: AtomicUsize,
     low_len: AtomicUsize,
+    aged_len: AtomicUsize,
+}
+
+/// Locks one of the queues; a panic cannot leave a `VecDeque` half changed.
+fn lock<T>(q: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    q.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl PrioQueues {
@@ -83,12 +131,12 @@ impl PrioQueues {
     pub(crate) fn push(&self, t: TaskRef, p: Priority, now: u64) {
         match p {
             Priority::High => {
-                let mut q = self.high.lock().unwrap_or_else(|e| e.into_inner());
+                let mut q = lock(&self.high);
                 q.push_back(t);
                 self.high_len.store(q.len(), Ordering::Release);
             }
             Priority::Low => {
-                let mut q = self.low.lock().unwrap_or_else(|e| e.into_inner());
+                let mut q = lock(&self.low);
                 q.push_back((t, now));
                 self.low_len.store(q.len(), Ordering::Release);
             }
@@ -102,53 +150,76 @@ impl PrioQueues {
         self.high_len.load(Ordering::Acquire) != 0
     }
 
-    /// Whether a `Low` thread waits (a hint).
+    /// Whether a `Low` thread waits, aged or not (a hint).
     #[inline]
     pub(crate) fn low_waiting(&self) -> bool {
-        self.low_len.load(Ordering::Acquire) != 0
+        self.low_len.load(Ordering::Acquire) != 0 || self.aged_waiting()
+    }
+
+    /// Whether an aged `Low` thread waits for its turn (a hint).
+    #[inline]
+    pub(crate) fn aged_waiting(&self) -> bool {
+        self.aged_len.load(Ordering::Acquire) != 0
     }
 
     pub(crate) fn pop_high(&self) -> Option<TaskRef> {
         if !self.high_waiting() {
             return None;
         }
-        let mut q = self.high.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = lock(&self.high);
         let t = q.pop_front();
         self.high_len.store(q.len(), Ordering::Release);
         t
     }
 
     pub(crate) fn pop_low(&self) -> Option<TaskRef> {
-        if !self.low_waiting() {
+        if self.low_len.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let mut q = self.low.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = lock(&self.low);
         let t = q.pop_front().map(|(t, _)| t);
         self.low_len.store(q.len(), Ordering::Release);
         t
     }
 
-    /// The `Low` threads queued at or before `before` (aged), oldest first; and when
-    /// the next one ages, if any waits.
-    pub(crate) fn take_aged(&self, before: u64) -> (Vec<TaskRef>, Option<u64>) {
-        if !self.low_waiting() {
-            return (Vec::new(), None);
+    /// The oldest aged `Low` thread, for its turn.
+    pub(crate) fn pop_aged(&self) -> Option<TaskRef> {
+        if !self.aged_waiting() {
+            return None;
         }
-        let mut q = self.low.lock().unwrap_or_else(|e| e.into_inner());
-        let mut aged = Vec::new();
-        while q.front().is_some_and(|(_, at)| *at <= before) {
-            aged.push(q.pop_front().expect("peeked").0);
+        let mut q = lock(&self.aged);
+        let t = q.pop_front();
+        self.aged_len.store(q.len(), Ordering::Release);
+        t
+    }
+
+    /// Moves the `Low` threads queued at or before `before` to the aged queue, oldest
+    /// first. Returns whether any moved, and when the next one was queued, if any waits.
+    pub(crate) fn age(&self, before: u64) -> (bool, Option<u64>) {
+        if self.low_len.load(Ordering::Acquire) == 0 {
+            return (false, None);
         }
-        self.low_len.store(q.len(), Ordering::Release);
-        (aged, q.front().map(|(_, at)| *at))
+        let mut low = lock(&self.low);
+        let mut moved = false;
+        if low.front().is_some_and(|(_, at)| *at <= before) {
+            let mut aged = lock(&self.aged);
+            while low.front().is_some_and(|(_, at)| *at <= before) {
+                aged.push_back(low.pop_front().expect("peeked").0);
+                moved = true;
+            }
+            self.aged_len.store(aged.len(), Ordering::Release);
+        }
+        self.low_len.store(low.len(), Ordering::Release);
+        (moved, low.front().map(|(_, at)| *at))
     }
 
     /// Every queued thread (at shutdown).
     pub(crate) fn drain(&self) -> Vec<TaskRef> {
-        let mut all: Vec<TaskRef> =
-            self.high.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
-        all.extend(self.low.lock().unwrap_or_else(|e| e.into_inner()).drain(..).map(|(t, _)| t));
+        let mut all: Vec<TaskRef> = lock(&self.high).drain(..).collect();
+        all.extend(lock(&self.aged).drain(..));
+        all.extend(lock(&self.low).drain(..).map(|(t, _)| t));
         self.high_len.store(0, Ordering::Release);
+        self.aged_len.store(0, Ordering::Release);
         self.low_len.store(0, Ordering::Release);
         all
     }

@@ -113,7 +113,7 @@ use crate::preempt::Preemption;
 use crate::processor::{self, ProcPtr, Processor, SpawnOptions, Target};
 use crate::queue::{LifoSlot, QueueStealer, RunQueue};
 use crate::registry::{ParkedThread, Registry};
-use crate::stack::{rounded_size, Depot, MIN_STACK_SIZE};
+use crate::stack::Depot;
 use crate::task::TaskRef;
 use crate::thread::JoinHandle;
 use crate::timer::Timers;
@@ -146,6 +146,18 @@ pub const DEFAULT_STACK_SIZE: usize = 64 * 1024;
 /// Default time a processor that ran out of work keeps searching before it
 /// sleeps (waking a sleeping kernel thread costs 11–35 µs on the lab machine).
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+
+/// The longest search [`RuntimeBuilder::spin`] accepts: a processor searching
+/// longer only burns its CPU (and an idle runtime never sleeps, so its
+/// deadlock check never runs).
+pub const MAX_SPIN: Duration = Duration::from_secs(1);
+
+/// What a duration that means "after this long" saturates to
+/// ([`RuntimeBuilder::block_threshold`], a [`Preemption::Quantum`]): never, in
+/// practice, while the monitor's deadline arithmetic on `Instant`s (a
+/// quantum's end, a doubling poll interval) cannot overflow, as it did with
+/// `Duration::MAX`.
+const LONGEST_WAIT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Idle stacks of the default size whose memory a runtime keeps beyond its
 /// processors' pools; the memory of any more is given back in the background
@@ -485,7 +497,7 @@ impl fmt::Debug for RuntimeBuilder {
 impl Default for RuntimeBuilder {
     fn default() -> Self {
         RuntimeBuilder {
-            processors: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            processors: std::thread::available_parallelism().map_or(1, |n| n.get().min(64)),
             max_processors: None,
             stack_size: DEFAULT_STACK_SIZE,
             spin: DEFAULT_SPIN,
@@ -500,15 +512,17 @@ impl Default for RuntimeBuilder {
 
 impl RuntimeBuilder {
     /// Number of virtual processors (kernel threads running user threads),
-    /// 1 to 64, at first ([`Runtime::set_processors`] changes it). Default:
-    /// the CPUs available to the process.
+    /// 1 to 64, at first ([`Runtime::set_processors`] changes it); `build`
+    /// fails with [`io::ErrorKind::InvalidInput`] naming any other value.
+    /// Default: the CPUs available to the process (at most 64).
     pub fn processors(mut self, n: usize) -> Self {
         self.processors = n;
         self
     }
 
     /// The most processors [`Runtime::set_processors`] may ask for, at least
-    /// [`processors`](RuntimeBuilder::processors) and at most 64. Default:
+    /// [`processors`](RuntimeBuilder::processors) and at most 64 (`build` fails
+    /// with [`io::ErrorKind::InvalidInput`] naming any other value). Default:
     /// `processors`, so a runtime can shrink and grow back but not beyond
     /// what it was built with unless asked.
     ///
@@ -524,15 +538,20 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Default usable stack size of user threads, rounded up to whole pages
-    /// and to at least [`MIN_STACK_SIZE`]. Default [`DEFAULT_STACK_SIZE`].
+    /// Default usable stack size of user threads, rounded up to whole pages;
+    /// a size under [`MIN_STACK_SIZE`](crate::MIN_STACK_SIZE) (0 included)
+    /// saturates to it, and
+    /// `build` fails with [`io::ErrorKind::InvalidInput`] naming one past
+    /// [`MAX_STACK_SIZE`](crate::MAX_STACK_SIZE). Default [`DEFAULT_STACK_SIZE`].
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = bytes;
         self
     }
 
     /// How long a processor that ran out of work searches before sleeping.
-    /// Default [`DEFAULT_SPIN`]; `Duration::ZERO` sleeps at once.
+    /// Default [`DEFAULT_SPIN`]; `Duration::ZERO` sleeps at once; `build`
+    /// fails with [`io::ErrorKind::InvalidInput`] naming a value past
+    /// [`MAX_SPIN`].
     pub fn spin(mut self, d: Duration) -> Self {
         self.spin = d;
         self
@@ -547,7 +566,9 @@ impl RuntimeBuilder {
 
     /// How user threads share a processor (default
     /// [`Preemption::Quantum`]`(`[`DEFAULT_QUANTUM`](crate::DEFAULT_QUANTUM)`)`;
-    /// see [`crate::preempt`] for the argument and the hazards).
+    /// see [`crate::preempt`] for the argument and the hazards). `build`
+    /// fails with [`io::ErrorKind::InvalidInput`] naming a quantum under
+    /// [`MIN_QUANTUM`](crate::MIN_QUANTUM); one over a day saturates to a day.
     pub fn preemption(mut self, p: Preemption) -> Self {
         self.preemption = p;
         self
@@ -556,8 +577,10 @@ impl RuntimeBuilder {
     /// How long a kernel thread must have been blocked in the kernel, with
     /// work waiting, before its processor goes to another kernel thread
     /// (default [`DEFAULT_BLOCK_THRESHOLD`](crate::DEFAULT_BLOCK_THRESHOLD)).
+    /// Saturates: under 1 µs is taken as 1 µs, over a day as a day (never,
+    /// in practice).
     pub fn block_threshold(mut self, d: Duration) -> Self {
-        self.block_threshold = d.max(Duration::from_micros(1));
+        self.block_threshold = d.clamp(Duration::from_micros(1), LONGEST_WAIT);
         self
     }
 
@@ -577,13 +600,44 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Checks every knob, or saturates it where its docs say so; an error
+    /// names the knob and the value. Nothing has been started yet.
+    fn validated(mut self) -> io::Result<Self> {
+        let invalid = |msg: String| Err(io::Error::new(io::ErrorKind::InvalidInput, msg));
+        if !(1..=64).contains(&self.processors) {
+            return invalid(format!("processors must be 1 to 64, not {}", self.processors));
+        }
+        let max = self.max_processors.unwrap_or(self.processors);
+        if !(self.processors..=64).contains(&max) {
+            return invalid(format!(
+                "max_processors must be {} (processors) to 64, not {max}",
+                self.processors
+            ));
+        }
+        self.stack_size = crate::stack::checked_size(self.stack_size, "stack_size")?;
+        if self.spin > MAX_SPIN {
+            return invalid(format!("spin must be at most {MAX_SPIN:?}, not {:?}", self.spin));
+        }
+        if let Preemption::Quantum(q) = self.preemption {
+            if q < crate::MIN_QUANTUM {
+                return invalid(format!(
+                    "the preemption quantum must be at least {:?}, not {q:?}",
+                    crate::MIN_QUANTUM
+                ));
+            }
+            self.preemption = Preemption::Quantum(q.min(LONGEST_WAIT));
+        }
+        self.block_threshold = self.block_threshold.clamp(Duration::from_micros(1), LONGEST_WAIT);
+        Ok(self)
+    }
+
     fn shared(self, stealers: Vec<QueueStealer>) -> Shared {
         let max = self.max_processors.unwrap_or(self.processors).max(self.processors);
         Shared {
             max_procs: max,
             active: CachePadded::new(AtomicUsize::new(self.processors)),
             resize: Mutex::new(()),
-            stack_size: rounded_size(self.stack_size.max(MIN_STACK_SIZE)),
+            stack_size: self.stack_size,
             spin: self.spin,
             deadlock_detection: self.deadlock_detection,
             hook: self.hook,
@@ -593,7 +647,7 @@ impl RuntimeBuilder {
             parkers: (0..max).map(|_| CachePadded::new(Parker::new())).collect(),
             idle: Idle::new(),
             timers: Timers::new(),
-            depot: Depot::new(rounded_size(self.stack_size.max(MIN_STACK_SIZE)), STACK_RETAIN),
+            depot: Depot::new(self.stack_size, STACK_RETAIN),
             shutdown: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             task_refs: CachePadded::new(AtomicUsize::new(1)),
@@ -616,21 +670,13 @@ impl RuntimeBuilder {
         }
     }
 
-    /// Starts the processors.
+    /// Starts the processors. Fails with [`io::ErrorKind::InvalidInput`]
+    /// naming the knob and its value when one is out of range (each knob's
+    /// docs say which values are refused and which saturate), or with the
+    /// error of a kernel thread that could not be started.
     pub fn build(self) -> io::Result<Runtime> {
-        if !(1..=64).contains(&self.processors) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("processors must be 1 to 64, not {}", self.processors),
-            ));
-        }
-        let max = self.max_processors.unwrap_or(self.processors);
-        if !(self.processors..=64).contains(&max) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("max_processors must be {} (processors) to 64, not {max}", self.processors),
-            ));
-        }
+        let this = self.validated()?;
+        let max = this.max_processors.unwrap_or(this.processors);
         crate::guard::install_handler();
         crate::preempt::install_handler();
         // With one processor for good nobody steals: its whole run queue is
@@ -638,7 +684,7 @@ impl RuntimeBuilder {
         let private_cap = if max == 1 { usize::MAX } else { 0 };
         let queues: Vec<RunQueue> =
             (0..max).map(|_| RunQueue::new(Worker::new_fifo(), private_cap)).collect();
-        let shared = Arc::new(self.shared(queues.iter().map(RunQueue::stealer).collect()));
+        let shared = Arc::new(this.shared(queues.iter().map(RunQueue::stealer).collect()));
         // The strong count owned by the population of task references
         // (`Shared`, "Lifetime"); released by `Shared::release_refs`.
         std::mem::forget(Arc::clone(&shared));

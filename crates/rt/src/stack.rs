@@ -41,6 +41,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// [`DEFAULT_STACK_SIZE`](crate::DEFAULT_STACK_SIZE).
 pub const MIN_STACK_SIZE: usize = 16 * 1024;
 
+/// The largest usable stack a user thread may ask for (bytes): 1 GiB, 128 times a
+/// kernel thread's default 8 MiB. A runtime or a spawn asking for more fails with
+/// `InvalidInput` rather than reserving address space no thread will use (the depot
+/// reserves stacks of the runtime's size in batches).
+pub const MAX_STACK_SIZE: usize = 1 << 30;
+
 /// `MADV_GUARD_INSTALL` from Linux 6.13's uapi (`asm-generic/mman-common.h`).
 const MADV_GUARD_INSTALL: libc::c_int = 102;
 
@@ -79,9 +85,25 @@ fn map_stack_memory(len: usize) -> io::Result<NonNull<u8>> {
     Ok(NonNull::new(ptr.cast::<u8>()).expect("mmap never returns null on success"))
 }
 
-/// The usable size a [`Stack::new`] of `size` bytes gets.
+/// The usable size a [`Stack::new`] of `size` bytes gets (`size` at most
+/// [`MAX_STACK_SIZE`], so the rounding cannot wrap).
 pub(crate) fn rounded_size(size: usize) -> usize {
     size.max(MIN_STACK_SIZE).next_multiple_of(page_size())
+}
+
+/// The usable size of a stack asked for as `size` bytes through `knob` (a builder
+/// method's name, for the error): at least [`MIN_STACK_SIZE`], rounded up to pages; more
+/// than [`MAX_STACK_SIZE`] is refused with `InvalidInput` naming the knob and the value.
+pub(crate) fn checked_size(size: usize, knob: &str) -> io::Result<usize> {
+    if size > MAX_STACK_SIZE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{knob} must be at most {MAX_STACK_SIZE} bytes (MAX_STACK_SIZE, 1 GiB), not {size}"
+            ),
+        ));
+    }
+    Ok(rounded_size(size))
 }
 
 /// A mapped stack with a guard page below it. See the module docs for the contract.

@@ -241,7 +241,9 @@ where
         let body = unsafe { Self::body(t) };
         // SAFETY: only the task itself calls `run`, once (module docs).
         let f = unsafe { (*body.f.get()).take() }.expect("a task body runs once");
-        let result = catch_unwind(AssertUnwindSafe(f));
+        let result = catch_unwind(AssertUnwindSafe(f))
+            // SAFETY: `t` is the running task (`run`'s contract).
+            .map_err(|p| crate::preempt::explain_panic(p, unsafe { t.as_ref() }));
         // SAFETY: the joiner reads `out` only after the completion, which the
         // task publishes after this write.
         unsafe { *body.out.get() = Some(result) };
@@ -283,6 +285,10 @@ where
 /// of their `LocalKey`; boxed on first use, so that a thread that uses none
 /// (most) pays one null test at its end, not an empty `Vec`'s drop.
 pub(crate) type LocalMap = Option<Box<Vec<(usize, Box<dyn Any>)>>>;
+
+/// The bit of `Task::priority` that marks a thread taken for a turn
+/// (`priority.rs`, "Aging"), above every level's value.
+pub(crate) const TURN: u8 = 0x80;
 
 /// A user thread: the header of its allocation (the typed body follows it).
 #[repr(C)]
@@ -335,7 +341,8 @@ pub(crate) struct Task {
     /// The thread's CPU budget (`budget.rs`), an owned `Box`, or null. Set at
     /// spawn before the task is published; freed with the task.
     budget: AtomicPtr<Budget>,
-    /// The thread's level (`priority.rs`), as `Priority::as_u8`; set at spawn.
+    /// The thread's level (`priority.rs`), as `Priority::as_u8`, set at spawn; plus
+    /// [`TURN`] from when a processor takes it for a turn to when that turn starts.
     priority: AtomicU8,
     /// `shared-library` build: the user thread's signal mask (the first 64
     /// signals), applied to whichever kernel thread resumes it
@@ -645,7 +652,20 @@ impl Task {
     /// The task's level.
     #[inline]
     pub(crate) fn priority(&self) -> crate::Priority {
-        crate::Priority::from_u8(self.priority.load(Ordering::Relaxed))
+        crate::Priority::from_u8(self.priority.load(Ordering::Relaxed) & !TURN)
+    }
+
+    /// Marks the task as taken for a turn (`priority.rs`, "Aging"), by the
+    /// processor about to run it.
+    pub(crate) fn give_turn(&self) {
+        self.priority.fetch_or(TURN, Ordering::Relaxed);
+    }
+
+    /// Whether the task was taken for a turn, which starts now (the mark is
+    /// cleared). On the processor that took it.
+    pub(crate) fn take_turn(&self) -> bool {
+        self.priority.load(Ordering::Relaxed) & TURN != 0
+            && self.priority.fetch_and(!TURN, Ordering::Relaxed) & TURN != 0
     }
 
     /// Makes the task never preemptible (at spawn, before it is published).

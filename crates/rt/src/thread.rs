@@ -158,8 +158,10 @@ impl Builder {
         self
     }
 
-    /// Usable stack size in bytes (rounded up to pages, at least
-    /// [`MIN_STACK_SIZE`](crate::MIN_STACK_SIZE)). Stacks of the runtime's
+    /// Usable stack size in bytes: rounded up to pages, and a size under
+    /// [`MIN_STACK_SIZE`](crate::MIN_STACK_SIZE) (0 included) saturates to it;
+    /// `spawn` fails with [`io::ErrorKind::InvalidInput`] naming the value past
+    /// [`MAX_STACK_SIZE`](crate::MAX_STACK_SIZE). Stacks of the runtime's
     /// default size come from a pool; others cost an `mmap` each.
     pub fn stack_size(mut self, bytes: usize) -> Builder {
         self.opts.stack_size = Some(bytes);
@@ -168,8 +170,10 @@ impl Builder {
 
     /// Whether the thread may be preempted (default `true`). A thread that
     /// holds kernel-thread-affine state across long stretches of code (see
-    /// [`crate::preempt`]) can opt out; it still switches when it yields or
-    /// blocks on a runtime primitive.
+    /// [`crate::preempt`]; a tokio runtime, for one) can opt out: it is then
+    /// neither preempted nor moved to another kernel thread when it blocks in
+    /// the kernel. It still switches when it yields or blocks on a runtime
+    /// primitive.
     pub fn preemptible(mut self, on: bool) -> Builder {
         self.opts.not_preemptible = !on;
         self
@@ -188,13 +192,17 @@ impl Builder {
     /// is not charged). See `budget.rs` for the accounting.
     ///
     /// `spawn` fails with [`io::ErrorKind::InvalidInput`] unless `fraction`
-    /// is in (0, 1] and `period` is at least 500 µs.
+    /// is in (0, 1] (not NaN), `period` is at least 500 µs, and the budget
+    /// allows at least 1 µs per period (`fraction × period`, rounded to ns). A
+    /// period past 2⁶³ ns (292 years) saturates to that: never renewed, in
+    /// practice.
     pub fn cpu_budget(mut self, fraction: f64, period: Duration) -> Builder {
         self.opts.budget = Some((fraction, period));
         self
     }
 
-    /// The thread's scheduling level (default [`Priority::Normal`](crate::Priority)):
+    /// The thread's scheduling level (default [`Priority::Normal`](crate::Priority); every
+    /// value is valid):
     /// strict between levels, with aging so no level starves forever. See
     /// [`Priority`](crate::Priority) and `priority.rs` for the rule and its bound.
     pub fn priority(mut self, p: crate::Priority) -> Builder {

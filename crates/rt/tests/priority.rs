@@ -229,3 +229,165 @@ fn aging_ends_starvation_within_its_documented_bound() {
     eprintln!("the Low thread waited {waited:?} (rule: AGING + a quantum; bound with allowance {bound:?})");
     assert!(waited <= bound, "the Low thread waited {waited:?}, past {bound:?}");
 }
+
+/// What [`aged_beside`] saw of a spinner of a lower level on one processor, from the
+/// runtime's `Preempted` events (`ran`: how long a stint ran, as the monitor measured it).
+struct AgedShare {
+    /// How long each of the lower thread's stints ran.
+    runs: Vec<Duration>,
+    /// Between each two of the lower thread's stints, the whole quanta the spinners of
+    /// the higher level ran.
+    higher_between: Vec<u128>,
+}
+
+/// The median (upper, for an even count) of `v`.
+fn median<T: Ord + Copy>(v: &[T]) -> T {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// Runs a spinner of level `lower` beside `n` spinners of level `higher`, and with
+/// `high_every` a `High` thread that sleeps that long again and again, on one processor
+/// with quantum `q`, until the lower thread has had `turns` stints of a full quantum. A
+/// starved or always cut-short lower thread never gets there: the watchdog fails the test.
+fn aged_beside(
+    lower: Priority,
+    (n, higher): (usize, Priority),
+    high_every: Option<Duration>,
+    q: Duration,
+    turns: usize,
+) -> AgedShare {
+    use schedlab_rt::{Event, ThreadId};
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::OnceLock;
+    let stop = Arc::new(AtomicBool::new(false));
+    let lower_id: Arc<OnceLock<ThreadId>> = Arc::default();
+    let full = Arc::new(AtomicUsize::new(0));
+    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let (s, l, f, log) = (stop.clone(), lower_id.clone(), full.clone(), events.clone());
+    let rt = Runtime::builder()
+        .processors(1)
+        .preemption(Preemption::Quantum(q))
+        .on_event(move |e| {
+            if let Event::Preempted { thread, ran, .. } = e {
+                if l.get() == Some(thread)
+                    && *ran >= q
+                    && f.fetch_add(1, Ordering::Relaxed) + 1 >= turns
+                {
+                    s.store(true, Ordering::Relaxed);
+                }
+            }
+            log.lock().unwrap().push(e.clone());
+        })
+        .build()
+        .unwrap();
+    let (higher_ids, lower_id) = watchdog(60, move || {
+        rt.block_on(move || {
+            let spin = |p: Priority| {
+                let s = stop.clone();
+                Builder::new().priority(p).spawn(move || spin_until(&s)).unwrap()
+            };
+            let spinners: Vec<_> = (0..n).map(|_| spin(higher)).collect();
+            let high = high_every.map(|every| {
+                let s = stop.clone();
+                Builder::new()
+                    .priority(Priority::High)
+                    .spawn(move || {
+                        while !s.load(Ordering::Relaxed) {
+                            sleep(every);
+                        }
+                    })
+                    .unwrap()
+            });
+            // Let the spinners start, so the lower thread arrives under running ones.
+            yield_now();
+            let low = spin(lower);
+            lower_id.set(low.thread().id()).unwrap();
+            let ids: Vec<ThreadId> = spinners.iter().map(|h| h.thread().id()).collect();
+            let low_id = low.thread().id();
+            low.join().unwrap();
+            for h in spinners.into_iter().chain(high) {
+                h.join().unwrap();
+            }
+            (ids, low_id)
+        })
+        .unwrap()
+    });
+    let events = events.lock().unwrap();
+    let mut share = AgedShare { runs: Vec::new(), higher_between: Vec::new() };
+    let mut between = None;
+    for e in events.iter() {
+        if let Event::Preempted { thread, ran, .. } = e {
+            if *thread == lower_id {
+                share.runs.push(*ran);
+                share.higher_between.extend(between.replace(0));
+            } else if let (true, Some(n)) = (higher_ids.contains(thread), between.as_mut()) {
+                *n += ran.as_nanos() / q.as_nanos();
+            }
+        }
+    }
+    share
+}
+
+/// Checks the share aging promises (`priority.rs`) to a spinner of level `lower` beside
+/// `n` spinners of level `higher`: a turn of one quantum, then AGING at its level, so one
+/// quantum per AGING plus at most two, and no more. In the runtime's own counts: the lower
+/// thread gets `turns` stints of a full quantum (else the watchdog fails the test); its
+/// typical stint is one quantum, not two; and between two of them the higher spinners
+/// typically get AGING / quantum quanta (+1, with a factor of two either way). Medians, so
+/// that one stall of a loaded machine (a stint measured long) does not decide.
+fn check_aging_share(lower: Priority, n: usize, higher: Priority) {
+    let q = Duration::from_millis(10);
+    let per_aging = schedlab_rt::AGING.as_nanos() / q.as_nanos();
+    let share = aged_beside(lower, (n, higher), None, q, 9);
+    let (run, between) = (median(&share.runs), median(&share.higher_between));
+    eprintln!(
+        "{lower:?} beside {n} {higher:?} spinner(s): its stints {:?}, the higher quanta \
+         between them {:?}",
+        share.runs, share.higher_between
+    );
+    assert!(
+        run >= q && run < 2 * q,
+        "the {lower:?} thread's typical stint ran {run:?}, not one quantum"
+    );
+    let (least, most) = (per_aging / 2, 2 * (per_aging + 1));
+    assert!(
+        (least..=most).contains(&between),
+        "between two {lower:?} stints the {higher:?} spinners typically got {between} quanta, \
+         not {least} to {most}"
+    );
+}
+
+#[test]
+fn aging_starts_a_low_thread_beside_two_normal_spinners() {
+    // Two Normal threads keep the queue non-empty at every decision: the aged Low thread
+    // must still get its turns (before the fix it was sent back to its level, aged anew,
+    // at every decision that found Normal work queued: it never ran).
+    let q = Duration::from_millis(10);
+    let share = aged_beside(Priority::Low, (2, Priority::Normal), None, q, 3);
+    assert!(share.runs.len() >= 3);
+}
+
+#[test]
+fn aging_starts_a_low_thread_beside_a_spinner_and_a_waking_high_thread() {
+    let (q, every) = (Duration::from_millis(10), Some(Duration::from_millis(2)));
+    let share = aged_beside(Priority::Low, (1, Priority::Normal), every, q, 3);
+    assert!(share.runs.len() >= 3);
+}
+
+#[test]
+fn an_aged_low_thread_gets_a_full_quantum_per_aging_period() {
+    // Before the fix, with two Normal spinners the Low thread never got a turn; with one,
+    // it was taken for the yielding spinner and then held the processor until the monitor
+    // next looked, up to AGING.
+    check_aging_share(Priority::Low, 1, Priority::Normal);
+    check_aging_share(Priority::Low, 2, Priority::Normal);
+}
+
+#[test]
+fn normal_work_under_a_high_spinner_gets_a_full_quantum_per_aging_period() {
+    // Before the fix the monitor preempted the Normal thread's turn at its next look, a
+    // few µs in, for the waiting High thread.
+    check_aging_share(Priority::Normal, 1, Priority::High);
+}

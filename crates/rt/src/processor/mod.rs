@@ -327,8 +327,13 @@ pub(crate) struct Processor {
     /// The runtime has threads of levels other than `Normal` (`priority.rs`).
     pub(crate) prios: AtomicBool,
     /// The level of the running user thread (`Priority::as_u8`; `Normal` for
-    /// the scheduler context), for the monitor, while `prios` is set.
+    /// the scheduler context), plus `task::TURN` while its stint is a turn
+    /// (`priority.rs`, "Aging"), for the monitor, while `prios` is set.
     pub(crate) cur_prio: std::sync::atomic::AtomicU8,
+    /// The last turn given here went to an aged `Low` thread, and no `Normal`
+    /// thread has run here since: the next aged one waits behind `Normal`
+    /// work (`priority.rs`, "Aging"). Only this processor's kernel thread.
+    aged_last: Cell<bool>,
     /// Set by the monitor: the next decision skips the `High` queue once, so
     /// `Normal` work that waited under `High` threads for `AGING` gets a turn.
     pub(crate) normal_turn: AtomicBool,
@@ -387,6 +392,7 @@ impl Processor {
             prios: AtomicBool::new(false),
             cur_prio: std::sync::atomic::AtomicU8::new(1),
             normal_turn: AtomicBool::new(false),
+            aged_last: Cell::new(false),
             budgets: AtomicBool::new(false),
             budget_current: Cell::new(None),
             budget_deadline: AtomicU64::new(u64::MAX),
@@ -513,9 +519,24 @@ impl Processor {
             self.budget_switch();
         }
         if self.prios.load(Ordering::Relaxed) {
-            let p = self.current_task().map_or(crate::Priority::Normal, Task::priority);
-            self.cur_prio.store(p.as_u8(), Ordering::Relaxed);
+            let cur = self.current_task();
+            let p = cur.map_or(crate::Priority::Normal, Task::priority);
+            let turn = cur.is_some_and(Task::take_turn);
+            if turn && p == crate::Priority::Low {
+                self.aged_last.set(true);
+            } else if p == crate::Priority::Normal && cur.is_some() {
+                self.aged_last.set(false);
+            }
+            let turn_bit = if turn { crate::task::TURN } else { 0 };
+            self.cur_prio.store(p.as_u8() | turn_bit, Ordering::Relaxed);
         }
+    }
+
+    /// The running stint is a turn (`priority.rs`, "Aging"): no level takes
+    /// the processor from it. While `prios` is set.
+    #[inline]
+    fn on_turn(&self) -> bool {
+        self.cur_prio.load(Ordering::Relaxed) & crate::task::TURN != 0
     }
 
     /// The CPU-budget accounting of a change of the running context
@@ -704,7 +725,10 @@ impl Processor {
     #[inline(never)]
     fn divert_slow(&self, t: TaskRef, woken: bool) {
         let p = t.priority();
-        if woken && self.current_task().is_some_and(|c| c.priority() > p && c.preemptible()) {
+        if woken
+            && !self.on_turn()
+            && self.current_task().is_some_and(|c| c.priority() > p && c.preemptible())
+        {
             // Strict levels on this processor: the waker is preempted when
             // its section ends (`Machine::lower`), and the decision that
             // follows takes `t` from its queue.
@@ -717,15 +741,24 @@ impl Processor {
     }
 
     /// The thread a decision takes from the levels' queues before its own
-    /// work (`priority.rs`): a `High` one, unless the monitor asked this
-    /// processor to let its `Normal` work have a turn (aging).
+    /// work (`priority.rs`): a `High` one, then an aged `Low` one for its turn
+    /// unless the last turn here went to one; or, when the monitor asked this
+    /// processor to let the work under its `High` threads have a turn (aging),
+    /// that turn's thread: an aged one on the same condition, else its own
+    /// `Normal` work.
     #[cold]
     #[inline(never)]
     fn prio_first(&self) -> Option<TaskRef> {
-        if self.normal_turn.swap(false, Ordering::Relaxed) {
-            return None;
-        }
-        self.shared.prio.pop_high()
+        let prio = &self.shared.prio;
+        let aged = || if self.aged_last.get() { None } else { prio.pop_aged() };
+        let turn = if self.normal_turn.swap(false, Ordering::Relaxed) {
+            aged().or_else(|| self.pop_local())
+        } else if let Some(t) = prio.pop_high() {
+            return Some(t);
+        } else {
+            aged()
+        };
+        turn.inspect(|t| t.give_turn())
     }
 
     /// Next thread to run, from the local queue (task or scheduler context).
@@ -802,14 +835,24 @@ impl Processor {
     }
 
     /// A `Low` thread, when the runtime has levels: what a decision takes when
-    /// it has nothing else (`priority.rs`).
+    /// it has nothing else (`priority.rs`). An aged one, for its turn; else one
+    /// waiting at its level, unless the decision is a user thread's of a higher
+    /// level: that thread may be yielding, runnable but not yet queued, and
+    /// must not lose the processor to a lower level (the scheduler context
+    /// takes the `Low` thread if it parks or exits instead).
     #[inline]
     fn low_last(&self) -> Option<TaskRef> {
-        if self.prios.load(Ordering::Relaxed) {
-            self.shared.prio.pop_low()
-        } else {
-            None
+        if !self.prios.load(Ordering::Relaxed) {
+            return None;
         }
+        if let Some(t) = self.shared.prio.pop_aged() {
+            t.give_turn();
+            return Some(t);
+        }
+        if self.current_task().is_some_and(|c| c.priority() < crate::Priority::Low) {
+            return None;
+        }
+        self.shared.prio.pop_low()
     }
 
     /// The queue's turn after [`MAX_LIFO_STREAK`] decisions from the next

@@ -80,7 +80,10 @@ where
         }
         (_, Target::Runtime(shared)) => (None, shared),
     };
-    let size = opts.stack_size.map_or(shared.stack_size, crate::stack::rounded_size);
+    let size = match opts.stack_size {
+        None => shared.stack_size,
+        Some(bytes) => crate::stack::checked_size(bytes, "Builder::stack_size")?,
+    };
     // The common case, a stack from this processor's pool, is moved straight
     // into the new task below. Any other is got now, so that a failure
     // leaves nothing allocated. (Passing the pooled stack along as an
