@@ -117,6 +117,9 @@ pub(crate) fn unwind(d: &ThreadData) -> ! {
 #[no_mangle]
 pub unsafe extern "C-unwind" fn pthread_cancel(t: libc::pthread_t) -> c_int {
     let Some(d) = crate::thread::user_thread(t) else {
+        if crate::thread::gone(t) {
+            return libc::ESRCH;
+        }
         // SAFETY: forwarded unchanged to glibc.
         return unsafe { next::pthread_cancel()(t) };
     };

@@ -102,6 +102,9 @@ struct Layout {
     /// Offset of the `rseq` area from the thread pointer, if glibc registers one.
     rseq: Option<isize>,
     allocate: unsafe extern "C" fn(*mut c_void) -> *mut c_void,
+    init: unsafe extern "C" fn(*mut c_void, bool) -> *mut c_void,
+    /// `sizeof (struct pthread)`.
+    size: usize,
     deallocate: unsafe extern "C" fn(*mut c_void, bool),
     call_tls_dtors: unsafe extern "C" fn(),
     ctype_init: unsafe extern "C" fn(),
@@ -131,7 +134,12 @@ fn layout() -> &'static Layout {
         unsafe {
             Layout {
                 tid: tid as usize,
+                size,
                 rseq,
+                init: std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(*mut c_void, bool) -> *mut c_void,
+                >(private(c"_dl_allocate_tls_init")),
                 allocate: std::mem::transmute::<
                     *mut c_void,
                     unsafe extern "C" fn(*mut c_void) -> *mut c_void,
@@ -156,17 +164,39 @@ pub(crate) fn check() {
     layout();
 }
 
+/// Blocks of exited user threads, kept for the next ones (as glibc keeps
+/// the stacks of exited threads): a new thread's block costs a
+/// re-initialisation instead of an allocation, and a `pthread_t` of a joined
+/// thread still points at mapped memory whose word says so ([`GONE`]), so
+/// using it again answers `ESRCH` instead of reading freed memory.
+static CACHE: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+/// At most this many blocks are kept (each the process's static TLS size
+/// plus glibc's `struct pthread`, a few KiB); more are freed.
+const CACHE_MAX: usize = 4096;
+/// The library's thread-local word in a kept block: "a thread of ours that
+/// was joined or, detached, has ended" (`thread::gone`).
+pub(crate) const GONE: usize = 1;
+
 /// A new thread control block with fresh TLS, as glibc's `pthread_create`
 /// would make, its header copied from the calling thread's (module docs).
 /// Returns the thread pointer, or `None` when out of memory.
 pub(crate) fn new_tcb(tid: i32) -> Option<usize> {
     let l = layout();
-    // SAFETY: `_dl_allocate_tls(NULL)` allocates and initialises a block.
-    let tcb = unsafe { (l.allocate)(std::ptr::null_mut()) } as usize;
+    let kept = CACHE.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    let tcb = match kept {
+        // SAFETY: a block of ours that no thread uses any more.
+        Some(tcb) => unsafe { reinit(l, tcb) },
+        None => {
+            // SAFETY: `_dl_allocate_tls(NULL)` allocates and initialises a block.
+            unsafe { (l.allocate)(std::ptr::null_mut()) as usize }
+        }
+    };
     if tcb == 0 {
         return None;
     }
-    let me = schedlab_rt::shared::thread_pointer();
+    // glibc's own `pthread_self` of the calling thread: its control block.
+    // SAFETY: pthread_self has no preconditions.
+    let me = unsafe { libc::pthread_self() } as usize;
     // SAFETY: `tcb` is a fresh block of at least `sizeof (struct pthread)`
     // bytes, ours alone; `me` is the calling thread's live block.
     unsafe {
@@ -188,12 +218,45 @@ pub(crate) fn new_tcb(tid: i32) -> Option<usize> {
     Some(tcb)
 }
 
-/// Frees a block made by [`new_tcb`].
+/// Makes a kept block new again, as glibc's stack cache does before reuse:
+/// frees the dynamic TLS blocks of `dlopen`ed objects, clears the DTV and
+/// `struct pthread`, and copies every object's TLS image afresh.
+///
+/// # Safety
+///
+/// `tcb` was made by [`new_tcb`] and no thread uses it.
+unsafe fn reinit(l: &Layout, tcb: usize) -> usize {
+    // SAFETY: the block's header and its DTV, laid out as glibc's
+    // `dtv_t` (16 bytes: `counter`, or `val` and `to_free`) with the
+    // length in `dtv[-1].counter`.
+    unsafe {
+        let dtv = ((tcb + 8) as *const *mut [usize; 2]).read();
+        let n = (*dtv.offset(-1))[0];
+        for i in 0..n {
+            libc::free((*dtv.add(1 + i))[1] as *mut c_void);
+        }
+        std::ptr::write_bytes(dtv, 0, n + 1);
+        std::ptr::write_bytes(tcb as *mut u8, 0, l.size);
+        ((tcb + 8) as *mut *mut [usize; 2]).write(dtv);
+        (l.init)(tcb as *mut c_void, true) as usize
+    }
+}
+
+/// Keeps a block made by [`new_tcb`] for a later thread (or frees it when
+/// enough are kept), marking it [`GONE`].
 ///
 /// # Safety
 ///
 /// No thread uses `tcb` as its thread pointer any more, now or later.
 pub(crate) unsafe fn free_tcb(tcb: usize) {
+    // SAFETY: forwarded; the block is ours.
+    unsafe { crate::tls::set_in(tcb, GONE) };
+    let mut kept = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if kept.len() < CACHE_MAX {
+        kept.push(tcb);
+        return;
+    }
+    drop(kept);
     // SAFETY: forwarded; `true` frees the block with its DTV.
     unsafe { (layout().deallocate)(tcb as *mut c_void, true) }
 }

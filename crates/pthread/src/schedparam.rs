@@ -19,7 +19,7 @@
 //!   of virtual processors, within what the runtime was built with.
 //! - `pthread_tryjoin_np`, `pthread_timedjoin_np`, `pthread_clockjoin_np`.
 
-use crate::thread::user_thread;
+use crate::thread::{gone, user_thread};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -58,6 +58,9 @@ pub unsafe extern "C-unwind" fn pthread_setschedparam(
     param: *const libc::sched_param,
 ) -> c_int {
     let Some(d) = user_thread(t) else {
+        if gone(t) {
+            return libc::ESRCH;
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_setschedparam()(t, policy, param) };
     };
@@ -87,6 +90,9 @@ pub unsafe extern "C-unwind" fn pthread_getschedparam(
     param: *mut libc::sched_param,
 ) -> c_int {
     let Some(d) = user_thread(t) else {
+        if gone(t) {
+            return libc::ESRCH;
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_getschedparam()(t, policy, param) };
     };
@@ -103,6 +109,9 @@ pub unsafe extern "C-unwind" fn pthread_getschedparam(
 #[no_mangle]
 pub extern "C-unwind" fn pthread_setschedprio(t: libc::pthread_t, prio: c_int) -> c_int {
     let Some(d) = user_thread(t) else {
+        if gone(t) {
+            return libc::ESRCH;
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_setschedprio()(t, prio) };
     };
@@ -126,6 +135,7 @@ pub unsafe extern "C-unwind" fn pthread_getcpuclockid(
 ) -> c_int {
     match user_thread(t) {
         Some(_) => libc::ENOENT,
+        None if gone(t) => libc::ESRCH,
         // SAFETY: forwarded unchanged.
         None => unsafe { next::pthread_getcpuclockid()(t, clock) },
     }
@@ -150,6 +160,9 @@ pub unsafe extern "C-unwind" fn pthread_getaffinity_np(
     set: *mut libc::cpu_set_t,
 ) -> c_int {
     if user_thread(t).is_none() {
+        if gone(t) {
+            return libc::ESRCH;
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_getaffinity_np()(t, size, set) };
     }
@@ -183,6 +196,9 @@ pub unsafe extern "C-unwind" fn pthread_setaffinity_np(
     set: *const libc::cpu_set_t,
 ) -> c_int {
     if user_thread(t).is_none() {
+        if gone(t) {
+            return libc::ESRCH;
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_setaffinity_np()(t, size, set) };
     }
@@ -240,6 +256,7 @@ pub unsafe extern "C-unwind" fn pthread_tryjoin_np(
         // SAFETY: joining a thread that has exited does not wait.
         Some(d) if d.has_exited() => unsafe { crate::thread::pthread_join(t, ret) },
         Some(_) => libc::EBUSY,
+        None if gone(t) => libc::ESRCH,
         // SAFETY: forwarded unchanged.
         None => unsafe { next::pthread_tryjoin_np()(t, ret) },
     }
@@ -257,6 +274,9 @@ pub unsafe extern "C-unwind" fn pthread_timedjoin_np(
     abstime: *const libc::timespec,
 ) -> c_int {
     if user_thread(t).is_none() {
+        if gone(t) {
+            return libc::ESRCH;
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_timedjoin_np()(t, ret, abstime) };
     }
@@ -278,6 +298,9 @@ pub unsafe extern "C-unwind" fn pthread_clockjoin_np(
     abstime: *const libc::timespec,
 ) -> c_int {
     let Some(d) = user_thread(t) else {
+        if gone(t) {
+            return libc::ESRCH;
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_clockjoin_np()(t, ret, clock, abstime) };
     };

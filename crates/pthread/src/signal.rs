@@ -21,7 +21,7 @@
 //! runtime's own handler restarts it, so the program's handler runs and the
 //! call goes on).
 
-use crate::thread::{current, on_user_thread, user_thread, Kind};
+use crate::thread::{current, gone, on_user_thread, user_thread, Kind};
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;
 
@@ -131,6 +131,9 @@ pub unsafe extern "C-unwind" fn sigprocmask(
 #[no_mangle]
 pub unsafe extern "C-unwind" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
     let Some(d) = user_thread(t) else {
+        if gone(t) {
+            return libc::ESRCH;
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_kill()(t, sig) };
     };

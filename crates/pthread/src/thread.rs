@@ -208,7 +208,10 @@ pub(crate) fn current() -> &'static ThreadData {
 
 #[cold]
 fn adopt() -> &'static ThreadData {
-    let d = Box::leak(ThreadData::new(Kind::Kernel, schedlab_rt::shared::thread_pointer(), 0, 0));
+    // glibc's own answer: the kernel thread's control block.
+    // SAFETY: pthread_self has no preconditions.
+    let me = unsafe { libc::pthread_self() } as usize;
+    let d = Box::leak(ThreadData::new(Kind::Kernel, me, 0, 0));
     crate::tls::set(d as *const ThreadData as usize);
     d
 }
@@ -222,12 +225,21 @@ pub(crate) fn user_thread(t: libc::pthread_t) -> Option<&'static ThreadData> {
     // unjoined) thread undefined; for one that does, its block is mapped
     // and holds our word at the static offset.
     let p = unsafe { crate::tls::get_in(t as usize) };
-    if p == 0 {
+    if p == 0 || p == crate::glibc::GONE {
         return None;
     }
-    // SAFETY: the word holds null or a `ThreadData`.
+    // SAFETY: the word holds null, `GONE` or a `ThreadData`.
     let d = unsafe { &*(p as *const ThreadData) };
     (d.magic == MAGIC && d.kind.get() == Kind::User && d.tcb == t as usize).then_some(d)
+}
+
+/// Whether `t` was a user thread of ours that has been joined (or, detached,
+/// has ended): its kept block says so (`glibc::GONE`). Every function that
+/// names a thread answers `ESRCH` for it rather than pass it to glibc,
+/// which would take the block for one of its own.
+pub(crate) fn gone(t: libc::pthread_t) -> bool {
+    // SAFETY: as in `user_thread`; kept blocks stay mapped.
+    t != 0 && unsafe { crate::tls::get_in(t as usize) } == crate::glibc::GONE
 }
 
 /// Whether the caller is a user thread.
@@ -541,6 +553,9 @@ fn finish(d: &ThreadData) {
 #[no_mangle]
 pub unsafe extern "C-unwind" fn pthread_join(t: libc::pthread_t, ret: *mut *mut c_void) -> c_int {
     let Some(d) = user_thread(t) else {
+        if gone(t) {
+            return libc::ESRCH;
+        }
         // SAFETY: forwarded unchanged to glibc.
         return unsafe { next::pthread_join()(t, ret) };
     };
@@ -644,6 +659,7 @@ fn detach(d: &ThreadData) -> c_int {
 pub unsafe extern "C-unwind" fn pthread_detach(t: libc::pthread_t) -> c_int {
     match user_thread(t) {
         Some(d) => detach(d),
+        None if gone(t) => libc::ESRCH,
         // SAFETY: forwarded unchanged to glibc.
         None => unsafe { next::pthread_detach()(t) },
     }
@@ -750,6 +766,9 @@ pub unsafe extern "C-unwind" fn pthread_getattr_np(
     attr: *mut libc::pthread_attr_t,
 ) -> c_int {
     let Some(d) = user_thread(t) else {
+        if gone(t) {
+            return libc::ESRCH;
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_getattr_np()(t, attr) };
     };
@@ -778,6 +797,9 @@ pub unsafe extern "C-unwind" fn pthread_setname_np(
     name: *const libc::c_char,
 ) -> c_int {
     let Some(d) = user_thread(t) else {
+        if gone(t) {
+            return libc::ESRCH;
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_setname_np()(t, name) };
     };
@@ -804,6 +826,9 @@ pub unsafe extern "C-unwind" fn pthread_getname_np(
     len: libc::size_t,
 ) -> c_int {
     let Some(d) = user_thread(t) else {
+        if gone(t) {
+            return libc::ESRCH;
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_getname_np()(t, buf, len) };
     };
