@@ -115,7 +115,7 @@ pub(crate) fn unwind(d: &ThreadData) -> ! {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cancel(t: libc::pthread_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_cancel(t: libc::pthread_t) -> c_int {
     let Some(d) = crate::thread::user_thread(t) else {
         // SAFETY: forwarded unchanged to glibc.
         return unsafe { next::pthread_cancel()(t) };
@@ -136,7 +136,7 @@ pub unsafe extern "C" fn pthread_cancel(t: libc::pthread_t) -> c_int {
 
 /// `pthread_testcancel`.
 #[no_mangle]
-pub extern "C" fn pthread_testcancel() {
+pub extern "C-unwind" fn pthread_testcancel() {
     test();
 }
 
@@ -146,7 +146,7 @@ pub extern "C" fn pthread_testcancel() {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int {
     let d = current();
     let set = match state {
         PTHREAD_CANCEL_ENABLE => false,
@@ -175,7 +175,7 @@ pub unsafe extern "C" fn pthread_setcancelstate(state: c_int, old: *mut c_int) -
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_setcanceltype(kind: c_int, old: *mut c_int) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_setcanceltype(kind: c_int, old: *mut c_int) -> c_int {
     let d = current();
     let set = match kind {
         PTHREAD_CANCEL_DEFERRED => false,

@@ -97,7 +97,7 @@ fn set_errno(e: c_int) {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn nanosleep(req: *const libc::timespec, rem: *mut libc::timespec) -> c_int {
+pub unsafe extern "C-unwind" fn nanosleep(req: *const libc::timespec, rem: *mut libc::timespec) -> c_int {
     if !on_user_thread() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::nanosleep()(req, rem) };
@@ -123,7 +123,7 @@ pub unsafe extern "C" fn nanosleep(req: *const libc::timespec, rem: *mut libc::t
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn clock_nanosleep(
+pub unsafe extern "C-unwind" fn clock_nanosleep(
     clock: libc::clockid_t,
     flags: c_int,
     req: *const libc::timespec,
@@ -159,7 +159,7 @@ pub unsafe extern "C" fn clock_nanosleep(
 
 /// `usleep`.
 #[no_mangle]
-pub extern "C" fn usleep(us: libc::useconds_t) -> c_int {
+pub extern "C-unwind" fn usleep(us: libc::useconds_t) -> c_int {
     if !on_user_thread() {
         // SAFETY: glibc's, unchanged.
         return unsafe { next::usleep()(us) };
@@ -170,7 +170,7 @@ pub extern "C" fn usleep(us: libc::useconds_t) -> c_int {
 
 /// `sleep`.
 #[no_mangle]
-pub extern "C" fn sleep(s: c_uint) -> c_uint {
+pub extern "C-unwind" fn sleep(s: c_uint) -> c_uint {
     if !on_user_thread() {
         // SAFETY: glibc's, unchanged.
         return unsafe { next::sleep()(s) };

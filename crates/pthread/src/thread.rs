@@ -468,7 +468,7 @@ fn finish(d: &ThreadData) {
 ///
 /// C's contract for `pthread_join`.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_join(t: libc::pthread_t, ret: *mut *mut c_void) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_join(t: libc::pthread_t, ret: *mut *mut c_void) -> c_int {
     let Some(d) = user_thread(t) else {
         // SAFETY: forwarded unchanged to glibc.
         return unsafe { next::pthread_join()(t, ret) };
