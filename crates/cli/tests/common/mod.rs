@@ -47,6 +47,12 @@ pub fn exec() -> Command {
 /// Runs `cmd` to completion, killing it after `limit` (a hang guard, not a timing check):
 /// a hung program fails the test with what it printed instead of hanging the suite.
 pub fn output_within(cmd: &mut Command, limit: std::time::Duration) -> Output {
+    bounded(cmd, limit).unwrap_or_else(|hung| panic!("{hung}"))
+}
+
+/// Runs `cmd` to completion, or kills its process group after `limit` and says so (with
+/// what it printed) as the error.
+pub fn bounded(cmd: &mut Command, limit: std::time::Duration) -> Result<Output, String> {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
     use std::process::Stdio;
@@ -81,13 +87,13 @@ pub fn output_within(cmd: &mut Command, limit: std::time::Duration) -> Output {
             unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let status = child.wait().expect("wait");
             let (o, e) = (o.join().unwrap(), e.join().unwrap());
-            panic!(
+            return Err(format!(
                 "{cmd:?} still ran after {limit:?}: killed ({status})\nstdout:\n{}\nstderr:\n{}",
                 text(&o),
                 text(&e)
-            );
+            ));
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    Output { status, stdout: o.join().unwrap(), stderr: e.join().unwrap() }
+    Ok(Output { status, stdout: o.join().unwrap(), stderr: e.join().unwrap() })
 }
