@@ -85,13 +85,17 @@ pub fn timeline_from_switches(
     vps
 }
 
+/// A switch on a processor's lane: `(processor, from, to)`, user thread ids (`None`: the
+/// processor's own scheduler context).
+pub type LaneSwitch = (usize, Option<u64>, Option<u64>);
+/// A mark on a processor's lane: `(processor, text)`.
+pub type LaneMark = (usize, String);
+
 /// What a timeline draws of one runtime event: a switch on a processor's lane
 /// (`(processor, from, to)`) and a mark (`(processor, text)`). The one mapping the live
 /// recorder ([`record`]) and the recorded file of `schedlab exec --trace`
 /// ([`process_timeline`]) share.
-pub fn what_to_draw(
-    e: &Event,
-) -> (Option<(usize, Option<u64>, Option<u64>)>, Option<(usize, String)>) {
+pub fn what_to_draw(e: &Event) -> (Option<LaneSwitch>, Option<LaneMark>) {
     let id = |t: &schedlab_rt::ThreadId| t.as_u64();
     match e {
         Event::Switched { from, to, processor } => {
