@@ -124,6 +124,7 @@ fn leaks(key: &str) -> bool {
 fn pthread_library() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let root = manifest_dir.join("../..");
+    let root = root.canonicalize().unwrap_or(root);
     let pthread = root.join("crates/pthread");
     let rt = root.join("crates/rt");
     for watched in [
