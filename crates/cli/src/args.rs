@@ -77,6 +77,10 @@ pub enum Command {
     /// cyclictest): each beside the probe that measures the same thing, interleaved in
     /// pairs, with the median pair ratio and a verdict per row; stored as a run.
     Crosscheck(CrosscheckArgs),
+    /// Run an unmodified program with its POSIX threads as schedlab-rt user threads
+    /// (libschedlab_pthread.so, preloaded): `schedlab exec -- pigz -p 8 big.file`. Exits with
+    /// the program's exit status (128+N if signal N killed it; 127 if it cannot be run).
+    Exec(ExecArgs),
     /// Print a completion script for a shell to standard output (e.g. `schedlab completions
     /// bash > ~/.local/share/bash-completion/completions/schedlab`).
     Completions {
@@ -392,4 +396,29 @@ pub struct TimelineArgs {
     /// A label for the stored run.
     #[arg(long, value_name = "TEXT")]
     pub label: Option<String>,
+}
+
+/// `schedlab exec`.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Virtual processors the program's threads run on [default: the CPUs available]
+    /// (SCHEDLAB_RT_PROCESSORS).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub processors: Option<u32>,
+    /// Preemption quantum in milliseconds: a thread that runs this long while others wait is
+    /// switched away at its next safe point [default: the runtime's, 10]
+    /// (SCHEDLAB_RT_QUANTUM_MS).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub quantum: Option<u32>,
+    /// No preemption: a thread runs until it blocks, waits or yields (SCHEDLAB_RT_PREEMPT=0).
+    #[arg(long, conflicts_with = "quantum")]
+    pub no_preempt: bool,
+    /// Record the runtime's scheduling events and write them to FILE as Chrome trace event
+    /// JSON (loads in ui.perfetto.dev): each virtual processor's user threads, with the
+    /// upcalls (blocked, unblocked, preempted, processor lost, new processor).
+    #[arg(long, value_name = "FILE.json")]
+    pub trace: Option<PathBuf>,
+    /// The program, then its arguments (after `--`, so that its options are not schedlab's).
+    #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM ARGS")]
+    pub command: Vec<std::ffi::OsString>,
 }

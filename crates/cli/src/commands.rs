@@ -32,6 +32,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Command::Doctor(args) => return doctor(&args),
+        Command::Exec(args) => {
+            return crate::exec::exec(&crate::settings::ExecPlan::from_args(&args)?);
+        }
         Command::Reference(crate::args::ReferenceCommand::List) => {
             return crate::reference::list();
         }
@@ -77,6 +80,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Completions { .. }
         | Command::Man
         | Command::Doctor(_)
+        | Command::Exec(_)
         | Command::Reference(crate::args::ReferenceCommand::List) => {
             unreachable!("handled above")
         }

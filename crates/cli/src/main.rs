@@ -1,7 +1,8 @@
 //! The `schedlab` binary: parses arguments and wires the crates together, nothing more.
 //!
 //! `main` turns every outcome into an exit code in one place: 0 success, 1 failure, 2 usage
-//! error (bad arguments, unknown probe pattern or run). A closed pipe (`schedlab list | head`)
+//! error (bad arguments, unknown probe pattern or run); `exec` exits with its program's
+//! code (128+N for a death by signal N), or 127 when the program could not be run. A closed pipe (`schedlab list | head`)
 //! ends quietly with 0; a broken connection to a database server is a failure.
 //!
 //! Everything printed goes through [`out`] or the error line in `main`, which escape any
@@ -14,6 +15,7 @@
 mod args;
 mod commands;
 mod crosscheck;
+mod exec;
 mod fleet;
 mod mem;
 mod output;
@@ -78,7 +80,10 @@ fn main() -> ExitCode {
             }
             let message = format!("{err:#}");
             eprintln!("schedlab: error: {}", schedlab_measure::text::escape_prose(&message));
-            if err.chain().any(|c| c.is::<UsageError>()) {
+            if err.chain().any(|c| c.is::<exec::ExecError>()) {
+                // As a shell reports a command it could not run.
+                ExitCode::from(127)
+            } else if err.chain().any(|c| c.is::<UsageError>()) {
                 ExitCode::from(2)
             } else {
                 ExitCode::from(1)

@@ -8,7 +8,7 @@ use schedlab_measure::sampler::Settings;
 use schedlab_probes::{Context, Suite};
 use schedlab_store::Location;
 
-use crate::args::{RunArgs, SuiteArg};
+use crate::args::{ExecArgs, RunArgs, SuiteArg};
 use crate::UsageError;
 
 /// The database: `--db`, else `$SCHEDLAB_DB`, else `$XDG_DATA_HOME/schedlab/results.db`,
@@ -190,4 +190,47 @@ pub fn validate_label(label: Option<&str>) -> Result<(), UsageError> {
         return Err(UsageError(format!("--label is {n} characters long; at most {MAX_LABEL}")));
     }
     Ok(())
+}
+
+/// A validated `schedlab exec`: what the library is told through its `SCHEDLAB_RT_*`
+/// variables, and the program.
+#[derive(Debug, Clone)]
+pub struct ExecPlan {
+    /// `--processors` (`None`: the library's default, the CPUs available).
+    pub processors: Option<u32>,
+    /// `--quantum`, in ms (`None`: the runtime's default).
+    pub quantum_ms: Option<u32>,
+    /// `--no-preempt`.
+    pub no_preempt: bool,
+    /// `--trace`: where the Perfetto JSON goes.
+    pub trace: Option<PathBuf>,
+    /// The program (looked up on `PATH` when it has no `/`).
+    pub program: std::ffi::OsString,
+    /// Its arguments.
+    pub args: Vec<std::ffi::OsString>,
+}
+
+impl ExecPlan {
+    /// Validates `args` (clap has checked the ranges; a trace file that cannot be written
+    /// is refused now, not after the program ran).
+    pub fn from_args(args: &ExecArgs) -> Result<ExecPlan> {
+        let (program, rest) = args.command.split_first().ok_or_else(|| {
+            UsageError("no program to run: schedlab exec -- PROGRAM ARGS...".into())
+        })?;
+        if program.is_empty() {
+            return Err(UsageError("the program to run is an empty string".into()).into());
+        }
+        if let Some(path) = &args.trace {
+            crate::timeline::check_writable(path)
+                .map_err(|e| UsageError(format!("--trace: {e:#}")))?;
+        }
+        Ok(ExecPlan {
+            processors: args.processors,
+            quantum_ms: args.quantum,
+            no_preempt: args.no_preempt,
+            trace: args.trace.clone(),
+            program: program.clone(),
+            args: rest.to_vec(),
+        })
+    }
 }

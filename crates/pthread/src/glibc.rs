@@ -31,11 +31,13 @@
 //! is free malloc's per-thread cache: a user thread that used malloc leaves
 //! its cache (~1 KiB) with its arena.
 //!
-//! In `struct pthread`: `tid` (the offset glibc publishes for
-//! `libthread_db`, `_thread_db_pthread_tid`) gets a number unique to the
-//! thread, above any real thread id (`pid_max` is at most 2^22) and never 0
-//! (0 means "exited" to glibc): glibc's own owner checks (an error-checking
-//! mutex, a read-write lock's writer) compare it. The `rseq` area's `cpu_id` gets
+//! In `struct pthread`: `list` (just before `tid`) is linked to itself, so
+//! that `fork`'s unlinking of the calling thread's block from glibc's lists
+//! is harmless in a child forked from a user thread; `tid` (the offset glibc
+//! publishes for `libthread_db`, `_thread_db_pthread_tid`) gets a number
+//! unique to the thread, above any real thread id (`pid_max` is at most
+//! 2^22) and never 0 (0 means "exited" to glibc): glibc's own owner checks
+//! (an error-checking mutex, a read-write lock's writer) compare it. The `rseq` area's `cpu_id` gets
 //! `RSEQ_CPU_ID_REGISTRATION_FAILED`, so `sched_getcpu` asks the kernel
 //! instead of reading a CPU number the kernel never writes there.
 //!
@@ -121,7 +123,7 @@ fn layout() -> &'static Layout {
         let size = private(c"_thread_db_sizeof_pthread").cast::<u32>();
         // SAFETY: a read-only u32 of glibc's.
         let size = unsafe { size.read() } as usize;
-        if bits != 32 || tid as usize + 4 > size || !(0x300..=0x4000).contains(&size) {
+        if bits != 32 || tid < 16 || tid as usize + 4 > size || !(0x300..=0x4000).contains(&size) {
             crate::fatal("this glibc's struct pthread is not one the library knows");
         }
         let rseq_size = private(c"__rseq_size").cast::<u32>();
@@ -210,6 +212,14 @@ pub(crate) fn new_tcb(tid: i32) -> Option<usize> {
         w(48, r(48)); // pointer_guard
         ((tcb + 72) as *mut u32).write(((me + 72) as *const u32).read()); // feature_1
         ((tcb + l.tid) as *mut i32).write(tid);
+        // `struct pthread`'s `list` (the link on glibc's lists of threads,
+        // `list_t`, two pointers right before `tid`) points at itself: the
+        // block is on none of glibc's lists, and `fork`'s `reclaim_stacks`
+        // does `list_del (&self->list)` in a child forked from a user thread,
+        // which on the zeroed link wrote through a null pointer.
+        let list = tcb + l.tid - 16;
+        (list as *mut usize).write(list);
+        ((list + 8) as *mut usize).write(list);
         if let Some(off) = l.rseq {
             // struct rseq { u32 cpu_id_start; u32 cpu_id; ... }
             ((tcb as isize + off + 4) as *mut i32).write(-2);

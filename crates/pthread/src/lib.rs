@@ -30,7 +30,9 @@
 //! `SCHEDLAB_RT_PROCESSORS` (virtual processors; default the CPUs available),
 //! `SCHEDLAB_RT_QUANTUM_MS` (preemption quantum), `SCHEDLAB_RT_PREEMPT=0`
 //! (cooperative only), `SCHEDLAB_RT_EVENTS` (a file for the runtime's
-//! scheduling events, which `schedlab exec --trace` turns into Perfetto JSON).
+//! scheduling events, which `schedlab exec --trace` turns into Perfetto JSON:
+//! each process that started the runtime appends its events at `exit`, none
+//! after `_exit` or a death by signal; `events.rs`).
 
 #![deny(missing_docs)]
 

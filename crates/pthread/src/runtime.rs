@@ -125,7 +125,7 @@ fn start() -> &'static Runtime {
         .stack_size(s.stack_size)
         .preemption(s.preemption)
         .deadlock_detection(false);
-    if let Some(hook) = crate::thread::event_hook() {
+    if let Some(hook) = crate::events::hook(s.processors) {
         b = b.on_event(hook);
     }
     let rt = match b.build() {

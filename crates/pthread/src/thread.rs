@@ -857,8 +857,3 @@ pub(crate) fn after_fork_child() {
         l.clear();
     }
 }
-
-/// The runtime's event hook, when `SCHEDLAB_RT_EVENTS` names a file.
-pub(crate) fn event_hook() -> Option<impl Fn(&schedlab_rt::Event) + Send + Sync + 'static> {
-    crate::events::hook()
-}

@@ -157,13 +157,27 @@ fn exit_syscall(word: u32) {
 
 /// Takes the detached thread's running reference (at its exit; `m` is the
 /// calling thread's machine, in a section).
+///
+/// A thread that returned from the kernel and exits before any runtime call
+/// (or the monitor's `REQ_REJOIN`) would rejoin never does: its `Unblocked`
+/// is emitted here, queued-style (`processor: None`), so that the `Blocked`
+/// the monitor emits for it (now or later) has its pair.
 pub(crate) fn take_detached(m: &Machine) -> TaskRef {
     let t = m.detached.load(Ordering::Relaxed);
     m.detached.store(std::ptr::null_mut(), Ordering::Relaxed);
     if !t.is_null() {
-        // The native context uncounts the machine once the exit is done.
         // SAFETY: the detached thread is the caller: alive.
-        let shared = unsafe { &*t }.shared.arc();
+        let task = unsafe { &*t };
+        if let Some(h) = &task.shared.hook {
+            let detection = if m.explicit.load(Ordering::Relaxed) {
+                Detection::Explicit
+            } else {
+                Detection::Transparent
+            };
+            h(&Event::Unblocked { thread: task.id, processor: None, detection });
+        }
+        // The native context uncounts the machine once the exit is done.
+        let shared = task.shared.arc();
         m.exit_shared.store(Arc::into_raw(shared).cast_mut(), Ordering::Relaxed);
     }
     // SAFETY: the owned reference stored at the detach.

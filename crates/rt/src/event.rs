@@ -143,5 +143,111 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// The event as four words, for a recorder that must not allocate in the hook (a
+    /// preallocated array, then a file: `libschedlab_pthread.so`'s `SCHEDLAB_RT_EVENTS`),
+    /// read back by [`Event::from_words`]:
+    ///
+    /// | word | holds                                                                  |
+    /// |------|------------------------------------------------------------------------|
+    /// | 0    | the kind (low 32 bits: 1 `NewProcessor` ... 12 `Exited`, in the enum's order) and the processor + 1 (high 32 bits; 0: none) |
+    /// | 1    | the thread's id (`Switched`: the one suspended), 0 for none               |
+    /// | 2    | `Switched`: the thread resumed; `Preempted`: ns run; `Throttled`: ns used; `Blocked`/`Unblocked`: 1 if transparent |
+    /// | 3    | `Throttled`: ns until it resumes                                        |
+    pub fn to_words(&self) -> [u64; 4] {
+        let id = |t: &ThreadId| t.as_u64();
+        let opt = |t: &Option<ThreadId>| t.map_or(0, |t| t.as_u64());
+        let ns = |d: &Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let how = |d: &Detection| u64::from(*d == Detection::Transparent);
+        let (kind, p, thread, a, b): (u64, Option<usize>, u64, u64, u64) = match self {
+            Event::NewProcessor { processor } => (1, Some(*processor), 0, 0, 0),
+            Event::Spawned { thread, processor } => (2, *processor, id(thread), 0, 0),
+            Event::Switched { from, to, processor } => (3, Some(*processor), opt(from), opt(to), 0),
+            Event::Parked { thread, processor } => (4, Some(*processor), id(thread), 0, 0),
+            Event::Unparked { thread, processor } => (5, *processor, id(thread), 0, 0),
+            Event::Preempted { thread, processor, ran } => {
+                (6, Some(*processor), id(thread), ns(ran), 0)
+            }
+            Event::Throttled { thread, processor, used, resume_in } => {
+                (7, Some(*processor), id(thread), ns(used), ns(resume_in))
+            }
+            Event::Blocked { thread, processor, detection } => {
+                (8, Some(*processor), id(thread), how(detection), 0)
+            }
+            Event::Unblocked { thread, processor, detection } => {
+                (9, *processor, id(thread), how(detection), 0)
+            }
+            Event::ProcessorLost { processor } => (10, Some(*processor), 0, 0, 0),
+            Event::ProcessorRemoved { processor } => (11, Some(*processor), 0, 0, 0),
+            Event::Exited { thread, processor } => (12, Some(*processor), id(thread), 0, 0),
+        };
+        let p = p.map_or(0, |p| p as u64 + 1);
+        [kind | p << 32, thread, a, b]
+    }
+
+    /// The event [`Event::to_words`] wrote, or `None` for words that are not one (an
+    /// unknown kind, a thread id of 0 where one is required).
+    pub fn from_words(w: [u64; 4]) -> Option<Event> {
+        let kind = w[0] & 0xffff_ffff;
+        let p = (w[0] >> 32).checked_sub(1).map(|p| p as usize);
+        let thread = ThreadId::from_u64(w[1]);
+        let how = if w[2] == 1 { Detection::Transparent } else { Detection::Explicit };
+        Some(match kind {
+            1 => Event::NewProcessor { processor: p? },
+            2 => Event::Spawned { thread: thread?, processor: p },
+            3 => Event::Switched { from: thread, to: ThreadId::from_u64(w[2]), processor: p? },
+            4 => Event::Parked { thread: thread?, processor: p? },
+            5 => Event::Unparked { thread: thread?, processor: p },
+            6 => {
+                Event::Preempted { thread: thread?, processor: p?, ran: Duration::from_nanos(w[2]) }
+            }
+            7 => Event::Throttled {
+                thread: thread?,
+                processor: p?,
+                used: Duration::from_nanos(w[2]),
+                resume_in: Duration::from_nanos(w[3]),
+            },
+            8 => Event::Blocked { thread: thread?, processor: p?, detection: how },
+            9 => Event::Unblocked { thread: thread?, processor: p, detection: how },
+            10 => Event::ProcessorLost { processor: p? },
+            11 => Event::ProcessorRemoved { processor: p? },
+            12 => Event::Exited { thread: thread?, processor: p? },
+            _ => return None,
+        })
+    }
+}
+
 /// The hook a runtime calls for every [`Event`].
 pub(crate) type Hook = Arc<dyn Fn(&Event) + Send + Sync + 'static>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_event_survives_its_words() {
+        let t = |n| ThreadId::from_u64(n).unwrap();
+        let ms = Duration::from_millis;
+        let all = [
+            Event::NewProcessor { processor: 0 },
+            Event::Spawned { thread: t(3), processor: None },
+            Event::Spawned { thread: t(3), processor: Some(1) },
+            Event::Switched { from: None, to: Some(t(4)), processor: 1 },
+            Event::Switched { from: Some(t(4)), to: None, processor: 0 },
+            Event::Parked { thread: t(5), processor: 2 },
+            Event::Unparked { thread: t(5), processor: None },
+            Event::Preempted { thread: t(6), processor: 0, ran: ms(11) },
+            Event::Throttled { thread: t(7), processor: 0, used: ms(2), resume_in: ms(8) },
+            Event::Blocked { thread: t(8), processor: 1, detection: Detection::Transparent },
+            Event::Unblocked { thread: t(8), processor: None, detection: Detection::Explicit },
+            Event::ProcessorLost { processor: 3 },
+            Event::ProcessorRemoved { processor: 3 },
+            Event::Exited { thread: t(9), processor: 0 },
+        ];
+        for e in all {
+            assert_eq!(Event::from_words(e.to_words()), Some(e.clone()), "{e:?}");
+        }
+        assert_eq!(Event::from_words([99, 0, 0, 0]), None);
+        assert_eq!(Event::from_words([8, 0, 0, 0]), None, "Blocked needs a thread and processor");
+    }
+}

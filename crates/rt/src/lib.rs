@@ -143,6 +143,16 @@ mod wait;
 #[cfg(not(loom))]
 mod yielder;
 
+/// Whether this machine can run the runtime's `shared-library` build
+/// (`libschedlab_pthread.so`): the kernel lets user code use
+/// `rdfsbase`/`wrfsbase` (FSGSBASE: a CPU that has it and Linux 5.9 or
+/// later), which switching a thread pointer per user thread needs.
+/// `schedlab exec` asks before preloading the library.
+#[cfg(not(loom))]
+pub fn fsgsbase_usable() -> bool {
+    crate::arch::fsgsbase_usable()
+}
+
 #[cfg(not(loom))]
 pub use crate::{
     blocking::blocking,

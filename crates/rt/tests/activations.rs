@@ -105,6 +105,40 @@ fn a_thread_blocked_in_a_plain_read_does_not_hold_its_processor() {
     );
 }
 
+/// Seed 003's upcalls come in pairs: a thread the monitor reported `Blocked`
+/// is reported `Unblocked` once it is back, even when it exits right after
+/// the call, before any runtime call would make it rejoin (the reader here
+/// returns from `read` and ends).
+#[test]
+fn a_thread_that_exits_right_after_blocking_gets_its_unblocked() {
+    let events = watchdog(60, || reader_waits_for_a_writer_behind_it(false));
+    let count = |blocked: bool, thread| {
+        events
+            .iter()
+            .filter(|e| match e {
+                Event::Blocked { thread: t, .. } => blocked && *t == thread,
+                Event::Unblocked { thread: t, .. } => !blocked && *t == thread,
+                _ => false,
+            })
+            .count()
+    };
+    let blocked: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Blocked { thread, .. } => Some(*thread),
+            _ => None,
+        })
+        .collect();
+    assert!(!blocked.is_empty(), "the reader's hand-off is reported: {events:?}");
+    for t in blocked {
+        assert_eq!(
+            count(true, t),
+            count(false, t),
+            "u{t}: every Blocked has its Unblocked: {events:?}"
+        );
+    }
+}
+
 #[test]
 fn other_threads_run_while_one_is_in_std_thread_sleep() {
     watchdog(60, || {

@@ -10,7 +10,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::model::{Lane, Mark, Span};
+use schedlab_rt::Event;
+
+use crate::model::{Lane, Mark, Span, Timeline};
 use crate::sampling::{self, now_ns};
 
 /// One `Switched` event as recorded.
@@ -83,6 +85,162 @@ pub fn timeline_from_switches(
     vps
 }
 
+/// A switch on a processor's lane: `(processor, from, to)`, user thread ids (`None`: the
+/// processor's own scheduler context).
+pub type LaneSwitch = (usize, Option<u64>, Option<u64>);
+/// A mark on a processor's lane: `(processor, text)`.
+pub type LaneMark = (usize, String);
+
+/// What a timeline draws of one runtime event: a switch on a processor's lane
+/// (`(processor, from, to)`) and a mark (`(processor, text)`). The one mapping the live
+/// recorder ([`record`]) and the recorded file of `schedlab exec --trace`
+/// ([`process_timeline`]) share.
+pub fn what_to_draw(e: &Event) -> (Option<LaneSwitch>, Option<LaneMark>) {
+    let id = |t: &schedlab_rt::ThreadId| t.as_u64();
+    match e {
+        Event::Switched { from, to, processor } => {
+            (Some((*processor, from.map(|t| t.as_u64()), to.map(|t| t.as_u64()))), None)
+        }
+        Event::Preempted { thread, processor, .. } => {
+            (None, Some((*processor, format!("preempted u{thread}"))))
+        }
+        // The processor went on with another kernel thread: the blocked thread's slice
+        // ends here.
+        Event::Blocked { thread, processor, detection } => (
+            Some((*processor, Some(id(thread)), None)),
+            Some((*processor, format!("blocked u{thread} ({detection:?})"))),
+        ),
+        // It took a processor back without a switch.
+        Event::Unblocked { thread, processor: Some(p), .. } => {
+            (Some((*p, None, Some(id(thread)))), Some((*p, format!("unblocked u{thread}"))))
+        }
+        Event::Unblocked { thread, processor: None, .. } => {
+            (None, Some((0, format!("unblocked u{thread}, queued"))))
+        }
+        Event::ProcessorLost { processor } => (None, Some((*processor, "processor lost".into()))),
+        Event::NewProcessor { processor } => (None, Some((*processor, "new processor".into()))),
+        Event::ProcessorRemoved { processor } => {
+            (None, Some((*processor, "processor removed".into())))
+        }
+        Event::Throttled { thread, processor, used, .. } => (
+            None,
+            Some((
+                *processor,
+                format!("throttled u{thread} after {:.2} ms", used.as_secs_f64() * 1e3),
+            )),
+        ),
+        _ => (None, None),
+    }
+}
+
+/// Magic of one process's block in a `SCHEDLAB_RT_EVENTS` file.
+pub const EVENT_FILE_MAGIC: [u8; 8] = *b"SLRTEV01";
+
+/// One process's recorded events, as `libschedlab_pthread.so` appends them to the file
+/// `SCHEDLAB_RT_EVENTS` names when the process exits (crates/pthread/src/events.rs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessEvents {
+    /// The process.
+    pub pid: u32,
+    /// Its runtime's virtual processors.
+    pub processors: usize,
+    /// Events the buffer had no room for (the record ends early).
+    pub dropped: u64,
+    /// `(CLOCK_MONOTONIC ns, event)`, in the order they were recorded.
+    pub events: Vec<(u64, Event)>,
+}
+
+/// Reads a `SCHEDLAB_RT_EVENTS` file: blocks of a 32-byte header (the magic, pid `u32`,
+/// processors `u32`, records `u64`, dropped `u64`) and that many 40-byte records (time in
+/// ns, then [`Event::to_words`]), native-endian, one block per process that started the
+/// runtime, appended under `flock` at its exit.
+///
+/// # Errors
+/// A block that is cut short or does not start with the magic.
+pub fn read_event_file(bytes: &[u8]) -> Result<Vec<ProcessEvents>, String> {
+    let word = |b: &[u8], i: usize| u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        if rest.len() < 32 || rest[..8] != EVENT_FILE_MAGIC {
+            return Err(format!(
+                "at byte {}: not a block of the runtime's events",
+                bytes.len() - rest.len()
+            ));
+        }
+        let pid = u32::from_ne_bytes(rest[8..12].try_into().unwrap());
+        let processors = u32::from_ne_bytes(rest[12..16].try_into().unwrap()) as usize;
+        let n = word(rest, 2) as usize;
+        let dropped = word(rest, 3);
+        let body = n.checked_mul(40).filter(|&len| rest.len() >= 32 + len).ok_or_else(|| {
+            format!("process {pid}: its block says {n} records but the file is shorter")
+        })?;
+        let events = rest[32..32 + body]
+            .chunks_exact(40)
+            .filter_map(|r| {
+                let w = |i| word(r, i);
+                Event::from_words([w(1), w(2), w(3), w(4)]).map(|e| (w(0), e))
+            })
+            .collect();
+        out.push(ProcessEvents { pid, processors, dropped, events });
+        rest = &rest[32 + body..];
+    }
+    Ok(out)
+}
+
+/// One process's events as a timeline: a lane per virtual processor (slices labelled with
+/// the user thread, the upcalls as marks), then a lane per user thread it spawned. Times
+/// are relative to its first event.
+pub fn process_timeline(p: &ProcessEvents, program: &str) -> Timeline {
+    let origin = p.events.iter().map(|e| e.0).min().unwrap_or(0);
+    let end = p.events.iter().map(|e| e.0).max().unwrap_or(origin);
+    let window = end - origin + 1;
+    let mut switches = Vec::new();
+    let mut marks = Vec::new();
+    let mut threads: Vec<(u64, String, u64)> = Vec::new();
+    for (at_ns, e) in &p.events {
+        if let Event::Spawned { thread, .. } = e {
+            threads.push((thread.as_u64(), format!("u{thread}"), 0));
+        }
+        let (sw, mk) = what_to_draw(e);
+        if let Some((processor, from, to)) = sw {
+            switches.push(RtSwitch { at_ns: *at_ns, processor, from, to });
+        }
+        if let Some((processor, name)) = mk {
+            marks.push((processor, Mark { at_ns: at_ns - origin, name }));
+        }
+        if let Event::Exited { thread, processor } = e {
+            marks.push((
+                *processor,
+                Mark { at_ns: at_ns - origin, name: format!("exited u{thread}") },
+            ));
+        }
+    }
+    let mut lanes = timeline_from_switches(p.processors, &threads, &switches, origin, window);
+    for (processor, m) in marks {
+        if let Some(lane) = lanes.get_mut(processor) {
+            lane.marks.push(m);
+        }
+    }
+    let mut scenario_marks = Vec::new();
+    if p.dropped > 0 {
+        scenario_marks.push(Mark {
+            at_ns: window - 1,
+            name: format!("{} events lost: the buffer was full", p.dropped),
+        });
+    }
+    Timeline {
+        scenario: format!("exec {program} (pid {})", p.pid),
+        title: format!("{program} on schedlab-rt"),
+        recorder: "rt".into(),
+        window_ns: window,
+        threshold_ns: 0,
+        interval_ns: 0,
+        lanes,
+        marks: scenario_marks,
+    }
+}
+
 /// How a schedlab-rt scenario runs its user threads (on one virtual processor).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RtSetup {
@@ -153,21 +311,19 @@ impl RtSetup {
 /// # Errors
 /// When the runtime cannot be built.
 pub fn record(setup: &RtSetup, window_ms: u64) -> Result<(Vec<Lane>, u64), String> {
-    use schedlab_rt::{Event, Preemption};
+    use schedlab_rt::Preemption;
     let window = window_ms * 1_000_000;
     let cap = (window / 100_000) as usize * 4 + 4096;
     let log: Arc<Mutex<Vec<RtSwitch>>> = Arc::new(Mutex::new(Vec::with_capacity(cap)));
     let marks: Arc<Mutex<Vec<(usize, Mark)>>> = Arc::new(Mutex::new(Vec::with_capacity(cap)));
     let (hook_log, hook_marks) = (log.clone(), marks.clone());
-    let switch = move |processor: usize, from: Option<u64>, to: Option<u64>| {
+    let hook = move |e: &Event| {
         let at_ns = now_ns();
-        if let Ok(mut v) = hook_log.lock() {
+        let (sw, mk) = what_to_draw(e);
+        if let (Some((processor, from, to)), Ok(mut v)) = (sw, hook_log.lock()) {
             v.push(RtSwitch { at_ns, processor, from, to });
         }
-    };
-    let mark = move |processor: usize, name: String| {
-        let at_ns = now_ns();
-        if let Ok(mut v) = hook_marks.lock() {
+        if let (Some((processor, name)), Ok(mut v)) = (mk, hook_marks.lock()) {
             v.push((processor, Mark { at_ns, name }));
         }
     };
@@ -179,34 +335,7 @@ pub fn record(setup: &RtSetup, window_ms: u64) -> Result<(Vec<Lane>, u64), Strin
         .processors(1)
         .preemption(preemption)
         .transparent_blocking(setup.blocker.is_some_and(|b| b.handoff))
-        .on_event(move |e| match e {
-            Event::Switched { from, to, processor } => {
-                switch(*processor, from.map(|t| t.as_u64()), to.map(|t| t.as_u64()))
-            }
-            Event::Preempted { thread, processor, .. } => {
-                mark(*processor, format!("preempted u{thread}"))
-            }
-            Event::Blocked { thread, processor, detection } => {
-                // The processor went on with another kernel thread: the
-                // blocked thread's slice ends here.
-                switch(*processor, Some(thread.as_u64()), None);
-                mark(*processor, format!("blocked u{thread} ({detection:?})"))
-            }
-            Event::Unblocked { thread, processor: Some(p), .. } => {
-                // It took a processor back without a switch.
-                switch(*p, None, Some(thread.as_u64()));
-                mark(*p, format!("unblocked u{thread}"))
-            }
-            Event::Unblocked { thread, processor: None, .. } => {
-                mark(0, format!("unblocked u{thread}, queued"))
-            }
-            Event::ProcessorLost { processor } => mark(*processor, "processor lost".into()),
-            Event::Throttled { thread, processor, used, .. } => mark(
-                *processor,
-                format!("throttled u{thread} after {:.2} ms", used.as_secs_f64() * 1e3),
-            ),
-            _ => {}
-        })
+        .on_event(hook)
         .build()
         .map_err(|e| format!("building the schedlab-rt runtime: {e}"))?;
     let batch = sampling::calibrate_batch();
@@ -304,6 +433,67 @@ mod tests {
         assert_eq!(lanes[0].labels, vec!["u7", "u8", "u7"]);
         assert_eq!(spans(&lanes[1]), vec![(0, 2000), (6000, 10_000)]);
         assert_eq!(spans(&lanes[2]), vec![(2000, 5000)]);
+    }
+
+    /// A file as the library writes it: one block per process.
+    fn block(pid: u32, processors: u32, events: &[(u64, [u64; 4])], dropped: u64) -> Vec<u8> {
+        let mut b = EVENT_FILE_MAGIC.to_vec();
+        b.extend(pid.to_ne_bytes());
+        b.extend(processors.to_ne_bytes());
+        b.extend((events.len() as u64).to_ne_bytes());
+        b.extend(dropped.to_ne_bytes());
+        for (at, w) in events {
+            for x in std::iter::once(at).chain(w) {
+                b.extend(x.to_ne_bytes());
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn an_event_file_becomes_one_timeline_per_process() {
+        let p = |p: u64| (p + 1) << 32;
+        let ev = |kind, proc, thread, arg| [kind | p(proc), thread, arg, 0];
+        let mut bytes = block(
+            10,
+            2,
+            &[
+                (1_000, ev(2, 0, 7, 0)),   // spawned u7
+                (2_000, ev(3, 1, 0, 7)),   // vp1: idle -> u7
+                (5_000, ev(8, 1, 7, 1)),   // blocked u7 (transparent): its slice ends
+                (9_000, ev(9, 0, 7, 1)),   // unblocked u7 on vp0: a slice starts
+                (12_000, ev(12, 0, 7, 0)), // exited u7
+                (12_000, ev(3, 0, 7, 0)),  // vp0: u7 -> idle
+            ],
+            0,
+        );
+        bytes.extend(block(11, 1, &[(500, ev(1, 0, 0, 0))], 3));
+        let procs = read_event_file(&bytes).unwrap();
+        assert_eq!(procs.len(), 2);
+        assert_eq!((procs[0].pid, procs[0].processors, procs[0].events.len()), (10, 2, 6));
+        let t = process_timeline(&procs[0], "prog");
+        t.check().unwrap();
+        assert_eq!(t.lanes.len(), 3, "vp0, vp1 and u7");
+        let spans = |l: &Lane| l.runs.iter().map(|r| (r.start_ns, r.end_ns)).collect::<Vec<_>>();
+        assert_eq!(spans(&t.lanes[1]), vec![(1_000, 4_000)]);
+        assert_eq!(spans(&t.lanes[0]), vec![(8_000, 11_000)]);
+        assert_eq!(spans(&t.lanes[2]), vec![(1_000, 4_000), (8_000, 11_000)]);
+        let marks: Vec<&str> =
+            t.lanes.iter().flat_map(|l| l.marks.iter().map(|m| m.name.as_str())).collect();
+        assert!(marks.contains(&"blocked u7 (Transparent)"), "{marks:?}");
+        assert!(marks.contains(&"unblocked u7"), "{marks:?}");
+        assert!(marks.contains(&"exited u7"), "{marks:?}");
+        crate::perfetto::validate(&crate::perfetto::to_json(&t)).unwrap();
+        let second = process_timeline(&procs[1], "prog");
+        assert!(second.marks[0].name.contains("3 events lost"));
+    }
+
+    #[test]
+    fn a_cut_or_foreign_event_file_is_refused() {
+        let b = block(1, 1, &[(1, [3 | 1 << 32, 0, 0, 0])], 0);
+        assert!(read_event_file(&b[..b.len() - 1]).unwrap_err().contains("shorter"));
+        assert!(read_event_file(b"not events at all, not at all....").is_err());
+        assert_eq!(read_event_file(&[]).unwrap(), vec![]);
     }
 
     #[test]

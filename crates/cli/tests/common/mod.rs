@@ -37,3 +37,66 @@ pub fn ok(o: &Output) -> String {
     );
     text(&o.stdout)
 }
+
+/// `schedlab exec` with its library cache under cargo's temporary directory for tests (not
+/// the home of whoever runs the tests).
+pub fn exec() -> Command {
+    let mut c = bin();
+    c.arg("exec").env("XDG_CACHE_HOME", Path::new(env!("CARGO_TARGET_TMPDIR")).join("exec-cache"));
+    c.env_remove("SCHEDLAB_PTHREAD_LIB").env_remove("LD_PRELOAD");
+    c
+}
+
+/// Runs `cmd` to completion, killing it after `limit` (a hang guard, not a timing check):
+/// a hung program fails the test with what it printed instead of hanging the suite.
+pub fn output_within(cmd: &mut Command, limit: std::time::Duration) -> Output {
+    bounded(cmd, limit).unwrap_or_else(|hung| panic!("{hung}"))
+}
+
+/// Runs `cmd` to completion, or kills its process group after `limit` and says so (with
+/// what it printed) as the error.
+pub fn bounded(cmd: &mut Command, limit: std::time::Duration) -> Result<Output, String> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let mut child = cmd
+        // Its own process group, so that the guard kills the program's children too
+        // (they hold the pipes read below).
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the command starts");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let o = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = out.read_to_end(&mut b);
+        b
+    });
+    let e = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = err.read_to_end(&mut b);
+        b
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > limit {
+            // SAFETY: kill(2) of the process group this function made.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let status = child.wait().expect("wait");
+            let (o, e) = (o.join().unwrap(), e.join().unwrap());
+            return Err(format!(
+                "{cmd:?} still ran after {limit:?}: killed ({status})\nstdout:\n{}\nstderr:\n{}",
+                text(&o),
+                text(&e)
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Ok(Output { status, stdout: o.join().unwrap(), stderr: e.join().unwrap() })
+}

@@ -43,14 +43,15 @@ pub(crate) type EntryFn = unsafe extern "C" fn(passed: *mut u8, arg: *mut u8) ->
 
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
-#[cfg(all(target_arch = "x86_64", feature = "shared-library"))]
-pub(crate) use self::x86_64::{
-    fsgsbase_usable, set_thread_pointer, thread_block_attach, thread_block_detach, thread_pointer,
-};
 #[cfg(target_arch = "x86_64")]
 pub(crate) use self::x86_64::{
-    init_preemption, init_stack, preempt_trampoline, switch, thread_block, thread_block_lower,
-    thread_block_present, thread_block_raise, xsave_area_bytes, INIT_STACK_BYTES,
+    fsgsbase_usable, init_preemption, init_stack, preempt_trampoline, switch, thread_block,
+    thread_block_lower, thread_block_present, thread_block_raise, xsave_area_bytes,
+    INIT_STACK_BYTES,
+};
+#[cfg(all(target_arch = "x86_64", feature = "shared-library"))]
+pub(crate) use self::x86_64::{
+    set_thread_pointer, thread_block_attach, thread_block_detach, thread_pointer,
 };
 
 #[cfg(not(target_arch = "x86_64"))]

@@ -232,10 +232,22 @@ pub(crate) fn thread_block_present() -> bool {
     true
 }
 
+/// Whether `rdfsbase`/`wrfsbase` and their `gs` twins may be used: the
+/// kernel says so in `AT_HWCAP2` (`HWCAP2_FSGSBASE`, Linux 5.9 and later
+/// on a CPU that has the instructions). Without it they fault. Compiled in
+/// both builds: `schedlab exec` asks it before preloading the
+/// `shared-library` build, which needs it.
+pub(crate) fn fsgsbase_usable() -> bool {
+    const HWCAP2_FSGSBASE: u64 = 1 << 1;
+    // SAFETY: getauxval has no preconditions.
+    let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) };
+    hwcap2 & HWCAP2_FSGSBASE != 0
+}
+
 #[cfg(feature = "shared-library")]
 pub(crate) use self::shared::{
-    fsgsbase_usable, set_thread_pointer, thread_block, thread_block_attach, thread_block_detach,
-    thread_block_lower, thread_block_present, thread_block_raise, thread_pointer,
+    set_thread_pointer, thread_block, thread_block_attach, thread_block_detach, thread_block_lower,
+    thread_block_present, thread_block_raise, thread_pointer,
 };
 
 /// The thread block through `gs`, and the thread pointer as part of a
@@ -370,16 +382,6 @@ mod shared {
     pub(crate) unsafe fn set_thread_pointer(tp: usize) {
         // SAFETY: forwarded from the caller.
         unsafe { asm!("wrfsbase {t}", t = in(reg) tp, options(nostack, preserves_flags)) };
-    }
-
-    /// Whether `rdfsbase`/`wrfsbase` and their `gs` twins may be used: the
-    /// kernel says so in `AT_HWCAP2` (`HWCAP2_FSGSBASE`, Linux 5.9 and later
-    /// on a CPU that has the instructions). Without it they fault.
-    pub(crate) fn fsgsbase_usable() -> bool {
-        const HWCAP2_FSGSBASE: u64 = 1 << 1;
-        // SAFETY: getauxval has no preconditions.
-        let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) };
-        hwcap2 & HWCAP2_FSGSBASE != 0
     }
 }
 
