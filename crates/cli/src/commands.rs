@@ -33,7 +33,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Doctor(args) => return doctor(&args),
         Command::Exec(args) => {
-            return crate::exec::exec(&crate::settings::ExecPlan::from_args(&args)?);
+            return crate::exec::exec(crate::settings::ExecPlan::from_args(&args)?);
         }
         Command::Reference(crate::args::ReferenceCommand::List) => {
             return crate::reference::list();

@@ -47,7 +47,7 @@ pub enum ExecError {
 }
 
 /// Runs the plan's program under the library; returns its exit code.
-pub fn exec(plan: &ExecPlan) -> Result<ExitCode> {
+pub fn exec(plan: ExecPlan) -> Result<ExitCode> {
     if !schedlab_rt::fsgsbase_usable() {
         anyhow::bail!(
             "this machine cannot run libschedlab_pthread.so: the kernel does not let programs \
@@ -103,7 +103,7 @@ pub fn exec(plan: &ExecPlan) -> Result<ExitCode> {
     // these dispositions.
     let _ignore = IgnoreInterrupts::new();
     let status = child.wait().context("waiting for the program")?;
-    if let (Some(out), Some(f)) = (&plan.trace, &events) {
+    if let (Some(out), Some(f)) = (plan.trace, &events) {
         write_trace(f, out, &program)?;
     }
     drop(scratch);
@@ -117,7 +117,7 @@ pub fn exec(plan: &ExecPlan) -> Result<ExitCode> {
 }
 
 /// The program's events file (what every process appended) as Perfetto JSON at `out`.
-fn write_trace(events: &Path, out: &Path, program: &str) -> Result<()> {
+fn write_trace(events: &Path, out: crate::output::Output, program: &str) -> Result<()> {
     let bytes = match std::fs::read(events) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
@@ -130,14 +130,14 @@ fn write_trace(events: &Path, out: &Path, program: &str) -> Result<()> {
         eprintln!(
             "schedlab: {program} started no thread of the library's (or was killed before it \
              could write its events): {} has no scheduling events",
-            out.display()
+            out.path().display()
         );
     }
     let timelines: Vec<_> =
         processes.iter().map(|p| schedlab_trace::rt::process_timeline(p, program)).collect();
     let refs: Vec<_> = timelines.iter().collect();
     let doc = schedlab_trace::perfetto::to_json_many(&refs);
-    crate::timeline::write_file(out, &serde_json::to_string(&doc)?)
+    out.write(&serde_json::to_string(&doc)?)
 }
 
 /// The library file to preload, and the directory to remove afterwards if it is a

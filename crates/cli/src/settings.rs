@@ -194,7 +194,7 @@ pub fn validate_label(label: Option<&str>) -> Result<(), UsageError> {
 
 /// A validated `schedlab exec`: what the library is told through its `SCHEDLAB_RT_*`
 /// variables, and the program.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ExecPlan {
     /// `--processors` (`None`: the library's default, the CPUs available).
     pub processors: Option<u32>,
@@ -202,8 +202,8 @@ pub struct ExecPlan {
     pub quantum_ms: Option<u32>,
     /// `--no-preempt`.
     pub no_preempt: bool,
-    /// `--trace`: where the Perfetto JSON goes.
-    pub trace: Option<PathBuf>,
+    /// `--trace`: where the Perfetto JSON goes (claimed before the program runs).
+    pub trace: Option<crate::output::Output>,
     /// The program (looked up on `PATH` when it has no `/`).
     pub program: std::ffi::OsString,
     /// Its arguments.
@@ -220,15 +220,12 @@ impl ExecPlan {
         if program.is_empty() {
             return Err(UsageError("the program to run is an empty string".into()).into());
         }
-        if let Some(path) = &args.trace {
-            crate::timeline::check_writable(path)
-                .map_err(|e| UsageError(format!("--trace: {e:#}")))?;
-        }
+        let trace = args.trace.as_deref().map(crate::output::Output::claim).transpose()?;
         Ok(ExecPlan {
             processors: args.processors,
             quantum_ms: args.quantum,
             no_preempt: args.no_preempt,
-            trace: args.trace.clone(),
+            trace,
             program: program.clone(),
             args: rest.to_vec(),
         })
