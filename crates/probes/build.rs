@@ -38,7 +38,7 @@ fn compile(binary: &std::path::Path) -> Result<(), String> {
         .try_get_compiler()
         .map_err(|e| format!("no C compiler: {e}"))?;
     let mut cmd: Command = compiler.to_command();
-    cmd.args(["-O2", "-pthread", "-o"]).arg(binary).arg(SOURCE);
+    cmd.args(["-O2", "-pthread", "-o"]).arg(binary).arg(SOURCE).arg("-ldl");
     let out = cmd.output().map_err(|e| format!("running {:?}: {e}", compiler.path()))?;
     if out.status.success() {
         return Ok(());

@@ -6,9 +6,12 @@
  *
  *   pthread_bench OP ITERS [N]
  *
- * prints one line, "elapsed_ns <ns>", the time of the timed part only (setup and
- * teardown are not timed), and exits 0; 1 on a failure (a message on stderr, and a
- * wrong count is a failure), 2 on bad arguments.
+ * prints "elapsed_ns <ns>", the time of the timed part only (setup and teardown are
+ * not timed), then "pthread_create_from <object>", the file of the pthread_create the
+ * program's calls bind to (libc's, or the preloaded library's: the probe checks the
+ * library was loaded, since ld.so runs a program without a preload it cannot load), and
+ * exits 0; 1 on a failure (a message on stderr, and a wrong count is a failure), 2 on bad
+ * arguments.
  *
  * Every measured loop runs in a thread the program created (the "driver"), never in the
  * initial thread: under the library the initial thread stays a kernel thread and only the
@@ -45,6 +48,7 @@
  *               way, so it shows what a thread library costs a computation.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -558,6 +562,10 @@ int main(int argc, char **argv)
         check(pthread_create(&d, NULL, driver, (void *)ops[i].run), "pthread_create (driver)");
         check(pthread_join(d, NULL), "pthread_join (driver)");
         printf("elapsed_ns %llu\n", elapsed);
+        Dl_info info;
+        void *bound = dlsym(RTLD_DEFAULT, "pthread_create");
+        if (bound && dladdr(bound, &info) && info.dli_fname)
+            printf("pthread_create_from %s\n", info.dli_fname);
         return fflush(stdout) == 0 ? 0 : 1;
     }
     fprintf(stderr, "pthread_bench: unknown operation %s\n", op);

@@ -12,9 +12,9 @@
 use std::path::{Path, PathBuf};
 
 use schedlab_measure::model::Params;
-use schedlab_measure::{ProbeError, Workload};
+use schedlab_measure::ProbeError;
 use schedlab_probes::threads::pthread::LIBRARY_ENV;
-use schedlab_probes::{catalog, Context, Probe, Suite};
+use schedlab_probes::{catalog, Context, Suite};
 
 /// A fresh directory for one test's tmp dir.
 fn tmp_dir(name: &str) -> PathBuf {

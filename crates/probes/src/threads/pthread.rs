@@ -244,20 +244,20 @@ impl Program {
         Ok(program)
     }
 
-    /// One run: the elapsed nanoseconds it printed.
+    /// One run: what it printed.
     fn run(
         &self,
         args: &[String],
         env: &[(&str, String)],
         pin: Option<usize>,
-    ) -> Result<u64, ProbeError> {
+    ) -> Result<Output, ProbeError> {
         // A program just written can be "busy" for a moment if another thread of this
         // process forked while our descriptor was open (the child holds it until it execs);
         // retry briefly rather than fail the sample.
         let mut busy_retries = 50;
         loop {
             match tool::run(&self.path, args, env, pin, &self.dir) {
-                Ran::Output(text) => return parse_elapsed(&text).map_err(ProbeError::Failed),
+                Ran::Output(text) => return Output::parse(&text).map_err(ProbeError::Failed),
                 Ran::Interrupted => return Err(ProbeError::Interrupted),
                 Ran::Failed(why) if why.contains("os error 26") && busy_retries > 0 => {
                     busy_retries -= 1;
@@ -281,21 +281,57 @@ impl Drop for Program {
     }
 }
 
-/// The nanoseconds of the program's `elapsed_ns N` line (anything else it or the library
-/// printed is ignored).
-///
-/// # Errors
-/// When no such line is there, or its number does not parse: the message quotes the
-/// output's end.
-pub fn parse_elapsed(output: &str) -> Result<u64, String> {
-    let line = output.lines().rev().find_map(|l| l.trim().strip_prefix("elapsed_ns "));
-    match line.map(|n| n.trim().parse::<u64>()) {
-        Some(Ok(ns)) => Ok(ns),
-        Some(Err(e)) => Err(format!("pthread_bench printed a bad elapsed_ns line: {e}")),
-        None => {
-            let tail: String = output.trim().chars().rev().take(200).collect();
-            let tail: String = tail.chars().rev().collect();
-            Err(format!("pthread_bench printed no elapsed_ns line; it printed {tail:?}"))
+/// What one run of the program printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output {
+    /// The timed part, in nanoseconds (`elapsed_ns N`).
+    pub elapsed_ns: u64,
+    /// The file of the `pthread_create` the program was bound to (`pthread_create_from
+    /// FILE`), when it could tell.
+    pub bound_to: Option<String>,
+}
+
+impl Output {
+    /// Reads the program's lines (anything else it or the library printed is ignored).
+    ///
+    /// # Errors
+    /// When there is no `elapsed_ns` line, or its number does not parse: the message
+    /// quotes the output's end.
+    pub fn parse(output: &str) -> Result<Output, String> {
+        let last = |key: &str| {
+            output.lines().rev().find_map(|l| l.trim().strip_prefix(key).map(str::trim))
+        };
+        let bound_to = last("pthread_create_from ").map(str::to_string);
+        match last("elapsed_ns ").map(str::parse::<u64>) {
+            Some(Ok(elapsed_ns)) => Ok(Output { elapsed_ns, bound_to }),
+            Some(Err(e)) => Err(format!("pthread_bench printed a bad elapsed_ns line: {e}")),
+            None => {
+                let tail: String = output.trim().chars().rev().take(200).collect();
+                let tail: String = tail.chars().rev().collect();
+                Err(format!("pthread_bench printed no elapsed_ns line; it printed {tail:?}"))
+            }
+        }
+    }
+
+    /// Checks the program ran on `library` when one was preloaded: ld.so runs a program
+    /// without a preload it cannot load (a warning on stderr), which would time glibc
+    /// under the library's name.
+    ///
+    /// # Errors
+    /// Which object the program's threads came from instead.
+    pub fn check_library(&self, library: Option<&Path>) -> Result<(), String> {
+        let Some(lib) = library else { return Ok(()) };
+        let name = lib.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        match &self.bound_to {
+            Some(obj) if Path::new(obj).file_name().map(|n| n.to_string_lossy()) == Some(name.as_str().into()) => Ok(()),
+            Some(obj) => Err(format!(
+                "{} was preloaded but pthread_create came from {obj}: the library was not loaded (ld.so's warning is on the program's stderr)",
+                lib.display()
+            )),
+            None => Err(format!(
+                "pthread_bench did not say which pthread_create it ran, so whether {} was loaded is unknown",
+                lib.display()
+            )),
         }
     }
 }
@@ -341,8 +377,9 @@ pub(super) fn setup(op: Op, lib: Library, ctx: &Context) -> Result<Box<dyn Insta
     let metric = Metric::per_ops(op.ops_per_iter());
     Ok(Bench::new(metric, notes)
         .body(move |iters| {
-            let ns = program.run(&op.args(iters), &env, pin)?;
-            Ok(Timing::from_elapsed(Duration::from_nanos(ns)))
+            let out = program.run(&op.args(iters), &env, pin)?;
+            out.check_library(library.as_deref()).map_err(ProbeError::Failed)?;
+            Ok(Timing::from_elapsed(Duration::from_nanos(out.elapsed_ns)))
         })
         .boxed())
 }
@@ -353,12 +390,27 @@ mod tests {
 
     #[test]
     fn the_elapsed_line_is_found_among_other_output() {
-        assert_eq!(parse_elapsed("elapsed_ns 1234\n"), Ok(1234));
-        assert_eq!(parse_elapsed("libschedlab_pthread: note\nelapsed_ns 7\n"), Ok(7));
-        let e = parse_elapsed("elapsed_ns x\n").unwrap_err();
+        let ns = |s: &str| Output::parse(s).map(|o| o.elapsed_ns);
+        assert_eq!(ns("elapsed_ns 1234\n"), Ok(1234));
+        assert_eq!(ns("libschedlab_pthread: note\nelapsed_ns 7\n"), Ok(7));
+        let e = ns("elapsed_ns x\n").unwrap_err();
         assert!(e.contains("bad elapsed_ns"), "{e}");
-        let e = parse_elapsed("Segmentation fault\n").unwrap_err();
+        let e = ns("Segmentation fault\n").unwrap_err();
         assert!(e.contains("no elapsed_ns line") && e.contains("Segmentation fault"), "{e}");
+    }
+
+    #[test]
+    fn a_preload_that_did_not_load_is_a_failure_not_glibc_under_its_name() {
+        let lib = Path::new("/cache/libschedlab_pthread.so");
+        let ran = |text: &str| Output::parse(text).unwrap();
+        let on_lib = ran("elapsed_ns 5\npthread_create_from /cache/libschedlab_pthread.so\n");
+        assert_eq!(on_lib.check_library(Some(lib)), Ok(()));
+        let on_libc = ran("ERROR: ld.so: object ... cannot be preloaded\nelapsed_ns 5\npthread_create_from /lib/x86_64-linux-gnu/libc.so.6\n");
+        let e = on_libc.check_library(Some(lib)).unwrap_err();
+        assert!(e.contains("libc.so.6") && e.contains("not loaded"), "{e}");
+        assert!(ran("elapsed_ns 5\n").check_library(Some(lib)).is_err());
+        // glibc's row needs nothing.
+        assert_eq!(on_libc.check_library(None), Ok(()));
     }
 
     #[test]
