@@ -161,7 +161,7 @@ impl Op {
             Op::Yield => "two created threads meet at a yield gate, then each calls sched_yield ITERS times; first start to last end; op = one switch (2 per iteration)",
             Op::Condvar => "in a created thread, its partner already created: around ITERS round trips of a turn under one mutex and one condition variable; op = one hand-off (2 per round trip)",
             Op::Lock => "in a created thread: around ITERS lock, increment, unlock of one mutex; op = one lock+unlock",
-            Op::Mutex(_) => "N created threads pass a start gate (mutex+cond), then each locks, increments and unlocks one shared mutex ITERS times; first start to last end; op = one lock+unlock (N per iteration)",
+            Op::Mutex(_) => "N created threads pass a start gate (waiting by sched_yield), then each locks, increments and unlocks one shared mutex ITERS times; first start to last end; op = one lock+unlock (N per iteration)",
             Op::Messaging(_) => "G groups of 20 sender and 20 receiver threads pass a start gate; each sender writes a 100-byte message to each receiver's socketpair ITERS times; first start to last end; op = one message (400 G per iteration)",
             Op::Compress(_) => "N created threads pass a start gate, then each compresses its 64 KiB text block ITERS times (greedy LZ77, one hash probe); first start to last end; op = one block (N per iteration)",
         }
