@@ -278,11 +278,12 @@ fn sample_plot(m: &Measurement) -> String {
     }
 }
 
-/// The thread probes' os, rt and tokio medians side by side, one group per probe and
-/// parameter set (log axis: kernel threads take microseconds where user threads take
-/// nanoseconds).
+/// The thread probes' os, rt and tokio medians side by side, with the C program's rows
+/// under glibc (pthread-os) and libschedlab_pthread.so (pthread-rt) where a probe has
+/// them, one group per probe and parameter set (log axis: kernel threads take
+/// microseconds where user threads take nanoseconds).
 fn thread_systems_html(run: &Run) -> Option<String> {
-    const BACKENDS: [&str; 3] = ["os", "rt", "tokio"];
+    const BACKENDS: [&str; 5] = ["os", "rt", "tokio", "pthread-os", "pthread-rt"];
     let mut groups: Vec<crate::svg::BarGroup> = Vec::new();
     let mut keys: Vec<String> = Vec::new();
     for m in run.results.iter().filter(|m| family(&m.probe) == "threads") {
@@ -321,8 +322,9 @@ fn thread_systems_html(run: &Run) -> Option<String> {
     );
     Some(format!(
         "<p>Kernel threads (os), schedlab-rt user threads (rt) and tokio tasks on the same \
-         probes; a missing bar is a skipped or failed row (its reason is in the results \
-         table).</p>\n<figure>{chart}<figcaption>Thread systems of {}</figcaption></figure>\n",
+         probes, and one C program under glibc's threads (pthread-os) and under \
+         libschedlab_pthread.so (pthread-rt); a missing bar is a skipped, failed or \
+         unmeasured row (its reason is in the results table).</p>\n<figure>{chart}<figcaption>Thread systems of {}</figcaption></figure>\n",
         escape(&run.meta.display_name())
     ))
 }

@@ -233,11 +233,15 @@ fn seed002() -> Set {
 }
 
 /// What stands for each of seed 003's thread systems here (none of them exists on Linux
-/// today), per column: SA, PTH, Linux.
+/// today), per column: SA, PTH, Linux. The seed measured each through its POSIX threads
+/// interface, so the two pthreads libraries are measured by the same C program
+/// (`backend=pthread-rt|pthread-os`); GNU PTH, a user-level library with its own API, by
+/// schedlab-rt's own (Rust) API. The three modern rows are one probe's backends, so
+/// `compare` shows them one under the other beside the published cells.
 const SEED003_STAND_INS: [Fidelity; 3] = [
-    Fidelity::Ours("schedlab-rt's M:N user threads stand for the NetBSD SA library"),
-    Fidelity::Ours("schedlab-rt's user threads stand for GNU PTH (N:1, pure user space)"),
-    Fidelity::Ours("glibc's NPTL 1:1 threads stand for LinuxThreads (1:1)"),
+    Fidelity::Ours("schedlab-rt's M:N user threads behind POSIX threads (libschedlab_pthread.so, the same C program as glibc's row) stand for the NetBSD SA pthread library"),
+    Fidelity::Ours("schedlab-rt's user threads through its own Rust API stand for GNU PTH (N:1, pure user space, its own API)"),
+    Fidelity::Ours("glibc's NPTL 1:1 threads, the same C program as the library's row, stand for LinuxThreads (1:1)"),
 ];
 
 fn seed003() -> Set {
@@ -252,8 +256,10 @@ fn seed003() -> Set {
         mhz: 500.0,
         memory_bytes: None,
     };
-    // Per column: SA and PTH are user-level thread libraries, measured here by schedlab-rt
-    // (backend=rt); LinuxThreads is 1:1 kernel threads (backend=os).
+    // Per column: SA is a POSIX threads library on M:N user threads, measured here by the C
+    // program on libschedlab_pthread.so (backend=pthread-rt); PTH is a user-level library,
+    // schedlab-rt through Rust (backend=rt); LinuxThreads is glibc's 1:1 POSIX threads
+    // (backend=pthread-os).
     let row = |name, probe: [(&'static str, &'static str); 3], cells| -> [Row; 3] {
         let mk = |i: usize, cells: &'static [Option<&'static str>]| Row {
             name,
@@ -266,19 +272,19 @@ fn seed003() -> Set {
         [mk(0, a), mk(1, b), mk(2, c)]
     };
     let create = [
+        ("threads.create", "batch=1,backend=pthread-rt"),
         ("threads.create", "batch=1,backend=rt"),
-        ("threads.create", "batch=1,backend=rt"),
-        ("threads.create", "batch=1,backend=os"),
+        ("threads.create", "batch=1,backend=pthread-os"),
     ];
     let mutex = [
+        ("threads.mutex.uncontended", "backend=pthread-rt"),
         ("threads.mutex.uncontended", "backend=rt"),
-        ("threads.mutex.uncontended", "backend=rt"),
-        ("threads.mutex.uncontended", "backend=os"),
+        ("threads.mutex.uncontended", "backend=pthread-os"),
     ];
     let switch = [
+        ("threads.switch", "backend=pthread-rt"),
         ("threads.switch", "backend=rt"),
-        ("threads.switch", "backend=rt"),
-        ("threads.switch", "backend=os"),
+        ("threads.switch", "backend=pthread-os"),
     ];
     let mut rows = Vec::new();
     // Printed "15µs 96µs 90µs", "0.4µs 0.3µs 0.6µs" (the text extraction shows the decimal
@@ -629,8 +635,11 @@ mod tests {
         let c = cell(&cells, "Mutex", "linux");
         assert_eq!(
             c.ours.map(|o| (o.0, o.1, o.3)),
-            Some(("threads.mutex.uncontended", "backend=os", 600.0))
+            Some(("threads.mutex.uncontended", "backend=pthread-os", 600.0))
         );
+        // The SA library is a pthreads library: the C program on ours; PTH: the Rust API.
+        assert_eq!(cell(&cells, "Thread", "sa").ours.unwrap().1, "batch=1,backend=pthread-rt");
+        assert_eq!(cell(&cells, "Context", "pth").ours.unwrap().1, "backend=rt");
         assert_eq!(cell(&cells, "Context", "sa").ours.unwrap().3, 225_000.0);
         assert!(
             c.definition.contains("NPTL") && c.definition.contains("LinuxThreads"),

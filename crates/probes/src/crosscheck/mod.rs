@@ -537,7 +537,7 @@ fn run_tool(
         ),
         None => None,
     };
-    let ran = tool::run(program, args, &setup.env, pin, scratch);
+    let ran = tool::run(program, args, &setup.env, pin, scratch.dir());
     drop(server);
     match ran {
         tool::Ran::Output(text) => row

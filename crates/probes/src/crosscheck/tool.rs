@@ -195,32 +195,29 @@ pub enum Ran {
     Interrupted,
 }
 
-/// Runs `program args` in `scratch` (pinned to `pin` when given) with `env` added, waits for
+/// Runs `program args` in `dir` (pinned to `pin` when given) with `env` added, waits for
 /// it, and returns what it printed. Polls every 5 ms so a stop request or [`TIMEOUT`] kills
-/// its whole process group at once.
+/// its whole process group at once. Its output goes to the files `stdout` and `stderr` in
+/// `dir`. The reference tools run in a [`Scratch`]; the threads probes' C program
+/// (`threads::pthread`) runs the same way in a directory of its own.
 pub fn run(
     program: &Path,
     args: &[String],
     env: &[(&str, String)],
     pin: Option<usize>,
-    scratch: &Scratch,
+    dir: &Path,
 ) -> Ran {
     let name = program
         .file_name()
         .map_or_else(|| program.display().to_string(), |n| n.to_string_lossy().into_owned());
-    let (out_path, err_path) = (scratch.dir().join("stdout"), scratch.dir().join("stderr"));
+    let (out_path, err_path) = (dir.join("stdout"), dir.join("stderr"));
     let files = File::create(&out_path).and_then(|o| Ok((o, File::create(&err_path)?)));
     let (out, err) = match files {
         Ok(f) => f,
         Err(e) => return Ran::Failed(format!("{name}: creating its output files: {e}")),
     };
     let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(scratch.dir())
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .process_group(0);
+    cmd.args(args).current_dir(dir).stdin(Stdio::null()).stdout(out).stderr(err).process_group(0);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -416,12 +413,12 @@ mod tests {
         let row = super::super::rows::ROWS.iter().find(|r| r.program == "lat_pipe").unwrap();
         assert_eq!(tools.program(row).unwrap(), prog);
         let scratch = Scratch::new(&dir).unwrap();
-        match run(&prog, &[], &[], None, &scratch) {
+        match run(&prog, &[], &[], None, scratch.dir()) {
             Ran::Output(text) => assert!(text.contains("Pipe latency: 1.5"), "{text}"),
             other => panic!("{other:?}"),
         }
         std::fs::write(&prog, "#!/bin/sh\necho oops >&2\nexit 3\n").unwrap();
-        match run(&prog, &[], &[], None, &scratch) {
+        match run(&prog, &[], &[], None, scratch.dir()) {
             Ran::Failed(why) => {
                 assert!(why.contains("exit status 3") && why.contains("oops"), "{why}")
             }

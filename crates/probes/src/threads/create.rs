@@ -14,6 +14,7 @@ use schedlab_measure::sys::PinGuard;
 use schedlab_measure::ProbeError;
 
 use super::backend::{self, rt_pinned, rt_run, timing_on, Backend, Bench};
+use super::pthread;
 use crate::{Context, Info, Instance, Probe, Suite};
 
 struct CreateProbe;
@@ -29,8 +30,8 @@ impl Probe for CreateProbe {
             id: "threads.create",
             doc: "Create, start and join a thread that does nothing, one at a time or B at a time (B created, then B joined), on one processor; per thread",
             unit: Unit::Nanos,
-            mirrors: "seed 003 table, row Thread (create, start, destroy a null thread: SA 15 µs, GNU PTH 96 µs, LinuxThreads 90 µs); os = std::thread (pthread_create, 2 MiB stack), rt = schedlab-rt spawn, tokio = tokio::spawn of a task, awaited",
-            requires: "",
+            mirrors: "seed 003 table, row Thread (create, start, destroy a null thread: SA 15 µs, GNU PTH 96 µs, LinuxThreads 90 µs); os = std::thread (pthread_create, 2 MiB stack), rt = schedlab-rt spawn, tokio = tokio::spawn of a task, awaited; pthread-os / pthread-rt = csrc/pthread_bench.c `create B` under glibc / libschedlab_pthread.so (default attributes; the loop runs in a created thread, timed around the rounds)",
+            requires: pthread::REQUIRES,
         }
     }
 
@@ -40,17 +41,23 @@ impl Probe for CreateProbe {
             Suite::Quick => &[1, 16],
             Suite::Full => &[1, 16, 256],
         };
-        backend::per_backend(
-            &batches.iter().map(|b| Params::new().with("batch", b)).collect::<Vec<_>>(),
-        )
+        let with_batch = |b: &usize| Params::new().with("batch", b);
+        let mut v = backend::per_backend(&batches.iter().map(with_batch).collect::<Vec<_>>());
+        let c = pthread::values_for(suite, batches);
+        v.extend(pthread::per_library(&c.iter().map(with_batch).collect::<Vec<_>>()));
+        v
     }
 
-    fn setup(&self, params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
-        let backend = Backend::from_params(params)?;
+    fn setup(&self, params: &Params, ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
+        let library = pthread::Library::from_params(params)?;
         let batch: usize = params.parse_or("batch", 1).map_err(ProbeError::Failed)?;
         if !(1..=4096).contains(&batch) {
             return Err(ProbeError::Failed(format!("batch={batch}: use 1 to 4096")));
         }
+        if let Some(lib) = library {
+            return pthread::setup(pthread::Op::Create(batch), lib, ctx);
+        }
+        let backend = Backend::from_params(params)?;
         let cpu = backend::one_cpu();
         let notes = Params::new().with("cpus", cpu).with("batch", batch);
         let metric = backend.metric(batch as f64);

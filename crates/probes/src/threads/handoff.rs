@@ -27,6 +27,7 @@ use schedlab_measure::{ProbeError, Timing};
 use super::backend::{
     self, futex_wait, futex_wake, rt_pinned, rt_run, timing_on, Backend, Bench, Partner,
 };
+use super::pthread;
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// Which hand-off mechanism a probe measures.
@@ -57,6 +58,18 @@ const PARTNER: u32 = 1;
 /// The value the OS channel partner takes as "stop".
 const SENTINEL: u64 = u64::MAX;
 
+impl HandoffProbe {
+    /// The C program's operation for the pthread rows; the channel ping-pong has none
+    /// (POSIX threads have no channel).
+    fn c_op(&self) -> Option<pthread::Op> {
+        match self.0 {
+            Kind::Switch => Some(pthread::Op::Yield),
+            Kind::Condvar => Some(pthread::Op::Condvar),
+            Kind::Channel => None,
+        }
+    }
+}
+
 impl Probe for HandoffProbe {
     fn info(&self) -> Info {
         match self.0 {
@@ -64,15 +77,15 @@ impl Probe for HandoffProbe {
                 id: "threads.switch",
                 doc: "Two threads on one processor hand control back and forth (rt and tokio: both yield; os: a futex word, FUTEX_WAIT/FUTEX_WAKE); per switch",
                 unit: Unit::Nanos,
-                mirrors: "seed 003 table, row Context (switch between threads: SA 225 µs, PTH 166 µs, LinuxThreads 82 µs); both parties pinned to one CPU",
-                requires: "",
+                mirrors: "seed 003 table, row Context (switch between threads: SA 225 µs, PTH 166 µs, LinuxThreads 82 µs); both parties pinned to one CPU; pthread-os / pthread-rt = csrc/pthread_bench.c `yield`: two created threads each call sched_yield, as rt's two threads yield (glibc: the kernel's sched_yield)",
+                requires: pthread::REQUIRES,
             },
             Kind::Condvar => Info {
                 id: "threads.condvar.pingpong",
                 doc: "Two threads on one processor pass a turn through a mutex and a condition variable (tokio, which has none: a pair of Notify); per hand-off",
                 unit: Unit::Nanos,
-                mirrors: "seed 003 table, row Context, synchronised the pthread way (pthread_cond_wait/signal); both parties pinned to one CPU",
-                requires: "",
+                mirrors: "seed 003 table, row Context, synchronised the pthread way (pthread_cond_wait/signal); both parties pinned to one CPU; pthread-os / pthread-rt = csrc/pthread_bench.c `condvar` (pthread_mutex_t and pthread_cond_t, the loop in a created thread)",
+                requires: pthread::REQUIRES,
             },
             Kind::Channel => Info {
                 id: "threads.channel.pingpong",
@@ -85,10 +98,19 @@ impl Probe for HandoffProbe {
     }
 
     fn variants(&self, _suite: Suite) -> Vec<Params> {
-        backend::per_backend(&[Params::new()])
+        let mut v = backend::per_backend(&[Params::new()]);
+        if self.c_op().is_some() {
+            v.extend(pthread::per_library(&[Params::new()]));
+        }
+        v
     }
 
-    fn setup(&self, params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
+    fn setup(&self, params: &Params, ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
+        if let Some(op) = self.c_op() {
+            if let Some(lib) = pthread::Library::from_params(params)? {
+                return pthread::setup(op, lib, ctx);
+            }
+        }
         let backend = Backend::from_params(params)?;
         let cpu = backend::one_cpu();
         let notes = Params::new().with("cpus", format!("{cpu},{cpu}"));

@@ -1,7 +1,11 @@
 //! Thread-operation probes: what creating, switching, locking, signalling and waking
 //! threads costs in three thread systems side by side — kernel threads (`backend=os`),
 //! schedlab-rt user threads (`backend=rt`) and tokio tasks (`backend=tokio`, the
-//! ecosystem's reference) — so `compare` and the report can line the backends up.
+//! ecosystem's reference) — so `compare` and the report can line the backends up. Where a
+//! C program can do the same, the same C program also runs under glibc's POSIX threads
+//! (`backend=pthread-os`) and under libschedlab_pthread.so (`backend=pthread-rt`), so
+//! schedlab-rt is measured both through its Rust API and through pthreads (`pthread.rs`;
+//! `cbench.rs` holds the rows only the C program has: messaging and a compressor).
 //!
 //! The rows mirror seed 003's table (thread create, mutex, context switch: the scheduler
 //! activations library against GNU PTH and LinuxThreads) and seed 002's Table 1 thread
@@ -15,12 +19,14 @@
 //! CPU and note it; the cross-CPU probes pin each party to its own.
 
 pub(crate) mod backend;
+mod cbench;
 mod compute;
 mod create;
 mod forkjoin;
 mod handoff;
 mod memory;
 mod mutex;
+pub mod pthread;
 mod ring;
 mod tree;
 mod wake;
@@ -38,6 +44,7 @@ pub fn probes() -> Vec<Box<dyn Probe>> {
     v.extend(ring::probes());
     v.extend(tree::probes());
     v.extend(forkjoin::probes());
+    v.extend(cbench::probes());
     v
 }
 
@@ -95,7 +102,11 @@ mod tests {
 
     #[test]
     fn every_probe_offers_all_three_backends_in_every_suite() {
+        // The C program's rows come as a pair (glibc and the library) or not at all; the
+        // probes only the C program measures have just the pair.
+        const C_ONLY: [&str; 2] = ["threads.messaging", "threads.compress"];
         for p in probes() {
+            let id = p.info().id;
             for suite in [Suite::Smoke, Suite::Quick, Suite::Full] {
                 let mut seen: Vec<&str> = Vec::new();
                 let variants = p.variants(suite);
@@ -106,9 +117,39 @@ mod tests {
                     }
                 }
                 seen.sort_unstable();
-                assert_eq!(seen, ["os", "rt", "tokio"], "{} in {suite:?}", p.info().id);
+                let want: &[&str] = if C_ONLY.contains(&id) {
+                    &["pthread-os", "pthread-rt"]
+                } else if seen.contains(&"pthread-os") || seen.contains(&"pthread-rt") {
+                    &["os", "pthread-os", "pthread-rt", "rt", "tokio"]
+                } else {
+                    &["os", "rt", "tokio"]
+                };
+                assert_eq!(seen, want, "{id} in {suite:?}");
             }
         }
+    }
+
+    #[test]
+    fn the_pthread_rows_are_offered_where_the_c_program_has_the_operation() {
+        let with_c: Vec<&str> = probes()
+            .iter()
+            .filter(|p| {
+                p.variants(Suite::Quick).iter().any(|v| v.get("backend") == Some("pthread-rt"))
+            })
+            .map(|p| p.info().id)
+            .collect();
+        assert_eq!(
+            with_c,
+            [
+                "threads.create",
+                "threads.switch",
+                "threads.condvar.pingpong",
+                "threads.mutex.uncontended",
+                "threads.mutex.contended",
+                "threads.messaging",
+                "threads.compress"
+            ]
+        );
     }
 
     #[test]
@@ -137,7 +178,7 @@ mod tests {
         let Err(ProbeError::Failed(msg)) = p.setup(&params, &Context::for_tests()) else {
             panic!("backend=green accepted")
         };
-        assert!(msg.contains("os, rt or tokio"), "{msg}");
+        assert!(msg.contains("os, rt, tokio, pthread-os or pthread-rt"), "{msg}");
     }
 
     /// Developer aid, not a check: prints quick-suite medians for the probes matching

@@ -26,6 +26,7 @@ use schedlab_measure::sys::{self, PinGuard};
 use schedlab_measure::{ProbeError, Timing};
 
 use super::backend::{self, rt_pinned, rt_run, timing_on, Backend, Bench, THREAD_PREFIX};
+use super::pthread;
 use crate::{Context, Info, Instance, Probe, Suite};
 
 struct Uncontended;
@@ -42,16 +43,21 @@ impl Probe for Uncontended {
             id: "threads.mutex.uncontended",
             doc: "Lock, increment the protected counter, unlock, by one thread on one processor; per lock+unlock",
             unit: Unit::Nanos,
-            mirrors: "seed 003 table, row Mutex (SA 0.4 µs, PTH 0.3 µs, LinuxThreads 0.6 µs); os = std::sync::Mutex (a futex word, like glibc's default pthread mutex), rt = schedlab_rt::sync::Mutex, tokio = tokio::sync::Mutex",
-            requires: "",
+            mirrors: "seed 003 table, row Mutex (SA 0.4 µs, PTH 0.3 µs, LinuxThreads 0.6 µs); os = std::sync::Mutex (a futex word, like glibc's default pthread mutex), rt = schedlab_rt::sync::Mutex, tokio = tokio::sync::Mutex; pthread-os / pthread-rt = csrc/pthread_bench.c `lock` (a default pthread_mutex_t, in a created thread)",
+            requires: pthread::REQUIRES,
         }
     }
 
     fn variants(&self, _suite: Suite) -> Vec<Params> {
-        backend::per_backend(&[Params::new()])
+        let mut v = backend::per_backend(&[Params::new()]);
+        v.extend(pthread::per_library(&[Params::new()]));
+        v
     }
 
-    fn setup(&self, params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
+    fn setup(&self, params: &Params, ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
+        if let Some(lib) = pthread::Library::from_params(params)? {
+            return pthread::setup(pthread::Op::Lock, lib, ctx);
+        }
         let backend = Backend::from_params(params)?;
         let cpu = backend::one_cpu();
         // A few nanoseconds for every backend: subtract the loop.
@@ -116,8 +122,8 @@ impl Probe for Contended {
             id: "threads.mutex.contended",
             doc: "N threads on all CPUs each lock, increment and unlock one shared mutex; wall time from the first thread's start to the last one's end, per lock+unlock",
             unit: Unit::Nanos,
-            mirrors: "seed 003 mutex test under contention (LinuxThreads' lock time grew linearly with contenders, SA and PTH stayed flat); threads pinned round-robin over the CPUs",
-            requires: "",
+            mirrors: "seed 003 mutex test under contention (LinuxThreads' lock time grew linearly with contenders, SA and PTH stayed flat); threads pinned round-robin over the CPUs; pthread-os / pthread-rt = csrc/pthread_bench.c `mutex N` (a default pthread_mutex_t; threads placed by the kernel, the library with a processor per CPU)",
+            requires: pthread::REQUIRES,
         }
     }
 
@@ -126,17 +132,28 @@ impl Probe for Contended {
             Suite::Smoke => &[2],
             Suite::Quick | Suite::Full => &[2, 4, 8, 16],
         };
-        backend::per_backend(
-            &threads.iter().map(|t| Params::new().with("threads", t)).collect::<Vec<_>>(),
-        )
+        let with_threads = |t: &usize| Params::new().with("threads", t);
+        let mut v = backend::per_backend(&threads.iter().map(with_threads).collect::<Vec<_>>());
+        // The quick suite's pthread rows: two contenders and eight.
+        let c: &[usize] = match suite {
+            Suite::Smoke => &[2],
+            Suite::Quick => &[2, 8],
+            Suite::Full => &[2, 4, 8, 16],
+        };
+        v.extend(pthread::per_library(&c.iter().map(with_threads).collect::<Vec<_>>()));
+        v
     }
 
-    fn setup(&self, params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
-        let backend = Backend::from_params(params)?;
+    fn setup(&self, params: &Params, ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
+        let library = pthread::Library::from_params(params)?;
         let threads: usize = params.parse_or("threads", 2).map_err(ProbeError::Failed)?;
         if !(1..=256).contains(&threads) {
             return Err(ProbeError::Failed(format!("threads={threads}: use 1 to 256")));
         }
+        if let Some(lib) = library {
+            return pthread::setup(pthread::Op::Mutex(threads), lib, ctx);
+        }
+        let backend = Backend::from_params(params)?;
         let cpus = sys::allowed_cpus();
         let notes = Params::new().with("cpus", backend::cpu_list(&cpus));
         let bench = Bench::new(backend.metric(threads as f64), notes);
