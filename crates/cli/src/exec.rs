@@ -142,9 +142,26 @@ fn write_trace(events: &Path, out: crate::output::Output, program: &str) -> Resu
 
 /// The library file to preload, and the directory to remove afterwards if it is a
 /// temporary one.
-struct Library {
+pub struct Library {
     path: PathBuf,
     _tmp: Option<PrivateDir>,
+}
+
+/// For `schedlab run`: the library the `pthread-rt` rows preload, named in
+/// `SCHEDLAB_PTHREAD_LIB` for the probes (crates/probes/src/threads/pthread.rs) unless the
+/// user named one. Returns the guard that keeps a temporary copy alive, or `None` when no
+/// copy could be written (those rows then skip and say why) or the machine cannot run it.
+pub fn library_for_probes() -> Option<Library> {
+    if std::env::var_os(schedlab_probes::threads::pthread::LIBRARY_ENV).is_some()
+        || !schedlab_rt::fsgsbase_usable()
+    {
+        return None;
+    }
+    let lib = library().ok()?;
+    // The binary is single-threaded here (no probe has run): nothing reads the
+    // environment concurrently.
+    std::env::set_var(schedlab_probes::threads::pthread::LIBRARY_ENV, &lib.path);
+    Some(lib)
 }
 
 /// `SCHEDLAB_PTHREAD_LIB`, else the embedded library in the first private directory that

@@ -67,6 +67,8 @@ pub fn run(plan: RunPlan, store: &mut Store, db: &Location) -> Result<(i64, Exit
 
     let flag = interrupt::flag();
     crate::stop::install(&flag, true)?;
+    // The C program's `pthread-rt` rows preload the embedded library.
+    let _pthread_lib = crate::exec::library_for_probes();
 
     let mut machine = Machine::fingerprint();
     machine.doctor = schedlab_measure::doctor::stored(&schedlab_measure::doctor::collect());
