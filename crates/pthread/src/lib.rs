@@ -40,6 +40,7 @@ mod cancel;
 mod events;
 mod fork;
 mod glibc;
+mod io;
 mod key;
 mod once;
 mod runtime;

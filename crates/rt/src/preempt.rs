@@ -156,7 +156,7 @@ pub fn no_preempt<R>(f: impl FnOnce() -> R) -> R {
 
 /// The program's own code: the executable segments of the main executable.
 struct Text {
-    ranges: [(usize, usize); 4],
+    ranges: [(usize, usize); 8],
     n: usize,
 }
 
@@ -170,7 +170,7 @@ fn frame_bytes() -> usize {
 
 fn program_text() -> &'static Text {
     TEXT.get_or_init(|| {
-        let mut text = Text { ranges: [(0, 0); 4], n: 0 };
+        let mut text = Text { ranges: [(0, 0); 8], n: 0 };
         unsafe extern "C" fn each(
             info: *mut libc::dl_phdr_info,
             _size: libc::size_t,
@@ -181,7 +181,7 @@ fn program_text() -> &'static Text {
             for i in 0..info.dlpi_phnum as usize {
                 // SAFETY: `dlpi_phdr` has `dlpi_phnum` entries.
                 let ph = unsafe { &*info.dlpi_phdr.add(i) };
-                if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 && text.n < 4 {
+                if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 && text.n < 8 {
                     let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
                     text.ranges[text.n] = (start, start + ph.p_memsz as usize);
                     text.n += 1;
@@ -189,8 +189,10 @@ fn program_text() -> &'static Text {
             }
             1 // the first object is the main executable: stop
         }
-        /// The `shared-library` build: the text of the object holding this
-        /// function (ours), found by its load address.
+        /// The `shared-library` build: the text of the objects no user
+        /// thread may be preempted in — ours (found by this function's
+        /// address), the C library, the dynamic loader, the unwinder and the
+        /// vDSO (found by name) — collected as ranges to exclude.
         #[cfg(feature = "shared-library")]
         unsafe extern "C" fn own(
             info: *mut libc::dl_phdr_info,
@@ -200,19 +202,34 @@ fn program_text() -> &'static Text {
             // SAFETY: the loader passes a valid info struct; `data` is our `Text`.
             let (info, text) = unsafe { (&*info, &mut *data.cast::<Text>()) };
             let here = own as *const () as usize;
-            let mut found = Text { ranges: [(0, 0); 4], n: 0 };
+            let name = if info.dlpi_name.is_null() {
+                &b""[..]
+            } else {
+                // SAFETY: the loader's NUL-terminated name of the object.
+                unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }.to_bytes()
+            };
+            let base = name.rsplit(|&c| c == b'/').next().unwrap_or(name);
+            let named = [&b"libc.so"[..], b"ld-linux", b"libgcc_s.so", b"linux-vdso"]
+                .iter()
+                .any(|p| base.starts_with(p));
+            let mut found = Text { ranges: [(0, 0); 8], n: 0 };
             for i in 0..info.dlpi_phnum as usize {
                 // SAFETY: `dlpi_phdr` has `dlpi_phnum` entries.
                 let ph = unsafe { &*info.dlpi_phdr.add(i) };
-                if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 && found.n < 4 {
+                if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 && found.n < 8 {
                     let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
                     found.ranges[found.n] = (start, start + ph.p_memsz as usize);
                     found.n += 1;
                 }
             }
-            if found.ranges[..found.n].iter().any(|&(a, b)| (a..b).contains(&here)) {
-                *text = found;
-                return 1;
+            let ours = found.ranges[..found.n].iter().any(|&(a, b)| (a..b).contains(&here));
+            if ours || named {
+                for &r in &found.ranges[..found.n] {
+                    if text.n < 8 {
+                        text.ranges[text.n] = r;
+                        text.n += 1;
+                    }
+                }
             }
             0
         }
@@ -255,12 +272,15 @@ fn in_program_text(pc: usize) -> bool {
 }
 
 /// The `shared-library` build (`libschedlab_pthread.so`): every user thread
-/// carries its own TLS block and thread control block, so the hazard safe
-/// point 3 guards against — per-kernel-thread state in libc and the loader —
-/// is gone, and their locks are futexes whose waiters the monitor hands off
-/// like any thread blocked in the kernel, as the kernel itself preempts a
-/// thread anywhere. Only our own object (the runtime and the library's
-/// spin locks) is not a safe point.
+/// carries its own TLS block and thread control block, so per-thread state is
+/// no hazard any more, and the program's own code and its libraries (a
+/// compressor's `libz`, `liblzma`) are safe points. Not the C library, the
+/// dynamic loader, the unwinder or our own object: the scheduler context
+/// itself takes their locks (malloc's arenas, the loader's lock when it
+/// first registers a thread-local destructor), and a user thread preempted
+/// while holding one, queued on the very processor whose scheduler context
+/// then blocks on it, would never run again (seen: `stress-ng --pthread`
+/// hung on the loader's lock).
 #[cfg(feature = "shared-library")]
 fn in_program_text(pc: usize) -> bool {
     let t = program_text();
@@ -321,6 +341,8 @@ unsafe extern "C" fn handler(
     // never sees a change.
     let errno = unsafe { *libc::__errno_location() };
     let m = Machine::here();
+    #[cfg(feature = "shared-library")]
+    crate::shared::count_interruption(m);
     match m.request.swap(REQ_NONE, Ordering::Acquire) {
         REQ_RELEASE => {
             // SAFETY: the kernel passes the interrupted context.

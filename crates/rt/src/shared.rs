@@ -200,3 +200,34 @@ pub fn interrupt(thread: &crate::Thread) {
         crate::preempt::signal_thread(m.tid.load(Ordering::Relaxed));
     }
 }
+
+/// In the preemption signal's handler: counts the interruption against the
+/// user thread the kernel thread runs (on a processor or detached), whose
+/// system call it may have cut short with `EINTR` (`poll`, `select`,
+/// `epoll_wait` and `sem_wait` are never restarted, whatever `SA_RESTART`
+/// says). Async-signal-safe: atomics only.
+pub(crate) fn count_interruption(m: &crate::machine::Machine) {
+    use std::sync::atomic::Ordering;
+    let p = m.processor();
+    let task = if p.is_null() {
+        m.detached.load(Ordering::Relaxed).cast_const()
+    } else {
+        // SAFETY: this kernel thread's processor, read from its own handler
+        // as `redirect` does.
+        unsafe { (*p).current_task() }.map_or(std::ptr::null(), |t| t as *const crate::task::Task)
+    };
+    if !task.is_null() {
+        // SAFETY: the task running here is alive while it runs.
+        unsafe { &*task }.interruptions.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// How many times the runtime's own signal has interrupted the calling user
+/// thread (0 on a kernel thread). A library wrapping a system call that the
+/// signal can end with `EINTR` compares this before and after, and calls
+/// again when the interruption was the runtime's (as Go's runtime retries
+/// its own `EINTR`s).
+pub fn interruptions() -> u32 {
+    crate::processor::current_task_ref()
+        .map_or(0, |t| t.interruptions.load(std::sync::atomic::Ordering::Relaxed))
+}

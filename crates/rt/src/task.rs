@@ -353,6 +353,10 @@ pub(crate) struct Task {
     /// next resumes or passes a preemption point.
     #[cfg(feature = "shared-library")]
     pub(crate) notify: AtomicBool,
+    /// `shared-library` build: how many times the runtime's own signal
+    /// interrupted the thread (`shared::interruptions`).
+    #[cfg(feature = "shared-library")]
+    pub(crate) interruptions: AtomicU32,
     /// `shared-library` build: the machine that last resumed the thread.
     #[cfg(feature = "shared-library")]
     pub(crate) machine: AtomicPtr<crate::machine::Machine>,
@@ -582,6 +586,8 @@ impl Task {
                     sigmask: AtomicU64::new(0),
                     #[cfg(feature = "shared-library")]
                     notify: AtomicBool::new(false),
+                    #[cfg(feature = "shared-library")]
+                    interruptions: AtomicU32::new(0),
                     #[cfg(feature = "shared-library")]
                     machine: AtomicPtr::new(std::ptr::null_mut()),
                 },

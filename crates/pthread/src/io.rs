@@ -1,0 +1,238 @@
+//! Waiting for file descriptors without spurious `EINTR`: `poll`, `ppoll`,
+//! `select`, `pselect`, `epoll_wait`, `epoll_pwait`.
+//!
+//! The runtime interrupts a user thread blocked in the kernel with its own
+//! signal when it hands the thread's processor to another kernel thread (and
+//! to preempt it), and these calls are never restarted after a signal,
+//! whatever `SA_RESTART` says: the program would see `EINTR` for a signal it
+//! never got (`hackbench -T` and `perf bench sched messaging -t` stopped on
+//! it). On a user thread each wrapper calls again, with the time left, when
+//! the interruption was the runtime's own (`schedlab_rt::shared::
+//! interruptions` moved) and no signal of the program's was delivered to the
+//! thread meanwhile by the library (`signals_seen`). A process-directed
+//! signal the kernel delivers to the thread in the same moment as the
+//! runtime's is the one case whose `EINTR` is absorbed: its handler has run,
+//! and the call goes on waiting.
+
+use crate::thread::{current, on_user_thread};
+use std::ffi::c_int;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// glibc's definitions.
+mod next {
+    #![allow(clippy::type_complexity)]
+    #[allow(unused_imports)]
+    use std::ffi::{c_int, c_void};
+    crate::glibc::real!(poll: fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int);
+    crate::glibc::real!(ppoll: fn(*mut libc::pollfd, libc::nfds_t, *const libc::timespec, *const libc::sigset_t) -> c_int);
+    crate::glibc::real!(select: fn(c_int, *mut libc::fd_set, *mut libc::fd_set, *mut libc::fd_set, *mut libc::timeval) -> c_int);
+    crate::glibc::real!(pselect: fn(c_int, *mut libc::fd_set, *mut libc::fd_set, *mut libc::fd_set, *const libc::timespec, *const libc::sigset_t) -> c_int);
+    crate::glibc::real!(epoll_wait: fn(c_int, *mut libc::epoll_event, c_int, c_int) -> c_int);
+    crate::glibc::real!(epoll_pwait: fn(c_int, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int);
+}
+
+fn errno() -> c_int {
+    // SAFETY: the calling thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Calls `call` with the time left of `deadline` (`None`: no limit) until
+/// it returns anything but an `EINTR` of the runtime's own making.
+fn retrying(deadline: Option<Instant>, mut call: impl FnMut(Option<Duration>) -> c_int) -> c_int {
+    let d = current();
+    loop {
+        let ours = schedlab_rt::shared::interruptions();
+        let seen = d.signals_seen.load(Ordering::Acquire);
+        let left = deadline.map(|at| at.saturating_duration_since(Instant::now()));
+        let r = call(left);
+        if r == -1
+            && errno() == libc::EINTR
+            && schedlab_rt::shared::interruptions() != ours
+            && d.signals_seen.load(Ordering::Acquire) == seen
+        {
+            continue;
+        }
+        return r;
+    }
+}
+
+fn ms_deadline(timeout: c_int) -> Option<Instant> {
+    (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64))
+}
+
+fn ms(left: Option<Duration>) -> c_int {
+    // Rounded up, so a wait never ends before its time.
+    left.map_or(-1, |d| d.as_nanos().div_ceil(1_000_000).min(c_int::MAX as u128) as c_int)
+}
+
+fn ts_deadline(t: *const libc::timespec) -> Option<Instant> {
+    if t.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's timeout.
+    let t = unsafe { *t };
+    let d = Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32);
+    Some(Instant::now() + d)
+}
+
+fn ts(left: Duration) -> libc::timespec {
+    libc::timespec {
+        tv_sec: left.as_secs() as libc::time_t,
+        tv_nsec: left.subsec_nanos() as libc::c_long,
+    }
+}
+
+/// `poll`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn poll(
+    fds: *mut libc::pollfd,
+    n: libc::nfds_t,
+    timeout: c_int,
+) -> c_int {
+    if !on_user_thread() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::poll()(fds, n, timeout) };
+    }
+    // SAFETY: forwarded, with the time left.
+    retrying(ms_deadline(timeout), |left| unsafe { next::poll()(fds, n, ms(left)) })
+}
+
+/// `ppoll`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn ppoll(
+    fds: *mut libc::pollfd,
+    n: libc::nfds_t,
+    timeout: *const libc::timespec,
+    mask: *const libc::sigset_t,
+) -> c_int {
+    if !on_user_thread() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::ppoll()(fds, n, timeout, mask) };
+    }
+    retrying(ts_deadline(timeout), |left| {
+        let t = left.map(ts);
+        let tp = t.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: forwarded, with the time left.
+        unsafe { next::ppoll()(fds, n, tp, mask) }
+    })
+}
+
+/// `select` (Linux's: the timeout is updated to the time left).
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn select(
+    nfds: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    timeout: *mut libc::timeval,
+) -> c_int {
+    if !on_user_thread() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::select()(nfds, r, w, e, timeout) };
+    }
+    // The sets are in-out: keep them for a call again.
+    // SAFETY: the caller's sets (or null).
+    let saved = unsafe { [r, w, e].map(|p| (!p.is_null()).then(|| *p)) };
+    retrying(None, |_| {
+        for (p, s) in [r, w, e].into_iter().zip(saved) {
+            if let Some(s) = s {
+                // SAFETY: the caller's set, restored before each call.
+                unsafe { *p = s };
+            }
+        }
+        // SAFETY: forwarded; the kernel leaves the time left in `timeout`.
+        unsafe { next::select()(nfds, r, w, e, timeout) }
+    })
+}
+
+/// `pselect`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn pselect(
+    nfds: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    timeout: *const libc::timespec,
+    mask: *const libc::sigset_t,
+) -> c_int {
+    if !on_user_thread() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::pselect()(nfds, r, w, e, timeout, mask) };
+    }
+    // SAFETY: the caller's sets (or null).
+    let saved = unsafe { [r, w, e].map(|p| (!p.is_null()).then(|| *p)) };
+    retrying(ts_deadline(timeout), |left| {
+        for (p, s) in [r, w, e].into_iter().zip(saved) {
+            if let Some(s) = s {
+                // SAFETY: the caller's set, restored before each call.
+                unsafe { *p = s };
+            }
+        }
+        let t = left.map(ts);
+        let tp = t.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: forwarded, with the time left.
+        unsafe { next::pselect()(nfds, r, w, e, tp, mask) }
+    })
+}
+
+/// `epoll_wait`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn epoll_wait(
+    epfd: c_int,
+    events: *mut libc::epoll_event,
+    max: c_int,
+    timeout: c_int,
+) -> c_int {
+    if !on_user_thread() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::epoll_wait()(epfd, events, max, timeout) };
+    }
+    // SAFETY: forwarded, with the time left.
+    retrying(ms_deadline(timeout), |left| unsafe {
+        next::epoll_wait()(epfd, events, max, ms(left))
+    })
+}
+
+/// `epoll_pwait`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn epoll_pwait(
+    epfd: c_int,
+    events: *mut libc::epoll_event,
+    max: c_int,
+    timeout: c_int,
+    mask: *const libc::sigset_t,
+) -> c_int {
+    if !on_user_thread() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::epoll_pwait()(epfd, events, max, timeout, mask) };
+    }
+    retrying(ms_deadline(timeout), |left| {
+        // SAFETY: forwarded, with the time left.
+        unsafe { next::epoll_pwait()(epfd, events, max, ms(left), mask) }
+    })
+}
