@@ -35,10 +35,12 @@
 #![deny(missing_docs)]
 
 mod cancel;
+mod cond;
 mod events;
 mod fork;
 mod glibc;
 mod key;
+mod mutex;
 mod once;
 mod runtime;
 mod sched;

@@ -25,7 +25,8 @@
 //!    C cleanup handlers (`pthread_cleanup_push`) have been run first by
 //!    `cancel.rs`.
 //! 3. It runs the key destructors (`key.rs`) and the thread's C++
-//!    `thread_local` destructors, marks the data exited and wakes a joiner
+//!    `thread_local` destructors, releases the robust mutexes it still
+//!    holds (`mutex.rs`), marks the data exited and wakes a joiner
 //!    — all still on its own block.
 //! 4. The runtime completes the thread on the kernel thread's own block
 //!    (`Builder::thread_pointer`), so once the runtime's join returns, the
@@ -127,9 +128,11 @@ pub(crate) struct ThreadData {
     pub(crate) cleanup: Cell<*mut c_void>,
     /// Thread-specific values (`key.rs`).
     pub(crate) keys: UnsafeCell<Vec<(u64, *mut c_void)>>,
+    /// The robust mutexes the thread holds (`mutex.rs`).
+    pub(crate) robust: UnsafeCell<Vec<usize>>,
 }
 
-// SAFETY: the cells (`kind`, `cleanup`, `keys`) are touched only by the
+// SAFETY: the cells (`kind`, `cleanup`, `keys`, `robust`) are touched only by the
 // thread itself (and its creator before it runs); the rest is atomic or locked.
 unsafe impl Sync for ThreadData {}
 // SAFETY: as above.
@@ -160,6 +163,7 @@ impl ThreadData {
             cancel: AtomicU32::new(0),
             cleanup: Cell::new(std::ptr::null_mut()),
             keys: UnsafeCell::new(Vec::new()),
+            robust: UnsafeCell::new(Vec::new()),
         })
     }
 
@@ -441,6 +445,7 @@ fn thread_main(data: usize, start: usize, arg: usize) {
 fn finish(d: &ThreadData) {
     crate::key::run_destructors(d);
     crate::glibc::call_tls_dtors();
+    crate::mutex::release_robust(d);
     let was = d.state.fetch_or(EXITED, Ordering::AcqRel);
     if was & DETACHED != 0 {
         REAP.lock().unwrap().push(d as *const ThreadData as usize);

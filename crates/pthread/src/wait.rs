@@ -204,6 +204,14 @@ impl<'a> Queue<'a> {
         Queue { lock, bit, head, tail }
     }
 
+    /// Takes the queue's lock if it is free, without waiting: for callers
+    /// that must never spin on it (`sem_post` in a signal handler, which may
+    /// have interrupted the holder on its own thread).
+    pub(crate) fn try_lock(&self) -> Option<Locked<'_, 'a>> {
+        let s = self.lock.fetch_or(self.bit, Ordering::Acquire);
+        (s & self.bit == 0).then_some(Locked { q: self })
+    }
+
     /// Takes the queue's lock.
     pub(crate) fn lock(&self) -> Locked<'_, 'a> {
         let mut spins = 0u32;
