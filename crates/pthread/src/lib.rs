@@ -43,6 +43,7 @@ mod key;
 mod mutex;
 mod once;
 mod runtime;
+mod rwlock;
 mod sched;
 mod thread;
 mod tls;
