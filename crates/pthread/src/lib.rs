@@ -34,6 +34,7 @@
 
 #![deny(missing_docs)]
 
+mod barrier;
 mod cancel;
 mod cond;
 mod events;
@@ -45,6 +46,8 @@ mod once;
 mod runtime;
 mod rwlock;
 mod sched;
+mod sem;
+mod spin;
 mod thread;
 mod tls;
 mod wait;
