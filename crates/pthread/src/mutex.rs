@@ -975,3 +975,17 @@ pub unsafe extern "C" fn pthread_mutexattr_getprioceiling(
     unsafe { *ceiling = c.max(fifo_range().0) };
     0
 }
+
+crate::glibc::alias!(__pthread_mutex_init = pthread_mutex_init: fn(m: *mut libc::pthread_mutex_t, a: *const libc::pthread_mutexattr_t) -> c_int);
+crate::glibc::alias!(__pthread_mutex_destroy = pthread_mutex_destroy: fn(m: *mut libc::pthread_mutex_t) -> c_int);
+crate::glibc::alias!(__pthread_mutex_lock = pthread_mutex_lock: fn(m: *mut libc::pthread_mutex_t) -> c_int);
+crate::glibc::alias!(__pthread_mutex_trylock = pthread_mutex_trylock: fn(m: *mut libc::pthread_mutex_t) -> c_int);
+crate::glibc::alias!(__pthread_mutex_unlock = pthread_mutex_unlock: fn(m: *mut libc::pthread_mutex_t) -> c_int);
+crate::glibc::alias!(pthread_mutex_consistent_np = pthread_mutex_consistent: fn(m: *mut libc::pthread_mutex_t) -> c_int);
+crate::glibc::alias!(__pthread_mutexattr_init = pthread_mutexattr_init: fn(a: *mut libc::pthread_mutexattr_t) -> c_int);
+crate::glibc::alias!(__pthread_mutexattr_destroy = pthread_mutexattr_destroy: fn(a: *mut libc::pthread_mutexattr_t) -> c_int);
+crate::glibc::alias!(__pthread_mutexattr_settype = pthread_mutexattr_settype: fn(a: *mut libc::pthread_mutexattr_t, kind: c_int) -> c_int);
+crate::glibc::alias!(pthread_mutexattr_setkind_np = pthread_mutexattr_settype: fn(a: *mut libc::pthread_mutexattr_t, kind: c_int) -> c_int);
+crate::glibc::alias!(pthread_mutexattr_getkind_np = pthread_mutexattr_gettype: fn(a: *const libc::pthread_mutexattr_t, kind: *mut c_int) -> c_int);
+crate::glibc::alias!(pthread_mutexattr_setrobust_np = pthread_mutexattr_setrobust: fn(a: *mut libc::pthread_mutexattr_t, robust: c_int) -> c_int);
+crate::glibc::alias!(pthread_mutexattr_getrobust_np = pthread_mutexattr_getrobust: fn(a: *const libc::pthread_mutexattr_t, robust: *mut c_int) -> c_int);

@@ -297,6 +297,15 @@ impl Locked<'_, '_> {
         w.linked.set(false);
     }
 
+    /// Moves the first waiter to the tail: one that cannot go yet, in front
+    /// of one that can (a reader ahead of a writer, when writers are preferred).
+    pub(crate) fn rotate(&self) {
+        if let Some(Unlinked(w)) = self.pop() {
+            // SAFETY: just unlinked, still waiting.
+            self.push(unsafe { &*w });
+        }
+    }
+
     /// Moves every waiter of this queue to the tail of `to` (locked too):
     /// a condition variable's broadcast requeues onto the mutex.
     pub(crate) fn drain_into(&self, to: &Locked<'_, '_>) {
