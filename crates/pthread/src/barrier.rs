@@ -97,8 +97,6 @@ pub unsafe extern "C" fn pthread_barrier_wait(b: *mut libc::pthread_barrier_t) -
         // SAFETY: glibc's barrier, forwarded unchanged.
         return unsafe { next::pthread_barrier_wait()(b) };
     }
-    // A kernel thread waking user threads needs its runtime block.
-    crate::thread::current();
     let q = r.queue();
     let g = q.lock();
     let round = r.lock.load(Ordering::Relaxed) & !QUEUE_LOCK;

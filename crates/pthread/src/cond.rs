@@ -117,8 +117,6 @@ impl Raw {
         if self.head.load(Ordering::Acquire).is_null() {
             return;
         }
-        // A kernel thread waking a user thread needs its runtime block.
-        crate::thread::current();
         let q = self.queue();
         let w = q.lock().pop();
         if let Some(w) = w {
@@ -131,7 +129,6 @@ impl Raw {
         if self.head.load(Ordering::Acquire).is_null() {
             return;
         }
-        crate::thread::current();
         let q = self.queue();
         let mut bumped = false;
         loop {
@@ -170,7 +167,6 @@ enum Ended {
 /// Steps 1 to 4 of the module docs. Holds the waiter (which has a `Drop`),
 /// so the caller acts on a cancellation only after this returns.
 fn wait(r: &Raw, m: *mut libc::pthread_mutex_t, deadline: Option<&Deadline>) -> Ended {
-    crate::thread::current();
     let q = r.queue();
     let w = Waiter::new(0);
     {

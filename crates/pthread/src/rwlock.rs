@@ -339,10 +339,6 @@ impl Raw {
                 }
                 self.fix_bits(&g);
             }
-            if n > 0 {
-                // A kernel thread waking a user thread needs its runtime block.
-                crate::thread::current();
-            }
             for w in batch.into_iter().flatten() {
                 w.wake();
             }

@@ -54,7 +54,8 @@
 //! What remains is the wake-up itself: a waiting kernel thread is woken by
 //! `FUTEX_WAKE`, safe anywhere; a waiting user thread is made runnable by
 //! the runtime's `unpark`, which puts it on the calling processor's run
-//! queue. A handler that interrupted the runtime's own code on the same
+//! queue (and a kernel thread's first wake-up of a user thread allocates
+//! its runtime block, `runtime::enter`). A handler that interrupted the runtime's own code on the same
 //! kernel thread in the middle of a change of that queue would corrupt it;
 //! the runtime's preemption signal never lands there (its code is not a
 //! safe point), but an ordinary signal may. Making that case safe needs a
@@ -288,11 +289,6 @@ pub unsafe extern "C" fn sem_post(s: *mut libc::sem_t) -> c_int {
         }
     }
     if r.word.load(Ordering::SeqCst) & WAITERS != 0 {
-        if crate::runtime::started().is_some() {
-            // Waking a user thread from a kernel thread needs its runtime
-            // block (allocated on the thread's first call only).
-            schedlab_rt::shared::attach();
-        }
         r.word.fetch_add(PENDING_ONE, Ordering::SeqCst);
         r.drain();
     }

@@ -209,7 +209,9 @@ impl<'a> Queue<'a> {
     /// have interrupted the holder on its own thread).
     pub(crate) fn try_lock(&self) -> Option<Locked<'_, 'a>> {
         let s = self.lock.fetch_or(self.bit, Ordering::Acquire);
-        (s & self.bit == 0).then_some(Locked { q: self })
+        // `then`, not `then_some`: a guard built and dropped when the lock
+        // was taken would release the holder's lock.
+        (s & self.bit == 0).then(|| Locked { q: self })
     }
 
     /// Takes the queue's lock.
