@@ -34,23 +34,26 @@
 
 #![deny(missing_docs)]
 
-mod barrier;
 mod cancel;
-mod cond;
 mod events;
 mod fork;
 mod glibc;
 mod key;
-mod mutex;
 mod once;
 mod runtime;
-mod rwlock;
 mod sched;
-mod sem;
-mod spin;
 mod thread;
 mod tls;
 mod wait;
+
+// The synchronisation primitives: glibc's object sizes and static
+// initializers, waiters queued through `wait.rs`.
+mod barrier;
+mod cond;
+mod mutex;
+mod rwlock;
+mod sem;
+mod spin;
 
 /// Prints why the library cannot go on, and ends the process (exit code 127,
 /// as a shell does for a program it could not run). Used only before any

@@ -116,6 +116,9 @@ pub(crate) struct ThreadData {
     queue_head: AtomicPtr<Waiter>,
     queue_tail: AtomicPtr<Waiter>,
     value: AtomicUsize,
+    /// The robust mutexes the thread holds (`mutex.rs`; a cell the thread
+    /// alone touches).
+    pub(crate) robust: UnsafeCell<Vec<usize>>,
     handle: Mutex<Option<JoinHandle<()>>>,
     /// Thread name (`pthread_setname_np`), NUL-terminated, up to 15 bytes.
     name: Mutex<[u8; 16]>,
@@ -128,11 +131,9 @@ pub(crate) struct ThreadData {
     pub(crate) cleanup: Cell<*mut c_void>,
     /// Thread-specific values (`key.rs`).
     pub(crate) keys: UnsafeCell<Vec<(u64, *mut c_void)>>,
-    /// The robust mutexes the thread holds (`mutex.rs`).
-    pub(crate) robust: UnsafeCell<Vec<usize>>,
 }
 
-// SAFETY: the cells (`kind`, `cleanup`, `keys`, `robust`) are touched only by the
+// SAFETY: the cells (`kind`, `cleanup`, `keys`) are touched only by the
 // thread itself (and its creator before it runs); the rest is atomic or locked.
 unsafe impl Sync for ThreadData {}
 // SAFETY: as above.
@@ -156,6 +157,7 @@ impl ThreadData {
             queue_head: AtomicPtr::new(std::ptr::null_mut()),
             queue_tail: AtomicPtr::new(std::ptr::null_mut()),
             value: AtomicUsize::new(0),
+            robust: UnsafeCell::new(Vec::new()),
             handle: Mutex::new(None),
             name: Mutex::new([0; 16]),
             stack_size,
@@ -163,7 +165,6 @@ impl ThreadData {
             cancel: AtomicU32::new(0),
             cleanup: Cell::new(std::ptr::null_mut()),
             keys: UnsafeCell::new(Vec::new()),
-            robust: UnsafeCell::new(Vec::new()),
         })
     }
 
