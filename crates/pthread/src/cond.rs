@@ -8,7 +8,10 @@
 //! process-shared, bit 1 `CLOCK_MONOTONIC`. We keep them there too, and a
 //! process-shared condition variable is glibc's (made by glibc's
 //! `pthread_cond_init`, every operation forwarded: its waiters may be in
-//! another process). The rest is ours:
+//! another process). Such a condition variable needs a process-shared
+//! mutex too, as it would in any real use (both live in shared memory):
+//! glibc's wait unlocks and relocks the mutex with its own internal
+//! functions, which know nothing of the library's mutexes. The rest is ours:
 //!
 //! | bytes | ours                                                        |
 //! |-------|-------------------------------------------------------------|
