@@ -287,3 +287,24 @@ pub(crate) fn call_tls_dtors() {
     // SAFETY: glibc's function, on the calling thread's own block.
     unsafe { (layout().call_tls_dtors)() }
 }
+
+/// Defines `$alias` as another name of the library's `$target`: glibc
+/// exports some functions under a second name too (`__pthread_mutex_lock`,
+/// `pthread_mutex_consistent_np`...), which binaries linked against older
+/// glibc still call, and which must not reach glibc's code with one of the
+/// library's objects.
+macro_rules! alias {
+    ($alias:ident = $target:path : fn($($arg:ident : $ty:ty),*) -> $ret:ty) => {
+        #[doc = concat!("`", stringify!($alias), "`: glibc's other name of `", stringify!($target), "`.")]
+        ///
+        /// # Safety
+        ///
+        /// C's contract.
+        #[no_mangle]
+        pub unsafe extern "C" fn $alias($($arg: $ty),*) -> $ret {
+            // SAFETY: forwarded unchanged.
+            unsafe { $target($($arg),*) }
+        }
+    };
+}
+pub(crate) use alias;

@@ -51,6 +51,15 @@ mod thread;
 mod tls;
 mod wait;
 
+// The synchronisation primitives: glibc's object sizes and static
+// initializers, waiters queued through `wait.rs`.
+mod barrier;
+mod cond;
+mod mutex;
+mod rwlock;
+mod sem;
+mod spin;
+
 /// Prints why the library cannot go on, and ends the process (exit code 127,
 /// as a shell does for a program it could not run). Used only before any
 /// user thread exists, or for a broken promise of glibc's.

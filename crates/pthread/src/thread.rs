@@ -25,7 +25,8 @@
 //!    C cleanup handlers (`pthread_cleanup_push`) have been run first by
 //!    `cancel.rs`.
 //! 3. It runs the key destructors (`key.rs`) and the thread's C++
-//!    `thread_local` destructors, marks the data exited and wakes a joiner
+//!    `thread_local` destructors, releases the robust mutexes it still
+//!    holds (`mutex.rs`), marks the data exited and wakes a joiner
 //!    — all still on its own block.
 //! 4. The runtime completes the thread on the kernel thread's own block
 //!    (`Builder::thread_pointer`), so once the runtime's join returns, the
@@ -118,6 +119,9 @@ pub(crate) struct ThreadData {
     queue_head: AtomicPtr<Waiter>,
     queue_tail: AtomicPtr<Waiter>,
     value: AtomicUsize,
+    /// The robust mutexes the thread holds (`mutex.rs`; a cell the thread
+    /// alone touches).
+    pub(crate) robust: UnsafeCell<Vec<usize>>,
     handle: Mutex<Option<JoinHandle<()>>>,
     /// Thread name (`pthread_setname_np`), NUL-terminated, up to 15 bytes.
     name: Mutex<[u8; 16]>,
@@ -165,6 +169,7 @@ impl ThreadData {
             queue_head: AtomicPtr::new(std::ptr::null_mut()),
             queue_tail: AtomicPtr::new(std::ptr::null_mut()),
             value: AtomicUsize::new(0),
+            robust: UnsafeCell::new(Vec::new()),
             handle: Mutex::new(None),
             name: Mutex::new([0; 16]),
             stack_size,
@@ -524,6 +529,7 @@ fn thread_main(data: usize, start: usize, arg: usize) {
 fn finish(d: &ThreadData) {
     crate::key::run_destructors(d);
     crate::glibc::call_tls_dtors();
+    crate::mutex::release_robust(d);
     let was = d.state.fetch_or(EXITED, Ordering::AcqRel);
     if was & DETACHED != 0 {
         REAP.lock().unwrap().push(d as *const ThreadData as usize);

@@ -209,6 +209,16 @@ impl<'a> Queue<'a> {
         Queue { lock, bit, head, tail }
     }
 
+    /// Takes the queue's lock if it is free, without waiting: for callers
+    /// that must never spin on it (`sem_post` in a signal handler, which may
+    /// have interrupted the holder on its own thread).
+    pub(crate) fn try_lock(&self) -> Option<Locked<'_, 'a>> {
+        let s = self.lock.fetch_or(self.bit, Ordering::Acquire);
+        // `then`, not `then_some`: a guard built and dropped when the lock
+        // was taken would release the holder's lock.
+        (s & self.bit == 0).then(|| Locked { q: self })
+    }
+
     /// Takes the queue's lock.
     pub(crate) fn lock(&self) -> Locked<'_, 'a> {
         let mut spins = 0u32;
@@ -292,6 +302,15 @@ impl Locked<'_, '_> {
             unsafe { (*next).prev.set(prev) };
         }
         w.linked.set(false);
+    }
+
+    /// Moves the first waiter to the tail: one that cannot go yet, in front
+    /// of one that can (a reader ahead of a writer, when writers are preferred).
+    pub(crate) fn rotate(&self) {
+        if let Some(Unlinked(w)) = self.pop() {
+            // SAFETY: just unlinked, still waiting.
+            self.push(unsafe { &*w });
+        }
     }
 
     /// Moves every waiter of this queue to the tail of `to` (locked too):
