@@ -90,7 +90,7 @@ impl Raw {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_barrier_wait(b: *mut libc::pthread_barrier_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_barrier_wait(b: *mut libc::pthread_barrier_t) -> c_int {
     // SAFETY: the caller's barrier.
     let r = unsafe { raw(b) };
     if r.shared.load(Ordering::Relaxed) != PRIVATE {
@@ -138,7 +138,7 @@ pub unsafe extern "C" fn pthread_barrier_wait(b: *mut libc::pthread_barrier_t) -
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_barrier_init(
+pub unsafe extern "C-unwind" fn pthread_barrier_init(
     b: *mut libc::pthread_barrier_t,
     a: *const libc::pthread_barrierattr_t,
     count: u32,
@@ -167,7 +167,7 @@ pub unsafe extern "C" fn pthread_barrier_init(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_barrier_destroy(b: *mut libc::pthread_barrier_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_barrier_destroy(b: *mut libc::pthread_barrier_t) -> c_int {
     // SAFETY: the caller's barrier.
     let r = unsafe { raw(b) };
     if r.shared.load(Ordering::Relaxed) != PRIVATE {
@@ -188,7 +188,9 @@ pub unsafe extern "C" fn pthread_barrier_destroy(b: *mut libc::pthread_barrier_t
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_barrierattr_init(a: *mut libc::pthread_barrierattr_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_barrierattr_init(
+    a: *mut libc::pthread_barrierattr_t,
+) -> c_int {
     // SAFETY: the caller's attribute (one int).
     unsafe { a.cast::<c_int>().write(libc::PTHREAD_PROCESS_PRIVATE) };
     0
@@ -200,7 +202,7 @@ pub unsafe extern "C" fn pthread_barrierattr_init(a: *mut libc::pthread_barriera
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_barrierattr_destroy(
+pub unsafe extern "C-unwind" fn pthread_barrierattr_destroy(
     _a: *mut libc::pthread_barrierattr_t,
 ) -> c_int {
     0
@@ -212,7 +214,7 @@ pub unsafe extern "C" fn pthread_barrierattr_destroy(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_barrierattr_setpshared(
+pub unsafe extern "C-unwind" fn pthread_barrierattr_setpshared(
     a: *mut libc::pthread_barrierattr_t,
     pshared: c_int,
 ) -> c_int {
@@ -230,7 +232,7 @@ pub unsafe extern "C" fn pthread_barrierattr_setpshared(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_barrierattr_getpshared(
+pub unsafe extern "C-unwind" fn pthread_barrierattr_getpshared(
     a: *const libc::pthread_barrierattr_t,
     pshared: *mut c_int,
 ) -> c_int {

@@ -229,7 +229,7 @@ unsafe fn deadline(clock: libc::clockid_t, at: *const libc::timespec) -> Result<
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cond_wait(
+pub unsafe extern "C-unwind" fn pthread_cond_wait(
     c: *mut libc::pthread_cond_t,
     m: *mut libc::pthread_mutex_t,
 ) -> c_int {
@@ -248,7 +248,7 @@ pub unsafe extern "C" fn pthread_cond_wait(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cond_timedwait(
+pub unsafe extern "C-unwind" fn pthread_cond_timedwait(
     c: *mut libc::pthread_cond_t,
     m: *mut libc::pthread_mutex_t,
     at: *const libc::timespec,
@@ -277,7 +277,7 @@ pub unsafe extern "C" fn pthread_cond_timedwait(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cond_clockwait(
+pub unsafe extern "C-unwind" fn pthread_cond_clockwait(
     c: *mut libc::pthread_cond_t,
     m: *mut libc::pthread_mutex_t,
     clock: libc::clockid_t,
@@ -305,7 +305,7 @@ pub unsafe extern "C" fn pthread_cond_clockwait(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cond_signal(c: *mut libc::pthread_cond_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_cond_signal(c: *mut libc::pthread_cond_t) -> c_int {
     // SAFETY: the caller's condition variable.
     let r = unsafe { raw(c) };
     if r.shared() {
@@ -322,7 +322,7 @@ pub unsafe extern "C" fn pthread_cond_signal(c: *mut libc::pthread_cond_t) -> c_
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut libc::pthread_cond_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_cond_broadcast(c: *mut libc::pthread_cond_t) -> c_int {
     // SAFETY: the caller's condition variable.
     let r = unsafe { raw(c) };
     if r.shared() {
@@ -339,7 +339,7 @@ pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut libc::pthread_cond_t) ->
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cond_init(
+pub unsafe extern "C-unwind" fn pthread_cond_init(
     c: *mut libc::pthread_cond_t,
     a: *const libc::pthread_condattr_t,
 ) -> c_int {
@@ -362,7 +362,7 @@ pub unsafe extern "C" fn pthread_cond_init(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cond_destroy(c: *mut libc::pthread_cond_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_cond_destroy(c: *mut libc::pthread_cond_t) -> c_int {
     // SAFETY: the caller's condition variable.
     let r = unsafe { raw(c) };
     if r.shared() {
@@ -395,7 +395,7 @@ unsafe fn attr<'a>(a: *const libc::pthread_condattr_t) -> &'a AtomicU32 {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_condattr_init(a: *mut libc::pthread_condattr_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_condattr_init(a: *mut libc::pthread_condattr_t) -> c_int {
     // SAFETY: the caller's attribute.
     unsafe { attr(a) }.store(0, Ordering::Relaxed);
     0
@@ -407,7 +407,9 @@ pub unsafe extern "C" fn pthread_condattr_init(a: *mut libc::pthread_condattr_t)
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_condattr_destroy(_a: *mut libc::pthread_condattr_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_condattr_destroy(
+    _a: *mut libc::pthread_condattr_t,
+) -> c_int {
     0
 }
 
@@ -417,7 +419,7 @@ pub unsafe extern "C" fn pthread_condattr_destroy(_a: *mut libc::pthread_condatt
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_condattr_setclock(
+pub unsafe extern "C-unwind" fn pthread_condattr_setclock(
     a: *mut libc::pthread_condattr_t,
     clock: libc::clockid_t,
 ) -> c_int {
@@ -438,7 +440,7 @@ pub unsafe extern "C" fn pthread_condattr_setclock(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_condattr_getclock(
+pub unsafe extern "C-unwind" fn pthread_condattr_getclock(
     a: *const libc::pthread_condattr_t,
     clock: *mut libc::clockid_t,
 ) -> c_int {
@@ -459,7 +461,7 @@ pub unsafe extern "C" fn pthread_condattr_getclock(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_condattr_setpshared(
+pub unsafe extern "C-unwind" fn pthread_condattr_setpshared(
     a: *mut libc::pthread_condattr_t,
     pshared: c_int,
 ) -> c_int {
@@ -479,7 +481,7 @@ pub unsafe extern "C" fn pthread_condattr_setpshared(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_condattr_getpshared(
+pub unsafe extern "C-unwind" fn pthread_condattr_getpshared(
     a: *const libc::pthread_condattr_t,
     pshared: *mut c_int,
 ) -> c_int {

@@ -301,7 +301,7 @@ macro_rules! alias {
         ///
         /// C's contract.
         #[no_mangle]
-        pub unsafe extern "C" fn $alias($($arg: $ty),*) -> $ret {
+        pub unsafe extern "C-unwind" fn $alias($($arg: $ty),*) -> $ret {
             // SAFETY: forwarded unchanged.
             unsafe { $target($($arg),*) }
         }

@@ -488,7 +488,7 @@ pub(crate) fn release_robust(d: &ThreadData) {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutex_lock(m: *mut libc::pthread_mutex_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_mutex_lock(m: *mut libc::pthread_mutex_t) -> c_int {
     // SAFETY: forwarded.
     unsafe { lock(m) }
 }
@@ -499,7 +499,7 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut libc::pthread_mutex_t) -> c_
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut libc::pthread_mutex_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_mutex_unlock(m: *mut libc::pthread_mutex_t) -> c_int {
     // SAFETY: forwarded.
     unsafe { unlock(m) }
 }
@@ -510,7 +510,7 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut libc::pthread_mutex_t) -> 
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut libc::pthread_mutex_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_mutex_trylock(m: *mut libc::pthread_mutex_t) -> c_int {
     // SAFETY: the caller's mutex.
     let r = unsafe { raw(m) };
     let kind = r.kind.load(Ordering::Relaxed);
@@ -531,7 +531,7 @@ pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut libc::pthread_mutex_t) ->
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutex_timedlock(
+pub unsafe extern "C-unwind" fn pthread_mutex_timedlock(
     m: *mut libc::pthread_mutex_t,
     at: *const libc::timespec,
 ) -> c_int {
@@ -552,7 +552,7 @@ pub unsafe extern "C" fn pthread_mutex_timedlock(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutex_clocklock(
+pub unsafe extern "C-unwind" fn pthread_mutex_clocklock(
     m: *mut libc::pthread_mutex_t,
     clock: libc::clockid_t,
     at: *const libc::timespec,
@@ -590,7 +590,7 @@ unsafe fn attr_word(a: *const libc::pthread_mutexattr_t) -> u32 {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutex_init(
+pub unsafe extern "C-unwind" fn pthread_mutex_init(
     m: *mut libc::pthread_mutex_t,
     a: *const libc::pthread_mutexattr_t,
 ) -> c_int {
@@ -635,7 +635,7 @@ pub unsafe extern "C" fn pthread_mutex_init(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut libc::pthread_mutex_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_mutex_destroy(m: *mut libc::pthread_mutex_t) -> c_int {
     // SAFETY: the caller's mutex.
     let r = unsafe { raw(m) };
     if r.kind.load(Ordering::Relaxed) & PSHARED != 0 {
@@ -655,7 +655,7 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut libc::pthread_mutex_t) ->
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutex_consistent(m: *mut libc::pthread_mutex_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_mutex_consistent(m: *mut libc::pthread_mutex_t) -> c_int {
     // SAFETY: the caller's mutex.
     let r = unsafe { raw(m) };
     let kind = r.kind.load(Ordering::Relaxed);
@@ -691,7 +691,7 @@ fn fifo_range() -> (c_int, c_int) {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutex_getprioceiling(
+pub unsafe extern "C-unwind" fn pthread_mutex_getprioceiling(
     m: *const libc::pthread_mutex_t,
     out: *mut c_int,
 ) -> c_int {
@@ -717,7 +717,7 @@ pub unsafe extern "C" fn pthread_mutex_getprioceiling(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutex_setprioceiling(
+pub unsafe extern "C-unwind" fn pthread_mutex_setprioceiling(
     m: *mut libc::pthread_mutex_t,
     ceiling: c_int,
     old: *mut c_int,
@@ -770,7 +770,7 @@ unsafe fn attr<'a>(a: *const libc::pthread_mutexattr_t) -> &'a AtomicU32 {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutexattr_init(a: *mut libc::pthread_mutexattr_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_mutexattr_init(a: *mut libc::pthread_mutexattr_t) -> c_int {
     // SAFETY: the caller's attribute.
     unsafe { attr(a) }.store(0, Ordering::Relaxed);
     0
@@ -782,7 +782,9 @@ pub unsafe extern "C" fn pthread_mutexattr_init(a: *mut libc::pthread_mutexattr_
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutexattr_destroy(_a: *mut libc::pthread_mutexattr_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_mutexattr_destroy(
+    _a: *mut libc::pthread_mutexattr_t,
+) -> c_int {
     0
 }
 
@@ -792,7 +794,7 @@ pub unsafe extern "C" fn pthread_mutexattr_destroy(_a: *mut libc::pthread_mutexa
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutexattr_settype(
+pub unsafe extern "C-unwind" fn pthread_mutexattr_settype(
     a: *mut libc::pthread_mutexattr_t,
     kind: c_int,
 ) -> c_int {
@@ -812,7 +814,7 @@ pub unsafe extern "C" fn pthread_mutexattr_settype(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutexattr_gettype(
+pub unsafe extern "C-unwind" fn pthread_mutexattr_gettype(
     a: *const libc::pthread_mutexattr_t,
     kind: *mut c_int,
 ) -> c_int {
@@ -843,7 +845,7 @@ unsafe fn set_flag(a: *mut libc::pthread_mutexattr_t, bit: u32, value: c_int) ->
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutexattr_setpshared(
+pub unsafe extern "C-unwind" fn pthread_mutexattr_setpshared(
     a: *mut libc::pthread_mutexattr_t,
     pshared: c_int,
 ) -> c_int {
@@ -857,7 +859,7 @@ pub unsafe extern "C" fn pthread_mutexattr_setpshared(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutexattr_getpshared(
+pub unsafe extern "C-unwind" fn pthread_mutexattr_getpshared(
     a: *const libc::pthread_mutexattr_t,
     pshared: *mut c_int,
 ) -> c_int {
@@ -872,7 +874,7 @@ pub unsafe extern "C" fn pthread_mutexattr_getpshared(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutexattr_setrobust(
+pub unsafe extern "C-unwind" fn pthread_mutexattr_setrobust(
     a: *mut libc::pthread_mutexattr_t,
     robust: c_int,
 ) -> c_int {
@@ -886,7 +888,7 @@ pub unsafe extern "C" fn pthread_mutexattr_setrobust(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutexattr_getrobust(
+pub unsafe extern "C-unwind" fn pthread_mutexattr_getrobust(
     a: *const libc::pthread_mutexattr_t,
     robust: *mut c_int,
 ) -> c_int {
@@ -902,7 +904,7 @@ pub unsafe extern "C" fn pthread_mutexattr_getrobust(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutexattr_setprotocol(
+pub unsafe extern "C-unwind" fn pthread_mutexattr_setprotocol(
     a: *mut libc::pthread_mutexattr_t,
     protocol: c_int,
 ) -> c_int {
@@ -925,7 +927,7 @@ pub unsafe extern "C" fn pthread_mutexattr_setprotocol(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutexattr_getprotocol(
+pub unsafe extern "C-unwind" fn pthread_mutexattr_getprotocol(
     a: *const libc::pthread_mutexattr_t,
     protocol: *mut c_int,
 ) -> c_int {
@@ -943,7 +945,7 @@ pub unsafe extern "C" fn pthread_mutexattr_getprotocol(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutexattr_setprioceiling(
+pub unsafe extern "C-unwind" fn pthread_mutexattr_setprioceiling(
     a: *mut libc::pthread_mutexattr_t,
     ceiling: c_int,
 ) -> c_int {
@@ -964,7 +966,7 @@ pub unsafe extern "C" fn pthread_mutexattr_setprioceiling(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_mutexattr_getprioceiling(
+pub unsafe extern "C-unwind" fn pthread_mutexattr_getprioceiling(
     a: *const libc::pthread_mutexattr_t,
     ceiling: *mut c_int,
 ) -> c_int {

@@ -424,7 +424,7 @@ macro_rules! forward_if_shared {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_rdlock(l: *mut libc::pthread_rwlock_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_rwlock_rdlock(l: *mut libc::pthread_rwlock_t) -> c_int {
     // SAFETY: the caller's lock.
     let r = unsafe { raw(l) };
     forward_if_shared!(r, next::pthread_rwlock_rdlock()(l));
@@ -437,7 +437,7 @@ pub unsafe extern "C" fn pthread_rwlock_rdlock(l: *mut libc::pthread_rwlock_t) -
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_tryrdlock(l: *mut libc::pthread_rwlock_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_rwlock_tryrdlock(l: *mut libc::pthread_rwlock_t) -> c_int {
     // SAFETY: the caller's lock.
     let r = unsafe { raw(l) };
     forward_if_shared!(r, next::pthread_rwlock_tryrdlock()(l));
@@ -450,7 +450,7 @@ pub unsafe extern "C" fn pthread_rwlock_tryrdlock(l: *mut libc::pthread_rwlock_t
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_timedrdlock(
+pub unsafe extern "C-unwind" fn pthread_rwlock_timedrdlock(
     l: *mut libc::pthread_rwlock_t,
     at: *const libc::timespec,
 ) -> c_int {
@@ -470,7 +470,7 @@ pub unsafe extern "C" fn pthread_rwlock_timedrdlock(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_clockrdlock(
+pub unsafe extern "C-unwind" fn pthread_rwlock_clockrdlock(
     l: *mut libc::pthread_rwlock_t,
     clock: libc::clockid_t,
     at: *const libc::timespec,
@@ -491,7 +491,7 @@ pub unsafe extern "C" fn pthread_rwlock_clockrdlock(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_wrlock(l: *mut libc::pthread_rwlock_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_rwlock_wrlock(l: *mut libc::pthread_rwlock_t) -> c_int {
     // SAFETY: the caller's lock.
     let r = unsafe { raw(l) };
     forward_if_shared!(r, next::pthread_rwlock_wrlock()(l));
@@ -504,7 +504,7 @@ pub unsafe extern "C" fn pthread_rwlock_wrlock(l: *mut libc::pthread_rwlock_t) -
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_trywrlock(l: *mut libc::pthread_rwlock_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_rwlock_trywrlock(l: *mut libc::pthread_rwlock_t) -> c_int {
     // SAFETY: the caller's lock.
     let r = unsafe { raw(l) };
     forward_if_shared!(r, next::pthread_rwlock_trywrlock()(l));
@@ -517,7 +517,7 @@ pub unsafe extern "C" fn pthread_rwlock_trywrlock(l: *mut libc::pthread_rwlock_t
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_timedwrlock(
+pub unsafe extern "C-unwind" fn pthread_rwlock_timedwrlock(
     l: *mut libc::pthread_rwlock_t,
     at: *const libc::timespec,
 ) -> c_int {
@@ -537,7 +537,7 @@ pub unsafe extern "C" fn pthread_rwlock_timedwrlock(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
+pub unsafe extern "C-unwind" fn pthread_rwlock_clockwrlock(
     l: *mut libc::pthread_rwlock_t,
     clock: libc::clockid_t,
     at: *const libc::timespec,
@@ -559,7 +559,7 @@ pub unsafe extern "C" fn pthread_rwlock_clockwrlock(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut libc::pthread_rwlock_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_rwlock_unlock(l: *mut libc::pthread_rwlock_t) -> c_int {
     // SAFETY: the caller's lock.
     let r = unsafe { raw(l) };
     forward_if_shared!(r, next::pthread_rwlock_unlock()(l));
@@ -588,7 +588,7 @@ pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut libc::pthread_rwlock_t) -
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_init(
+pub unsafe extern "C-unwind" fn pthread_rwlock_init(
     l: *mut libc::pthread_rwlock_t,
     a: *const libc::pthread_rwlockattr_t,
 ) -> c_int {
@@ -615,7 +615,7 @@ pub unsafe extern "C" fn pthread_rwlock_init(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut libc::pthread_rwlock_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_rwlock_destroy(l: *mut libc::pthread_rwlock_t) -> c_int {
     // SAFETY: the caller's lock.
     let r = unsafe { raw(l) };
     forward_if_shared!(r, next::pthread_rwlock_destroy()(l));
@@ -638,7 +638,9 @@ unsafe fn attr<'a>(a: *const libc::pthread_rwlockattr_t) -> &'a [AtomicI32; 2] {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlockattr_init(a: *mut libc::pthread_rwlockattr_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_rwlockattr_init(
+    a: *mut libc::pthread_rwlockattr_t,
+) -> c_int {
     // SAFETY: the caller's attribute.
     let w = unsafe { attr(a) };
     w[0].store(0, Ordering::Relaxed);
@@ -652,7 +654,9 @@ pub unsafe extern "C" fn pthread_rwlockattr_init(a: *mut libc::pthread_rwlockatt
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlockattr_destroy(_a: *mut libc::pthread_rwlockattr_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_rwlockattr_destroy(
+    _a: *mut libc::pthread_rwlockattr_t,
+) -> c_int {
     0
 }
 
@@ -664,7 +668,7 @@ pub unsafe extern "C" fn pthread_rwlockattr_destroy(_a: *mut libc::pthread_rwloc
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlockattr_setkind_np(
+pub unsafe extern "C-unwind" fn pthread_rwlockattr_setkind_np(
     a: *mut libc::pthread_rwlockattr_t,
     kind: c_int,
 ) -> c_int {
@@ -683,7 +687,7 @@ pub unsafe extern "C" fn pthread_rwlockattr_setkind_np(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlockattr_getkind_np(
+pub unsafe extern "C-unwind" fn pthread_rwlockattr_getkind_np(
     a: *const libc::pthread_rwlockattr_t,
     kind: *mut c_int,
 ) -> c_int {
@@ -698,7 +702,7 @@ pub unsafe extern "C" fn pthread_rwlockattr_getkind_np(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlockattr_setpshared(
+pub unsafe extern "C-unwind" fn pthread_rwlockattr_setpshared(
     a: *mut libc::pthread_rwlockattr_t,
     pshared: c_int,
 ) -> c_int {
@@ -717,7 +721,7 @@ pub unsafe extern "C" fn pthread_rwlockattr_setpshared(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_rwlockattr_getpshared(
+pub unsafe extern "C-unwind" fn pthread_rwlockattr_getpshared(
     a: *const libc::pthread_rwlockattr_t,
     pshared: *mut c_int,
 ) -> c_int {

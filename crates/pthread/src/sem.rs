@@ -234,7 +234,7 @@ fn finish(w: Waited) -> c_int {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn sem_init(s: *mut libc::sem_t, pshared: c_int, value: u32) -> c_int {
+pub unsafe extern "C-unwind" fn sem_init(s: *mut libc::sem_t, pshared: c_int, value: u32) -> c_int {
     if value > VALUE_MAX {
         return set_errno(libc::EINVAL);
     }
@@ -257,7 +257,7 @@ pub unsafe extern "C" fn sem_init(s: *mut libc::sem_t, pshared: c_int, value: u3
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn sem_destroy(s: *mut libc::sem_t) -> c_int {
+pub unsafe extern "C-unwind" fn sem_destroy(s: *mut libc::sem_t) -> c_int {
     // SAFETY: the caller's semaphore.
     match unsafe { ours(s) } {
         Some(_) => 0,
@@ -272,7 +272,7 @@ pub unsafe extern "C" fn sem_destroy(s: *mut libc::sem_t) -> c_int {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn sem_post(s: *mut libc::sem_t) -> c_int {
+pub unsafe extern "C-unwind" fn sem_post(s: *mut libc::sem_t) -> c_int {
     // SAFETY: the caller's semaphore.
     let Some(r) = (unsafe { ours(s) }) else {
         // SAFETY: glibc's, forwarded unchanged.
@@ -301,7 +301,7 @@ pub unsafe extern "C" fn sem_post(s: *mut libc::sem_t) -> c_int {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn sem_wait(s: *mut libc::sem_t) -> c_int {
+pub unsafe extern "C-unwind" fn sem_wait(s: *mut libc::sem_t) -> c_int {
     // SAFETY: the caller's semaphore.
     let Some(r) = (unsafe { ours(s) }) else {
         // SAFETY: glibc's, forwarded unchanged.
@@ -320,7 +320,7 @@ pub unsafe extern "C" fn sem_wait(s: *mut libc::sem_t) -> c_int {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn sem_trywait(s: *mut libc::sem_t) -> c_int {
+pub unsafe extern "C-unwind" fn sem_trywait(s: *mut libc::sem_t) -> c_int {
     // SAFETY: the caller's semaphore.
     let Some(r) = (unsafe { ours(s) }) else {
         // SAFETY: glibc's, forwarded unchanged.
@@ -358,7 +358,10 @@ unsafe fn timed(r: &Raw, clock: libc::clockid_t, at: *const libc::timespec) -> c
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn sem_timedwait(s: *mut libc::sem_t, at: *const libc::timespec) -> c_int {
+pub unsafe extern "C-unwind" fn sem_timedwait(
+    s: *mut libc::sem_t,
+    at: *const libc::timespec,
+) -> c_int {
     // SAFETY: the caller's semaphore.
     let Some(r) = (unsafe { ours(s) }) else {
         // SAFETY: glibc's, forwarded unchanged.
@@ -374,7 +377,7 @@ pub unsafe extern "C" fn sem_timedwait(s: *mut libc::sem_t, at: *const libc::tim
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn sem_clockwait(
+pub unsafe extern "C-unwind" fn sem_clockwait(
     s: *mut libc::sem_t,
     clock: libc::clockid_t,
     at: *const libc::timespec,
@@ -397,7 +400,7 @@ pub unsafe extern "C" fn sem_clockwait(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn sem_getvalue(s: *mut libc::sem_t, out: *mut c_int) -> c_int {
+pub unsafe extern "C-unwind" fn sem_getvalue(s: *mut libc::sem_t, out: *mut c_int) -> c_int {
     // SAFETY: the caller's semaphore.
     let Some(r) = (unsafe { ours(s) }) else {
         // SAFETY: glibc's, forwarded unchanged.

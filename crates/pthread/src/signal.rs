@@ -150,12 +150,23 @@ pub unsafe extern "C-unwind" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> 
         raise_here(sig);
         return 0;
     }
-    d.pending_signals.fetch_or(bit(sig), Ordering::AcqRel);
     crate::runtime::enter();
-    if let Some(thread) = d.rt_thread() {
-        schedlab_rt::shared::interrupt(&thread);
-        thread.unpark();
+    let Some(thread) = d.rt_thread() else { return libc::ESRCH };
+    // On a kernel thread now (running, or blocked in a system call such as
+    // `sigwait` or `pause`): that kernel thread has the target's mask, so the
+    // kernel itself delivers or keeps the signal exactly as for a kernel
+    // thread. Otherwise (queued, parked in the library's waits) it waits in
+    // the thread's pending set for its next resumption.
+    if let Some(tid) = schedlab_rt::shared::kernel_thread_of(&thread) {
+        // SAFETY: tgkill to a kernel thread of our own process.
+        if unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, sig) } == 0 {
+            d.signals_seen.fetch_add(1, Ordering::AcqRel);
+            return 0;
+        }
     }
+    d.pending_signals.fetch_or(bit(sig), Ordering::AcqRel);
+    schedlab_rt::shared::interrupt(&thread);
+    thread.unpark();
     0
 }
 

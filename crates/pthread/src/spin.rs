@@ -37,7 +37,7 @@ unsafe fn word<'a>(l: *const libc::pthread_spinlock_t) -> &'a AtomicI32 {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_spin_init(
+pub unsafe extern "C-unwind" fn pthread_spin_init(
     l: *mut libc::pthread_spinlock_t,
     _pshared: c_int,
 ) -> c_int {
@@ -52,7 +52,7 @@ pub unsafe extern "C" fn pthread_spin_init(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_spin_destroy(_l: *mut libc::pthread_spinlock_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_spin_destroy(_l: *mut libc::pthread_spinlock_t) -> c_int {
     0
 }
 
@@ -62,7 +62,7 @@ pub unsafe extern "C" fn pthread_spin_destroy(_l: *mut libc::pthread_spinlock_t)
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_spin_lock(l: *mut libc::pthread_spinlock_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_spin_lock(l: *mut libc::pthread_spinlock_t) -> c_int {
     // SAFETY: the caller's lock.
     let w = unsafe { word(l) };
     if w.compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
@@ -91,7 +91,7 @@ pub unsafe extern "C" fn pthread_spin_lock(l: *mut libc::pthread_spinlock_t) -> 
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_spin_trylock(l: *mut libc::pthread_spinlock_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_spin_trylock(l: *mut libc::pthread_spinlock_t) -> c_int {
     // SAFETY: the caller's lock.
     match unsafe { word(l) }.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed) {
         Ok(_) => 0,
@@ -105,7 +105,7 @@ pub unsafe extern "C" fn pthread_spin_trylock(l: *mut libc::pthread_spinlock_t) 
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_spin_unlock(l: *mut libc::pthread_spinlock_t) -> c_int {
+pub unsafe extern "C-unwind" fn pthread_spin_unlock(l: *mut libc::pthread_spinlock_t) -> c_int {
     // SAFETY: the caller's lock.
     unsafe { word(l) }.store(0, Ordering::Release);
     0

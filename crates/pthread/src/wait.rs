@@ -337,21 +337,29 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, left: Option<std::time
     });
     let tsp = ts.as_ref().map_or(ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: a futex wait on a word we hold a reference to; the kernel only
-    // reads it and the timeout.
+    // reads it and the timeout. errno is left as it was: a pthread function
+    // that succeeds does not change it (glibc's do not).
     unsafe {
+        let errno = *libc::__errno_location();
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
             libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
             expected,
             tsp,
-        )
-    };
+        );
+        *libc::__errno_location() = errno;
+    }
 }
 
 /// `FUTEX_WAKE` of up to `n` waiters on `word` (which may be gone: the
 /// kernel only uses the address as a key).
 pub(crate) fn futex_wake(word: *const AtomicU32, n: i32) {
-    // SAFETY: the kernel does not dereference the address for a wake.
-    unsafe { libc::syscall(libc::SYS_futex, word, libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, n) };
+    // SAFETY: the kernel does not dereference the address for a wake; errno
+    // is left as it was (a stale address may give EFAULT).
+    unsafe {
+        let errno = *libc::__errno_location();
+        libc::syscall(libc::SYS_futex, word, libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, n);
+        *libc::__errno_location() = errno;
+    }
 }

@@ -231,3 +231,31 @@ pub fn interruptions() -> u32 {
     crate::processor::current_task_ref()
         .map_or(0, |t| t.interruptions.load(std::sync::atomic::Ordering::Relaxed))
 }
+
+/// The kernel thread id of the kernel thread `thread` is on now — running
+/// on its processor, or blocked in the kernel on it after a hand-off — or
+/// `None` when it is queued, parked or done. A snapshot: the thread may move
+/// at once, unless it is blocked in the kernel (a detached thread stays on
+/// its kernel thread until its call returns).
+pub fn kernel_thread_of(thread: &crate::Thread) -> Option<i32> {
+    use std::sync::atomic::Ordering;
+    let t = thread.task();
+    let m = t.machine.load(Ordering::Acquire);
+    if m.is_null() || t.state.is_complete() {
+        return None;
+    }
+    // SAFETY: machines' blocks live as long as the process in this build.
+    let m = unsafe { &*m };
+    let me = (&**t) as *const crate::task::Task;
+    let on = if m.detached.load(Ordering::Acquire).cast_const() == me {
+        true
+    } else {
+        let p = m.processor();
+        // SAFETY: processors outlive the runtime's kernel threads; the read
+        // of another processor's current thread is a racy snapshot, which
+        // the caller accepts.
+        !p.is_null()
+            && unsafe { (*p).current_task_ptr() }.is_some_and(|c| c.as_ptr().cast_const() == me)
+    };
+    on.then(|| m.tid.load(Ordering::Relaxed))
+}
