@@ -156,18 +156,6 @@ impl Waiter {
 pub(crate) struct Unlinked(*const Waiter);
 
 impl Unlinked {
-    /// The waiter's tag (read before the wake-up; the waiter is alive until then).
-    pub(crate) fn tag(&self) -> u32 {
-        // SAFETY: unlinked but not yet woken: its waiter is still waiting.
-        unsafe { (*self.0).tag.get() }
-    }
-
-    /// Sets what the waiter finds in its tag when it returns.
-    pub(crate) fn set_tag(&self, v: u32) {
-        // SAFETY: as in `tag`; only the waker touches it now.
-        unsafe { (*self.0).tag.set(v) }
-    }
-
     /// Step 2's wake-up (module docs).
     pub(crate) fn wake(self) {
         let w = self.0;
@@ -310,15 +298,6 @@ impl Locked<'_, '_> {
         if let Some(Unlinked(w)) = self.pop() {
             // SAFETY: just unlinked, still waiting.
             self.push(unsafe { &*w });
-        }
-    }
-
-    /// Moves every waiter of this queue to the tail of `to` (locked too):
-    /// a condition variable's broadcast requeues onto the mutex.
-    pub(crate) fn drain_into(&self, to: &Locked<'_, '_>) {
-        while let Some(Unlinked(w)) = self.pop() {
-            // SAFETY: just unlinked, still waiting.
-            to.push(unsafe { &*w });
         }
     }
 }
