@@ -9,8 +9,11 @@
 //!   priority are kept and reported back as given (validated as glibc does:
 //!   `EINVAL` for a priority outside the policy's range); they do not yet
 //!   change the runtime's level for the thread (docs/PTHREAD.md, "Not done").
-//! - `pthread_getcpuclockid`: `ENOENT`, POSIX's answer for a thread without
-//!   a CPU-time clock (Linux keeps none per user thread).
+//! - `pthread_getcpuclockid`: of another user thread, `ENOENT`, POSIX's
+//!   answer for a thread without a CPU-time clock (Linux keeps none per user
+//!   thread); of the calling one, `CLOCK_THREAD_CPUTIME_ID`, the clock of the
+//!   kernel thread it runs on — an overestimate by the time of the other
+//!   user threads that kernel thread ran.
 //! - `pthread_setaffinity_np`/`getaffinity_np`: a user thread runs on the
 //!   runtime's processors, which may run anywhere the process may: `get`
 //!   reports the process's mask, `set` is `EINVAL` unless it allows every
@@ -134,6 +137,14 @@ pub unsafe extern "C-unwind" fn pthread_getcpuclockid(
     clock: *mut libc::clockid_t,
 ) -> c_int {
     match user_thread(t) {
+        Some(d) if d.tcb == crate::thread::current().tcb => {
+            // The calling thread's: the CPU clock of the kernel thread it
+            // runs on, which counts the time of every user thread that ran
+            // there (module docs).
+            // SAFETY: the caller's out-parameter.
+            unsafe { *clock = libc::CLOCK_THREAD_CPUTIME_ID };
+            0
+        }
         Some(_) => libc::ENOENT,
         None if gone(t) => libc::ESRCH,
         // SAFETY: forwarded unchanged.
