@@ -15,47 +15,9 @@ use std::time::Duration;
 
 use common::{exec, output_within, text};
 
-/// What the library does with a test today.
-#[derive(Clone, Copy)]
-enum Expect {
-    /// Passes under `exec`.
-    Pass,
-    /// Cannot pass yet, for the reason given (with its issue): must fail under `exec`.
-    Fails(&'static str),
-    /// Passes, except when the runtime's known fault (the reason) hits, which is told apart
-    /// by `signature` in the program's standard error; any other failure fails the test.
-    Flaky { reason: &'static str, signature: &'static str },
-}
-
-/// The runtime's fault at a user thread's exit (see the report of issue 21).
-const EXIT_FAULT: Expect = Expect::Flaky {
-    reason: "issue 21: schedlab-rt's exit path finds its processor without a current thread \
-             (entry.rs, run_body: \"exit on a user thread\") in some runs",
-    signature: "exit on a user thread",
-};
-
-const TESTS: &[(&str, Expect)] = &[
-    ("migration", Expect::Pass),
-    ("cancel", Expect::Pass),
-    ("keys", Expect::Pass),
-    ("fork", EXIT_FAULT),
-    (
-        "initializers",
-        Expect::Fails(
-            "issue 21: glibc's read-write lock under user threads says EDEADLK (a user thread's \
-             control block has the process id as its tid, so every user thread looks like the \
-             writer); passes once the library's own rwlock lands",
-        ),
-    ),
-    ("pshared", EXIT_FAULT),
-    (
-        "signal",
-        Expect::Fails(
-            "issue 21: pthread_kill of a user thread is glibc's, which signals the thread with \
-             the tid in the control block: the process's main thread",
-        ),
-    ),
-];
+/// The C tests, each passing on glibc's threads and under `schedlab exec`.
+const TESTS: &[&str] =
+    &["migration", "cancel", "keys", "fork", "initializers", "pshared", "signal"];
 
 fn sources() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pthread")
@@ -84,7 +46,7 @@ fn compile(name: &str, dir: &Path) -> Option<PathBuf> {
 
 const LIMIT: Duration = Duration::from_secs(120);
 
-fn check(name: &str, expect: Expect) {
+fn check(name: &str) {
     let dir = tempfile::tempdir().unwrap();
     let Some(prog) = compile(name, dir.path()) else { return };
     // Plainly, on glibc's threads: the test itself must be right.
@@ -102,25 +64,7 @@ fn check(name: &str, expect: Expect) {
     );
     let passed = o.status.success() && text(&o.stdout).starts_with("ok");
     let shown = format!("{}\nstdout:\n{}\nstderr:\n{}", o.status, text(&o.stdout), text(&o.stderr));
-    match expect {
-        Expect::Pass => assert!(passed, "{name} under schedlab exec: {shown}"),
-        Expect::Fails(why) => {
-            assert!(
-                !passed,
-                "{name} now passes under schedlab exec: remove its expected failure ({why})"
-            );
-            eprintln!("{name}: fails under schedlab exec, as expected: {why}");
-        }
-        Expect::Flaky { reason, signature } => {
-            if !passed {
-                assert!(
-                    text(&o.stderr).contains(signature),
-                    "{name} under schedlab exec failed otherwise than by the known fault: {shown}"
-                );
-                eprintln!("{name}: hit the known fault under schedlab exec: {reason}");
-            }
-        }
-    }
+    assert!(passed, "{name} under schedlab exec: {shown}");
 }
 
 #[test]
@@ -133,46 +77,42 @@ fn every_c_test_is_listed() {
         })
         .collect();
     found.sort();
-    let mut listed: Vec<String> = TESTS.iter().map(|t| t.0.to_string()).collect();
+    let mut listed: Vec<String> = TESTS.iter().map(|t| t.to_string()).collect();
     listed.sort();
     assert_eq!(found, listed, "tests/pthread/*.c and TESTS differ");
 }
 
-fn expectation(name: &str) -> Expect {
-    TESTS.iter().find(|t| t.0 == name).expect("listed").1
-}
-
 #[test]
 fn errno_and_thread_locals_survive_migration() {
-    check("migration", expectation("migration"));
+    check("migration");
 }
 
 #[test]
 fn cancellation_runs_cleanup_handlers_innermost_first() {
-    check("cancel", expectation("cancel"));
+    check("cancel");
 }
 
 #[test]
 fn key_destructors_run_every_round() {
-    check("keys", expectation("keys"));
+    check("keys");
 }
 
 #[test]
 fn fork_from_a_user_thread_leaves_one_thread() {
-    check("fork", expectation("fork"));
+    check("fork");
 }
 
 #[test]
 fn static_initializers_work() {
-    check("initializers", expectation("initializers"));
+    check("initializers");
 }
 
 #[test]
 fn a_process_shared_mutex_works_between_two_processes() {
-    check("pshared", expectation("pshared"));
+    check("pshared");
 }
 
 #[test]
 fn a_signal_to_one_thread_is_handled_by_it() {
-    check("signal", expectation("signal"));
+    check("signal");
 }

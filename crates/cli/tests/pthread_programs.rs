@@ -7,9 +7,7 @@
 //! Each skips with a printed reason when its program is not installed (Debian packages:
 //! pigz, xz-utils, zstd, stress-ng, sysbench, rt-tests, linux-perf; `.ci/run` installs
 //! them). The plain run must pass: it proves the command and its check are right. Under
-//! the library, a program listed as a known issue may fail (its reason is printed, and so
-//! is a pass, so that the entry gets removed); every other one must pass. Every run is
-//! bounded (a hang guard): a known issue that hangs is killed after [`ISSUE_LIMIT`].
+//! the library every one must pass too. Every run is bounded (a hang guard).
 
 mod common;
 
@@ -21,17 +19,6 @@ use common::{bounded, exec, text};
 
 /// How long a run may take before it counts as hung.
 const LIMIT: Duration = Duration::from_secs(120);
-/// The same for a program with a known issue (some hang under the library).
-const ISSUE_LIMIT: Duration = Duration::from_secs(20);
-
-/// What the library does with a program today.
-#[derive(Clone, Copy, Debug)]
-enum Expect {
-    Pass,
-    /// May fail under the library, for this reason.
-    KnownIssue(&'static str),
-}
-
 fn installed(program: &str) -> bool {
     let found = std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()));
@@ -42,7 +29,7 @@ fn installed(program: &str) -> bool {
 }
 
 /// Runs `args` plainly and under `schedlab exec`, checking each with `check`.
-fn both(args: &[&str], expect: Expect, check: impl Fn(&Output) -> Result<(), String>) {
+fn both(args: &[&str], check: impl Fn(&Output) -> Result<(), String>) {
     let t = Instant::now();
     let plain =
         bounded(Command::new(args[0]).args(&args[1..]), LIMIT).unwrap_or_else(|e| panic!("{e}"));
@@ -54,12 +41,8 @@ fn both(args: &[&str], expect: Expect, check: impl Fn(&Output) -> Result<(), Str
             text(&plain.stderr)
         );
     }
-    let limit = match expect {
-        Expect::Pass => LIMIT,
-        Expect::KnownIssue(_) => ISSUE_LIMIT,
-    };
     let t = Instant::now();
-    let under = bounded(exec().args(["--"]).args(args), limit);
+    let under = bounded(exec().args(["--"]).args(args), LIMIT);
     let under_time = t.elapsed();
     let verdict = under.as_ref().map_err(Clone::clone).and_then(|o| {
         check(o)
@@ -72,17 +55,8 @@ fn both(args: &[&str], expect: Expect, check: impl Fn(&Output) -> Result<(), Str
         under_time.as_secs_f64(),
         if verdict.is_ok() { "passed" } else { "failed" }
     );
-    match (expect, verdict) {
-        (_, Ok(())) => {
-            if let Expect::KnownIssue(why) = expect {
-                eprintln!("{}: passes now: remove its known issue ({why})", args[0]);
-            }
-        }
-        (Expect::Pass, Err(e)) => panic!("{args:?} under schedlab exec: {e}"),
-        (Expect::KnownIssue(why), Err(e)) => {
-            let first = e.lines().take(12).collect::<Vec<_>>().join("\n");
-            eprintln!("{}: fails under schedlab exec, a known issue: {why}\n{first}", args[0]);
-        }
+    if let Err(e) = verdict {
+        panic!("{args:?} under schedlab exec: {e}");
     }
 }
 
@@ -142,7 +116,7 @@ fn generate(path: &Path) {
 
 /// A round trip through `compress` and `decompress` (shell commands reading `$1`, writing
 /// `$2`), run by one `sh` under each thread system; the result must be byte-identical.
-fn round_trip(tool: &str, compress: &str, decompress: &str, expect: Expect) {
+fn round_trip(tool: &str, compress: &str, decompress: &str) {
     if !installed(tool) {
         return;
     }
@@ -156,7 +130,7 @@ fn round_trip(tool: &str, compress: &str, decompress: &str, expect: Expect) {
     let files = [input.to_str().unwrap(), packed.to_str().unwrap(), back.to_str().unwrap()];
     let all: Vec<&str> = args.iter().chain(files.iter()).copied().collect();
     let original = std::fs::read(&input).unwrap();
-    both(&all, expect, |o| {
+    both(&all, |o| {
         succeeded(o, &[])?;
         let got = std::fs::read(&back).map_err(|e| e.to_string())?;
         let packed = std::fs::metadata(&packed).map_err(|e| e.to_string())?.len();
@@ -174,53 +148,37 @@ fn round_trip(tool: &str, compress: &str, decompress: &str, expect: Expect) {
     });
 }
 
-const EXIT_FAULT: &str = "schedlab-rt's exit path finds its processor without a current thread \
-                          (entry.rs, run_body: \"exit on a user thread\") and aborts";
-
 #[test]
 fn pigz_round_trip() {
-    round_trip("pigz", "pigz -p 8", "pigz -d -p 8", Expect::KnownIssue(EXIT_FAULT));
+    round_trip("pigz", "pigz -p 8", "pigz -d -p 8");
 }
 
 #[test]
 fn xz_round_trip() {
-    round_trip("xz", "xz -T8 -1", "xz -T8 -d", Expect::KnownIssue("hangs under the library"));
+    round_trip("xz", "xz -T8 -1", "xz -T8 -d");
 }
 
 #[test]
 fn zstd_round_trip() {
-    round_trip(
-        "zstd",
-        "zstd -q -T8",
-        "zstd -q -T8 -d",
-        Expect::KnownIssue("hangs under the library"),
-    );
+    round_trip("zstd", "zstd -q -T8", "zstd -q -T8 -d");
 }
 
 /// `stress-ng --STRESSOR INSTANCES --STRESSOR-ops OPS --verify`, for at most 5 s (the ops
 /// bound ends most sooner; this stress-ng's sem stressor ignores it and runs the 5 s).
-fn stress_ng(stressor: &str, instances: &str, ops: &str, expect: Expect) {
+fn stress_ng(stressor: &str, instances: &str, ops: &str) {
     if !installed("stress-ng") {
         return;
     }
     let (n, o) = (format!("--{stressor}"), format!("--{stressor}-ops"));
     both(
         &["stress-ng", &n, instances, &o, ops, "--verify", "--timeout", "5", "--metrics-brief"],
-        expect,
         |out| succeeded(out, &["fail:", "error:"]),
     );
 }
 
 #[test]
 fn stress_ng_pthread() {
-    stress_ng(
-        "pthread",
-        "4",
-        "2000",
-        Expect::KnownIssue(
-            "schedlab-rt panics \"a task body runs once\" (task.rs): a user thread run twice",
-        ),
-    );
+    stress_ng("pthread", "4", "2000");
 }
 
 #[test]
@@ -228,22 +186,17 @@ fn stress_ng_mutex() {
     // One instance: its threads ask for random real-time priorities, and with more
     // instances this machine refused every thread of one now and then ("could not create
     // any pthreads", exit 3) on glibc's threads too.
-    stress_ng("mutex", "1", "20000", Expect::KnownIssue(EXIT_FAULT));
+    stress_ng("mutex", "1", "20000");
 }
 
 #[test]
 fn stress_ng_sem() {
-    stress_ng(
-        "sem",
-        "4",
-        "20000",
-        Expect::KnownIssue("stress-ng reports its bogo-ops counter corrupted (\"corrupted bogo-ops counter, N vs 0\")"),
-    );
+    stress_ng("sem", "4", "20000");
 }
 
 #[test]
 fn stress_ng_futex() {
-    stress_ng("futex", "4", "100000", Expect::Pass);
+    stress_ng("futex", "4", "100000");
 }
 
 #[test]
@@ -251,17 +204,13 @@ fn sysbench_threads() {
     if !installed("sysbench") {
         return;
     }
-    both(
-        &["sysbench", "threads", "--threads=8", "--events=2000", "--time=0", "run"],
-        Expect::KnownIssue("SIGSEGV at start"),
-        |o| {
-            succeeded(o, &[])?;
-            match number_after(o, "total number of events:") {
-                Some(n) if n > 0.0 => Ok(()),
-                n => Err(format!("events: {n:?}")),
-            }
-        },
-    );
+    both(&["sysbench", "threads", "--threads=8", "--events=2000", "--time=0", "run"], |o| {
+        succeeded(o, &[])?;
+        match number_after(o, "total number of events:") {
+            Some(n) if n > 0.0 => Ok(()),
+            n => Err(format!("events: {n:?}")),
+        }
+    });
 }
 
 #[test]
@@ -279,7 +228,6 @@ fn sysbench_mutex() {
             "--time=0",
             "run",
         ],
-        Expect::KnownIssue("SIGSEGV at start"),
         |o| {
             succeeded(o, &[])?;
             match number_after(o, "total number of events:") {
@@ -290,16 +238,12 @@ fn sysbench_mutex() {
     );
 }
 
-const POLL_EINTR: &str = "poll fails with EINTR: the runtime's preemption and hand-off \
-                          signal interrupts it, and poll is never restarted (SA_RESTART does \
-                          not apply to it)";
-
 #[test]
 fn hackbench_threads() {
     if !installed("hackbench") {
         return;
     }
-    both(&["hackbench", "-T", "-g", "4", "-l", "200"], Expect::KnownIssue(POLL_EINTR), |o| {
+    both(&["hackbench", "-T", "-g", "4", "-l", "200"], |o| {
         succeeded(o, &["error"])?;
         number_after(o, "Time:").map(|_| ()).ok_or_else(|| "no Time: line".to_string())
     });
@@ -310,12 +254,8 @@ fn perf_bench_sched_messaging_threads() {
     if !installed("perf") {
         return;
     }
-    both(
-        &["perf", "bench", "sched", "messaging", "-t", "-g", "4", "-l", "100"],
-        Expect::KnownIssue(POLL_EINTR),
-        |o| {
-            succeeded(o, &["error"])?;
-            number_after(o, "Total time:").map(|_| ()).ok_or_else(|| "no Total time: line".into())
-        },
-    );
+    both(&["perf", "bench", "sched", "messaging", "-t", "-g", "4", "-l", "100"], |o| {
+        succeeded(o, &["error"])?;
+        number_after(o, "Total time:").map(|_| ()).ok_or_else(|| "no Total time: line".into())
+    });
 }
