@@ -200,7 +200,9 @@ fn wait(r: &Raw, m: *mut libc::pthread_mutex_t, deadline: Option<&Deadline>) -> 
 }
 
 /// The end of every waiting function: acts on a cancellation (no value
-/// with a `Drop` is alive in the callers' frames up to the exported function).
+/// with a `Drop` is alive in the callers' frames up to the exported function,
+/// which is `extern "C-unwind"`: with no cleanup handler to `longjmp` to,
+/// the thread ends by unwinding through it).
 fn finish(e: Ended) -> c_int {
     match e {
         Ended::Return(e) => e,
@@ -229,7 +231,7 @@ unsafe fn deadline(clock: libc::clockid_t, at: *const libc::timespec) -> Result<
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cond_wait(
+pub unsafe extern "C-unwind" fn pthread_cond_wait(
     c: *mut libc::pthread_cond_t,
     m: *mut libc::pthread_mutex_t,
 ) -> c_int {
@@ -248,7 +250,7 @@ pub unsafe extern "C" fn pthread_cond_wait(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cond_timedwait(
+pub unsafe extern "C-unwind" fn pthread_cond_timedwait(
     c: *mut libc::pthread_cond_t,
     m: *mut libc::pthread_mutex_t,
     at: *const libc::timespec,
@@ -277,7 +279,7 @@ pub unsafe extern "C" fn pthread_cond_timedwait(
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_cond_clockwait(
+pub unsafe extern "C-unwind" fn pthread_cond_clockwait(
     c: *mut libc::pthread_cond_t,
     m: *mut libc::pthread_mutex_t,
     clock: libc::clockid_t,

@@ -219,7 +219,9 @@ impl Raw {
 
 /// The end of every waiting function: 0, -1 with `errno`, or the
 /// cancellation acted on (no value with a `Drop` is alive in the callers'
-/// frames up to the exported function).
+/// frames up to the exported function, which is `extern "C-unwind"`: with
+/// no cleanup handler to `longjmp` to, the thread ends by unwinding
+/// through it).
 fn finish(w: Waited) -> c_int {
     match w {
         Waited::Taken => 0,
@@ -301,7 +303,7 @@ pub unsafe extern "C" fn sem_post(s: *mut libc::sem_t) -> c_int {
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn sem_wait(s: *mut libc::sem_t) -> c_int {
+pub unsafe extern "C-unwind" fn sem_wait(s: *mut libc::sem_t) -> c_int {
     // SAFETY: the caller's semaphore.
     let Some(r) = (unsafe { ours(s) }) else {
         // SAFETY: glibc's, forwarded unchanged.
@@ -358,7 +360,10 @@ unsafe fn timed(r: &Raw, clock: libc::clockid_t, at: *const libc::timespec) -> c
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn sem_timedwait(s: *mut libc::sem_t, at: *const libc::timespec) -> c_int {
+pub unsafe extern "C-unwind" fn sem_timedwait(
+    s: *mut libc::sem_t,
+    at: *const libc::timespec,
+) -> c_int {
     // SAFETY: the caller's semaphore.
     let Some(r) = (unsafe { ours(s) }) else {
         // SAFETY: glibc's, forwarded unchanged.
@@ -374,7 +379,7 @@ pub unsafe extern "C" fn sem_timedwait(s: *mut libc::sem_t, at: *const libc::tim
 ///
 /// C's contract.
 #[no_mangle]
-pub unsafe extern "C" fn sem_clockwait(
+pub unsafe extern "C-unwind" fn sem_clockwait(
     s: *mut libc::sem_t,
     clock: libc::clockid_t,
     at: *const libc::timespec,
