@@ -200,7 +200,9 @@ fn wait(r: &Raw, m: *mut libc::pthread_mutex_t, deadline: Option<&Deadline>) -> 
 }
 
 /// The end of every waiting function: acts on a cancellation (no value
-/// with a `Drop` is alive in the callers' frames up to the exported function).
+/// with a `Drop` is alive in the callers' frames up to the exported function,
+/// which is `extern "C-unwind"`: with no cleanup handler to `longjmp` to,
+/// the thread ends by unwinding through it).
 fn finish(e: Ended) -> c_int {
     match e {
         Ended::Return(e) => e,

@@ -219,7 +219,9 @@ impl Raw {
 
 /// The end of every waiting function: 0, -1 with `errno`, or the
 /// cancellation acted on (no value with a `Drop` is alive in the callers'
-/// frames up to the exported function).
+/// frames up to the exported function, which is `extern "C-unwind"`: with
+/// no cleanup handler to `longjmp` to, the thread ends by unwinding
+/// through it).
 fn finish(w: Waited) -> c_int {
     match w {
         Waited::Taken => 0,
