@@ -194,7 +194,8 @@ fn wait(r: &Raw, m: *mut libc::pthread_mutex_t, deadline: Option<&Deadline>) -> 
     match outcome {
         Outcome::Cancelled => Ended::Cancelled,
         _ if e != 0 => Ended::Return(e),
-        Outcome::Woken => Ended::Return(0),
+        // Not asked for (the wait is not interruptible): a spurious return.
+        Outcome::Woken | Outcome::Interrupted => Ended::Return(0),
         Outcome::TimedOut => Ended::Return(libc::ETIMEDOUT),
     }
 }

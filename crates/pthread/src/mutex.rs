@@ -243,7 +243,7 @@ impl Raw {
                 // Step 3.
                 Outcome::Woken => {}
                 // Step 4.
-                Outcome::TimedOut | Outcome::Cancelled => {
+                Outcome::TimedOut | Outcome::Cancelled | Outcome::Interrupted => {
                     let g = q.lock();
                     if g.is_empty() {
                         self.state.fetch_and(!PARKED, Ordering::Relaxed);

@@ -268,7 +268,7 @@ impl Raw {
                 // Step 3.
                 Outcome::Woken => {}
                 // Step 4.
-                Outcome::TimedOut | Outcome::Cancelled => {
+                Outcome::TimedOut | Outcome::Cancelled | Outcome::Interrupted => {
                     {
                         let g = q.lock();
                         if counted {

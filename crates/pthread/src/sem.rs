@@ -182,7 +182,7 @@ impl Raw {
             if deadline.is_some_and(|d| d.remaining().is_none()) {
                 return Waited::Failed(libc::ETIMEDOUT);
             }
-            let w = Waiter::new(0);
+            let w = Waiter::new(0).interruptible();
             {
                 let g = q.lock();
                 self.word.fetch_or(WAITERS, Ordering::SeqCst);
@@ -212,6 +212,7 @@ impl Raw {
                     };
                 }
                 Outcome::Cancelled => return Waited::Cancelled,
+                Outcome::Interrupted => return Waited::Failed(libc::EINTR),
             }
         }
     }

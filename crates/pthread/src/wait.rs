@@ -46,6 +46,9 @@ pub(crate) enum Outcome {
     TimedOut,
     /// The thread was cancelled at this cancellation point; not linked.
     Cancelled,
+    /// A signal handler ran on the thread during an interruptible wait
+    /// ([`Waiter::interruptible`]: `sem_wait`'s `EINTR`); not linked.
+    Interrupted,
 }
 
 /// A point in time on one of the clocks POSIX lets a wait name.
@@ -80,6 +83,9 @@ pub(crate) struct Waiter {
     linked: Cell<bool>,
     woken: AtomicU32,
     user: Option<schedlab_rt::Thread>,
+    /// A signal handler that runs on the thread ends the wait
+    /// ([`Outcome::Interrupted`]).
+    interruptible: Cell<bool>,
     /// What the waiter waits as (a read-write lock's reader or writer...),
     /// or what a waker hands it; the primitive's own meaning.
     pub(crate) tag: Cell<u32>,
@@ -98,8 +104,17 @@ impl Waiter {
             linked: Cell::new(false),
             woken: AtomicU32::new(0),
             user: crate::runtime::enter().and_then(|_| schedlab_rt::try_current()),
+            interruptible: Cell::new(false),
             tag: Cell::new(tag),
         }
+    }
+
+    /// Makes the wait end when a signal handler runs on the thread, as
+    /// `sem_wait` must (`EINTR`); other waits go on (a condition variable's
+    /// may instead return, spuriously).
+    pub(crate) fn interruptible(self) -> Waiter {
+        self.interruptible.set(true);
+        self
     }
 
     /// Step 1's wait (module docs): `self` must have been linked in `q` and
@@ -111,9 +126,14 @@ impl Waiter {
         deadline: Option<&Deadline>,
         cancel_point: bool,
     ) -> Outcome {
+        let signals = || crate::thread::current().signals_seen.load(Ordering::Acquire);
+        let seen = signals();
         loop {
             if self.woken.load(Ordering::Acquire) != 0 {
                 return Outcome::Woken;
+            }
+            if self.interruptible.get() && signals() != seen {
+                return self.give_up(q, Outcome::Interrupted);
             }
             if cancel_point && crate::cancel::pending_here() {
                 return self.give_up(q, Outcome::Cancelled);
@@ -128,7 +148,11 @@ impl Waiter {
             match (&self.user, left) {
                 (Some(_), None) => schedlab_rt::park(),
                 (Some(_), Some(left)) => schedlab_rt::park_timeout(left),
-                (None, left) => futex_wait(&self.woken, 0, left),
+                (None, left) => {
+                    if futex_wait(&self.woken, 0, left) && self.interruptible.get() {
+                        return self.give_up(q, Outcome::Interrupted);
+                    }
+                }
             }
         }
     }
@@ -145,7 +169,9 @@ impl Waiter {
         while self.woken.load(Ordering::Acquire) == 0 {
             match &self.user {
                 Some(_) => schedlab_rt::yield_now(),
-                None => futex_wait(&self.woken, 0, None),
+                None => {
+                    futex_wait(&self.woken, 0, None);
+                }
             }
         }
         Outcome::Woken
@@ -309,7 +335,12 @@ impl Drop for Locked<'_, '_> {
 }
 
 /// `FUTEX_WAIT` on `word` while it holds `expected`, for at most `left`.
-pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, left: Option<std::time::Duration>) {
+/// Returns whether a signal handler interrupted it (`EINTR`).
+pub(crate) fn futex_wait(
+    word: &AtomicU32,
+    expected: u32,
+    left: Option<std::time::Duration>,
+) -> bool {
     let ts = left.map(|d| libc::timespec {
         tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
         tv_nsec: d.subsec_nanos() as libc::c_long,
@@ -320,14 +351,16 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, left: Option<std::time
     // that succeeds does not change it (glibc's do not).
     unsafe {
         let errno = *libc::__errno_location();
-        libc::syscall(
+        let r = libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
             libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
             expected,
             tsp,
         );
+        let interrupted = r == -1 && *libc::__errno_location() == libc::EINTR;
         *libc::__errno_location() = errno;
+        interrupted
     }
 }
 
