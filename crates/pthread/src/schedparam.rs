@@ -325,9 +325,9 @@ pub unsafe extern "C-unwind" fn pthread_clockjoin_np(
         return libc::EINVAL;
     }
     let deadline = crate::wait::Deadline { clock, at };
-    match crate::thread::wait_exit(d, Some(&deadline)) {
+    match crate::thread::wait_exit(d, Some(&deadline), false) {
         // SAFETY: exited: the join does not wait.
-        true => unsafe { crate::thread::pthread_join(t, ret) },
-        false => libc::ETIMEDOUT,
+        crate::wait::Outcome::Woken => unsafe { crate::thread::pthread_join(t, ret) },
+        _ => libc::ETIMEDOUT,
     }
 }

@@ -582,7 +582,7 @@ pub unsafe extern "C-unwind" fn pthread_join(t: libc::pthread_t, ret: *mut *mut 
         }
     }
     // Wait for the exit (a cancellation point).
-    if !wait_exit_cancellable(d) {
+    if wait_exit(d, None, true) == Outcome::Cancelled {
         d.state.fetch_and(!JOINING, Ordering::AcqRel);
         crate::cancel::act();
     }
@@ -600,9 +600,14 @@ pub unsafe extern "C-unwind" fn pthread_join(t: libc::pthread_t, ret: *mut *mut 
     0
 }
 
-/// Waits until `d`'s start routine is over; `false` if the caller was
-/// cancelled first (pthread_join is a cancellation point).
-fn wait_exit_cancellable(d: &ThreadData) -> bool {
+/// Waits until `d`'s start routine is over ([`Outcome::Woken`]), until
+/// `deadline` passes, or — when `cancel_point`, as in `pthread_join` — until
+/// the caller is cancelled.
+pub(crate) fn wait_exit(
+    d: &ThreadData,
+    deadline: Option<&crate::wait::Deadline>,
+    cancel_point: bool,
+) -> Outcome {
     while !d.has_exited() {
         let w = Waiter::new(0);
         let q = d.joiners();
@@ -613,30 +618,13 @@ fn wait_exit_cancellable(d: &ThreadData) -> bool {
             }
             g.push(&w);
         }
-        if w.wait(&q, None, true) == Outcome::Cancelled {
-            return false;
+        match w.wait(&q, deadline, cancel_point) {
+            Outcome::Woken | Outcome::Interrupted => {}
+            Outcome::TimedOut if d.has_exited() => break,
+            other => return other,
         }
     }
-    true
-}
-
-/// Waits until `d`'s start routine is over or `deadline` passes; whether it is.
-pub(crate) fn wait_exit(d: &ThreadData, deadline: Option<&crate::wait::Deadline>) -> bool {
-    while !d.has_exited() {
-        let w = Waiter::new(0);
-        let q = d.joiners();
-        {
-            let g = q.lock();
-            if d.has_exited() {
-                break;
-            }
-            g.push(&w);
-        }
-        if w.wait(&q, deadline, false) == Outcome::TimedOut {
-            return d.has_exited();
-        }
-    }
-    true
+    Outcome::Woken
 }
 
 fn detach(d: &ThreadData) -> c_int {

@@ -168,6 +168,21 @@ fn frame_bytes() -> usize {
     128 + 8 * 18 + crate::arch::xsave_area_bytes() + 8 * 1024
 }
 
+/// Adds the executable segments of the object `info` describes to `text`
+/// (as many as fit).
+fn add_executable(info: &libc::dl_phdr_info, text: &mut Text) {
+    for i in 0..info.dlpi_phnum as usize {
+        // SAFETY: `dlpi_phdr` has `dlpi_phnum` entries.
+        let ph = unsafe { &*info.dlpi_phdr.add(i) };
+        if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 && text.n < text.ranges.len()
+        {
+            let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
+            text.ranges[text.n] = (start, start + ph.p_memsz as usize);
+            text.n += 1;
+        }
+    }
+}
+
 fn program_text() -> &'static Text {
     TEXT.get_or_init(|| {
         let mut text = Text { ranges: [(0, 0); 8], n: 0 };
@@ -178,15 +193,7 @@ fn program_text() -> &'static Text {
         ) -> libc::c_int {
             // SAFETY: the loader passes a valid info struct; `data` is our `Text`.
             let (info, text) = unsafe { (&*info, &mut *data.cast::<Text>()) };
-            for i in 0..info.dlpi_phnum as usize {
-                // SAFETY: `dlpi_phdr` has `dlpi_phnum` entries.
-                let ph = unsafe { &*info.dlpi_phdr.add(i) };
-                if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 && text.n < 8 {
-                    let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
-                    text.ranges[text.n] = (start, start + ph.p_memsz as usize);
-                    text.n += 1;
-                }
-            }
+            add_executable(info, text);
             1 // the first object is the main executable: stop
         }
         /// The `shared-library` build: the text of the objects no user
@@ -213,23 +220,10 @@ fn program_text() -> &'static Text {
                 .iter()
                 .any(|p| base.starts_with(p));
             let mut found = Text { ranges: [(0, 0); 8], n: 0 };
-            for i in 0..info.dlpi_phnum as usize {
-                // SAFETY: `dlpi_phdr` has `dlpi_phnum` entries.
-                let ph = unsafe { &*info.dlpi_phdr.add(i) };
-                if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 && found.n < 8 {
-                    let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
-                    found.ranges[found.n] = (start, start + ph.p_memsz as usize);
-                    found.n += 1;
-                }
-            }
+            add_executable(info, &mut found);
             let ours = found.ranges[..found.n].iter().any(|&(a, b)| (a..b).contains(&here));
             if ours || named {
-                for &r in &found.ranges[..found.n] {
-                    if text.n < 8 {
-                        text.ranges[text.n] = r;
-                        text.n += 1;
-                    }
-                }
+                add_executable(info, text);
             }
             0
         }
