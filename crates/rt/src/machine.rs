@@ -14,7 +14,9 @@
 //! Every kernel thread of the process has a `Machine` in a block of static
 //! TLS (`arch::thread_block`), zero-initialised and without a destructor, so
 //! reading it is one `fs`-relative access at a link-time offset and it is
-//! valid from a signal handler. Other threads
+//! valid from a signal handler. (In the `shared-library` build the block is
+//! the kernel thread's `gs` base instead, given when it first enters the
+//! runtime: `fs` belongs to the user thread there; see `shared.rs`.) Other threads
 //! (the monitor) reach a machine through the pointer its processor publishes.
 //!
 //! # The runtime-section counter
