@@ -158,22 +158,7 @@ fn a_stale_copy_never_replaces_a_newer_one() {
 /// The run's process, started in the background on `db` (a smoke run long enough to be
 /// caught in the middle).
 fn long_run(db: &Path, configure: impl FnOnce(&mut std::process::Command)) -> std::process::Child {
-    let mut c = bin();
-    c.arg("--db")
-        .arg(db)
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--filter",
-            "os.syscall",
-            "--samples",
-            "400",
-            "--label",
-            "long",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    let mut c = common::long_run(db, "smoke", "os.syscall", &[]);
     configure(&mut c);
     c.spawn().unwrap()
 }

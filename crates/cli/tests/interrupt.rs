@@ -5,33 +5,15 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{bin, ok, run};
+use common::{ok, run};
 
 /// A run of `filter` in `suite` long enough to be caught in the middle: every sample takes
 /// `target_ms`.
 fn long_run(db: &Path, suite: &str, filter: &str, target_ms: &str) -> Child {
-    let mut c = bin();
-    c.arg("--db")
-        .arg(db)
-        .args([
-            "run",
-            "--suite",
-            suite,
-            "--filter",
-            filter,
-            "--samples",
-            "400",
-            "--target-ms",
-            target_ms,
-            "--label",
-            "long",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    c.spawn().unwrap()
+    common::long_run(db, suite, filter, &["--target-ms", target_ms]).spawn().unwrap()
 }
 
 fn count(db: &Path, sql: &str) -> i64 {

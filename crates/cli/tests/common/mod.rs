@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 /// The `schedlab` binary, with no database (nor fleet database, nor PostgreSQL password)
 /// chosen by the environment.
@@ -99,4 +99,20 @@ pub fn bounded(cmd: &mut Command, limit: std::time::Duration) -> Result<Output, 
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
     Ok(Output { status, stdout: o.join().unwrap(), stderr: e.join().unwrap() })
+}
+
+/// `schedlab --db DB run --suite SUITE --filter FILTER --samples 400 --label long ARGS…`,
+/// standard output discarded and standard error piped: a run long enough to be caught in
+/// the middle (a signal, a lock held, a full disk). The caller adds what else it needs and
+/// spawns it.
+#[allow(dead_code)]
+pub fn long_run(db: &Path, suite: &str, filter: &str, args: &[&str]) -> Command {
+    let mut c = bin();
+    c.arg("--db")
+        .arg(db)
+        .args(["run", "--suite", suite, "--filter", filter, "--samples", "400", "--label", "long"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
 }
