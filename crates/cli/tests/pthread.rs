@@ -17,7 +17,7 @@ use common::{exec, output_within, text};
 
 /// The C tests, each passing on glibc's threads and under `schedlab exec`.
 const TESTS: &[&str] =
-    &["migration", "cancel", "keys", "fork", "initializers", "pshared", "signal"];
+    &["migration", "cancel", "keys", "fork", "initializers", "pshared", "signal", "malloc"];
 
 fn sources() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pthread")
@@ -115,4 +115,9 @@ fn a_process_shared_mutex_works_between_two_processes() {
 #[test]
 fn a_signal_to_one_thread_is_handled_by_it() {
     check("signal");
+}
+
+#[test]
+fn threads_that_malloc_leave_no_memory_behind() {
+    check("malloc");
 }

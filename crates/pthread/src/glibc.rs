@@ -26,10 +26,25 @@
 //! | `feature_1`                | 72     | copied (CET state)                           |
 //!
 //! A new thread also runs `__ctype_init` on its block first
-//! ([`thread_start`]), as glibc's `start_thread` does. What glibc's thread
-//! exit does and we cannot (`__libc_thread_freeres`, not exported since 2.34)
-//! is free malloc's per-thread cache: a user thread that used malloc leaves
-//! its cache (~1 KiB) with its arena.
+//! ([`thread_start`]), as glibc's `start_thread` does.
+//!
+//! # malloc's per-thread state
+//!
+//! glibc's thread exit frees malloc's per-thread cache and detaches the
+//! thread from its arena (`__libc_thread_freeres`), which is not exported
+//! since 2.34. Without it, every user thread that called malloc or free
+//! would leave its cache (640 bytes) behind and take a fresh one, growing
+//! the arenas page by page (17,000 page faults over 100,000 short threads).
+//! So a kept block carries malloc's two words (`tcache`, `thread_arena`)
+//! from one user thread to the next, as a long-lived kernel thread keeps
+//! them: the cache and the arena belong to the block, at most
+//! [`CACHE_MAX`] of them. The words' places in libc's TLS block are not
+//! published; the first fresh block finds them ([`find_malloc_words`]) by
+//! running one malloc and free on it with every signal blocked and taking
+//! the words that changed — exactly two, zero before and set after; on a C
+//! library where it finds anything else (or where `malloc` is not glibc's:
+//! jemalloc, tcmalloc) nothing is carried and each thread's cache is left
+//! behind as before.
 //!
 //! In `struct pthread`: `list` (just before `tid`) is linked to itself, so
 //! that `fork`'s unlinking of the calling thread's block from glibc's lists
@@ -196,6 +211,7 @@ pub(crate) fn new_tcb(tid: i32) -> Option<usize> {
     if tcb == 0 {
         return None;
     }
+    let fresh = kept.is_none();
     // glibc's own `pthread_self` of the calling thread: its control block.
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() } as usize;
@@ -225,7 +241,113 @@ pub(crate) fn new_tcb(tid: i32) -> Option<usize> {
             ((tcb as isize + off + 4) as *mut i32).write(-2);
         }
     }
+    if fresh {
+        // SAFETY: a fresh block, its header filled, no thread on it yet.
+        MALLOC_WORDS.get_or_init(|| unsafe { find_malloc_words(tcb) });
+    }
     Some(tcb)
+}
+
+/// Where malloc's per-thread words (`tcache`, `thread_arena`) are, as
+/// offsets from the thread pointer: found on the first fresh block (module
+/// docs), `None` when they could not be found with confidence.
+static MALLOC_WORDS: OnceLock<Option<[isize; 2]>> = OnceLock::new();
+
+/// libc's static TLS block: its offset from the thread pointer and its size,
+/// when `malloc` is libc's own.
+fn libc_tls() -> Option<(isize, usize)> {
+    struct Found {
+        base: usize,
+        tls: Option<(usize, usize)>,
+    }
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> i32 {
+        // SAFETY: the loader's record of one object, valid during the call;
+        // `data` is our `Found`.
+        unsafe {
+            let info = &*info;
+            let found = &mut *data.cast::<Found>();
+            if info.dlpi_addr as usize != found.base || info.dlpi_tls_data.is_null() {
+                return 0;
+            }
+            let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
+            if let Some(tls) = phdrs.iter().find(|p| p.p_type == libc::PT_TLS) {
+                found.tls = Some((info.dlpi_tls_data as usize, tls.p_memsz as usize));
+            }
+            1
+        }
+    }
+    // The object that defines the `malloc` this process calls.
+    // SAFETY: an all-zero `Dl_info` is valid; dladdr fills it.
+    let mut di: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr reads the loader's tables.
+    if unsafe { libc::dladdr(libc::malloc as *const c_void, &mut di) } == 0
+        || di.dli_fname.is_null()
+    {
+        return None;
+    }
+    // SAFETY: a NUL-terminated name from the loader.
+    let name = unsafe { CStr::from_ptr(di.dli_fname) }.to_bytes();
+    if !name.ends_with(b"/libc.so.6") && name != b"libc.so.6" {
+        return None;
+    }
+    let mut found = Found { base: di.dli_fbase as usize, tls: None };
+    // SAFETY: `each` follows dl_iterate_phdr's contract.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut found as *mut Found).cast()) };
+    let (data, size) = found.tls?;
+    // SAFETY: pthread_self has no preconditions; it is the calling thread's
+    // thread pointer, the one `data` was computed from.
+    let tp = unsafe { libc::pthread_self() } as usize;
+    Some((data as isize - tp as isize, size))
+}
+
+/// Finds malloc's two per-thread words by running a malloc and a free on
+/// `tcb` (module docs).
+///
+/// # Safety
+///
+/// `tcb` is a fresh block from [`new_tcb`], header filled, used by no thread.
+unsafe fn find_malloc_words(tcb: usize) -> Option<[isize; 2]> {
+    let (off, size) = libc_tls()?;
+    let words = size / 8;
+    let start = (tcb as isize + off) as *const usize;
+    // SAFETY: libc's block inside `tcb`'s static TLS, `size` bytes.
+    let read = || (0..words).map(|i| unsafe { start.add(i).read_unaligned() }).collect::<Vec<_>>();
+    let before = read();
+    // SAFETY: every signal blocked so no handler runs on the borrowed block;
+    // the thread pointer moved to `tcb` (a complete block) for one malloc
+    // and free, which touch only libc's state, then put back. The calls in
+    // between are raw system calls and libc's malloc and free: no code of
+    // ours reads its TLS meanwhile. Preemption stops at no point inside
+    // libc or this object (the runtime's safe points).
+    unsafe {
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, &all, &mut old, 8);
+        let mut fs = 0usize;
+        if libc::syscall(libc::SYS_arch_prctl, 0x1003 /* ARCH_GET_FS */, &mut fs) == 0
+            && libc::syscall(libc::SYS_arch_prctl, 0x1002 /* ARCH_SET_FS */, tcb) == 0
+        {
+            // black_box: the compiler may drop a malloc whose block is only freed.
+            libc::free(std::hint::black_box(libc::malloc(32)));
+            libc::syscall(libc::SYS_arch_prctl, 0x1002 /* ARCH_SET_FS */, fs);
+        }
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &old,
+            std::ptr::null_mut::<libc::sigset_t>(),
+            8,
+        );
+    }
+    let after = read();
+    let changed: Vec<usize> = (0..words).filter(|&i| before[i] != after[i]).collect();
+    match changed[..] {
+        [a, b] if before[a] == 0 && before[b] == 0 && after[a] != 0 && after[b] != 0 => {
+            Some([off + 8 * a as isize, off + 8 * b as isize])
+        }
+        _ => None,
+    }
 }
 
 /// Makes a kept block new again, as glibc's stack cache does before reuse:
@@ -236,10 +358,14 @@ pub(crate) fn new_tcb(tid: i32) -> Option<usize> {
 ///
 /// `tcb` was made by [`new_tcb`] and no thread uses it.
 unsafe fn reinit(l: &Layout, tcb: usize) -> usize {
+    let carried = MALLOC_WORDS.get().copied().flatten();
+    // SAFETY: offsets inside the block's static TLS (`find_malloc_words`).
+    let kept =
+        carried.map(|w| w.map(|off| unsafe { ((tcb as isize + off) as *const usize).read() }));
     // SAFETY: the block's header and its DTV, laid out as glibc's
     // `dtv_t` (16 bytes: `counter`, or `val` and `to_free`) with the
     // length in `dtv[-1].counter`.
-    unsafe {
+    let tcb = unsafe {
         let dtv = ((tcb + 8) as *const *mut [usize; 2]).read();
         let n = (*dtv.offset(-1))[0];
         for i in 0..n {
@@ -249,7 +375,14 @@ unsafe fn reinit(l: &Layout, tcb: usize) -> usize {
         std::ptr::write_bytes(tcb as *mut u8, 0, l.size);
         ((tcb + 8) as *mut *mut [usize; 2]).write(dtv);
         (l.init)(tcb as *mut c_void, true) as usize
+    };
+    if let (Some(offs), Some(vals), true) = (carried, kept, tcb != 0) {
+        for (off, v) in offs.into_iter().zip(vals) {
+            // SAFETY: as above; the block is ours alone.
+            unsafe { ((tcb as isize + off) as *mut usize).write(v) };
+        }
     }
+    tcb
 }
 
 /// Keeps a block made by [`new_tcb`] for a later thread (or frees it when

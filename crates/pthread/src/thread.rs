@@ -152,12 +152,23 @@ unsafe impl Sync for ThreadData {}
 unsafe impl Send for ThreadData {}
 
 impl ThreadData {
-    fn new(kind: Kind, tcb: usize, stack_size: usize, guard_size: usize) -> Box<ThreadData> {
+    /// A thread number, never 0.
+    fn next_id() -> u32 {
         static NEXT_ID: AtomicU32 = AtomicU32::new(1);
         let mut id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         if id == 0 {
             id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         }
+        id
+    }
+
+    fn new(
+        kind: Kind,
+        id: u32,
+        tcb: usize,
+        stack_size: usize,
+        guard_size: usize,
+    ) -> Box<ThreadData> {
         Box::new(ThreadData {
             magic: MAGIC,
             kind: Cell::new(kind),
@@ -216,7 +227,7 @@ fn adopt() -> &'static ThreadData {
     // glibc's own answer: the kernel thread's control block.
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() } as usize;
-    let d = Box::leak(ThreadData::new(Kind::Kernel, me, 0, 0));
+    let d = Box::leak(ThreadData::new(Kind::Kernel, ThreadData::next_id(), me, 0, 0));
     crate::tls::set(d as *const ThreadData as usize);
     d
 }
@@ -450,12 +461,12 @@ pub unsafe extern "C-unwind" fn pthread_create(
     current();
     reap();
     let a = read_attr(attr);
-    let data = ThreadData::new(Kind::User, 0, a.stack_size, a.guard_size);
+    let id = ThreadData::next_id();
     // Above `pid_max` (at most 2^22): no kernel thread has it.
-    let Some(tcb) = crate::glibc::new_tcb(0x4000_0000 | data.id as i32) else {
+    let Some(tcb) = crate::glibc::new_tcb(0x4000_0000 | id as i32) else {
         return libc::EAGAIN;
     };
-    let data = Box::into_raw(Box::new(ThreadData { tcb, ..*data }));
+    let data = Box::into_raw(ThreadData::new(Kind::User, id, tcb, a.stack_size, a.guard_size));
     let sched = match a.sched {
         Some((policy, prio)) => crate::schedparam::pack(policy, prio),
         None => inherited_sched(),
@@ -535,12 +546,14 @@ fn finish(d: &ThreadData) {
         REAP.lock().unwrap().push(d as *const ThreadData as usize);
     }
     d.exited.store(1, Ordering::Release);
+    // One at a time, each woken after the lock is let go, and nothing
+    // allocated: this runs on the exiting thread's block, whose malloc state
+    // a thread that never called malloc should not have to make. No joiner
+    // joins the queue now that `exited` is set.
     let q = d.joiners();
-    let woken: Vec<_> = {
-        let g = q.lock();
-        std::iter::from_fn(|| g.pop()).collect()
-    };
-    for w in woken {
+    loop {
+        let popped = q.lock().pop();
+        let Some(w) = popped else { break };
         w.wake();
     }
     if LIVE.fetch_sub(1, Ordering::AcqRel) == 1 && MAIN_EXITED.load(Ordering::Acquire) != 0 {
