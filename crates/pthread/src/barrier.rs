@@ -30,7 +30,7 @@
 //! serial thread has returned; `pthread_barrier_destroy` while threads wait
 //! is `EBUSY`.
 
-use crate::wait::{Queue, Unlinked, Waiter};
+use crate::wait::{Cancel, Queue, Unlinked, Waiter};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 
@@ -106,7 +106,7 @@ pub unsafe extern "C-unwind" fn pthread_barrier_wait(b: *mut libc::pthread_barri
         let w = Waiter::new(round);
         g.push(&w);
         drop(g);
-        w.wait(&q, None, false);
+        w.wait(&q, None, Cancel::Never);
         return 0;
     }
     r.arrived.store(0, Ordering::Relaxed);

@@ -22,10 +22,20 @@
 //! `mask_was_saved`, at byte 72), as in glibc. A kernel thread's buffers are
 //! glibc's business: the functions forward them there.
 //!
+//! # Asynchronous cancellation
+//!
+//! A thread whose cancellation type is asynchronous acts on a cancellation
+//! at once when it is waiting in the library — a mutex or read-write lock
+//! wait too, which are not cancellation points (`wait::Cancel::Async`): the
+//! wait unlinks itself, the lock function's frame ends, and the thread acts
+//! from there (`mutex.rs`, `rwlock.rs`), without the lock. A condition
+//! wait's relock of its mutex is never cut short: POSIX has the cancelled
+//! waiter hold the mutex again before its handlers run.
+//!
 //! Not done: asynchronous cancellation of a user thread that computes without
-//! reaching a cancellation point (it acts at its next one), and cancelling a
-//! user thread blocked in a system call (`read`...), which finishes the call
-//! first.
+//! reaching the library (it acts at its next cancellation point or wait), and
+//! cancelling a user thread blocked in a system call (`read`...), which
+//! finishes the call first.
 
 use crate::thread::{current, Kind, ThreadData};
 use std::ffi::{c_int, c_void};
@@ -71,11 +81,13 @@ pub(crate) fn cancel_pending(d: &ThreadData) -> bool {
     c & (PENDING | DISABLED | ACTING) == PENDING
 }
 
-/// Whether the calling thread is a user thread that must act on a
-/// cancellation at a cancellation point.
-pub(crate) fn pending_here() -> bool {
+/// Whether the calling user thread must act on a pending cancellation now:
+/// at a cancellation point (`point`), or anywhere when its cancellation type
+/// is asynchronous.
+pub(crate) fn acts_here(point: bool) -> bool {
     let d = current();
-    d.kind.get() == Kind::User && cancel_pending(d)
+    let c = d.cancel.load(Ordering::Acquire);
+    d.kind.get() == Kind::User && cancel_pending(d) && (point || c & ASYNC != 0)
 }
 
 /// A cancellation point: acts on a pending cancellation (never returns then).

@@ -53,7 +53,7 @@
 //! `pthread_cond_destroy` right after a broadcast is safe; with waiters
 //! still linked it answers `EBUSY`.
 
-use crate::wait::{Deadline, Outcome, Queue, Unlinked, Waiter};
+use crate::wait::{Cancel, Deadline, Outcome, Queue, Unlinked, Waiter};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
@@ -182,15 +182,15 @@ fn wait(r: &Raw, m: *mut libc::pthread_mutex_t, deadline: Option<&Deadline>) -> 
     if e != 0 {
         let past =
             Deadline { clock: libc::CLOCK_MONOTONIC, at: libc::timespec { tv_sec: 0, tv_nsec: 0 } };
-        if w.wait(&q, Some(&past), false) == Outcome::Woken {
+        if w.wait(&q, Some(&past), Cancel::Never) == Outcome::Woken {
             // A signal meant for a waiter: pass it on.
             r.signal();
         }
         return Ended::Return(e);
     }
-    let outcome = w.wait(&q, deadline, true);
+    let outcome = w.wait(&q, deadline, Cancel::Point);
     // SAFETY: as above.
-    let e = unsafe { crate::mutex::lock(m) };
+    let e = unsafe { crate::mutex::lock(m, Cancel::Never) };
     match outcome {
         Outcome::Cancelled => Ended::Cancelled,
         _ if e != 0 => Ended::Return(e),

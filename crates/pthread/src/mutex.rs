@@ -92,7 +92,7 @@
 //! `PTHREAD_PRIO_NONE` ones otherwise.
 
 use crate::thread::{current, ThreadData};
-use crate::wait::{Deadline, Outcome, Queue, Waiter};
+use crate::wait::{Cancel, Deadline, Outcome, Queue, Waiter};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 
@@ -177,6 +177,9 @@ enum Acquired {
     Yes,
     TimedOut,
     NotRecoverable,
+    /// An asynchronous cancellation came while it waited: the caller acts
+    /// on it (`cancel::act`) once its own frame holds nothing to drop.
+    Cancelled,
 }
 
 impl Raw {
@@ -203,7 +206,7 @@ impl Raw {
 
     /// Locking, slow path (module docs, steps 1 to 4).
     #[cold]
-    fn acquire_slow(&self, deadline: Option<&Deadline>, robust: bool) -> Acquired {
+    fn acquire_slow(&self, deadline: Option<&Deadline>, robust: bool, cancel: Cancel) -> Acquired {
         let mut spins = 0;
         loop {
             if robust && self.flags.load(Ordering::Acquire) & NOTRECOVERABLE != 0 {
@@ -239,7 +242,8 @@ impl Raw {
                 }
                 g.push(&w);
             }
-            match w.wait(&q, deadline, false) {
+            let outcome = w.wait(&q, deadline, cancel);
+            match outcome {
                 // Step 3.
                 Outcome::Woken => {}
                 // Step 4.
@@ -248,7 +252,10 @@ impl Raw {
                     if g.is_empty() {
                         self.state.fetch_and(!PARKED, Ordering::Relaxed);
                     }
-                    return Acquired::TimedOut;
+                    return match outcome {
+                        Outcome::Cancelled => Acquired::Cancelled,
+                        _ => Acquired::TimedOut,
+                    };
                 }
             }
         }
@@ -316,7 +323,7 @@ fn robust_list<R>(d: &ThreadData, f: impl FnOnce(&mut Vec<usize>) -> R) -> R {
 /// Every lock function's body for a mutex that is not a plain normal one,
 /// or is held (module docs, "Kinds" and "Robust mutexes").
 #[cold]
-fn lock_full(r: &Raw, mode: Mode<'_>) -> c_int {
+fn lock_full(r: &Raw, mode: Mode<'_>, cancel: Cancel) -> c_int {
     let kind = r.kind.load(Ordering::Relaxed) & !ELISION;
     if kind & !(TYPE_MASK | ROBUST | PRIO_INHERIT | PRIO_PROTECT) != 0 {
         return libc::EINVAL;
@@ -352,10 +359,11 @@ fn lock_full(r: &Raw, mode: Mode<'_>) -> c_int {
                 Some(Deadline { clock, at: *ts })
             }
         };
-        match r.acquire_slow(deadline.as_ref(), robust) {
+        match r.acquire_slow(deadline.as_ref(), robust, cancel) {
             Acquired::Yes => {}
             Acquired::TimedOut => return libc::ETIMEDOUT,
             Acquired::NotRecoverable => return libc::ENOTRECOVERABLE,
+            Acquired::Cancelled => crate::cancel::act(),
         }
     }
     r.owner.store(me.id, Ordering::Relaxed);
@@ -371,13 +379,17 @@ fn lock_full(r: &Raw, mode: Mode<'_>) -> c_int {
     0
 }
 
-/// Locks `m` (the body of `pthread_mutex_lock`, for `cond.rs` too).
+/// Locks `m` (the body of `pthread_mutex_lock`, for `cond.rs` too, which
+/// relocks with `Cancel::Never`: a cancelled condition wait acts only once
+/// it holds the mutex again). With `Cancel::Async`, a thread whose
+/// cancellation type is asynchronous acts on a cancellation that comes while
+/// it waits for the mutex, as it would at any other moment.
 ///
 /// # Safety
 ///
 /// C's contract for `pthread_mutex_lock`.
 #[inline]
-pub(crate) unsafe fn lock(m: *mut libc::pthread_mutex_t) -> c_int {
+pub(crate) unsafe fn lock(m: *mut libc::pthread_mutex_t, cancel: Cancel) -> c_int {
     // SAFETY: the caller's mutex.
     let r = unsafe { raw(m) };
     let kind = r.kind.load(Ordering::Relaxed);
@@ -387,7 +399,9 @@ pub(crate) unsafe fn lock(m: *mut libc::pthread_mutex_t) -> c_int {
             && !r.try_acquire()
         {
             // (A normal mutex relocked by its holder waits for good, as glibc's.)
-            let _ = r.acquire_slow(None, false);
+            if let Acquired::Cancelled = r.acquire_slow(None, false, cancel) {
+                crate::cancel::act();
+            }
         }
         r.owner.store(me, Ordering::Relaxed);
         return 0;
@@ -396,7 +410,7 @@ pub(crate) unsafe fn lock(m: *mut libc::pthread_mutex_t) -> c_int {
         // SAFETY: glibc's mutex, forwarded unchanged.
         return unsafe { next::pthread_mutex_lock()(m) };
     }
-    lock_full(r, Mode::Block)
+    lock_full(r, Mode::Block, cancel)
 }
 
 /// Unlocks `m` (the body of `pthread_mutex_unlock`, for `cond.rs` too).
@@ -490,7 +504,7 @@ pub(crate) fn release_robust(d: &ThreadData) {
 #[no_mangle]
 pub unsafe extern "C-unwind" fn pthread_mutex_lock(m: *mut libc::pthread_mutex_t) -> c_int {
     // SAFETY: forwarded.
-    unsafe { lock(m) }
+    unsafe { lock(m, Cancel::Async) }
 }
 
 /// `pthread_mutex_unlock`.
@@ -522,7 +536,7 @@ pub unsafe extern "C-unwind" fn pthread_mutex_trylock(m: *mut libc::pthread_mute
         r.owner.store(current().id, Ordering::Relaxed);
         return 0;
     }
-    lock_full(r, Mode::Try)
+    lock_full(r, Mode::Try, Cancel::Never)
 }
 
 /// `pthread_mutex_timedlock`: `pthread_mutex_clocklock` on `CLOCK_REALTIME`.
@@ -542,7 +556,7 @@ pub unsafe extern "C-unwind" fn pthread_mutex_timedlock(
         return unsafe { next::pthread_mutex_timedlock()(m, at) };
     }
     // SAFETY: the caller's time (C's contract: valid to read).
-    lock_full(r, Mode::Until(unsafe { &*at }, libc::CLOCK_REALTIME))
+    lock_full(r, Mode::Until(unsafe { &*at }, libc::CLOCK_REALTIME), Cancel::Async)
 }
 
 /// `pthread_mutex_clocklock`: `CLOCK_REALTIME` or `CLOCK_MONOTONIC`
@@ -567,7 +581,7 @@ pub unsafe extern "C-unwind" fn pthread_mutex_clocklock(
         return libc::EINVAL;
     }
     // SAFETY: the caller's time (C's contract: valid to read).
-    lock_full(r, Mode::Until(unsafe { &*at }, clock))
+    lock_full(r, Mode::Until(unsafe { &*at }, clock), Cancel::Async)
 }
 
 /// Reads a mutex attribute's word (glibc's layout), or 0 for none.
@@ -737,7 +751,7 @@ pub unsafe extern "C-unwind" fn pthread_mutex_setprioceiling(
         && r.state.load(Ordering::Relaxed) & LOCKED != 0;
     if !held {
         // SAFETY: forwarded.
-        let e = unsafe { lock(m) };
+        let e = unsafe { lock(m, Cancel::Never) };
         if e != 0 && e != libc::EOWNERDEAD {
             return e;
         }

@@ -91,7 +91,7 @@
 //! deadlocks, as that kind's name warns. A writer relocking, or a writer
 //! asking for a read lock, gets `EDEADLK`, as from glibc.
 
-use crate::wait::{Deadline, Outcome, Queue, Unlinked, Waiter};
+use crate::wait::{Cancel, Deadline, Outcome, Queue, Unlinked, Waiter};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 
@@ -219,7 +219,9 @@ impl Raw {
     }
 
     /// Locking, slow path (module docs, steps 1 to 4). Returns 0,
-    /// `EAGAIN` (readers) or `ETIMEDOUT`.
+    /// `EAGAIN` (readers), `ETIMEDOUT`, or [`CANCELLED`] when an
+    /// asynchronous cancellation came while it waited (the caller acts on
+    /// it once this frame is gone).
     #[cold]
     fn lock_slow(&self, write: bool, deadline: Option<&Deadline>) -> c_int {
         let q = self.queue();
@@ -264,7 +266,8 @@ impl Raw {
                 }
                 g.push(&w);
             }
-            match w.wait(&q, deadline, false) {
+            let outcome = w.wait(&q, deadline, Cancel::Async);
+            match outcome {
                 // Step 3.
                 Outcome::Woken => {}
                 // Step 4.
@@ -281,7 +284,7 @@ impl Raw {
                         // It may have been what held queued readers back.
                         self.wake_front();
                     }
-                    return libc::ETIMEDOUT;
+                    return if outcome == Outcome::Cancelled { CANCELLED } else { libc::ETIMEDOUT };
                 }
             }
         }
@@ -364,10 +367,16 @@ fn rdlock(r: &Raw, mode: Mode) -> c_int {
                 Mode::Until(d) => Some(d),
                 _ => None,
             };
-            r.lock_slow(false, d)
+            match r.lock_slow(false, d) {
+                CANCELLED => crate::cancel::act(),
+                e => e,
+            }
         }
     }
 }
+
+/// [`Raw::lock_slow`]'s "an asynchronous cancellation came" (no errno value).
+const CANCELLED: c_int = -1;
 
 /// The write-lock functions' body.
 fn wrlock(r: &Raw, mode: Mode) -> c_int {
@@ -384,6 +393,9 @@ fn wrlock(r: &Raw, mode: Mode) -> c_int {
                     _ => None,
                 };
                 let e = r.lock_slow(true, d);
+                if e == CANCELLED {
+                    crate::cancel::act();
+                }
                 if e != 0 {
                     return e;
                 }

@@ -65,7 +65,7 @@
 //! `sem_wait`, `sem_timedwait` and `sem_clockwait` are cancellation points
 //! (acted on before taking the value, and while waiting).
 
-use crate::wait::{Deadline, Outcome, Queue, Waiter};
+use crate::wait::{Cancel, Deadline, Outcome, Queue, Waiter};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 
@@ -194,7 +194,7 @@ impl Raw {
                 g.push(&w);
             }
             self.drain();
-            let outcome = w.wait(&q, deadline, true);
+            let outcome = w.wait(&q, deadline, Cancel::Point);
             if outcome != Outcome::Woken {
                 let g = q.lock();
                 if g.is_empty() {

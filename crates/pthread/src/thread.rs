@@ -46,7 +46,7 @@
 //! "Reaped" puts the data on a list that later calls free once the
 //! runtime's handle says the thread has completed (step 4).
 
-use crate::wait::{Outcome, Queue, Waiter};
+use crate::wait::{Cancel, Outcome, Queue, Waiter};
 use schedlab_rt::JoinHandle;
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_int, c_void};
@@ -631,7 +631,8 @@ pub(crate) fn wait_exit(
             }
             g.push(&w);
         }
-        match w.wait(&q, deadline, cancel_point) {
+        let cancel = if cancel_point { Cancel::Point } else { Cancel::Never };
+        match w.wait(&q, deadline, cancel) {
             Outcome::Woken | Outcome::Interrupted => {}
             Outcome::TimedOut if d.has_exited() => break,
             other => return other,

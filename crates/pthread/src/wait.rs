@@ -118,13 +118,13 @@ impl Waiter {
     }
 
     /// Step 1's wait (module docs): `self` must have been linked in `q` and
-    /// the lock dropped. Waits until woken, until `deadline`, or — when
-    /// `cancel_point` — until the thread is cancelled.
+    /// the lock dropped. Waits until woken, until `deadline`, or until the
+    /// thread is cancelled as `cancel` allows.
     pub(crate) fn wait(
         &self,
         q: &Queue<'_>,
         deadline: Option<&Deadline>,
-        cancel_point: bool,
+        cancel: Cancel,
     ) -> Outcome {
         let signals = || crate::thread::current().signals_seen.load(Ordering::Acquire);
         let seen = signals();
@@ -135,7 +135,7 @@ impl Waiter {
             if self.interruptible.get() && signals() != seen {
                 return self.give_up(q, Outcome::Interrupted);
             }
-            if cancel_point && crate::cancel::pending_here() {
+            if cancel != Cancel::Never && crate::cancel::acts_here(cancel == Cancel::Point) {
                 return self.give_up(q, Outcome::Cancelled);
             }
             let left = match deadline {
@@ -176,6 +176,21 @@ impl Waiter {
         }
         Outcome::Woken
     }
+}
+
+/// Which cancellations end a wait with [`Outcome::Cancelled`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cancel {
+    /// A cancellation point (`pthread_cond_wait`, `sem_wait`, `pthread_join`):
+    /// any pending cancellation, deferred or asynchronous.
+    Point,
+    /// Not a cancellation point, but a thread whose cancellation type is
+    /// asynchronous acts on one at any moment, so also while it waits here
+    /// (a mutex or read-write lock).
+    Async,
+    /// None (the wait must finish: a barrier, a condition variable's
+    /// hand-back of a signal).
+    Never,
 }
 
 /// A waiter unlinked under the lock, to be woken after it is dropped.

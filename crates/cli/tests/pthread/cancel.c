@@ -1,5 +1,6 @@
 /* Deferred cancellation: acted on at pthread_testcancel and in sleep (cancellation points),
- * not before; the cleanup handlers run innermost first; the joiner gets PTHREAD_CANCELED. */
+ * not before; the cleanup handlers run innermost first; the joiner gets PTHREAD_CANCELED.
+ * Asynchronous cancellation of a thread blocked in a mutex lock: acted on at once. */
 #include "check.h"
 #include <pthread.h>
 #include <string.h>
@@ -51,6 +52,34 @@ static void *disabled(void *arg) {
     return (void *)7L; /* not reached */
 }
 
+static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
+static volatile int async_started, async_cleaned, async_got_lock;
+
+static void async_cleanup(void *arg) {
+    (void)arg;
+    async_cleaned = 1;
+}
+
+/* Asynchronous cancellation while blocked in a mutex lock (not a cancellation point): the
+ * thread acts at once, without the lock, its handler runs. */
+static void *async_in_lock(void *arg) {
+    (void)arg;
+    PT(pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, NULL));
+    pthread_cleanup_push(async_cleanup, NULL);
+    async_started = 1;
+    pthread_mutex_lock(&held);
+    async_got_lock = 1;
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
+static void *lock_once(void *arg) {
+    (void)arg;
+    PT(pthread_mutex_lock(&held));
+    PT(pthread_mutex_unlock(&held));
+    return arg;
+}
+
 int main(void) {
     pthread_t a, b, c;
     void *r;
@@ -78,6 +107,21 @@ int main(void) {
     go = 1;
     PT(pthread_join(c, &r));
     CHECK(r == PTHREAD_CANCELED, "a cancel pending while disabled gave %p", r);
+
+    pthread_t d, e;
+    PT(pthread_mutex_lock(&held));
+    PT(pthread_create(&d, NULL, async_in_lock, NULL));
+    while (!async_started)
+        usleep(100);
+    usleep(10000); /* let it block in the lock */
+    PT(pthread_cancel(d));
+    PT(pthread_join(d, &r)); /* while the mutex is still held: the lock was not what ended */
+    CHECK(r == PTHREAD_CANCELED, "asynchronous cancel in a mutex lock gave %p", r);
+    CHECK(async_cleaned && !async_got_lock, "cleaned %d, got the lock %d", async_cleaned, async_got_lock);
+    PT(pthread_mutex_unlock(&held));
+    PT(pthread_create(&e, NULL, lock_once, &held)); /* the mutex's queue is whole */
+    PT(pthread_join(e, &r));
+    CHECK(r == &held, "lock after the cancelled waiter gave %p", r);
     printf("ok\n");
     return 0;
 }
