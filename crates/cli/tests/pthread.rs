@@ -17,7 +17,7 @@ use common::{exec, output_within, text};
 
 /// The C tests, each passing on glibc's threads and under `schedlab exec`.
 const TESTS: &[&str] =
-    &["migration", "cancel", "keys", "fork", "initializers", "pshared", "signal", "malloc"];
+    &["migration", "cancel", "keys", "fork", "initializers", "pshared", "signal", "malloc", "priority"];
 
 fn sources() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pthread")
@@ -120,4 +120,9 @@ fn a_signal_to_one_thread_is_handled_by_it() {
 #[test]
 fn threads_that_malloc_leave_no_memory_behind() {
     check("malloc");
+}
+
+#[test]
+fn real_time_priorities_order_the_waiters() {
+    check("priority");
 }

@@ -76,6 +76,19 @@ pub unsafe extern "C-unwind" fn pthread_setschedparam(
     0
 }
 
+/// The place a thread with `sched` (as [`pack`]ed) takes in a wait queue:
+/// its priority under `SCHED_FIFO` or `SCHED_RR`, 0 under the others (which
+/// POSIX leaves unordered), so that a wake-up goes to the highest-priority
+/// waiter as under glibc's real-time threads.
+pub(crate) fn wait_priority(sched: i32) -> i32 {
+    let policy = sched >> 16;
+    if policy == libc::SCHED_FIFO || policy == libc::SCHED_RR {
+        sched & 0xffff
+    } else {
+        0
+    }
+}
+
 /// Policy and priority as one word (`ThreadData::sched`).
 pub(crate) fn pack(policy: c_int, prio: c_int) -> i32 {
     (policy << 16) | (prio & 0xffff)

@@ -10,7 +10,9 @@
 //! # The protocol
 //!
 //! 1. A waiter takes the queue's lock, checks the condition it waits for,
-//!    links a `Waiter` (its `woken` word 0) at the tail, drops the lock, and
+//!    links a `Waiter` (its `woken` word 0) behind every waiter of its
+//!    priority or higher (its `SCHED_FIFO`/`SCHED_RR` priority, 0 for the
+//!    other policies: first come, first served among equals), drops the lock, and
 //!    waits for `woken` to become 1: a user thread parks (the runtime's park
 //!    token), a kernel thread waits on the word with `FUTEX_WAIT`.
 //! 2. A waker takes the lock, unlinks waiters, drops the lock, and for each:
@@ -89,6 +91,8 @@ pub(crate) struct Waiter {
     /// What the waiter waits as (a read-write lock's reader or writer...),
     /// or what a waker hands it; the primitive's own meaning.
     pub(crate) tag: Cell<u32>,
+    /// Its place in the queue (`schedparam::wait_priority`).
+    prio: i32,
 }
 
 // SAFETY: the cells are touched only under the owning queue's lock (links)
@@ -106,6 +110,9 @@ impl Waiter {
             user: crate::runtime::enter().and_then(|_| schedlab_rt::try_current()),
             interruptible: Cell::new(false),
             tag: Cell::new(tag),
+            prio: crate::schedparam::wait_priority(
+                crate::thread::current().sched.load(Ordering::Relaxed),
+            ),
         }
     }
 
@@ -275,22 +282,46 @@ pub(crate) struct Locked<'q, 'a> {
 }
 
 impl Locked<'_, '_> {
-    /// Links `w` at the tail. The caller then drops the lock and calls
+    /// Links `w` behind every waiter of its priority or higher (module
+    /// docs, step 1). The caller then drops the lock and calls
     /// [`Waiter::wait`].
     pub(crate) fn push(&self, w: &Waiter) {
-        let tail = self.q.tail.load(Ordering::Relaxed);
-        w.prev.set(tail);
-        w.next.set(ptr::null());
-        w.linked.set(true);
-        let p = w as *const Waiter as *mut Waiter;
-        if tail.is_null() {
-            self.q.head.store(p, Ordering::Relaxed);
-        } else {
-            // SAFETY: linked waiters are alive (they wait for their wake-up
-            // or unlink themselves under this lock).
-            unsafe { (*tail).next.set(p) };
+        // The waiter to link after: the tail, unless it has a lower priority
+        // (never, when no thread has a real-time policy).
+        let mut after = self.q.tail.load(Ordering::Relaxed).cast_const();
+        // SAFETY: linked waiters are alive (they wait for their wake-up or
+        // unlink themselves under this lock).
+        while !after.is_null() && unsafe { (*after).prio } < w.prio {
+            // SAFETY: as above.
+            after = unsafe { (*after).prev.get() };
         }
-        self.q.tail.store(p, Ordering::Relaxed);
+        self.link_after(w, after);
+    }
+
+    /// Links `w` after `after` (at the head when null).
+    fn link_after(&self, w: &Waiter, after: *const Waiter) {
+        let next = if after.is_null() {
+            self.q.head.load(Ordering::Relaxed).cast_const()
+        } else {
+            // SAFETY: as in `push`.
+            unsafe { (*after).next.get() }
+        };
+        w.prev.set(after);
+        w.next.set(next);
+        w.linked.set(true);
+        let p = w as *const Waiter;
+        if after.is_null() {
+            self.q.head.store(p.cast_mut(), Ordering::Relaxed);
+        } else {
+            // SAFETY: as in `push`.
+            unsafe { (*after).next.set(p) };
+        }
+        if next.is_null() {
+            self.q.tail.store(p.cast_mut(), Ordering::Relaxed);
+        } else {
+            // SAFETY: as in `push`.
+            unsafe { (*next).prev.set(p) };
+        }
     }
 
     /// Whether no waiter is linked.
@@ -338,7 +369,7 @@ impl Locked<'_, '_> {
     pub(crate) fn rotate(&self) {
         if let Some(Unlinked(w)) = self.pop() {
             // SAFETY: just unlinked, still waiting.
-            self.push(unsafe { &*w });
+            self.link_after(unsafe { &*w }, self.q.tail.load(Ordering::Relaxed));
         }
     }
 }
