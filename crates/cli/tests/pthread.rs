@@ -16,8 +16,17 @@ use std::time::Duration;
 use common::{exec, output_within, text};
 
 /// The C tests, each passing on glibc's threads and under `schedlab exec`.
-const TESTS: &[&str] =
-    &["migration", "cancel", "keys", "fork", "initializers", "pshared", "signal", "malloc", "priority"];
+const TESTS: &[&str] = &[
+    "migration",
+    "cancel",
+    "keys",
+    "fork",
+    "initializers",
+    "pshared",
+    "signal",
+    "malloc",
+    "priority",
+];
 
 fn sources() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pthread")
