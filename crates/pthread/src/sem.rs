@@ -5,18 +5,20 @@
 //! # Whose semaphore
 //!
 //! A `sem_t` keeps glibc's size (32 bytes) and glibc's `private` field (an
-//! `int` at byte 8): glibc's `sem_init` stores 128 (`FUTEX_PRIVATE`) there
-//! for a semaphore private to the process and 0 for a process-shared one,
-//! and `sem_open`'s named semaphores have 0. Ours are made by `sem_init`
-//! with `pshared` 0 and store 128 too; every operation on a semaphore whose
-//! byte 8 is anything else goes to glibc (its waiters may be in another
-//! process), and `sem_open`, `sem_close` and `sem_unlink` stay glibc's.
+//! `int` at byte 8): glibc's `sem_init` stores 0 (`FUTEX_PRIVATE`, which is
+//! glibc's `LLL_PRIVATE`) there for a semaphore private to the process and
+//! 128 (`FUTEX_SHARED`, the futex flag glibc then leaves off) for a
+//! process-shared one, and `sem_open`'s named semaphores have 128. Ours are
+//! made by `sem_init` with `pshared` 0 and store 0 too; every operation on
+//! a semaphore whose byte 8 is anything else goes to glibc (its waiters may
+//! be in another process, where a waiter linked on this process's stack
+//! means nothing), and `sem_open`, `sem_close` and `sem_unlink` stay glibc's.
 //!
 //! | bytes | ours                                                        |
 //! |-------|-------------------------------------------------------------|
 //! | 0     | the value (where glibc keeps it too)                        |
 //! | 4     | `word`: bit 0 the wait queue's lock, bit 1 `WAITERS`, bits 8-31 pending wake-ups |
-//! | 8     | 128 (glibc's `private`, above)                              |
+//! | 8     | 0 (glibc's `private`, above)                                |
 //! | 16, 24| the queue's head and tail (`wait.rs`)                       |
 //!
 //! # The protocol
@@ -84,8 +86,9 @@ mod next {
     crate::glibc::real!(sem_getvalue: fn(*mut libc::sem_t, *mut c_int) -> c_int);
 }
 
-/// glibc's `private` for a process-private semaphore (`FUTEX_PRIVATE`).
-const PRIVATE: c_int = 128;
+/// glibc's `private` for a process-private semaphore (`FUTEX_PRIVATE`, 0;
+/// a process-shared or named one has 128).
+const PRIVATE: c_int = 0;
 /// `SEM_VALUE_MAX`.
 const VALUE_MAX: u32 = i32::MAX as u32;
 
