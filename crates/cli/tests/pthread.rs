@@ -117,7 +117,7 @@ fn static_initializers_work() {
 }
 
 #[test]
-fn process_shared_mutexes_and_semaphores_work_between_two_processes() {
+fn process_shared_mutexes_semaphores_and_barriers_work_between_two_processes() {
     check("pshared");
 }
 

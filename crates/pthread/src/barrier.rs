@@ -3,9 +3,10 @@
 //! # The object
 //!
 //! A `pthread_barrier_t` keeps glibc's size (32 bytes) and glibc's `shared`
-//! field (an `int` at byte 12), which glibc sets to 128 (`FUTEX_PRIVATE`)
-//! for a private barrier and to 0 for a process-shared one. Ours are private
-//! and set it to 128 as well; a barrier with anything else there is glibc's
+//! field (an `int` at byte 12), which glibc sets to 0 (`FUTEX_PRIVATE`,
+//! glibc's `LLL_PRIVATE`) for a private barrier and to 128 (`FUTEX_SHARED`)
+//! for a process-shared one. Ours are private and set it to 0 as well; a
+//! barrier with anything else there is glibc's
 //! (made by glibc's `pthread_barrier_init` for a process-shared attribute,
 //! every operation forwarded). There is no static initializer.
 //!
@@ -14,7 +15,7 @@
 //! | 0     | bit 0 the wait queue's lock; bits 1-31 the round number     |
 //! | 4     | threads arrived in this round                               |
 //! | 8     | the count the barrier was made for                          |
-//! | 12    | 128 (glibc's `shared`, above)                               |
+//! | 12    | 0 (glibc's `shared`, above)                                 |
 //! | 16, 24| the queue's head and tail (`wait.rs`)                       |
 //!
 //! # The protocol
@@ -44,8 +45,9 @@ mod next {
     crate::glibc::real!(pthread_barrier_wait: fn(*mut libc::pthread_barrier_t) -> c_int);
 }
 
-/// glibc's `shared` value of a private barrier (`FUTEX_PRIVATE`).
-const PRIVATE: c_int = 128;
+/// glibc's `shared` value of a private barrier (`FUTEX_PRIVATE`, 0; a
+/// process-shared one has 128).
+const PRIVATE: c_int = 0;
 const QUEUE_LOCK: u32 = 1;
 /// One round, in the lock word (above the lock bit).
 const ROUND: u32 = 2;

@@ -2,7 +2,8 @@
  * of two processes: every increment of the shared counter survives. Then semaphores across
  * the two processes, each waited on by a created thread while the other process posts: a
  * process-shared one (sem_init with pshared 1, in the shared page) and a named one
- * (sem_open). */
+ * (sem_open). Last, a process-shared barrier that a created thread of each process meets
+ * again and again: neither gets a round ahead. */
 #include "check.h"
 #include <fcntl.h>
 #include <pthread.h>
@@ -18,6 +19,8 @@ struct shared {
     pthread_mutex_t mutex;
     long counter;
     sem_t ping, pong; /* process-shared */
+    pthread_barrier_t barrier; /* process-shared, count 2 */
+    long arrivals[2];
 };
 
 #define HANDOFFS 2000
@@ -65,6 +68,31 @@ static void run_turns(int child, sem_t *ping, sem_t *pong) {
     PT(pthread_join(t, NULL));
 }
 
+#define ROUNDS_MET 2000
+
+static int me;
+
+static void *meet(void *arg) {
+    (void)arg;
+    for (int i = 0; i < ROUNDS_MET; i++) {
+        sh->arrivals[me] = i;
+        int r = pthread_barrier_wait(&sh->barrier);
+        CHECK(r == 0 || r == PTHREAD_BARRIER_SERIAL_THREAD, "pthread_barrier_wait returned %d", r);
+        long other = sh->arrivals[!me];
+        CHECK(other >= i, "round %d passed the barrier while the other process was at %ld", i, other);
+        r = pthread_barrier_wait(&sh->barrier);
+        CHECK(r == 0 || r == PTHREAD_BARRIER_SERIAL_THREAD, "pthread_barrier_wait returned %d", r);
+    }
+    return NULL;
+}
+
+static void run_meetings(int child) {
+    me = child;
+    pthread_t t;
+    PT(pthread_create(&t, NULL, meet, NULL));
+    PT(pthread_join(t, NULL));
+}
+
 int main(void) {
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(sh != MAP_FAILED, "mmap");
@@ -73,6 +101,10 @@ int main(void) {
     PT(pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED));
     PT(pthread_mutex_init(&sh->mutex, &a));
     CHECK(sem_init(&sh->ping, 1, 0) == 0 && sem_init(&sh->pong, 1, 0) == 0, "sem_init");
+    pthread_barrierattr_t ba;
+    PT(pthread_barrierattr_init(&ba));
+    PT(pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED));
+    PT(pthread_barrier_init(&sh->barrier, &ba, 2));
     char names[2][64];
     snprintf(names[0], sizeof names[0], "/schedlab-pshared-%d-ping", (int)getpid());
     snprintf(names[1], sizeof names[1], "/schedlab-pshared-%d-pong", (int)getpid());
@@ -85,6 +117,7 @@ int main(void) {
     run_one();
     run_turns(pid == 0, &sh->ping, &sh->pong);
     run_turns(pid == 0, named_ping, named_pong);
+    run_meetings(pid == 0);
     if (pid == 0)
         exit(0);
     int status;
