@@ -197,9 +197,10 @@ pub fn changes(key: &str) -> &'static str {
              CPUs the cross placements can use"
         }
         "tracefs" => {
-            "the kernel recorder of `timeline --kernel` (sched_switch/sched_wakeup) needs \
-             tracefs mounted and writable; without it timelines are sampled by the threads \
-             themselves only"
+            "the kernel recorder of `timeline --kernel` and `timeline --probe` \
+             (sched_switch/sched_wakeup) needs tracefs and root: the command mounts tracefs \
+             itself when it is not mounted (and unmounts it after); without root timelines are \
+             sampled by the threads themselves only"
         }
         "perf" => {
             "perf_event_paranoid decides which perf events an unprivileged process may open: \
@@ -1072,7 +1073,7 @@ fn tracefs(root: &Root) -> Finding {
                 Reading::Known(format!("mounted at {} ({access}){left}", t.point))
             }
             None if root.exists("/sys/kernel/tracing") => Reading::Known(
-                "not mounted; /sys/kernel/tracing exists (mount -t tracefs nodev /sys/kernel/tracing as root)"
+                "not mounted; /sys/kernel/tracing exists (`timeline --kernel` mounts it there as root)"
                     .into(),
             ),
             None => Reading::Known("not mounted, no /sys/kernel/tracing (kernel without tracing?)".into()),
@@ -1385,6 +1386,10 @@ mod tests {
             "v2; v2 controllers: cpuset cpu io memory pids; cpu.max 200000 100000"
         );
         assert!(text("tracefs").starts_with("not mounted"));
+        // The kernel recorder mounts tracefs itself: doctor must not send the user to do it.
+        assert!(!text("tracefs").contains("mount -t"), "{}", text("tracefs"));
+        let tracefs = f.iter().find(|x| x.key == "tracefs").expect("a tracefs finding");
+        assert!(tracefs.changes.contains("mounts tracefs itself"), "{}", tracefs.changes);
         assert_eq!(text("perf"), "unknown (/proc/sys/kernel/perf_event_paranoid: absent)");
         assert!(text("cap_sys_nice")
             .starts_with("CAP_SYS_NICE no; SCHED_FIFO yes, SCHED_DEADLINE no ("));
