@@ -69,11 +69,8 @@ pub fn timeline(args: &TimelineArgs, db: &Location) -> Result<ExitCode> {
     for t in &s.threads {
         out(&format!("  {:<14} {}\n", t.name, t.detail()))?;
     }
-    if s.rt_threads() > 0 {
-        out(&format!(
-            "  {} schedlab-rt user threads on one virtual processor, yield_now after each ms of work\n",
-            s.rt_threads()
-        ))?;
+    if let Some(rt) = &s.rt {
+        out(&format!("  {}\n", rt.detail()))?;
     }
     if s.hog {
         out("  (hog process)  a forked child spinning on the same CPU\n")?;
