@@ -317,11 +317,11 @@ impl RtSetup {
                 format!("{v} µs")
             }
         };
-        let mut text = format!(
-            "{} schedlab-rt user threads on one virtual processor: {} computing",
-            self.user_threads(),
-            self.threads
-        );
+        let mut text =
+            format!("{} schedlab-rt user threads on one virtual processor", self.user_threads());
+        if self.blocker.is_some() {
+            text.push_str(&format!(": {} computing", self.threads));
+        }
         match self.yield_every_us {
             Some(v) => text.push_str(&format!(", yield_now after each {} of work", us(v))),
             None => text.push_str(", never yielding"),
