@@ -333,8 +333,8 @@ fn unixbench_rows() -> Vec<SuiteRow> {
 
 /// How the thread rows of seed 002's Table 1 are measured here.
 const SEED_THREADS: Fidelity = Fidelity::Ours(
-    "POSIX threads (glibc), per thread; the work per thread is xorshift64 steps (or atomic \
-     adds), at most 64 alive, not the seed's exact loop",
+    "POSIX threads (glibc), time per thread; the work is xorshift64 steps (atomic adds for \
+     the atomic row), not the seed's own loop",
 );
 
 fn lmbench_rows() -> Vec<SuiteRow> {
