@@ -311,7 +311,7 @@ impl RtSetup {
     /// the setup itself, so a scenario's description cannot drift from what it does.
     pub fn detail(&self) -> String {
         let us = |v: u64| {
-            if v % 1000 == 0 {
+            if v.is_multiple_of(1000) {
                 format!("{} ms", v / 1000)
             } else {
                 format!("{v} µs")
