@@ -49,7 +49,7 @@ pub struct RunSummary {
     pub started_at: String,
     /// Host name.
     pub host: String,
-    /// The machine's fingerprint id ([`machine_id`]).
+    /// The machine's fingerprint id ([`crate::machine_id`]).
     pub machine_id: String,
     /// Kernel release.
     pub kernel: String,
