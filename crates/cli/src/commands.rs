@@ -243,9 +243,31 @@ fn load_runs(
             specs.insert(0, b.to_string());
         }
     }
-    let mut runs: Vec<Run> = Vec::new();
+    // The runs named otherwise first: `latest` is then read among runs that can stand
+    // beside them.
+    let mut loaded: Vec<Option<Run>> = Vec::new();
     for s in &specs {
-        let r = store.load_run(resolve(store, s, host)?)?;
+        loaded.push(if s == "latest" {
+            None
+        } else {
+            Some(store.load_run(resolve(store, s, host)?)?)
+        });
+    }
+    let others: Vec<&Run> = loaded.iter().flatten().collect();
+    let picked = if loaded.iter().any(Option::is_none) && !others.is_empty() {
+        Some(latest_comparable(store, &others, host)?)
+    } else {
+        None
+    };
+    let mut runs: Vec<Run> = Vec::new();
+    for (s, r) in specs.iter().zip(loaded) {
+        let r = match r {
+            Some(r) => r,
+            None => match &picked {
+                Some(r) => r.clone(),
+                None => store.load_run(resolve(store, s, host)?)?,
+            },
+        };
         if runs.iter().any(|x| x.meta.id == r.meta.id) {
             return Err(
                 UsageError(format!("run {s:?} is named twice (it is run #{})", r.meta.id)).into()
@@ -255,12 +277,68 @@ fn load_runs(
     }
     let index = match baseline {
         Some(b) => {
-            let id = resolve(store, b, host)?;
+            let id = match (b, &picked) {
+                ("latest", Some(r)) => r.meta.id,
+                _ => resolve(store, b, host)?,
+            };
             runs.iter().position(|r| r.meta.id == id).expect("the baseline was loaded above")
         }
         None => 0,
     };
     Ok((runs, index))
+}
+
+/// The (probe, params) rows of a run.
+fn rows_of(run: &Run) -> std::collections::HashSet<(String, String)> {
+    run.results.iter().map(|m| (m.probe.clone(), m.params.key())).collect()
+}
+
+/// `latest` beside other runs (`compare latest seed002:linux-hp`, `report latest 3`): the
+/// newest measured run (of `host`, when given) that has a result in common with every
+/// other run named, so a `timeline` or a filtered run made since does not turn the
+/// comparison into a table of dashes. When a newer run is passed over, a note on standard
+/// error says which and why; when none fits, a failure (exit 1) saying so.
+fn latest_comparable(store: &Store, others: &[&Run], host: Option<&str>) -> Result<Run> {
+    let newest = store.load_run(resolve(store, "latest", host)?)?;
+    let wanted: Vec<_> = others.iter().map(|r| rows_of(r)).collect();
+    let fits = |r: &Run| {
+        let rows = rows_of(r);
+        wanted.iter().all(|w| !w.is_disjoint(&rows))
+    };
+    if fits(&newest) {
+        return Ok(newest);
+    }
+    let names: Vec<String> = others.iter().map(|r| r.meta.display_name()).collect();
+    let mut candidates = store.runs()?;
+    if let Some(h) = host {
+        let filter = crate::fleet::RunFilter { hosts: vec![h.to_string()], ..Default::default() };
+        candidates = filter.apply(candidates);
+    }
+    for c in candidates.iter().rev() {
+        if c.id >= newest.meta.id || c.suite == schedlab_report::reference::SUITE {
+            continue;
+        }
+        let r = store.load_run(c.id)?;
+        if fits(&r) {
+            eprintln!(
+                "schedlab: latest: run #{} ({} suite) has no result in common with {}; using run #{} ({} suite, {}), the latest that has",
+                newest.meta.id,
+                newest.meta.suite,
+                names.join(", "),
+                r.meta.id,
+                r.meta.suite,
+                r.meta.started_at
+            );
+            return Ok(r);
+        }
+    }
+    anyhow::bail!(
+        "latest: no measured run in {} has a result in common with {} (the latest, run #{}, is of suite {}); measure one first, e.g. `schedlab run --suite quick --filter os`",
+        store.path().display(),
+        names.join(", "),
+        newest.meta.id,
+        newest.meta.suite
+    )
 }
 
 fn report(store: &Store, args: &ReportArgs) -> Result<ExitCode> {
@@ -309,6 +387,27 @@ fn compare(store: &Store, args: &CompareArgs) -> Result<ExitCode> {
         for r in &mut runs {
             r.results.retain(|m| args.filter.iter().any(|f| schedlab_probes::matches(f, &m.probe)));
         }
+    }
+    // A table of dashes is no comparison: say why and fail.
+    let base = rows_of(&runs[baseline]);
+    if runs.iter().enumerate().all(|(i, r)| i == baseline || rows_of(r).is_disjoint(&base)) {
+        let list: Vec<String> = runs
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} (run #{}, suite {}, {} results)",
+                    r.meta.display_name(),
+                    r.meta.id,
+                    r.meta.suite,
+                    r.results.len()
+                )
+            })
+            .collect();
+        let filtered = if args.filter.is_empty() { "" } else { " after --filter" };
+        anyhow::bail!(
+            "nothing to compare: no probe and parameters measured by the baseline{filtered} were measured by another run: {}",
+            list.join(", ")
+        );
     }
     out(&views::compare_text_across(&runs, baseline, args.markdown, args.across_machines))?;
     Ok(ExitCode::SUCCESS)

@@ -19,7 +19,6 @@ mod exec;
 mod fleet;
 mod mem;
 mod output;
-mod probe_timeline;
 mod reference;
 mod run;
 mod settings;

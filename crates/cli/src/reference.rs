@@ -66,7 +66,9 @@ pub fn import(name: &str, db: &Location) -> Result<ExitCode> {
             // Derived data: if this is interrupted before the new run is stored, the
             // next import stores it.
             store.delete_run(old)?;
-            println!("{label}: run #{old} held values of an older conversion, replaced");
+            println!(
+                "{label}: run #{old} held the values of an older build (a conversion or a row's probe changed since), replaced"
+            );
             replaced += 1;
         }
         let id = store.begin_run(&run.meta)?;

@@ -7,7 +7,7 @@ use common::{ok, run, text};
 use schedlab_store::Store;
 
 #[test]
-fn list_names_the_sets_their_columns_and_rows_without_a_probe() {
+fn list_names_the_sets_their_columns_and_the_probe_of_each_row() {
     let dir = tempfile::tempdir().unwrap();
     let list = ok(&run(&dir.path().join("r.db"), &["reference", "list"]));
     for label in [
@@ -22,8 +22,13 @@ fn list_names_the_sets_their_columns_and_rows_without_a_probe() {
     ] {
         assert!(list.contains(label), "{label}\n{list}");
     }
+    // Seed 002's own thread and malloc rows have probes (they were listed "no probe").
     let malloc = list.lines().find(|l| l.contains("mallocMemCopy")).unwrap_or_default();
-    assert!(malloc.contains("no probe"), "{list}");
+    assert!(malloc.contains("mem.malloc_free"), "{list}");
+    let threads =
+        list.lines().find(|l| l.contains("threadsPerformingAtomicOps")).unwrap_or_default();
+    assert!(threads.contains("threads.atomic.contended"), "{list}");
+    assert!(!list.contains("no probe"), "{list}");
     assert!(list.contains("2276.84.00000"), "the unread cell is named\n{list}");
 }
 
@@ -104,7 +109,7 @@ fn import_replaces_a_run_stored_with_an_older_conversion() {
 
     let again = ok(&run(&db, &["reference", "import", "seed002"]));
     assert!(
-        again.contains("seed002:linux-imac: run #5 held values of an older conversion, replaced"),
+        again.contains("seed002:linux-imac: run #5 held the values of an older build"),
         "{again}"
     );
     assert!(again.contains("1 run stored (1 replacing older ones), 4 skipped"), "{again}");

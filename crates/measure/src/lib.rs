@@ -38,6 +38,7 @@ pub mod doctor;
 pub mod interrupt;
 pub mod machine;
 pub mod model;
+pub mod mounts;
 pub mod noise;
 pub mod owner;
 pub mod placement;

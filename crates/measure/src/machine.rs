@@ -60,7 +60,7 @@ pub struct Machine {
 impl Machine {
     /// Reads the fingerprint of the machine we run on.
     pub fn fingerprint() -> Machine {
-        let uts = uname();
+        let uts = crate::sys::uname();
         let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let field = |name: &str| {
             cpuinfo
@@ -130,7 +130,7 @@ impl Machine {
 
 /// This machine's host name (`uname -n`).
 pub fn hostname() -> String {
-    uname().1
+    crate::sys::uname().1
 }
 
 fn read_trim(path: &str) -> Option<String> {
@@ -181,27 +181,6 @@ fn topology() -> (Option<usize>, Option<bool>) {
         return (None, smt_active);
     }
     (Some(cores.len()), smt_active.or(Some(cpus > cores.len())))
-}
-
-/// (sysname, nodename, release, version, machine) of `uname(2)`.
-pub(crate) fn uname_fields() -> (String, String, String, String, String) {
-    uname()
-}
-
-/// (sysname, nodename, release, version, machine)
-fn uname() -> (String, String, String, String, String) {
-    // SAFETY: utsname is plain old data; all-zero is a valid value.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: `u` is a valid, writable utsname.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        let unknown = || "unknown".to_string();
-        return (unknown(), unknown(), unknown(), unknown(), unknown());
-    }
-    let s = |f: &[libc::c_char]| {
-        let bytes: Vec<u8> = f.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
-        String::from_utf8_lossy(&bytes).into_owned()
-    };
-    (s(&u.sysname), s(&u.nodename), s(&u.release), s(&u.version), s(&u.machine))
 }
 
 /// Seconds since the Unix epoch as an RFC 3339 UTC timestamp (`2026-11-21T05:00:00Z`).

@@ -93,25 +93,7 @@ impl fmt::Display for Unit {
     }
 }
 
-/// Which direction of a value is an improvement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Better {
-    /// Lower is better (latencies, times per operation).
-    Lower,
-    /// Higher is better (bandwidths, rates).
-    Higher,
-}
-
-impl Better {
-    /// `"lower"` or `"higher"`.
-    pub fn key(self) -> &'static str {
-        match self {
-            Better::Lower => "lower",
-            Better::Higher => "higher",
-        }
-    }
-}
+pub use crate::stats::Better;
 
 /// How a sample's elapsed time turns into a value in the probe's unit.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -488,4 +470,14 @@ pub struct Run {
     pub results: Vec<Measurement>,
     /// Noise warnings recorded at the end of the run.
     pub warnings: Vec<Warning>,
+}
+
+impl crate::sys::Placement {
+    /// Parses the `placement` parameter of `p` (default `same`).
+    ///
+    /// # Errors
+    /// A value other than `same` or `cross`.
+    pub fn from_params(p: &Params) -> Result<crate::sys::Placement, crate::ProbeError> {
+        crate::sys::Placement::parse(p.get("placement"))
+    }
 }

@@ -14,8 +14,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Better;
-
 /// The confidence level we aim for in intervals of the median.
 pub const CI_LEVEL: f64 = 0.95;
 
@@ -260,6 +258,26 @@ pub fn compare(baseline: &Summary, other: &Summary, better: Better) -> Verdict {
         Better::Higher => other.median > baseline.median,
     };
     Verdict { ratio, within_noise, improved }
+}
+
+/// Which direction of a value is an improvement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    /// Lower is better (latencies, times per operation).
+    Lower,
+    /// Higher is better (bandwidths, rates).
+    Higher,
+}
+
+impl Better {
+    /// `"lower"` or `"higher"`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Better::Lower => "lower",
+            Better::Higher => "higher",
+        }
+    }
 }
 
 #[cfg(test)]

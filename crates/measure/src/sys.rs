@@ -30,7 +30,6 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::model::Params;
 use crate::ProbeError;
 
 /// The CPUs this process may run on, in ascending order.
@@ -128,9 +127,10 @@ pub enum Placement {
 }
 
 impl Placement {
-    /// Parses the `placement` parameter (default `same`).
-    pub fn from_params(p: &Params) -> Result<Placement, ProbeError> {
-        match p.get("placement").unwrap_or("same") {
+    /// Parses a `placement` parameter's value (default `same`). The probes call it through
+    /// `Placement::from_params` (in `model`, beside `Params`), so this file needs no model.
+    pub fn parse(value: Option<&str>) -> Result<Placement, ProbeError> {
+        match value.unwrap_or("same") {
             "same" => Ok(Placement::Same),
             "cross" => Ok(Placement::Cross),
             other => Err(ProbeError::Failed(format!("bad placement {other:?}: use same or cross"))),
@@ -521,6 +521,23 @@ pub fn sleep_until(deadline_ns: u64) {
             return;
         }
     }
+}
+
+/// (sysname, nodename, release, version, machine) of `uname(2)`; `unknown` each when it
+/// fails.
+pub fn uname() -> (String, String, String, String, String) {
+    // SAFETY: utsname is plain old data; all-zero is a valid value.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        let unknown = || "unknown".to_string();
+        return (unknown(), unknown(), unknown(), unknown(), unknown());
+    }
+    let s = |f: &[libc::c_char]| {
+        let bytes: Vec<u8> = f.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    (s(&u.sysname), s(&u.nodename), s(&u.release), s(&u.version), s(&u.machine))
 }
 
 #[cfg(test)]

@@ -83,7 +83,7 @@ impl Stale {
 
 /// The tracefs mount points in `mountinfo` (the text of /proc/self/mountinfo).
 pub fn mounted(mountinfo: &str) -> Vec<PathBuf> {
-    crate::doctor::parse_mountinfo(mountinfo)
+    crate::mounts::parse_mountinfo(mountinfo)
         .into_iter()
         .filter(|m| m.fstype == "tracefs")
         .map(|m| PathBuf::from(m.point))

@@ -65,7 +65,8 @@ pub fn run_findings_text(run: &Run) -> String {
 }
 
 /// For `compare`: one line per run whose stored findings differ from the baseline's, naming
-/// each difference (`timer slack 50000 ns vs 1 ns`).
+/// each difference with the run's own value first, as the line's subject is the run
+/// (`r2 differs from r1: timer slack 1 ns, not 50000 ns`).
 pub fn differing_lines(runs: &[Run], baseline: usize) -> Vec<String> {
     let base = &runs[baseline];
     let mut lines = Vec::new();
@@ -82,7 +83,7 @@ pub fn differing_lines(runs: &[Run], baseline: usize) -> Vec<String> {
             continue;
         }
         let list: Vec<String> =
-            diffs.iter().map(|(name, x, y)| format!("{name} {x} vs {y}")).collect();
+            diffs.iter().map(|(name, base, ours)| format!("{name} {ours}, not {base}")).collect();
         let line = format!(
             "{} differs from {}: {}",
             r.meta.display_name(),
@@ -134,7 +135,8 @@ mod tests {
         );
         let old = run(4, vec![]);
         let lines = differing_lines(&[a, b, c, old], 0);
-        assert_eq!(lines, vec!["r2 differs from r1: timer slack 50000 ns vs 1 ns".to_string()]);
+        // The run named first, its value first: r2 has 1 ns, the baseline r1 50000 ns.
+        assert_eq!(lines, vec!["r2 differs from r1: timer slack 1 ns, not 50000 ns".to_string()]);
     }
 
     #[test]

@@ -15,8 +15,10 @@
 //!   MiB/s as / 1.048576.
 //! - seed 003 §7 (thread operations on a 500 MHz G3 iBook, µs): µs -> ns × 1000.
 //!
-//! Rows without a probe (Table 1's thread and malloc rows) stay in the data and are listed
-//! as "no probe"; a cell that cannot be read unambiguously is kept as printed with no value.
+//! Table 1's thread and malloc rows (seed 002's own programs) map to `threads.compute`,
+//! `threads.atomic.contended` (OS threads) and `mem.malloc_free`, as a count of threads or
+//! rounds over 20 s. A row without a probe would stay in the data, listed as "no probe"; a
+//! cell that cannot be read unambiguously is kept as printed with no value.
 
 use schedlab_measure::machine::Machine;
 use schedlab_measure::model::{Measurement, Params, Run, RunMeta, RunStatus, Sample, Unit};
@@ -190,12 +192,12 @@ fn seed002() -> Set {
             t1("hanoi 20", "hanoi", &[Some("4603145"), Some("5025719"), Some("4575185"), Some("4364714"), None]),
             t1("pipe throughput", "Pipe Throughput", &[Some("25591689"), Some("44677193"), Some("39667978"), Some("45399029"), None]),
             t1("mcopy 20", "mcopy", &[Some("56937707"), Some("375264695"), Some("309153485"), Some("1906408815"), None]),
-            t1("threadsWithComputation no joining", "", &[Some("38642"), Some("30279"), Some("28103"), Some("21126"), None]),
-            t1("threadsWithSmallComputation no joining", "", &[Some("74551"), Some("48152"), Some("40782"), Some("106691"), None]),
-            t1("threadsPerformingAtomicOps", "", &[Some("73579"), Some("47262"), Some("42472"), Some("107903"), None]),
-            t1("threadsComp 10 16 joining", "", &[Some("21102"), Some("26025"), Some("27135"), Some("11194"), None]),
-            t1("threadsComp 10 32 joining", "", &[Some("11098"), Some("14667"), Some("24244"), Some("5932"), None]),
-            t1("mallocMemCopy", "", &[Some("1331726526"), Some("1243759142"), Some("802439723"), Some("572844647"), None]),
+            t1("threadsWithComputation no joining", "threadsWithComputation no joining", &[Some("38642"), Some("30279"), Some("28103"), Some("21126"), None]),
+            t1("threadsWithSmallComputation no joining", "threadsWithSmallComputation no joining", &[Some("74551"), Some("48152"), Some("40782"), Some("106691"), None]),
+            t1("threadsPerformingAtomicOps", "threadsPerformingAtomicOps", &[Some("73579"), Some("47262"), Some("42472"), Some("107903"), None]),
+            t1("threadsComp 10 16 joining", "threadsComp 10 16 joining", &[Some("21102"), Some("26025"), Some("27135"), Some("11194"), None]),
+            t1("threadsComp 10 32 joining", "threadsComp 10 32 joining", &[Some("11098"), Some("14667"), Some("24244"), Some("5932"), None]),
+            t1("mallocMemCopy", "mallocMemCopy", &[Some("1331726526"), Some("1243759142"), Some("802439723"), Some("572844647"), None]),
             t1("fstime write 20", "fstime write", &[Some("1686255"), Some("102547"), Some("187417"), Some("1211860"), None]),
             t1("fstime read 20", "fstime read", &[Some("1862444"), Some("1752057"), Some("512512"), Some("4140431"), None]),
             t1("fstime copy 20", "File Copy 1024 bufsize 2000 maxblocks", &[Some("812984"), Some("96719"), Some("126403"), Some("862759"), None]),
@@ -676,9 +678,25 @@ mod tests {
         let (_, _, unit, v) = cell(&cells, "fstime read 20", "freebsd-hp").ours.unwrap();
         assert_eq!(unit, Unit::MibPerSec);
         assert!((v - 512_512.0 / 20.0 / 1024.0).abs() < 1e-9, "{v}");
-        // Rows without a probe keep their value and say so.
-        let c = cell(&cells, "mallocMemCopy", "mac-os");
-        assert_eq!((c.value, c.ours, c.conversion.as_str()), (1_331_726_526.0, None, "no probe"));
+        // Seed 002's own rows: a count of threads (or rounds) over 20 s, as ns per thread on
+        // OS threads; 21126 threads in 20 s on Linux HP = 1056.3 per s = 946.7 µs each.
+        let c = cell(&cells, "threadsWithComputation no joining", "linux-hp");
+        let (probe, key, unit, v) = c.ours.unwrap();
+        assert_eq!(
+            (probe, key, unit),
+            ("threads.compute", "join=none,work=10000,backend=os", Unit::Nanos)
+        );
+        assert!((v - 1e9 / (21_126.0 / 20.0)).abs() < 1e-6, "{v}");
+        for (row, probe) in [
+            ("threadsWithSmallComputation no joining", "threads.compute"),
+            ("threadsPerformingAtomicOps", "threads.atomic.contended"),
+            ("threadsComp 10 16 joining", "threads.compute"),
+            ("threadsComp 10 32 joining", "threads.compute"),
+            ("mallocMemCopy", "mem.malloc_free"),
+        ] {
+            let c = cell(&cells, row, "mac-os");
+            assert_eq!(c.ours.map(|o| o.0), Some(probe), "{row}: {}", c.conversion);
+        }
     }
 
     #[test]
@@ -699,11 +717,11 @@ mod tests {
         let hp = &runs[3];
         assert_eq!(hp.meta.suite, "published");
         assert_eq!(hp.meta.machine.memory_bytes, Some(8192 * MIB));
-        // 16 Table 1 rows of which 6 have no probe and one (spawn) shares Table 2's
+        // 16 Table 1 rows, every one with a probe, of which one (spawn) shares Table 2's
         // fork+exit probe; 23 Table 2 rows.
-        assert_eq!(hp.results.len(), 9 + 23);
+        assert_eq!(hp.results.len(), 15 + 23);
         assert_eq!(runs[4].results.len(), 23);
-        assert_eq!(runs[2].results.len(), 9 + 22);
+        assert_eq!(runs[2].results.len(), 15 + 22);
         let fork = hp.results.iter().find(|m| m.probe == "os.proc.fork_exit").unwrap();
         assert_eq!((fork.unit, fork.samples[0].value), (Unit::Micros, 81.5161));
         assert!(fork.notes.get("also").unwrap().contains("spawn 20, 168546"), "{:?}", fork.notes);
@@ -717,6 +735,6 @@ mod tests {
         keys.sort();
         keys.dedup();
         assert_eq!(keys.len(), hp.results.len(), "one result per probe and params");
-        assert!(list_text(&units).contains("no probe"));
+        assert!(!list_text(&units).contains("no probe"), "every row has a probe");
     }
 }

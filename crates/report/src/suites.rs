@@ -282,8 +282,60 @@ fn unixbench_rows() -> Vec<SuiteRow> {
             &[("os.fs.read", "bufsize=1024,maxblocks=2000", EXACT)],
             None,
         ),
+        // Seed 002's own rows of Table 1 (its C programs, run by UnixBench's harness): a
+        // count of threads (or rounds) over 20 s, here time per thread on OS threads,
+        // which is what the seed's pthreads programs made.
+        row(
+            "threadsWithComputation no joining",
+            Their::Lps,
+            &[("threads.compute", "join=none,work=10000,backend=os", SEED_THREADS)],
+            None,
+        ),
+        row(
+            "threadsWithSmallComputation no joining",
+            Their::Lps,
+            &[("threads.compute", "join=none,work=100,backend=os", SEED_THREADS)],
+            None,
+        ),
+        row(
+            "threadsPerformingAtomicOps",
+            Their::Lps,
+            &[("threads.atomic.contended", "ops=1000,backend=os", SEED_THREADS)],
+            None,
+        ),
+        row(
+            "threadsComp 10 16 joining",
+            Their::Lps,
+            &[("threads.compute", "join=16,work=10000,backend=os", SEED_THREADS)],
+            None,
+        ),
+        row(
+            "threadsComp 10 32 joining",
+            Their::Lps,
+            &[("threads.compute", "join=32,work=10000,backend=os", SEED_THREADS)],
+            None,
+        ),
+        row(
+            "mallocMemCopy",
+            Their::Lps,
+            &[(
+                "mem.malloc_free",
+                "size=64",
+                Fidelity::Ours(
+                    "64-byte blocks (the seed does not print its size), 16 bytes copied; \
+                     rounds per second",
+                ),
+            )],
+            None,
+        ),
     ]
 }
+
+/// How the thread rows of seed 002's Table 1 are measured here.
+const SEED_THREADS: Fidelity = Fidelity::Ours(
+    "POSIX threads (glibc), time per thread; the work is xorshift64 steps (atomic adds for \
+     the atomic row), not the seed's own loop",
+);
 
 fn lmbench_rows() -> Vec<SuiteRow> {
     let row = |name, unit, candidates| SuiteRow { name, unit, candidates, baseline: None };
@@ -653,7 +705,32 @@ mod tests {
         assert!((mib - 1000.0).abs() < 1e-9, "{mib}");
         assert_eq!(Their::Micros.to_ours(0.5, Unit::Nanos), Some(500.0));
         assert_eq!(suite_row(Suite::Lmbench, "simple syscall").unwrap().0, "os.syscall.null");
-        assert!(suite_row(Suite::UnixBench, "mallocMemCopy").is_none());
+        assert_eq!(suite_row(Suite::UnixBench, "mallocMemCopy").unwrap().0, "mem.malloc_free");
+    }
+
+    /// Seed 002's own Table 1 rows (threads, malloc) are read from their probes' OS-thread
+    /// rows: 946.7 µs per thread is 1056.3 threads per second, 10563 in 10 s.
+    #[test]
+    fn the_unixbench_view_reads_seed_002s_thread_and_malloc_rows() {
+        let r = run(vec![
+            measurement(
+                "threads.compute",
+                "join=none,work=10000,backend=os",
+                Unit::Nanos,
+                946_700.0,
+            ),
+            measurement("threads.compute", "join=none,work=10000,backend=rt", Unit::Nanos, 1.0),
+            measurement("threads.atomic.contended", "ops=1000,backend=os", Unit::Nanos, 500_000.0),
+            measurement("mem.malloc_free", "size=64", Unit::Nanos, 50.0),
+        ]);
+        let text = unixbench_text(&r);
+        let line =
+            |name: &str| text.lines().find(|l| l.starts_with(name)).unwrap_or("").to_string();
+        let compute = line("threadsWithComputation no joining");
+        assert!(compute.contains("1056") && compute.contains("backend=os"), "{text}");
+        assert!(line("threadsPerformingAtomicOps").contains("2000"), "{text}");
+        assert!(line("mallocMemCopy").contains("20000000"), "{text}");
+        assert!(!text.contains("backend=rt"), "{text}");
     }
 
     /// The index is the geometric mean of result × 10 / baseline over the index tests
@@ -707,7 +784,10 @@ mod tests {
         for row in unixbench_rows().iter().chain(lmbench_rows().iter()) {
             assert!(!row.candidates.is_empty(), "{}", row.name);
             for (probe, key, _) in row.candidates {
-                assert!(probe.starts_with("os."), "{probe}");
+                assert!(
+                    ["os.", "threads.", "mem."].iter().any(|f| probe.starts_with(f)),
+                    "{probe}"
+                );
                 assert_eq!(Params::from_key(key).key(), *key, "{probe} [{key}]");
             }
         }

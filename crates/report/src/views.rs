@@ -365,6 +365,10 @@ pub fn compare_text_across(runs: &[Run], baseline: usize, markdown: bool, across
     text.push_str(
         "\nmedian ± half-width of its 95% interval; ratio = run / baseline; \"within noise\" when the intervals overlap\n",
     );
+    for line in unlike_lines(runs, baseline) {
+        text.push_str(&escape(&line));
+        text.push('\n');
+    }
     if runs.iter().any(|r| !same_machine(r, &runs[baseline])) {
         text.push_str(if across {
             "runs of other machines than the baseline's are judged anyway (--across-machines): their noise is not the baseline's\n"
@@ -373,6 +377,54 @@ pub fn compare_text_across(runs: &[Run], baseline: usize, markdown: bool, across
         });
     }
     text
+}
+
+/// For `compare`: what makes the runs' ratios less alike than they look, one line each: runs
+/// of different suites (a smoke run takes two tiny samples per result, a quick run 9–11), and
+/// runs whose results took different numbers of samples (a `--samples` or `--ci-target`
+/// run beside a default one), which changes the intervals and so the noise verdicts. The
+/// published tables (one printed value per row) are left out: their column already says
+/// "other machine".
+pub fn unlike_lines(runs: &[Run], baseline: usize) -> Vec<String> {
+    let measured: Vec<&Run> =
+        runs.iter().filter(|r| r.meta.suite != crate::reference::SUITE).collect();
+    let mut lines = Vec::new();
+    let name = |r: &Run| format!("{} (run #{})", r.meta.display_name(), r.meta.id);
+    let mut suites: Vec<&str> = measured.iter().map(|r| r.meta.suite.as_str()).collect();
+    suites.dedup();
+    if suites.len() > 1 {
+        let list: Vec<String> =
+            measured.iter().map(|r| format!("{} {}", name(r), r.meta.suite)).collect();
+        lines.push(format!(
+            "note: the runs are of different suites ({}): each suite has its own sample counts and time budgets, so a ratio may reflect the suite as much as the machine",
+            list.join(", ")
+        ));
+    }
+    // The median sample count of a run's measured results.
+    let samples = |r: &Run| {
+        let mut n: Vec<usize> =
+            r.results.iter().filter_map(|m| m.summary.as_ref()).map(|s| s.n).collect();
+        n.sort_unstable();
+        n.get(n.len() / 2).copied()
+    };
+    let base = &runs[baseline];
+    if base.meta.suite != crate::reference::SUITE {
+        if let Some(nb) = samples(base) {
+            let differ: Vec<String> = measured
+                .iter()
+                .filter(|r| r.meta.id != base.meta.id)
+                .filter_map(|r| samples(r).filter(|&n| n != nb).map(|n| format!("{} {n}", name(r))))
+                .collect();
+            if !differ.is_empty() {
+                lines.push(format!(
+                    "note: the runs took different numbers of samples per result (median: {} {nb}, {}): the intervals, and so the noise verdicts, are not alike",
+                    name(base),
+                    differ.join(", ")
+                ));
+            }
+        }
+    }
+    lines
 }
 
 /// The statistics table of a timeline's threads: for sleeping threads their overshoot,

@@ -3,7 +3,10 @@
 //!
 //! User threads, each with its own mmap'd stack and guard page, are
 //! multiplexed on `P` *virtual processors* (kernel threads). A user-level
-//! scheduler decides what runs where: a FIFO run queue per processor, an
+//! scheduler decides what runs where: a run queue per processor (a yielded or
+//! preempted thread goes to the back; a spawned or woken one runs next,
+//! newest first, through the processor's next slot; `src/queue.rs` says why),
+//! three priority levels, an
 //! injection queue for work arriving from outside, work stealing between
 //! processors, and idle processors that search briefly and then sleep on a
 //! futex (an idle runtime uses no CPU). Context switches are a few lines of

@@ -5,10 +5,9 @@
 //! Integers are bound and read as 64-bit (`BIGINT` in PostgreSQL), reals as `DOUBLE
 //! PRECISION`, text as text, so the same Rust values round-trip through either.
 
-use std::time::Duration;
-
 use tokio_postgres::types::{ToSql, Type};
 
+pub use crate::error::DbError;
 use crate::pg::PgConn;
 
 /// One SQL value.
@@ -101,30 +100,6 @@ impl<T: Into<V>> From<Option<T>> for V {
 
 /// A row: its values in column order.
 pub type Row = Vec<V>;
-
-/// What a backend reported.
-#[derive(Debug)]
-pub enum DbError {
-    /// SQLite's error.
-    Sqlite(rusqlite::Error),
-    /// PostgreSQL's error.
-    Pg(tokio_postgres::Error),
-    /// The PostgreSQL server did not answer within this long; the connection was given up.
-    Silent(Duration),
-    /// A row that must be unique already exists (what it is, in words).
-    Conflict(String),
-}
-
-impl From<rusqlite::Error> for DbError {
-    fn from(e: rusqlite::Error) -> DbError {
-        DbError::Sqlite(e)
-    }
-}
-impl From<tokio_postgres::Error> for DbError {
-    fn from(e: tokio_postgres::Error) -> DbError {
-        DbError::Pg(e)
-    }
-}
 
 /// An open connection to either backend.
 pub enum Conn {

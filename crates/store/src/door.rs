@@ -17,8 +17,8 @@
 
 use schedlab_measure::text::{describe, escape, find_unsafe, is_blank};
 
+use crate::columns::{RESULT_COLS, RUN_COLS, TIMELINE_COLS, WARNING_COLS};
 use crate::db::{Row, V};
-use crate::{RESULT_COLS, RUN_COLS, TIMELINE_COLS, WARNING_COLS};
 
 /// Why the run of these rows (as [`Store::copy_run`](crate::Store::copy_run) read them:
 /// results with their id first) is not copied: `label: U+001B (escape)`, `result 3

@@ -32,7 +32,7 @@ use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, Row, Socket, Statement};
 
-use crate::db::DbError;
+use crate::error::DbError;
 
 /// How long connecting to a PostgreSQL server may take in all (socket, TLS, authentication,
 /// start-up), unless the URL says (`?connect_timeout=SECONDS`).

@@ -15,11 +15,13 @@
 //! - [`rt`]: the schedlab-rt recorder (the runtime's `Switched` events, a lane per virtual
 //!   processor);
 //! - [`kernel`]: the kernel recorder (tracefs `sched_switch`/`sched_wakeup`, root);
+//! - [`session`]: a whole recording, as `schedlab_probes::runner` is a whole run: a scenario
+//!   with its recorders, or a probe variant's body under the kernel's, handed to a sink;
 //! - [`term`], [`perfetto`]: terminal lanes, Chrome trace JSON (SVG pictures of a
 //!   timeline are `schedlab-report`'s `lanes`, on its one SVG toolkit).
 //!
-//! It does not store anything (the CLI hands timelines to `schedlab-store` as JSON) and does
-//! not print.
+//! It does not store anything (the CLI's [`session::TimelineSink`] hands timelines to
+//! `schedlab-store` as JSON) and does not print.
 //!
 //! ```
 //! use schedlab_trace::{scenario, stats};
@@ -40,6 +42,7 @@ pub mod results;
 pub mod rt;
 pub mod sampling;
 pub mod scenario;
+pub mod session;
 pub mod stats;
 pub mod term;
 

@@ -301,6 +301,52 @@ impl RtSetup {
             budget: None,
         }
     }
+
+    /// Every user thread the scenario runs: the computing ones and the blocker.
+    pub fn user_threads(&self) -> usize {
+        self.threads + usize::from(self.blocker.is_some())
+    }
+
+    /// What runs, for the header `schedlab timeline` prints above the lanes: read from
+    /// the setup itself, so a scenario's description cannot drift from what it does.
+    pub fn detail(&self) -> String {
+        let us = |v: u64| {
+            if v.is_multiple_of(1000) {
+                format!("{} ms", v / 1000)
+            } else {
+                format!("{v} µs")
+            }
+        };
+        let mut text =
+            format!("{} schedlab-rt user threads on one virtual processor", self.user_threads());
+        if self.blocker.is_some() {
+            text.push_str(&format!(": {} computing", self.threads));
+        }
+        match self.yield_every_us {
+            Some(v) => text.push_str(&format!(", yield_now after each {} of work", us(v))),
+            None => text.push_str(", never yielding"),
+        }
+        match self.quantum_us {
+            Some(q) => text.push_str(&format!(", preempted after a {} quantum", us(q))),
+            None => text.push_str(", cooperative (no preemption)"),
+        }
+        if let Some(b) = self.blocker {
+            text.push_str(&format!(
+                "; 1 that computes {} then sleeps {} in the kernel, {}",
+                us(b.work_us),
+                us(b.block_us),
+                if b.handoff { "its processor handed off" } else { "no hand-off" }
+            ));
+        }
+        if let Some(b) = self.budget {
+            text.push_str(&format!(
+                "; the last held to {}% per {} (cpu_budget)",
+                b.percent,
+                us(b.period_us)
+            ));
+        }
+        text
+    }
 }
 
 /// Runs the scenario's user threads on one virtual processor for `window_ms`

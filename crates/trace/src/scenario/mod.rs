@@ -262,6 +262,22 @@ mod tests {
             .collect()
     }
 
+    /// The header `timeline` prints is read from the setup: scenario 14 runs three user
+    /// threads (one of them sleeping in the kernel), and 16's never yield.
+    #[test]
+    fn rt_headers_say_what_the_scenario_runs() {
+        let detail = |id: &str| find(id).unwrap().rt.unwrap().detail();
+        let d14 = detail("14");
+        assert!(d14.starts_with("3 schedlab-rt user threads"), "{d14}");
+        assert!(d14.contains("sleeps 20 ms in the kernel, its processor handed off"), "{d14}");
+        assert!(detail("15").contains("no hand-off"), "{}", detail("15"));
+        let d16 = detail("16");
+        assert!(d16.starts_with("2 schedlab-rt user threads"), "{d16}");
+        assert!(d16.contains("never yielding") && !d16.contains("yield_now"), "{d16}");
+        assert!(d16.contains("held to 10% per 20 ms"), "{d16}");
+        assert!(detail("11").contains("cooperative"), "{}", detail("11"));
+    }
+
     #[test]
     fn every_verdict_reads_its_own_scenarios_lanes() {
         for s in scenarios() {

@@ -1,0 +1,69 @@
+//! The columns of each table that travel with a run from one database to another, in the
+//! order the store writes and reads them (`write`, `read`, `copy` and the door share them).
+
+/// The columns of `runs` that travel with a run from one database to another (all but `id`).
+pub(crate) const RUN_COLS: &[&str] = &[
+    "label",
+    "suite",
+    "status",
+    "started_at",
+    "finished_at",
+    "host",
+    "os",
+    "kernel",
+    "cpu_model",
+    "logical_cpus",
+    "version",
+    "git_rev",
+    "pid",
+    "filters",
+    "settings",
+    "calibration",
+    "machine",
+    "uuid",
+    "machine_id",
+    "reason",
+];
+
+/// The columns of `results` that travel (all but `id` and `run_id`).
+pub(crate) const RESULT_COLS: &[&str] = &[
+    "seq",
+    "probe",
+    "params",
+    "params_json",
+    "unit",
+    "better",
+    "status",
+    "reason",
+    "notes",
+    "iters_per_sample",
+    "overhead_ns_per_iter",
+    "n",
+    "median",
+    "min",
+    "max",
+    "mean",
+    "stddev",
+    "p5",
+    "p95",
+    "ci_low",
+    "ci_high",
+    "ci_level",
+    "cv",
+    "outliers",
+    "window_ns",
+    "other_cpu_ns",
+    "steal_ns",
+    "wall_s",
+    "measured_at",
+];
+
+pub(crate) const SAMPLE_COLS: &[&str] =
+    &["result_id", "idx", "iters", "elapsed_ns", "value", "other_cpu_ns", "migrated"];
+pub(crate) const WARNING_COLS: &[&str] =
+    &["run_id", "kind", "probe", "severity", "message", "advice"];
+pub(crate) const TIMELINE_COLS: &[&str] = &["run_id", "scenario", "recorder", "window_ns", "data"];
+
+pub(crate) fn placeholders(from: usize, n: usize) -> String {
+    (from..from + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}

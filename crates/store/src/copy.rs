@@ -1,0 +1,180 @@
+//! Copying a run whole from one store to another (`push`, `pull`, `import`): one transaction
+//! per run, never twice (by its UUID), a stale copy replaced by a newer state of the same run
+//! and never the other way, and a run whose text could drive a terminal refused at the door.
+
+use std::collections::HashMap;
+
+use crate::alive::abandoned;
+use crate::columns::*;
+use crate::db::{insert_many, Row};
+use crate::error::{Result, StoreError};
+use crate::{door, Store};
+
+/// What [`Store::copy_run`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Copied {
+    /// The run was not there; it is now, whole.
+    Copied,
+    /// The same run (same UUID, status and results) was there already; nothing was written.
+    AlreadyThere,
+    /// An older state of the run (interrupted, or fewer results) was there; it was replaced.
+    Replaced,
+    /// A newer state of the run (complete where this one is interrupted, or more results),
+    /// or one still being measured there, was there; it was kept and nothing was written.
+    NewerThere,
+    /// The run is still being measured; it was not copied (copy it once it has finished).
+    StillRunning,
+    /// The run holds text that could drive a terminal or forge a table row (an escape
+    /// sequence, a line break in a one-line field, a bidirectional override, a label that
+    /// shows nothing); it was not copied. Says which field and what it holds:
+    /// `label: U+001B (escape)`, `result 3 (os.x) notes.cpus: U+000A (line feed)`.
+    Refused(String),
+}
+
+impl Store {
+    /// Copies run `id` of this database, whole (results, raw samples, warnings, timelines),
+    /// into `to`, in one transaction there: an interruption leaves `to` without any of it,
+    /// and copying again completes it. A run `to` already has (same UUID) is not copied
+    /// twice; a strictly older state of it there (interrupted where this one is complete, or
+    /// fewer results) is replaced, and any other state there (newer, or still being
+    /// measured) is kept: a stale copy never replaces a newer one. Runs still being measured
+    /// here are not copied, nor runs whose text could drive a terminal (`door`:
+    /// [`Copied::Refused`] says which field holds what).
+    pub fn copy_run(&self, id: i64, to: &Store) -> Result<Copied> {
+        let run = self
+            .row(&format!("SELECT {} FROM runs WHERE id = $1", RUN_COLS.join(", ")), &[id.into()])?
+            .ok_or_else(|| StoreError::NoSuchRun(id.to_string(), self.path.clone()))?;
+        let col = |name: &str| RUN_COLS.iter().position(|c| *c == name).expect("a run column");
+        let mut run = run;
+        if run[col("status")].t() == "running" {
+            // A run whose process is gone is copied as what it is: interrupted.
+            let owner = self.row(
+                "SELECT pid, pid_start, boot_id, machine_id FROM runs WHERE id = $1",
+                &[id.into()],
+            )?;
+            let Some((reason, _)) = owner.as_deref().and_then(abandoned) else {
+                return Ok(Copied::StillRunning);
+            };
+            run[col("status")] = "interrupted".to_string().into();
+            run[col("reason")] = reason.into();
+        }
+        let status = run[col("status")].t();
+        let uuid = run[col("uuid")].t();
+        let results = self.query(
+            &format!(
+                "SELECT id, {} FROM results WHERE run_id = $1 ORDER BY seq",
+                RESULT_COLS.join(", ")
+            ),
+            &[id.into()],
+        )?;
+        let samples = self.query(
+            &format!(
+                "SELECT {} FROM samples s JOIN results x ON x.id = s.result_id WHERE x.run_id = $1
+                 ORDER BY s.result_id, s.idx",
+                SAMPLE_COLS.iter().map(|c| format!("s.{c}")).collect::<Vec<_>>().join(", ")
+            ),
+            &[id.into()],
+        )?;
+        let warnings = self.query(
+            &format!(
+                "SELECT {} FROM warnings WHERE run_id = $1 ORDER BY id",
+                WARNING_COLS.join(", ")
+            ),
+            &[id.into()],
+        )?;
+        let timelines = self.query(
+            &format!(
+                "SELECT {} FROM timelines WHERE run_id = $1 ORDER BY id",
+                TIMELINE_COLS.join(", ")
+            ),
+            &[id.into()],
+        )?;
+        if let Some(why) = door::refusal(&run, &results, &warnings, &timelines) {
+            return Ok(Copied::Refused(why));
+        }
+        to.tx(|c| {
+            let mut replaced = false;
+            if let Some(there) = c.row(
+                "SELECT id, status, (SELECT count(*) FROM results x WHERE x.run_id = runs.id)
+                 FROM runs WHERE uuid = $1",
+                &[uuid.clone().into()],
+            )? {
+                let (there_status, there_results) = (there[1].t(), there[2].i());
+                if there_status == status && there_results == results.len() as i64 {
+                    return Ok(Copied::AlreadyThere);
+                }
+                if !strictly_older(&there_status, there_results, &status, results.len() as i64) {
+                    return Ok(Copied::NewerThere);
+                }
+                c.exec("DELETE FROM runs WHERE id = $1", &[there[0].clone()])?;
+                replaced = true;
+            }
+            let Some(new) = c.row(
+                &format!(
+                    "INSERT INTO runs ({}) VALUES ({}) ON CONFLICT (uuid) DO NOTHING RETURNING id",
+                    RUN_COLS.join(", "),
+                    placeholders(1, RUN_COLS.len())
+                ),
+                &run,
+            )?
+            else {
+                // Another copy of the same run committed meanwhile.
+                return Ok(Copied::AlreadyThere);
+            };
+            let new_run = new[0].clone();
+            let mut ids = HashMap::new();
+            let sql = format!(
+                "INSERT INTO results (run_id, {}) VALUES ($1, {}) RETURNING id",
+                RESULT_COLS.join(", "),
+                placeholders(2, RESULT_COLS.len())
+            );
+            for r in &results {
+                let mut values = Vec::with_capacity(r.len());
+                values.push(new_run.clone());
+                values.extend(r[1..].iter().cloned());
+                let row = c.row(&sql, &values)?.expect("INSERT ... RETURNING returns its row");
+                ids.insert(r[0].i(), row[0].clone());
+            }
+            let samples: Vec<Row> = samples
+                .iter()
+                .filter_map(|s| {
+                    let mut s = s.clone();
+                    s[0] = ids.get(&s[0].i())?.clone();
+                    Some(s)
+                })
+                .collect();
+            insert_many(c, "samples", SAMPLE_COLS, &samples)?;
+            let relink = |rows: &[Row]| -> Vec<Row> {
+                rows.iter()
+                    .map(|r| {
+                        let mut r = r.clone();
+                        r[0] = new_run.clone();
+                        r
+                    })
+                    .collect()
+            };
+            insert_many(c, "warnings", WARNING_COLS, &relink(&warnings))?;
+            insert_many(c, "timelines", TIMELINE_COLS, &relink(&timelines))?;
+            Ok(if replaced { Copied::Replaced } else { Copied::Copied })
+        })
+    }
+}
+
+/// Whether the copy of a run in state `there` with `there_results` results is strictly
+/// older than the same run in state `here` with `here_results`: a run only gains results and
+/// goes from `running` to `complete` or `interrupted`, so a copy with fewer results, or an
+/// interrupted one where the other is complete with as many, is an earlier state of it.
+/// A complete copy is never older than an interrupted one, and a copy still `running` there
+/// belongs to a process measuring into that database: neither is replaced.
+pub(crate) fn strictly_older(
+    there: &str,
+    there_results: i64,
+    here: &str,
+    here_results: i64,
+) -> bool {
+    match (there, here) {
+        ("running", _) | ("complete", "interrupted") => false,
+        ("interrupted", "complete") => there_results <= here_results,
+        _ => there_results < here_results,
+    }
+}
