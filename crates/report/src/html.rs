@@ -160,14 +160,21 @@ fn summary_html(s: &summary::Summary, run_index: usize) -> String {
         ));
     }
     if !s.figures.is_empty() {
-        out.push_str(
+        let with_previous = s.has_previous();
+        let (ring, previous_th) = match with_previous {
+            true => {
+                ("; <b>○</b> the previous run of this host", "<th scope=\"col\">previous run</th>")
+            }
+            false => ("", ""),
+        };
+        out.push_str(&format!(
             "<p class=\"key\">In each picture: <b>▮</b> this run's median, its 95% interval \
-             the grey band; <b>|</b> the seed papers' machines; <b>○</b> the previous run of \
-             this host (log scale).</p>\n<div class=\"scroll\"><table class=\"summary\">\n\
-             <thead><tr><th scope=\"col\">figure</th><th scope=\"col\" class=\"num\">median\
-             </th><th scope=\"col\" class=\"num\">95% CI</th><th scope=\"col\">this run against others</th>\
-             <th scope=\"col\">seed machines</th><th scope=\"col\">previous run</th></tr></thead>\n<tbody>\n",
-        );
+             the grey band; <b>|</b> the seed papers' machines{ring} (log scale).</p>\n\
+             <div class=\"scroll\"><table class=\"summary\">\n<thead><tr><th scope=\"col\">\
+             figure</th><th scope=\"col\" class=\"num\">median</th><th scope=\"col\" \
+             class=\"num\">95% CI</th><th scope=\"col\">this run against others</th>\
+             <th scope=\"col\">seed machines</th>{previous_th}</tr></thead>\n<tbody>\n"
+        ));
         for f in &s.figures {
             let sm = f.summary();
             let unit = f.result.unit;
@@ -198,7 +205,7 @@ fn summary_html(s: &summary::Summary, run_index: usize) -> String {
             out.push_str(&format!(
                 "<tr data-probe=\"{}\" data-params=\"{}\" data-median=\"{}\"><th scope=\"row\">\
                  <a href=\"#results-{run_index}-{}\">{}</a></th><td class=\"num\">{}</td>\
-                 <td class=\"num\">{} – {}</td><td class=\"plot\">{picture}</td><td>{}</td><td>{}</td></tr>\n",
+                 <td class=\"num\">{} – {}</td><td class=\"plot\">{picture}</td><td>{}</td>{}</tr>\n",
                 escape(f.headline.probe),
                 escape(f.headline.params),
                 sm.median,
@@ -208,7 +215,10 @@ fn summary_html(s: &summary::Summary, run_index: usize) -> String {
                 escape(&human(sm.ci_low, unit)),
                 escape(&human(sm.ci_high, unit)),
                 escape(&f.published_text()),
-                escape(&f.previous_text())
+                match with_previous {
+                    true => format!("<td>{}</td>", escape(&f.previous_text())),
+                    false => String::new(),
+                }
             ));
         }
         out.push_str("</tbody></table></div>\n");

@@ -317,26 +317,41 @@ fn noise(run: &Run) -> Option<Noise> {
     Some(Noise { varying, measured, causes })
 }
 
-/// The figures as a table: name, median, interval, the seed machines, the previous run.
+/// The figures as a table: name, median, interval, the seed machines, and the previous run
+/// when some figure has one (a column of dashes says nothing).
 pub fn table(s: &Summary) -> Table {
-    let mut t = Table::new(&[
+    let with_previous = s.has_previous();
+    let mut columns = vec![
         ("", Align::Left),
         ("median", Align::Right),
         ("95% CI", Align::Right),
         ("seed machines", Align::Left),
-        ("previous run", Align::Left),
-    ]);
+    ];
+    if with_previous {
+        columns.push(("previous run", Align::Left));
+    }
+    let mut t = Table::new(&columns);
     for f in &s.figures {
         let sm = f.summary();
-        t.row(vec![
+        let mut row = vec![
             f.headline.name.to_string(),
             human(sm.median, f.result.unit),
             format!("{} – {}", human(sm.ci_low, f.result.unit), human(sm.ci_high, f.result.unit)),
             f.published_text(),
-            f.previous_text(),
-        ]);
+        ];
+        if with_previous {
+            row.push(f.previous_text());
+        }
+        t.row(row);
     }
     t
+}
+
+impl Summary<'_> {
+    /// Whether some figure is set against a previous run.
+    pub fn has_previous(&self) -> bool {
+        self.figures.iter().any(|f| f.previous.is_some())
+    }
 }
 
 /// The summary for a terminal: the figures' table, the seeds' verdicts and the noise line
@@ -430,6 +445,7 @@ mod tests {
         assert_eq!(s.figures[2].published.len(), 1);
         assert!(s.figures[2].published_text().contains("PTH"));
         assert!(s.noise.is_none() && s.verdicts.is_empty());
+        assert!(!text(&s).contains("previous run"), "no column of dashes without one");
     }
 
     #[test]

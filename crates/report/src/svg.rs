@@ -116,17 +116,14 @@ pub fn strip(samples: &[f64], median: f64, ci: (f64, f64), title: &str) -> Strin
         (x(ci.1) - x(ci.0)).max(1.0),
         h - 4.0
     );
+    // The dots' style once, on their group: a quick-suite page has thousands of them.
+    s.push_str(r##"<g fill="#333" fill-opacity="0.6">"##);
     for v in &vals {
-        let _ = write!(
-            s,
-            r##"<circle cx="{:.1}" cy="{}" r="1.6" fill="#333" fill-opacity="0.6"/>"##,
-            x(*v),
-            h / 2.0
-        );
+        let _ = write!(s, r#"<circle cx="{:.1}" cy="{}" r="1.6"/>"#, x(*v), h / 2.0);
     }
     let _ = write!(
         s,
-        r##"<rect x="{:.1}" y="0" width="2" height="{h}" fill="#d62728"/></svg>"##,
+        r##"</g><rect x="{:.1}" y="0" width="2" height="{h}" fill="#d62728"/></svg>"##,
         x(median) - 1.0
     );
     s
@@ -162,7 +159,7 @@ pub fn against(median: f64, ci: (f64, f64), marks: &[Mark], title: &str) -> Stri
     if !(median > 0.0 && median.is_finite()) {
         return String::new();
     }
-    let (w, h, pad) = (180.0, 20.0, 5.0);
+    let (w, h, pad) = (150.0, 20.0, 5.0);
     let positive = |v: f64| v > 0.0 && v.is_finite();
     let all = [median, ci.0, ci.1]
         .into_iter()
