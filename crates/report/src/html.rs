@@ -205,7 +205,7 @@ fn summary_html(s: &summary::Summary, run_index: usize) -> String {
             out.push_str(&format!(
                 "<tr data-probe=\"{}\" data-params=\"{}\" data-median=\"{}\"><th scope=\"row\">\
                  <a href=\"#results-{run_index}-{}\">{}</a></th><td class=\"num\">{}</td>\
-                 <td class=\"num\">{} – {}</td><td class=\"plot\">{picture}</td><td>{}</td>{}</tr>\n",
+                 <td class=\"num\">{} – {}</td><td class=\"plot\">{picture}</td><td data-label=\"seed machines\">{}</td>{}</tr>\n",
                 escape(f.headline.probe),
                 escape(f.headline.params),
                 sm.median,
@@ -216,7 +216,10 @@ fn summary_html(s: &summary::Summary, run_index: usize) -> String {
                 escape(&human(sm.ci_high, unit)),
                 escape(&f.published_text()),
                 match with_previous {
-                    true => format!("<td>{}</td>", escape(&f.previous_text())),
+                    true => format!(
+                        "<td data-label=\"previous run\">{}</td>",
+                        escape(&f.previous_text())
+                    ),
                     false => String::new(),
                 }
             ));
@@ -791,6 +794,22 @@ mod tests {
         // The full comparison still has both.
         let comparison = html.split("<section id=\"comparison\"").nth(1).unwrap();
         assert!(comparison.contains("os.same") && comparison.contains("os.slower"));
+    }
+
+    #[test]
+    fn print_turns_every_palette_colour_into_a_grey_of_its_own() {
+        let print = STYLE.split("@media print").nth(1).expect("a print block");
+        let mut greys = Vec::new();
+        for i in 0..16 {
+            let c = crate::svg::color(i);
+            let rule = format!("[fill=\"{c}\"] {{ fill: ");
+            let grey = print.split(&rule).nth(1).unwrap_or_else(|| panic!("{c} has no grey"));
+            let grey = grey.split(';').next().unwrap();
+            assert!(print.contains(&format!("[stroke=\"{c}\"] {{ stroke: {grey}; }}")), "{c}");
+            assert!(!greys.contains(&grey), "{c} shares its grey {grey}");
+            greys.push(grey);
+        }
+        assert!(!print.contains("filter:"), "a CSS filter prints the page as one image");
     }
 
     #[test]
