@@ -286,6 +286,7 @@ fn the_report_works_in_headless_chromium() {
     let timeline_page = dir.path().join("timeline.html");
     let o = run(&db, &["report", "3", "-o", timeline_page.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let mut counted = Vec::new();
     for (p, width) in
         [(&summary_page, 1200), (&summary_page, 400), (&page, 1200), (&timeline_page, 1200)]
     {
@@ -293,7 +294,16 @@ fn the_report_works_in_headless_chromium() {
         eprintln!("{}: {boxes} text boxes at {width} px", p.display());
         assert!(boxes > 50, "the page was measured: {boxes} boxes");
         assert!(bad.is_empty(), "{} at {width} px: text over text: {bad:#?}", p.display());
+        counted.push(boxes);
     }
+    // A narrow window wraps lines; it does not squeeze a table's columns to a letter a
+    // line (each letter is then a text box of its own: 1,579 boxes against 286 once).
+    assert!(
+        counted[1] < 2 * counted[0],
+        "at 400 px {} text boxes, at 1200 px {}",
+        counted[1],
+        counted[0]
+    );
 
     // Screenshots, kept for the log: the first screen, and the timeline figure.
     screenshot(&chrome, &summary_url, "report-first-screen.png", (1200, 900));
