@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result};
 use schedlab_measure::model::Run;
 use schedlab_probes::{catalog, select};
 use schedlab_report::export::{Csv, Format, Json, Markdown};
-use schedlab_report::html::{page, RunTimeline};
+use schedlab_report::html::{page_against, RunTimeline};
 use schedlab_report::table::{Align, Table};
 use schedlab_report::{catalog, views};
 use schedlab_store::{Location, Store, StoreError};
@@ -203,7 +203,12 @@ fn runs(store: &Store, args: &RunsArgs) -> Result<ExitCode> {
 fn show(store: &Store, spec: &str, view: ViewArg) -> Result<ExitCode> {
     let run = load(store, spec)?;
     out(&match view {
-        ViewArg::Results => views::run_text(&run),
+        ViewArg::Results => {
+            // The summary first, as the HTML report's first screen (issue 28).
+            let previous = previous_run(store, &run)?;
+            let summary = schedlab_report::summary::summarise(&run, previous.as_ref());
+            format!("{}{}", schedlab_report::summary::text(&summary), views::run_text(&run))
+        }
         ViewArg::Unixbench => schedlab_report::suites::unixbench_text(&run),
         ViewArg::Lmbench => schedlab_report::suites::lmbench_text(&run),
     })?;
@@ -348,6 +353,22 @@ fn report(store: &Store, args: &ReportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The previous run of `run`'s host that the summary sets it against: the newest run
+/// started before it on the same machine (fingerprint id) with the same suite, or none. By
+/// start time first (a run pulled or imported later has a higher id here), then by id (start
+/// times are to the second, and two short runs share one).
+fn previous_run(store: &Store, run: &Run) -> Result<Option<Run>> {
+    let machine = schedlab_store::machine_id(&run.meta.machine);
+    let this = (run.meta.started_at.as_str(), run.meta.id);
+    let previous = store
+        .runs()?
+        .into_iter()
+        .filter(|r| (r.started_at.as_str(), r.id) < this)
+        .filter(|r| r.machine_id == machine && r.suite == run.meta.suite)
+        .max_by(|a, b| (&a.started_at, a.id).cmp(&(&b.started_at, b.id)));
+    previous.map(|r| store.load_run(r.id)).transpose().map_err(Into::into)
+}
+
 /// Renders `runs` and the timelines stored with them as the HTML report into `output`.
 fn write_report(store: &Store, runs: Vec<Run>, baseline: usize, output: Output) -> Result<()> {
     let mut timelines = Vec::new();
@@ -359,7 +380,8 @@ fn write_report(store: &Store, runs: Vec<Run>, baseline: usize, output: Output) 
             timelines.push(RunTimeline { run_id: r.meta.id, recorder: st.recorder, timeline });
         }
     }
-    let html = page(&runs, baseline, &timelines, env!("CARGO_PKG_VERSION"));
+    let previous = runs.iter().map(|r| previous_run(store, r)).collect::<Result<Vec<_>>>()?;
+    let html = page_against(&runs, baseline, &timelines, &previous, env!("CARGO_PKG_VERSION"));
     let path = output.path().display().to_string();
     output.write(&html)?;
     eprintln!(

@@ -35,6 +35,19 @@ fn smoke_run_is_stored_and_can_be_shown_exported_and_compared() {
     assert_eq!(o.status.code(), Some(0));
     assert!(text(&o.stdout).contains("os.syscall.open_close"));
 
+    // The summary first: the null syscall's headline, set against the previous run of this
+    // host for the second run (none for the first), then the run's header.
+    let shown = text(&run(&db, &["show", "second"]).stdout);
+    let first_line = |name: &str| {
+        shown.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name}: {shown}"))
+    };
+    assert!(shown.starts_with("summary:\n"), "{shown}");
+    assert!(first_line("null system call").contains("#1: ×"), "{shown}");
+    assert!(first_line("null system call").contains("seed 002:"), "{shown}");
+    assert!(shown.find("null system call").unwrap() < shown.find("run #2").unwrap());
+    let shown = text(&run(&db, &["show", "first"]).stdout);
+    assert!(shown.contains("null system call") && !shown.contains("previous run"), "{shown}");
+
     let o = run(&db, &["export", "latest", "--format", "json"]);
     assert_eq!(o.status.code(), Some(0));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("export is JSON");

@@ -2,8 +2,9 @@
 //!
 //! Everything the page shows comes from the same views as the terminal and Markdown (the
 //! run header, the results and comparison tables, the memory lab's sections and charts, the
-//! timeline lanes), rendered as HTML; the only additions are the raw-sample strip plots and
-//! the page around them. The template (`html/page.html`), its styles (`html/style.css`) and
+//! timeline lanes), rendered as HTML; the additions are the first screen (`html/first.rs`:
+//! the run's summary, or what changed beyond noise), the raw-sample strip plots and the page
+//! around them. The template (`html/page.html`), its styles (`html/style.css`) and
 //! its one script (`html/sort.js`, sorting and filtering only: tables and pictures are all
 //! there without it) live beside this file as readable files and are embedded at build
 //! time: the page needs no network and no files beside it.
@@ -15,8 +16,13 @@ use base64::Engine as _;
 use schedlab_measure::model::{Measurement, Outcome, Run};
 use schedlab_trace::Timeline;
 
-use crate::svg::{escape, strip};
-use crate::{lanes, mem, views};
+use crate::svg::{self, escape, strip};
+use crate::units::human;
+use crate::{lanes, mem, summary, views};
+
+mod first;
+
+use first::{changes_html, summary_html};
 
 const TEMPLATE: &str = include_str!("html/page.html");
 const STYLE: &str = include_str!("html/style.css");
@@ -40,6 +46,25 @@ pub struct RunTimeline {
 /// The page for `runs` (compared against `runs[baseline]` when there are several) and the
 /// timelines stored with them.
 pub fn page(runs: &[Run], baseline: usize, timelines: &[RunTimeline], version: &str) -> String {
+    page_against(runs, baseline, timelines, &[], version)
+}
+
+/// [`page`], with each run's summary set against `previous[i]`, the previous run of the same
+/// host (found by the caller; `previous` may be shorter than `runs`).
+///
+/// The page leads with the answer and lets a reader drill down (issue 28): first each run's
+/// summary ([`crate::summary`]: the headline figures against the seed machines and the last
+/// run, the thread systems' chart, the seeds' verdicts and one line about noise) — or, for
+/// several runs, only what changed beyond noise — then the machines and warnings, then one
+/// section per family of probes, its chart first and its table after, each row with its raw
+/// samples' plot.
+pub fn page_against(
+    runs: &[Run],
+    baseline: usize,
+    timelines: &[RunTimeline],
+    previous: &[Option<Run>],
+    version: &str,
+) -> String {
     let title = match runs {
         [one] => format!("schedlab run {}", one.meta.display_name()),
         _ => format!(
@@ -49,6 +74,27 @@ pub fn page(runs: &[Run], baseline: usize, timelines: &[RunTimeline], version: &
     };
     let mut nav = Vec::new();
     let mut body = String::new();
+    if runs.len() >= 2 {
+        section(
+            &mut body,
+            &mut nav,
+            "changes",
+            "Changed beyond noise",
+            &changes_html(runs, baseline),
+        );
+    }
+    for (i, run) in runs.iter().enumerate() {
+        let prev = previous.get(i).and_then(|p| p.as_ref());
+        let s = summary::summarise(run, prev);
+        if s.figures.is_empty() && s.verdicts.is_empty() && s.noise.is_none() {
+            continue;
+        }
+        let (id, heading) = match runs.len() {
+            1 => ("summary".to_string(), "This machine in one look".to_string()),
+            _ => (format!("summary-{i}"), format!("Summary of {}", run.meta.display_name())),
+        };
+        section(&mut body, &mut nav, &id, &heading, &summary_html(&s, i));
+    }
     section(&mut body, &mut nav, "runs", "Runs and machines", &runs_html(runs));
     let warnings = warnings_html(runs);
     if !warnings.is_empty() {
@@ -58,20 +104,13 @@ pub fn page(runs: &[Run], baseline: usize, timelines: &[RunTimeline], version: &
         section(&mut body, &mut nav, "comparison", "Comparison", &comparison_html(runs, baseline));
     }
     for (i, run) in runs.iter().enumerate() {
-        let id = format!("results-{i}");
-        let heading = format!("Results of {}", run.meta.display_name());
-        section(&mut body, &mut nav, &id, &heading, &results_html(run));
-        if let Some(t) = thread_systems_html(run) {
-            let heading = format!("Thread systems of {}", run.meta.display_name());
-            section(&mut body, &mut nav, &format!("threads-{i}"), &heading, &t);
-        }
-        if let Some(c) = coop_html(run) {
-            let heading = format!("Cooperative against preemptive on {}", run.meta.display_name());
-            section(&mut body, &mut nav, &format!("coop-{i}"), &heading, &c);
-        }
-        if let Some(m) = memory_html(run) {
-            let heading = format!("Memory lab of {}", run.meta.display_name());
-            section(&mut body, &mut nav, &format!("memory-{i}"), &heading, &m);
+        for (f, inner) in families_html(run) {
+            let id = format!("results-{i}-{f}");
+            let heading = match runs.len() {
+                1 => format!("{f} results"),
+                _ => format!("{f}: results of {}", run.meta.display_name()),
+            };
+            section(&mut body, &mut nav, &id, &heading, &inner);
         }
     }
     let tables: Vec<(String, crate::coop::CoopTable)> = runs
@@ -225,7 +264,11 @@ fn family(probe: &str) -> &str {
     probe.split('.').next().unwrap_or(probe)
 }
 
-fn results_html(run: &Run) -> String {
+/// Each family of `run`'s results (in measurement order) as (family, HTML): its chart or
+/// charts first — the thread systems for `threads`, seed 000's table and figures for
+/// `sched`, the memory lab for `mem`, the medians of its time rows for the others — then its
+/// table, each row with its raw samples' plot beside the median.
+fn families_html(run: &Run) -> Vec<(String, String)> {
     let mut families: Vec<&str> = Vec::new();
     for m in &run.results {
         let f = family(&m.probe);
@@ -233,31 +276,79 @@ fn results_html(run: &Run) -> String {
             families.push(f);
         }
     }
-    let mut out = String::new();
+    let mut out = Vec::new();
     for f in families {
         let rows: Vec<&Measurement> =
             run.results.iter().filter(|m| family(&m.probe) == f).collect();
-        let mut t = views::result_table();
-        for m in &rows {
-            t.row(views::result_cells(m));
+        let mut html = match f {
+            "threads" => thread_systems_html(run),
+            "sched" => coop_html(run),
+            "mem" => memory_html(run),
+            _ => family_chart(f, &rows, &run.meta.display_name()),
         }
-        let caption = format!("{f} ({} results)", rows.len());
-        if rows.len() > FOLD_ABOVE {
-            out.push_str(&format!(
-                "<details><summary>{} — folded: {} rows</summary><div class=\"scroll\">{}</div></details>\n",
-                escape(f),
-                rows.len(),
-                t.to_html(&caption, None)
-            ));
-            continue;
-        }
-        let plots: Vec<String> = rows.iter().map(|m| sample_plot(m)).collect();
-        out.push_str("<div class=\"scroll\">");
-        // The plot right after the median and its interval, where the eye is.
-        out.push_str(&t.to_html(&caption, Some(("raw samples", &plots, 4))));
-        out.push_str("</div>\n");
+        .unwrap_or_default();
+        html.push_str(&family_table(f, &rows));
+        out.push((f.to_string(), html));
     }
     out
+}
+
+/// A family's time rows (ns or µs per operation) as bars on a log axis, one per result, for
+/// families of at most [`FOLD_ABOVE`] rows.
+fn family_chart(f: &str, rows: &[&Measurement], name: &str) -> Option<String> {
+    use schedlab_measure::model::Unit;
+    if rows.len() > FOLD_ABOVE {
+        return None;
+    }
+    let groups: Vec<svg::BarGroup> = rows
+        .iter()
+        .filter(|m| matches!(m.unit, Unit::Nanos | Unit::Micros))
+        .filter_map(|m| match (&m.outcome, &m.summary) {
+            (Outcome::Ok, Some(s)) if s.median > 0.0 => {
+                let ns = if m.unit == Unit::Micros { s.median * 1e3 } else { s.median };
+                let label = format!("{} {}", m.probe, m.params.key());
+                Some(svg::BarGroup {
+                    label: label.trim_end().to_string(),
+                    bars: vec![Some((ns, human(s.median, m.unit)))],
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    if groups.len() < 2 {
+        return None;
+    }
+    let title = format!("{f}: median time per operation");
+    let chart = svg::bars(&title, &[""], &groups, "ns per operation (log scale)");
+    Some(format!(
+        "<figure>{chart}<figcaption>{} of {}: every time-per-operation result (rates and \
+         bandwidths are in the table)</figcaption></figure>\n",
+        escape(&title),
+        escape(name)
+    ))
+}
+
+/// A family's results table; above [`FOLD_ABOVE`] rows it starts folded, without plots.
+fn family_table(f: &str, rows: &[&Measurement]) -> String {
+    let mut t = views::result_table();
+    for m in rows {
+        t.row(views::result_cells(m));
+    }
+    let caption = format!("{f} ({} results)", rows.len());
+    if rows.len() > FOLD_ABOVE {
+        return format!(
+            "<details><summary>{} — folded: {} rows</summary><div class=\"scroll\">{}</div></details>\n",
+            escape(f),
+            rows.len(),
+            t.to_html(&caption, None)
+        );
+    }
+    let plots: Vec<String> = rows.iter().map(|m| sample_plot(m)).collect();
+    // The plot right after the median and its interval, where the eye is.
+    format!(
+        "<div class=\"scroll\">{}</div>\n",
+        t.to_html(&caption, Some(("raw samples", &plots, 4)))
+    )
 }
 
 /// The strip plot of one result's raw samples (empty when it has none).
@@ -481,6 +572,87 @@ mod tests {
             "one plot per measured result per run"
         );
         assert_eq!(html.matches("<circle").count(), 22, "one dot per raw sample");
+    }
+
+    #[test]
+    fn a_run_page_opens_with_its_summary_and_each_family_has_chart_then_table() {
+        let mut r = run(1, "a");
+        r.warnings.push(Warning {
+            kind: "high-variation".into(),
+            probe: Some("os.syscall.null".into()),
+            severity: schedlab_measure::model::Severity::Warn,
+            message: "CV 9%".into(),
+            advice: "more samples".into(),
+        });
+        let html = page(&[r.clone()], 0, &[], "0.1.0");
+        let main = html.split("<main>").nth(1).unwrap();
+        assert!(main.trim_start().starts_with("<section id=\"summary\""), "{}", &main[..200]);
+        let summary = main.split("</section>").next().unwrap();
+        let median = r.results[0].summary.as_ref().unwrap().median;
+        assert!(!summary.contains("<tr data-probe"), "no headline here: {summary}");
+        // The null syscall row here has a parameter the headline does not: no figure, but
+        // the noise line links to the warnings.
+        assert!(summary.contains("1 of 1 results vary by more than 5%"), "{summary}");
+        assert!(summary.contains("href=\"#warnings\""));
+        // A run whose null syscall has the headline's parameters gets its figure, with the
+        // stored median as data.
+        r.results[0].params = Params::new();
+        let html = page(&[r], 0, &[], "0.1.0");
+        assert!(html.contains(&format!(
+            "<tr data-probe=\"os.syscall.null\" data-params=\"\" data-median=\"{median}\">"
+        )));
+        assert!(html.contains("seed 002: 71.00 ns"), "the seed machines beside it");
+        // The os family's section: its table (one time row: no chart) after its heading.
+        let os = html.split("<section id=\"results-0-os\"").nth(1).unwrap();
+        assert!(os.contains("<table class=\"results sortable\">"));
+    }
+
+    #[test]
+    fn a_comparison_page_opens_with_what_changed_beyond_noise() {
+        let sample = |v: f64| Sample {
+            iters: 1,
+            elapsed_ns: 1,
+            value: v,
+            other_cpu_ns: None,
+            migrated: false,
+        };
+        let result = |probe: &str, base: f64| {
+            Measurement::of_samples(
+                probe,
+                Params::new(),
+                Unit::Nanos,
+                (0..11).map(|i| sample(base + i as f64)).collect(),
+                0.1,
+            )
+        };
+        let (mut a, mut b) = (run(1, "a"), run(2, "b"));
+        a.results = vec![result("os.same", 100.0), result("os.slower", 100.0)];
+        b.results = vec![result("os.same", 101.0), result("os.slower", 300.0)];
+        let html = page(&[a, b], 0, &[], "0.1.0");
+        let main = html.split("<main>").nth(1).unwrap();
+        assert!(main.trim_start().starts_with("<section id=\"changes\""));
+        let changes = main.split("</section>").next().unwrap();
+        assert!(changes.contains("1 row changed beyond noise"), "{changes}");
+        assert!(changes.contains("os.slower") && !changes.contains("os.same"), "{changes}");
+        // The full comparison still has both.
+        let comparison = html.split("<section id=\"comparison\"").nth(1).unwrap();
+        assert!(comparison.contains("os.same") && comparison.contains("os.slower"));
+    }
+
+    #[test]
+    fn print_turns_every_palette_colour_into_a_grey_of_its_own() {
+        let print = STYLE.split("@media print").nth(1).expect("a print block");
+        let mut greys = Vec::new();
+        for i in 0..16 {
+            let c = crate::svg::color(i);
+            let rule = format!("[fill=\"{c}\"] {{ fill: ");
+            let grey = print.split(&rule).nth(1).unwrap_or_else(|| panic!("{c} has no grey"));
+            let grey = grey.split(';').next().unwrap();
+            assert!(print.contains(&format!("[stroke=\"{c}\"] {{ stroke: {grey}; }}")), "{c}");
+            assert!(!greys.contains(&grey), "{c} shares its grey {grey}");
+            greys.push(grey);
+        }
+        assert!(!print.contains("filter:"), "a CSS filter prints the page as one image");
     }
 
     #[test]

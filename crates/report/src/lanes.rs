@@ -15,7 +15,15 @@ use crate::svg::{color, escape as esc, linear_ticks, number_label, Ticks};
 const WIDTH: f64 = 1000.0;
 const LEFT: f64 = 130.0;
 const RIGHT: f64 = 20.0;
-const TOP: f64 = 50.0;
+/// The first lane's top: below the title (y 20), the subtitle (y 38) and two rows of mark
+/// labels (y 58 and 70), so that no text touches another.
+const TOP: f64 = 76.0;
+/// The rows mark labels are written on, lowest first.
+const MARK_ROWS: [f64; 2] = [TOP - 6.0, TOP - 18.0];
+/// A mark label's font size, and the width of one of its characters (an estimate that
+/// errs wide: sans-serif digits and lower case are narrower).
+const MARK_FONT: f64 = 10.0;
+const MARK_CHAR: f64 = 6.2;
 const LANE: f64 = 34.0;
 const BAR: f64 = 22.0;
 /// Merges runs closer than `px_ns` apart.
@@ -54,7 +62,10 @@ pub fn to_svg(t: &Timeline, subtitle: &str) -> String {
     let n = t.lanes.len() as f64;
     let plot_w = WIDTH - LEFT - RIGHT;
     let axis_y = TOP + n * LANE + 6.0;
-    let legend_y = axis_y + 40.0;
+    // The axis title's baseline is 32 below the axis; the legend's first line starts a line
+    // and a half below it (its box reaches 12 above its baseline), so the two never meet
+    // however long the legend's lines are.
+    let legend_y = axis_y + 58.0;
     let height = legend_y + n * 18.0 + 16.0;
     let window = t.window_ns.max(1) as f64;
     let x = |ns: u64| LEFT + ns as f64 / window * plot_w;
@@ -94,16 +105,35 @@ pub fn to_svg(t: &Timeline, subtitle: &str) -> String {
             );
         }
     }
+    // Mark labels: right of their line, or left of it near the right edge; a label that
+    // would run into one already placed goes up a row (two rows; a third mark crowding
+    // the same spot keeps its line and its name in the tooltip only).
+    let mut placed: Vec<(usize, f64, f64)> = Vec::new();
     for m in &t.marks {
         let mx = x(m.at_ns);
-        let _ = writeln!(
+        let w = m.name.chars().count() as f64 * MARK_CHAR;
+        let (x0, anchor) =
+            if mx + 3.0 + w > WIDTH { (mx - 3.0 - w, "end") } else { (mx + 3.0, "start") };
+        let row = (0..MARK_ROWS.len()).find(|&r| {
+            placed.iter().all(|&(pr, a, b)| pr != r || x0 + w + 4.0 < a || b + 4.0 < x0)
+        });
+        let top = row.map_or(TOP - 4.0, |r| MARK_ROWS[r] - 2.0);
+        let _ = write!(
             s,
-            r##"<line x1="{mx:.2}" y1="{}" x2="{mx:.2}" y2="{axis_y}" stroke="#000" stroke-dasharray="4 3"/><text x="{:.2}" y="{}" font-size="10">{}</text>"##,
-            TOP - 4.0,
-            mx + 3.0,
-            TOP - 4.0,
+            r##"<line x1="{mx:.2}" y1="{top}" x2="{mx:.2}" y2="{axis_y}" stroke="#000" stroke-dasharray="4 3"><title>{}</title></line>"##,
             esc(&m.name)
         );
+        if let Some(r) = row {
+            placed.push((r, x0, x0 + w));
+            let tx = if anchor == "end" { mx - 3.0 } else { mx + 3.0 };
+            let _ = write!(
+                s,
+                r#"<text x="{tx:.2}" y="{}" font-size="{MARK_FONT}" text-anchor="{anchor}">{}</text>"#,
+                MARK_ROWS[r],
+                esc(&m.name)
+            );
+        }
+        s.push('\n');
     }
     // Axis in ms.
     let span_ms = window / 1e6;
@@ -182,6 +212,70 @@ mod tests {
         assert!(svg.contains(">0</text>") && svg.contains(">10</text>"), "{svg}");
         // The two runs 10 ns apart are one bar at this scale.
         assert_eq!(svg.matches("fill=\"#1f77b4\"").count(), 2, "one bar plus the legend swatch");
+    }
+
+    /// Each `<text>`'s box as (left, top, right, bottom, text), estimated from its
+    /// position, anchor, font size and length (0.6 em a character, 0.8 em above the
+    /// baseline and 0.25 below: a little wider and taller than sans-serif's glyphs).
+    fn text_boxes(svg: &str) -> Vec<(f64, f64, f64, f64, String)> {
+        let attr = |tag: &str, name: &str| -> Option<f64> {
+            let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+            tag[at..].split('"').next()?.parse().ok()
+        };
+        svg.split("<text")
+            .skip(1)
+            .map(|t| {
+                let (tag, rest) = t.split_once('>').unwrap();
+                let text = rest.split("</text>").next().unwrap();
+                let chars = text.replace("&amp;", "&").replace("&lt;", "<").chars().count();
+                let size = attr(tag, "font-size").unwrap_or(12.0);
+                let (x, y) = (attr(tag, "x").unwrap(), attr(tag, "y").unwrap());
+                let w = chars as f64 * 0.6 * size;
+                let left = if tag.contains("text-anchor=\"middle\"") {
+                    x - w / 2.0
+                } else if tag.contains("text-anchor=\"end\"") {
+                    x - w
+                } else {
+                    x
+                };
+                (left, y - 0.8 * size, left + w, y + 0.25 * size, text.to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn no_text_of_a_timeline_overlaps_another() {
+        // Two lanes with legends as long as the seed's scenarios write, and two marks close
+        // together near the right edge: before, the axis title overlapped the legend's first
+        // line and a mark's label overlapped the subtitle and the other mark's.
+        let lane = |name: &str| {
+            let mut l = Lane::new(name, "busy loop at nice 0, pinned to CPU 0, started first");
+            l.runs = vec![Span { start_ns: 0, end_ns: 4_000_000 }];
+            l.done_ns = 10_000_000;
+            l
+        };
+        let t = Timeline {
+            scenario: "5".into(),
+            title: "5. Two busy threads and a sleeper".into(),
+            recorder: "sampling".into(),
+            window_ns: 10_000_000,
+            threshold_ns: 1,
+            interval_ns: 1,
+            lanes: vec![lane("spinner"), lane("spinner kernel")],
+            marks: vec![
+                Mark { at_ns: 9_700_000, name: "spinner starts yielding".into() },
+                Mark { at_ns: 9_800_000, name: "sleeper starts yielding".into() },
+            ],
+        };
+        let svg = to_svg(&t, "run #12 — sampling recorder — a long subtitle about the machine vm");
+        let boxes = text_boxes(&svg);
+        assert!(boxes.len() > 8, "{boxes:?}");
+        for (i, a) in boxes.iter().enumerate() {
+            for b in &boxes[i + 1..] {
+                let apart = a.2 <= b.0 || b.2 <= a.0 || a.3 <= b.1 || b.3 <= a.1;
+                assert!(apart, "{:?} overlaps {:?}", a.4, b.4);
+            }
+        }
     }
 
     #[test]

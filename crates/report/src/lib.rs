@@ -30,6 +30,7 @@ pub mod lanes;
 pub mod mem;
 pub mod reference;
 pub mod suites;
+pub mod summary;
 pub mod svg;
 pub mod table;
 pub mod views;

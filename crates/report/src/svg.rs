@@ -116,18 +116,100 @@ pub fn strip(samples: &[f64], median: f64, ci: (f64, f64), title: &str) -> Strin
         (x(ci.1) - x(ci.0)).max(1.0),
         h - 4.0
     );
+    // The dots' style once, on their group: a quick-suite page has thousands of them.
+    s.push_str(r##"<g fill="#333" fill-opacity="0.6">"##);
     for v in &vals {
-        let _ = write!(
-            s,
-            r##"<circle cx="{:.1}" cy="{}" r="1.6" fill="#333" fill-opacity="0.6"/>"##,
-            x(*v),
-            h / 2.0
-        );
+        let _ = write!(s, r#"<circle cx="{:.1}" cy="{}" r="1.6"/>"#, x(*v), h / 2.0);
     }
     let _ = write!(
         s,
-        r##"<rect x="{:.1}" y="0" width="2" height="{h}" fill="#d62728"/></svg>"##,
+        r##"</g><rect x="{:.1}" y="0" width="2" height="{h}" fill="#d62728"/></svg>"##,
         x(median) - 1.0
+    );
+    s
+}
+
+/// A marker of [`against`]: a value, what it is (its tooltip) and its shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mark {
+    /// The value (positive; the scale is logarithmic).
+    pub value: f64,
+    /// Its accessible text (`seed 002: Linux HP PC 102 ns`).
+    pub title: String,
+    /// How it is drawn.
+    pub shape: MarkShape,
+}
+
+/// The shapes of [`against`]'s markers: told apart by form, not colour, so they read in grey.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkShape {
+    /// A published value of another machine: a thin grey tick.
+    Tick,
+    /// A previous run: a hollow circle.
+    Ring,
+}
+
+/// A one-line picture of one value against others, for a table cell: this run's median as
+/// a black bar with its 95% interval as a grey band, other machines' values as thin ticks
+/// and a previous run as a ring, on a logarithmic scale that spans them all (so a value ten
+/// times another is as far as the other is from a tenth). No text inside, so it cannot
+/// overlap the cell's neighbours; the numbers are in the row. Empty for a non-positive
+/// median. Pure.
+pub fn against(median: f64, ci: (f64, f64), marks: &[Mark], title: &str) -> String {
+    if !(median > 0.0 && median.is_finite()) {
+        return String::new();
+    }
+    let (w, h, pad) = (150.0, 20.0, 5.0);
+    let positive = |v: f64| v > 0.0 && v.is_finite();
+    let all = [median, ci.0, ci.1]
+        .into_iter()
+        .chain(marks.iter().map(|m| m.value))
+        .filter(|v| positive(*v));
+    let (lo, hi) = all.fold((median, median), |(a, b), v| (a.min(v), b.max(v)));
+    // A little room either side, and at least a factor of 1.5 across.
+    let (lo, hi) = ((lo / 1.1).min(median / 1.22), (hi * 1.1).max(median * 1.22));
+    let x =
+        |v: f64| pad + (v.max(lo).min(hi).ln() - lo.ln()) / (hi.ln() - lo.ln()) * (w - 2.0 * pad);
+    let mut s = format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" class="against" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img"><title>{}</title><line x1="{pad}" y1="{}" x2="{}" y2="{}" stroke="#bbb"/>"##,
+        escape(title),
+        h / 2.0,
+        w - pad,
+        h / 2.0
+    );
+    if positive(ci.0) && positive(ci.1) {
+        let _ = write!(
+            s,
+            r##"<rect x="{:.1}" y="5" width="{:.1}" height="10" fill="#999"/>"##,
+            x(ci.0),
+            (x(ci.1) - x(ci.0)).max(1.0)
+        );
+    }
+    for m in marks.iter().filter(|m| positive(m.value)) {
+        match m.shape {
+            MarkShape::Tick => {
+                let _ = write!(
+                    s,
+                    r##"<rect x="{:.1}" y="3" width="1.5" height="14" fill="#666"><title>{}</title></rect>"##,
+                    x(m.value) - 0.75,
+                    escape(&m.title)
+                );
+            }
+            MarkShape::Ring => {
+                let _ = write!(
+                    s,
+                    r##"<circle cx="{:.1}" cy="{}" r="4.5" fill="none" stroke="#000" stroke-width="1.5"><title>{}</title></circle>"##,
+                    x(m.value),
+                    h / 2.0,
+                    escape(&m.title)
+                );
+            }
+        }
+    }
+    let _ = write!(
+        s,
+        r##"<rect x="{:.1}" y="1" width="3" height="18" fill="#000"/></svg>"##,
+        x(median) - 1.5
     );
     s
 }
@@ -761,13 +843,12 @@ pub fn bars(title: &str, series: &[&str], groups: &[BarGroup], axis: &str) -> St
                     let w = (x(*v) - LEFT).max(1.0);
                     let _ = write!(
                         s,
-                        r##"<rect x="{LEFT}" y="{y:.1}" width="{w:.1}" height="{}" fill="{}"/><text x="{:.1}" y="{:.1}">{} {}</text>"##,
+                        r##"<rect x="{LEFT}" y="{y:.1}" width="{w:.1}" height="{}" fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"##,
                         BAR - 2.0,
                         color(si),
                         LEFT + w + 4.0,
                         y + BAR - 3.0,
-                        escape(name),
-                        escape(text)
+                        escape(format!("{name} {text}").trim_start())
                     );
                 }
                 _ => {
@@ -830,21 +911,35 @@ pub fn ratios(title: &str, rows: &[(String, f64, String)], axis: &str) -> String
     let x = |r: f64| LEFT + (r.log2() + reach) / (2.0 * reach) * PLOT;
     let mut s = figure_start(width, height, title);
     let axis_y = top + ROW * rows.len() as f64;
+    let label = |r: f64| {
+        if r >= 1.0 {
+            format!("×{}", number_label(r))
+        } else {
+            format!("×1/{}", number_label(1.0 / r))
+        }
+    };
+    // A label every `every` ticks (×1 always), so that neighbours never touch: at 11 px a
+    // character counted 0.7 em wide (DejaVu Sans' digits are 0.64 em, its × 0.84 em), and
+    // a 4 px gap between labels.
+    let widest = label(2f64.powf(-reach)).chars().count() as f64 * 0.7 * 11.0;
+    let every = ((widest + 4.0) / (PLOT / (2.0 * reach))).ceil().max(1.0) as i64;
     let mut k = -reach;
     while k <= reach + 1e-9 {
         let r = 2f64.powf(k);
         let tx = x(r);
         let stroke = if k == 0.0 { "#000" } else { "#ddd" };
-        let label = if r >= 1.0 {
-            format!("×{}", number_label(r))
-        } else {
-            format!("×1/{}", number_label(1.0 / r))
-        };
         let _ = write!(
             s,
-            r##"<line x1="{tx:.1}" y1="{top}" x2="{tx:.1}" y2="{axis_y}" stroke="{stroke}"/><text x="{tx:.1}" y="{}" text-anchor="middle">{label}</text>"##,
-            axis_y + 14.0
+            r##"<line x1="{tx:.1}" y1="{top}" x2="{tx:.1}" y2="{axis_y}" stroke="{stroke}"/>"##
         );
+        if (k.round() as i64) % every == 0 {
+            let _ = write!(
+                s,
+                r##"<text x="{tx:.1}" y="{}" text-anchor="middle">{}</text>"##,
+                axis_y + 14.0,
+                label(r)
+            );
+        }
         k += 1.0;
     }
     let _ = write!(
@@ -888,6 +983,35 @@ pub fn ratios(title: &str, rows: &[(String, f64, String)], axis: &str) -> String
 }
 
 #[cfg(test)]
+mod against_tests {
+    use super::*;
+
+    #[test]
+    fn against_draws_the_median_band_ticks_and_ring_in_order_on_a_log_scale() {
+        let marks = [
+            Mark { value: 10.0, title: "slow <machine>".into(), shape: MarkShape::Tick },
+            Mark { value: 1000.0, title: "fast".into(), shape: MarkShape::Tick },
+            Mark { value: 100.0, title: "last run".into(), shape: MarkShape::Ring },
+        ];
+        let svg = against(100.0, (90.0, 110.0), &marks, "t");
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+        assert!(svg.contains("slow &lt;machine&gt;"));
+        assert!(!svg.contains("<text"), "no text to overlap the row's");
+        let xs: Vec<f64> = svg
+            .split("<rect x=\"")
+            .skip(1)
+            .map(|r| r.split('"').next().unwrap().parse().unwrap())
+            .collect();
+        // band, tick 10, tick 1000, median: the median midway between the ticks (log scale).
+        assert_eq!(xs.len(), 4, "{svg}");
+        let (t10, t1000, med) = (xs[1] + 0.75, xs[2] + 0.75, xs[3] + 1.5);
+        assert!(((med - t10) - (t1000 - med)).abs() < 0.2, "{t10} {med} {t1000}");
+        assert!(svg.contains("<circle cx=\"") && svg.contains("last run"));
+        assert_eq!(against(0.0, (0.0, 0.0), &marks, "t"), "");
+    }
+}
+
+#[cfg(test)]
 mod ratio_tests {
     use super::*;
 
@@ -903,6 +1027,21 @@ mod ratio_tests {
         // The axis reaches ×1/4 .. ×4 around the 1 line.
         for t in [">×1/4<", ">×1<", ">×4<"] {
             assert!(svg.contains(t), "tick {t}");
+        }
+    }
+
+    #[test]
+    fn a_wide_ratio_axis_labels_fewer_ticks_than_it_draws() {
+        // ×1/64 .. ×64: thirteen lines 37 px apart, too close for "×1/64" (5 characters)
+        // beside each other at 11 px: every other one is labelled, ×1 among them.
+        let rows = vec![("a".to_string(), 64.0, "worse".to_string())];
+        let svg = ratios("t", &rows, "ratio");
+        assert_eq!(svg.matches("stroke=\"#ddd\"").count(), 12);
+        for t in [">×1/64<", ">×1/16<", ">×1<", ">×4<", ">×64<"] {
+            assert!(svg.contains(t), "tick {t}");
+        }
+        for t in [">×1/32<", ">×1/2<", ">×2<", ">×32<"] {
+            assert!(!svg.contains(t), "tick {t} left unlabelled");
         }
     }
 }

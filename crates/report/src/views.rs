@@ -149,6 +149,17 @@ pub fn same_machine(a: &Run, b: &Run) -> bool {
 /// "worse" are claims about one machine's noise, made across machines only when `across`
 /// (the user asked for it).
 pub fn compare_table_across(runs: &[Run], baseline: usize, across: bool) -> Table {
+    comparison_table(runs, baseline, across, false)
+}
+
+/// [`compare_table`] with only the rows that changed beyond noise: some run made on the
+/// baseline's machine is better or worse than the baseline there (its interval does not
+/// overlap the baseline's). What a comparison page shows first.
+pub fn changed_table(runs: &[Run], baseline: usize) -> Table {
+    comparison_table(runs, baseline, false, true)
+}
+
+fn comparison_table(runs: &[Run], baseline: usize, across: bool, only_changed: bool) -> Table {
     let names: Vec<String> = runs.iter().map(|r| r.meta.display_name()).collect();
     let mut headers: Vec<(String, Align)> =
         vec![("probe".into(), Align::Left), ("params".into(), Align::Left)];
@@ -162,7 +173,12 @@ pub fn compare_table_across(runs: &[Run], baseline: usize, across: bool) -> Tabl
     let cols: Vec<(&str, Align)> = headers.iter().map(|(h, a)| (h.as_str(), *a)).collect();
     let mut t = Table::new(&cols);
 
-    for row in comparison_rows(runs, baseline) {
+    let changed = |row: &ComparisonRow| {
+        row.verdicts.iter().enumerate().any(|(i, v)| {
+            v.is_some_and(|v| !v.within_noise) && same_machine(&runs[i], &runs[baseline])
+        })
+    };
+    for row in comparison_rows(runs, baseline).into_iter().filter(|r| !only_changed || changed(r)) {
         let mut cells = vec![row.probe.clone(), row.params.clone()];
         for (i, m) in row.results.iter().enumerate() {
             cells.push(match m {
