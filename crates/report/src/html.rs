@@ -634,6 +634,15 @@ mod tests {
         let changes = main.split("</section>").next().unwrap();
         assert!(changes.contains("1 row changed beyond noise"), "{changes}");
         assert!(changes.contains("os.slower") && !changes.contains("os.same"), "{changes}");
+        // Across machines there is no noise to judge by: no verdicts first.
+        let (mut c, mut d) = (run(3, "c"), run(4, "d"));
+        d.meta.machine.host = "elsewhere".into();
+        c.results = vec![result("os.slower", 100.0)];
+        d.results = vec![result("os.slower", 300.0)];
+        let other = page(&[c, d], 0, &[], "0.1.0");
+        let changes = other.split("<section id=\"changes\"").nth(1).unwrap();
+        let changes = changes.split("</section>").next().unwrap();
+        assert!(changes.contains("No other run was made on the machine of c"), "{changes}");
         // The full comparison still has both.
         let comparison = html.split("<section id=\"comparison\"").nth(1).unwrap();
         assert!(comparison.contains("os.same") && comparison.contains("os.slower"));

@@ -153,6 +153,16 @@ fn thread_chart(run: &Run) -> Option<String> {
 /// For several runs, what changed beyond noise against the baseline, alone: the rows of
 /// the comparison whose verdict is better or worse for some run of the baseline's machine.
 pub(super) fn changes_html(runs: &[Run], baseline: usize) -> String {
+    let same = |i: usize| i != baseline && views::same_machine(&runs[i], &runs[baseline]);
+    if !(0..runs.len()).any(same) {
+        // Noise is one machine's: across machines there are ratios, not verdicts.
+        return format!(
+            "<p>No other run was made on the machine of {} (the baseline), so nothing is \
+             judged against its noise; the <a href=\"#comparison\">comparison</a> has the \
+             ratios.</p>\n",
+            escape(&runs[baseline].meta.display_name())
+        );
+    }
     let t = views::changed_table(runs, baseline);
     if t.is_empty() {
         return format!(
