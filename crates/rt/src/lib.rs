@@ -90,6 +90,7 @@ pub(crate) mod handoff;
 pub(crate) mod idle;
 pub(crate) mod lifecycle;
 pub(crate) mod park;
+pub(crate) mod poll;
 pub(crate) mod slot;
 
 #[cfg(not(loom))]
@@ -105,11 +106,15 @@ mod futex;
 #[cfg(not(loom))]
 mod guard;
 #[cfg(not(loom))]
+pub mod io;
+#[cfg(not(loom))]
 pub mod local;
 #[cfg(not(loom))]
 mod machine;
 #[cfg(not(loom))]
 mod monitor;
+#[cfg(not(loom))]
+pub mod net;
 #[cfg(not(loom))]
 pub mod preempt;
 #[cfg(not(loom))]
