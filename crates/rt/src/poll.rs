@@ -135,7 +135,6 @@ mod imp {
     struct Entry {
         task: TaskRef,
         interest: u8,
-        ticket: u64,
         /// The `closed` flag of the `net` object waited on, if any: at a
         /// runtime's drop the descriptor of a thread that will never run
         /// again is closed, and the flag tells the object (`net/mod.rs`).
@@ -174,7 +173,6 @@ mod imp {
         /// When the last poll ran, in ns since `epoch` (maintenance's rate).
         last_poll: AtomicU64,
         epoch: Instant,
-        tickets: AtomicU64,
     }
 
     static POLLER: OnceLock<Result<Poller, i32>> = OnceLock::new();
@@ -335,7 +333,6 @@ mod imp {
                 blocked: AtomicBool::new(false),
                 last_poll: AtomicU64::new(0),
                 epoch: Instant::now(),
-                tickets: AtomicU64::new(1),
             })
         }
 
@@ -402,7 +399,8 @@ mod imp {
             let slot = self.slot(fd).ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
             let check_level = seen.is_none();
             let seen = seen.unwrap_or_else(|| slot.edges.seen());
-            let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
+            // A thread waits once at a time: its address names its entry.
+            let ticket = task.as_ptr();
             {
                 // In a runtime section: preempted holding the lock, this
                 // thread would leave it to the next thread of its kernel
@@ -419,7 +417,6 @@ mod imp {
                 st.waiters.push(Entry {
                     task: task.clone(),
                     interest,
-                    ticket,
                     owner: owner.map(NonNull::from),
                 });
                 self.waiting.fetch_add(1, Ordering::SeqCst);
@@ -449,13 +446,20 @@ mod imp {
                                 Woke::Ready(interest)
                             };
                         }
-                        crate::thread::park_timeout(d - now);
+                        // `park_timeout`, with the timer withdrawn after.
+                        let key = {
+                            let _section = crate::processor::here();
+                            task.shared.timers.insert_unpark(d - now, task.clone())
+                        };
+                        crate::thread::park();
+                        let _section = crate::processor::here();
+                        task.shared.timers.cancel(key);
                     }
                     None => crate::thread::park(),
                 }
                 let _section = crate::processor::here();
                 let st = slot.state.lock();
-                if !st.waiters.iter().any(|e| e.ticket == ticket) {
+                if !st.waiters.iter().any(|e| e.task.as_ptr() == ticket) {
                     break Woke::Ready(interest);
                 }
                 if slot.edges.moved(interest, seen) {
@@ -470,10 +474,10 @@ mod imp {
 
         /// Takes the waiter `ticket` off `slot`'s list; `false` if it was
         /// already taken (woken).
-        fn delist(&self, slot: &Slot, ticket: u64) -> bool {
+        fn delist(&self, slot: &Slot, ticket: NonNull<crate::task::Task>) -> bool {
             let _section = crate::processor::here();
             let mut st = slot.state.lock();
-            match st.waiters.iter().position(|e| e.ticket == ticket) {
+            match st.waiters.iter().position(|e| e.task.as_ptr() == ticket) {
                 Some(i) => {
                     let e = st.waiters.swap_remove(i);
                     drop(st);

@@ -27,6 +27,17 @@ fn rng(seed: u64) -> impl FnMut() -> u64 {
 /// `conns` clients and `conns` server threads echo `rounds` one-byte round
 /// trips each, yielding at random points, on `procs` processors.
 fn echo_stress(procs: usize, mode: Mode, conns: usize, rounds: usize) {
+    echo_stress_with(procs, mode, conns, rounds, None);
+}
+
+/// [`echo_stress`], the server's reads bounded by `timeout`.
+fn echo_stress_with(
+    procs: usize,
+    mode: Mode,
+    conns: usize,
+    rounds: usize,
+    timeout: Option<Duration>,
+) {
     watchdog(120, move || {
         let rt = runtime_in(procs, mode);
         rt.block_on(move || {
@@ -36,6 +47,7 @@ fn echo_stress(procs: usize, mode: Mode, conns: usize, rounds: usize) {
                 let mut handlers = Vec::new();
                 for (i, s) in listener.incoming().take(conns).enumerate() {
                     let mut s = s.unwrap();
+                    s.set_read_timeout(timeout).unwrap();
                     handlers.push(schedlab_rt::spawn(move || {
                         let mut r = rng(i as u64 * 7919);
                         let mut b = [0u8; 1];
@@ -96,6 +108,13 @@ fn echo_stress_two_processors() {
 #[test]
 fn echo_stress_four_processors_preemptive() {
     echo_stress(4, Mode::Preemptive, 128, 100);
+}
+
+#[test]
+fn echo_stress_with_read_timeouts_that_never_expire() {
+    // Each parked read registers a timer and withdraws it when the byte
+    // comes (`Timers::cancel`): thousands of them, none firing.
+    echo_stress_with(2, Mode::Cooperative, 32, 300, Some(Duration::from_secs(60)));
 }
 
 #[test]
