@@ -1,8 +1,8 @@
 //! A thread-per-connection one-byte echo server, three ways, against a
 //! client process of OS threads doing round trips over loopback (issue
 //! 29's measurement, outside the lab's harness): prints round trips per
-//! second and the server's kernel threads (`/proc/self/task`) while the
-//! connections are open.
+//! second, the server's CPU time per round trip, and its kernel threads
+//! (`/proc/self/task`) while the connections are open.
 //!
 //! ```text
 //! cargo build --release -p schedlab-rt --example echo
@@ -45,6 +45,18 @@ fn pin(cpu: usize) {
     }
 }
 
+/// CPU time the process has used (user + system).
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage fills the zeroed struct.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
 fn kernel_threads() -> usize {
     std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
 }
@@ -72,12 +84,21 @@ fn main() -> ExitCode {
         .stdout(Stdio::piped())
         .spawn()
         .expect("start the client");
-    let threads_seen = Arc::new(AtomicU64::new(0));
-    let seen = threads_seen.clone();
-    // Samples the server's kernel threads while the round trips run.
+    // Follows the client's report: "go" when its round trips start, the
+    // count when they stop; samples the server's CPU time at both and its
+    // kernel threads halfway.
+    let report = child.stdout.take().expect("piped");
     let sampler = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs_f64(secs / 2.0 + 0.5));
-        seen.store(kernel_threads() as u64, Ordering::Relaxed);
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(report));
+        let go = lines.next()?.ok()?;
+        if go != "go" {
+            return None;
+        }
+        let cpu0 = cpu_time();
+        std::thread::sleep(Duration::from_secs_f64(secs / 2.0));
+        let threads = kernel_threads();
+        let trips: f64 = lines.next()?.ok()?.trim().parse().ok()?;
+        Some((trips, cpu_time() - cpu0, threads))
     });
     let rt = match mode.as_str() {
         "os" => None,
@@ -115,20 +136,18 @@ fn main() -> ExitCode {
         Some(rt) => rt.block_on(accept_loop).expect("no deadlock"),
         None => accept_loop(),
     }
-    let mut out = String::new();
-    child.stdout.take().expect("piped").read_to_string(&mut out).expect("the client's report");
     let status = child.wait().expect("the client");
-    sampler.join().expect("the sampler");
-    if !status.success() {
+    let report = sampler.join().expect("the sampler");
+    let (true, Some((trips, cpu, threads))) = (status.success(), report) else {
         eprintln!("echo: the client failed ({status})");
         return ExitCode::FAILURE;
-    }
-    let trips: f64 = out.trim().parse().expect("a count from the client");
+    };
     println!(
-        "{mode} connections={conns} processors={} round_trips_per_s={:.0} server_kernel_threads={}",
+        "{mode} connections={conns} processors={} round_trips_per_s={:.0} \
+         server_cpu_ns_per_round_trip={:.0} server_kernel_threads={threads}",
         if rt.is_some() { procs } else { 0 },
         trips / secs,
-        threads_seen.load(Ordering::Relaxed)
+        cpu.as_nanos() as f64 / trips.max(1.0),
     );
     ExitCode::SUCCESS
 }
@@ -162,23 +181,40 @@ fn client(args: &[String]) -> ExitCode {
         return usage();
     };
     pin(1);
+    // Connected one after another, so the server's accept queue never
+    // overflows (a burst of 2,000 SYNs is dropped and retried, or reset).
+    let mut streams = Vec::with_capacity(conns);
+    for _ in 0..conns {
+        match std::net::TcpStream::connect(addr) {
+            Ok(s) => streams.push(s),
+            Err(e) => {
+                eprintln!("echo client: connecting to {addr}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let start = Arc::new(std::sync::Barrier::new(conns + 1));
     let total = Arc::new(AtomicU64::new(0));
-    let threads: Vec<_> = (0..conns)
-        .map(|_| {
-            let (stop, start, total) = (stop.clone(), start.clone(), total.clone());
+    let failed = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = streams
+        .into_iter()
+        .map(|mut s| {
+            let (stop, start, total, failed) =
+                (stop.clone(), start.clone(), total.clone(), failed.clone());
             std::thread::Builder::new()
                 .stack_size(64 << 10)
                 .spawn(move || {
-                    let mut s = std::net::TcpStream::connect(addr).expect("connect");
-                    s.set_nodelay(true).expect("TCP_NODELAY");
+                    let _ = s.set_nodelay(true);
                     start.wait();
                     let mut n = 0u64;
                     let mut b = [0u8; 1];
                     while !stop.load(Ordering::Relaxed) {
-                        s.write_all(b"x").expect("write");
-                        s.read_exact(&mut b).expect("read");
+                        if let Err(e) = s.write_all(b"x").and_then(|()| s.read_exact(&mut b)) {
+                            eprintln!("echo client: a round trip failed: {e}");
+                            failed.store(true, Ordering::Relaxed);
+                            break;
+                        }
                         n += 1;
                     }
                     total.fetch_add(n, Ordering::Relaxed);
@@ -187,11 +223,15 @@ fn client(args: &[String]) -> ExitCode {
         })
         .collect();
     start.wait();
+    println!("go");
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(secs));
     stop.store(true, Ordering::Relaxed);
     for t in threads {
         t.join().expect("a client thread");
+    }
+    if failed.load(Ordering::Relaxed) {
+        return ExitCode::FAILURE;
     }
     let scaled = total.load(Ordering::Relaxed) as f64 * secs / t0.elapsed().as_secs_f64();
     println!("{scaled:.0}");
