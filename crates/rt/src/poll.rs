@@ -9,8 +9,10 @@
 //! registered once, edge-triggered, for reading and writing, when a user
 //! thread first waits on it; [`Poller::forget`] (the owner's `close`)
 //! removes it. The readiness side ([`Poller::poll`]) runs on processors: a
-//! non-blocking poll when one looks for work (`Processor::steal_round`) and
-//! every [`POLL_EVERY`] at a busy one's maintenance, and a blocking one by
+//! non-blocking poll when one looks for work (`Processor::steal_round`),
+//! every [`POLL_EVERY`] at a busy one's maintenance, every [`MONITOR_POLL`]
+//! by the monitor while every processor runs (a thread that computes makes
+//! no decisions: Go's sysmon), and a blocking one by
 //! at most one processor that goes to sleep while threads wait on I/O
 //! (`Poller::sleep`): it sleeps in `epoll_wait` instead of on its futex,
 //! and its parker's `unpark` writes the eventfd (`idle.rs`, `Parker`), so a
@@ -130,6 +132,9 @@ mod imp {
     /// I/O (Go's sysmon polls after 10 ms; a busy processor here looks
     /// sooner, since it is already at a decision).
     pub(crate) const POLL_EVERY: Duration = Duration::from_micros(200);
+    /// How often the monitor polls while every processor is busy and
+    /// threads wait on I/O (`monitor.rs`).
+    pub(crate) const MONITOR_POLL: Duration = Duration::from_millis(1);
 
     /// A waiting thread, listed in a slot.
     struct Entry {

@@ -367,3 +367,36 @@ fn udp_unix_and_pipes_park_and_deliver() {
         .unwrap();
     });
 }
+
+#[test]
+fn readiness_reaches_a_thread_while_its_processor_runs_a_spinner() {
+    // One processor, held by a thread that computes without a decision
+    // until the reader has read: only the monitor can see the readiness
+    // (and, the reader then waiting in the injection queue, preempt the
+    // spinner for it). Before it polled, this hung.
+    watchdog(30, || {
+        let rt = runtime_in(1, Mode::Preemptive);
+        rt.block_on(|| {
+            let (r, w) = pipe().unwrap();
+            let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let d = done.clone();
+            let reader = schedlab_rt::spawn(move || {
+                let mut b = [0; 1];
+                (&r).read_exact(&mut b).unwrap();
+                d.store(true, std::sync::atomic::Ordering::Release);
+            });
+            schedlab_rt::yield_now(); // the reader parks on the pipe
+            let writer = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                (&w).write_all(b"w").unwrap();
+                w
+            });
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                std::hint::spin_loop();
+            }
+            reader.join().unwrap();
+            drop(writer.join().unwrap());
+        })
+        .unwrap();
+    });
+}
