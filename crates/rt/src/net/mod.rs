@@ -199,11 +199,13 @@ impl<T: AsRawFd> Io<T> {
     ) -> io::Result<R> {
         let inner = self.get()?;
         let fd = inner.as_raw_fd();
-        let poller = poll::poller()?;
+        // Without a poller (it could not be made: no descriptors left), a
+        // user thread waits as an OS thread does, in `poll(2)`.
+        let poller = poll::poller().ok();
         let mut deadline: Option<Instant> = None;
         loop {
             // Waiting step 1 (`poll.rs`): the edge counters before the call.
-            let seen = poller.seen(fd);
+            let seen = poller.and_then(|p| p.seen(fd));
             match f(inner) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 r => return r,
@@ -211,12 +213,12 @@ impl<T: AsRawFd> Io<T> {
             if deadline.is_none() {
                 deadline = timeout.map(|d| Instant::now() + d);
             }
-            let task = match seen {
-                Some(_) => crate::processor::current_task_ref(),
-                None => None,
+            let parking = match (poller, seen) {
+                (Some(p), Some(_)) => crate::processor::current_task_ref().map(|t| (p, t)),
+                _ => None,
             };
-            match task {
-                Some(task) => {
+            match parking {
+                Some((poller, task)) => {
                     match poller.wait(fd, interest, seen, deadline, Some(&self.closed), &task)? {
                         Woke::Ready(_) => {}
                         Woke::TimedOut => return Err(would_block()),
