@@ -26,6 +26,7 @@ const TESTS: &[&str] = &[
     "signal",
     "malloc",
     "priority",
+    "io",
 ];
 
 fn sources() -> PathBuf {
@@ -134,4 +135,9 @@ fn threads_that_malloc_leave_no_memory_behind() {
 #[test]
 fn real_time_priorities_order_the_waiters() {
     check("priority");
+}
+
+#[test]
+fn reads_and_writes_on_pipes_and_sockets_wait_without_a_kernel_thread() {
+    check("io");
 }

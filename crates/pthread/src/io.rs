@@ -83,6 +83,16 @@ fn ts(left: Duration) -> libc::timespec {
     }
 }
 
+/// glibc's `poll`, for the library's own zero-timeout looks (`fdio.rs`).
+///
+/// # Safety
+///
+/// C's contract for `poll`.
+pub(crate) unsafe fn real_poll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { next::poll()(fds, n, timeout) }
+}
+
 /// `poll`.
 ///
 /// # Safety

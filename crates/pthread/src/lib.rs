@@ -38,6 +38,7 @@
 
 mod cancel;
 mod events;
+mod fdio;
 mod fork;
 mod glibc;
 mod io;

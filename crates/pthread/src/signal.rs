@@ -21,7 +21,7 @@
 //! runtime's own handler restarts it, so the program's handler runs and the
 //! call goes on).
 
-use crate::thread::{current, gone, on_user_thread, user_thread, Kind};
+use crate::thread::{current, gone, on_user_thread, user_thread, Kind, ThreadData};
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;
 
@@ -160,7 +160,7 @@ pub unsafe extern "C-unwind" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> 
     if let Some(tid) = schedlab_rt::shared::kernel_thread_of(&thread) {
         // SAFETY: tgkill to a kernel thread of our own process.
         if unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, sig) } == 0 {
-            d.signals_seen.fetch_add(1, Ordering::AcqRel);
+            count_delivery(d, sig);
             return 0;
         }
     }
@@ -168,6 +168,25 @@ pub unsafe extern "C-unwind" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> 
     schedlab_rt::shared::interrupt(&thread);
     thread.unpark();
     0
+}
+
+/// Counts a signal delivered to `d` (`ThreadData::signals_seen`), and in
+/// `signals_restart` too when it would not end a blocking system call with
+/// `EINTR`: its handler asked for `SA_RESTART`, or it has no handler.
+fn count_delivery(d: &ThreadData, sig: c_int) {
+    // SAFETY: an all-zero sigaction is valid; sigaction only reads the
+    // disposition into it.
+    let restarts = unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut sa) != 0
+            || sa.sa_sigaction == libc::SIG_DFL
+            || sa.sa_sigaction == libc::SIG_IGN
+            || sa.sa_flags & libc::SA_RESTART != 0
+    };
+    if restarts {
+        d.signals_restart.fetch_add(1, Ordering::AcqRel);
+    }
+    d.signals_seen.fetch_add(1, Ordering::AcqRel);
 }
 
 /// Raises `sig` on the calling kernel thread, for the calling thread.
@@ -200,8 +219,9 @@ pub(crate) fn deliver_pending() {
         if d.pending_signals.fetch_and(!b, Ordering::AcqRel) & b == 0 {
             continue;
         }
-        d.signals_seen.fetch_add(1, Ordering::AcqRel);
-        raise_here(b.trailing_zeros() as c_int + 1);
+        let sig = b.trailing_zeros() as c_int + 1;
+        count_delivery(d, sig);
+        raise_here(sig);
     }
 }
 

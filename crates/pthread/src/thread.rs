@@ -143,6 +143,9 @@ pub(crate) struct ThreadData {
     /// Signals delivered to the thread so far (a sleep they interrupt ends
     /// with `EINTR`).
     pub(crate) signals_seen: AtomicU32,
+    /// Of those, the ones whose handler asked for `SA_RESTART` (or that had
+    /// none): a blocking call they come during goes on (`fdio.rs`).
+    pub(crate) signals_restart: AtomicU32,
 }
 
 // SAFETY: the cells (`kind`, `cleanup`, `keys`) are touched only by the
@@ -191,6 +194,7 @@ impl ThreadData {
             pending_signals: std::sync::atomic::AtomicU64::new(0),
             sigwait_set: std::sync::atomic::AtomicU64::new(0),
             signals_seen: AtomicU32::new(0),
+            signals_restart: AtomicU32::new(0),
             sched: std::sync::atomic::AtomicI32::new(0),
         })
     }
