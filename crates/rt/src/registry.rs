@@ -139,10 +139,14 @@ impl Registry {
             if !task.is_parked() || task.external_wait.load(Ordering::Relaxed) {
                 return None;
             }
-            out.push(ParkedThread {
-                id: task.id,
-                name: task.name().map(str::to_owned),
-                waiting_on: task.wait_reason(),
+            // The thread and the joiners it runs inline in, which wait for
+            // it on its stack (`processor/inline.rs`).
+            each_host(task, |task| {
+                out.push(ParkedThread {
+                    id: task.id,
+                    name: task.name().map(str::to_owned),
+                    waiting_on: task.wait_reason(),
+                })
             });
         }
         if out.is_empty() {
@@ -168,8 +172,25 @@ impl Registry {
             let t = unsafe { s.0.as_ref() }.task.load(Ordering::Acquire);
             // SAFETY: the caller's guarantee.
             if let Some(task) = unsafe { t.as_ref() } {
-                f(task);
+                each_host(task, &mut f);
             }
+        }
+    }
+}
+
+/// Calls `f` for `task` and for each joiner it runs inline in, innermost
+/// first (`Task::host`): a stack's owner is the innermost, and the joiners
+/// below it own no stack meanwhile. Callers read while no thread runs, so
+/// the chain stands still and its tasks are alive (each holds its child's
+/// handle, and is held by the frames of its own host or stack).
+fn each_host(task: &Task, mut f: impl FnMut(&Task)) {
+    let mut t = task;
+    loop {
+        f(t);
+        // SAFETY: as above.
+        match unsafe { t.host.load(Ordering::Acquire).as_ref() } {
+            Some(h) => t = h,
+            None => return,
         }
     }
 }
