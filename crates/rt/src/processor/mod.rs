@@ -49,6 +49,7 @@ mod spawn;
 mod switch;
 
 pub(crate) use self::inline::join_inline;
+
 pub(crate) use self::spawn::{spawn, SpawnOptions, Target};
 pub(crate) use self::switch::{after_switch, complete_leave, Pending};
 pub(crate) use self::switch::{
@@ -1355,6 +1356,61 @@ pub(crate) fn take_back_ref(r: &SharedRef, vp: Option<&Processor>) -> bool {
             true
         }
         _ => false,
+    }
+}
+
+/// Most other processors a [`SpinWatch`] keeps an eye on.
+const WATCHED: usize = 8;
+
+/// What a thread about to spin on a lock (`sync/mutex.rs`) knows of where
+/// the holder may be running: the *other* processors of its runtime that run
+/// user code right now, each with its switch count then. A lock's holder runs
+/// only on one of them (never on the spinner's own processor, which the
+/// spinner occupies), and only for as long as that processor's stint lasts:
+/// once each watched processor has switched or left user code, a holder that
+/// was running is no longer (it parked, was preempted or exited), and
+/// spinning would only burn this processor.
+pub(crate) struct SpinWatch {
+    watched: [(*const Processor, u32); WATCHED],
+    len: usize,
+}
+
+impl SpinWatch {
+    /// The watch for the calling user thread; `None` on an OS thread or a
+    /// detached user thread (no processor to reason from).
+    pub(crate) fn here() -> Option<SpinWatch> {
+        let vp = enter()?;
+        let mut w = SpinWatch { watched: [(std::ptr::null(), 0); WATCHED], len: 0 };
+        if vp.solo {
+            return Some(w);
+        }
+        for p in vp.shared.processors() {
+            if w.len == WATCHED {
+                break;
+            }
+            if std::ptr::eq(p.0, vp.processor()) {
+                continue;
+            }
+            // SAFETY: processors live as long as their runtime's `Shared`,
+            // which the calling thread's task keeps alive.
+            let other = unsafe { &*p.0 };
+            if other.in_user.load(Ordering::Relaxed) {
+                w.watched[w.len] = (p.0, other.switches.load(Ordering::Relaxed));
+                w.len += 1;
+            }
+        }
+        Some(w)
+    }
+
+    /// Whether a holder may still be running: some watched processor is in
+    /// the same stint as when the watch began.
+    #[inline]
+    pub(crate) fn holder_may_run(&self) -> bool {
+        self.watched[..self.len].iter().any(|&(p, seen)| {
+            // SAFETY: as in `here`; the caller is the thread that made the watch.
+            let p = unsafe { &*p };
+            p.in_user.load(Ordering::Relaxed) && p.switches.load(Ordering::Relaxed) == seen
+        })
     }
 }
 
