@@ -645,9 +645,9 @@ impl Processor {
     /// a failed stack allocation too).
     #[inline(never)]
     fn first_context(&self, t: &Task) -> StackPointer {
+        let cell = t.stack.get();
         // SAFETY: as in `stack`; the task is ours (came out of a queue) and
         // has not run, so its stack cell is empty and unshared.
-        let cell = t.stack.get();
         unsafe {
             let pool = &mut *self.pool.get();
             // Written straight into the cell (see the note in `spawn.rs` on
