@@ -4,15 +4,18 @@
 //! Registering each *thread* at spawn and removing it at exit cost two locked
 //! instructions per thread (a spin lock, ~11 ns of a ~90 ns spawn+join).
 //! Stacks are made and unmapped far more rarely than threads (they are
-//! pooled; creating one is an `mmap` anyway), and a live thread always owns
-//! exactly one stack. So the runtime registers *stacks*, under a lock, when
+//! pooled; creating one is an `mmap` anyway), and a live thread that has
+//! started always owns exactly one stack (one not yet started is queued, so
+//! runnable: no deadlock check needs it; one run inline by its joiner owns
+//! the joiner's stack meanwhile, and the joiner is found through it,
+//! `Task::host`). So the runtime registers *stacks*, under a lock, when
 //! they are mapped and unmapped, and each registered stack has a [`Slot`]
 //! naming the thread that runs on it:
 //!
 //! | slot `task` | meaning                                              |
 //! |-------------|------------------------------------------------------|
 //! | null        | the stack is free (in a pool or the depot)            |
-//! | `t`         | thread `t` owns it: set at spawn, before `t` is queued |
+//! | `t`         | thread `t` owns it: set when `t` first runs (or at spawn for a stack of its own size), or lent to `t` by its joiner |
 //! |             | (release); cleared by `t` itself before its last switch |
 //!
 //! Both stores are plain `mov`s on x86_64.

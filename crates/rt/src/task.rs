@@ -9,7 +9,8 @@
 //! - `ctx`: written by `arch::switch` when the task is suspended, read by the
 //!   processor that resumes it; the hand-over goes through a run queue or the
 //!   park word (`park.rs`), both release/acquire.
-//! - `stack`: set at spawn, taken once by the processor that runs the task's
+//! - `stack`: set at spawn or by the processor that first runs the task
+//!   (`Processor::context_of`), taken once by the processor that runs the task's
 //!   exit (after its last switch), or at shutdown.
 //! - `joiner`: written once by (or for) the joining thread before it
 //!   registers in `state`, read by the exiting task after it sees that.
