@@ -142,15 +142,15 @@ fn stress_fork_join_with_random_yields_on_two_processors() {
         for mode in MODES {
             for seed in 1..=3u64 {
                 let rt = runtime_in(2, mode);
-                const DEPTH: u32 = 10;
+                const DEPTH: u32 = 14;
                 let ran: Arc<Vec<AtomicU8>> =
                     Arc::new((0..1usize << (DEPTH + 1)).map(|_| AtomicU8::new(0)).collect());
                 let r = ran.clone();
-                let v = rt.block_on(move || fib(20, DEPTH, 0, &r, seed)).unwrap();
-                assert_eq!(v, 6765, "fib(20) in {mode:?}");
+                let v = rt.block_on(move || fib(24, DEPTH, 0, &r, seed)).unwrap();
+                assert_eq!(v, 46368, "fib(24) in {mode:?}");
                 // Every spawned child ran exactly once (twice fails inside).
                 let ran = ran.iter().filter(|a| a.load(Ordering::Relaxed) == 1).count();
-                assert_eq!(ran, spawns(20, DEPTH), "children that ran, {mode:?}");
+                assert_eq!(ran, spawns(24, DEPTH), "children that ran, {mode:?}");
             }
         }
     });
