@@ -86,6 +86,38 @@
 //!   thread and its stack size.
 //! - [`Runtime::block_on`] returns [`Deadlock`] when every user thread is
 //!   parked for good, instead of hanging.
+//!
+//! # Fork-join
+//!
+//! A spawned thread of the runtime's stack size takes no stack until it first
+//! runs, so a backlog of queued children costs a task record each (a few
+//! hundred bytes), not a stack and its page faults. And a
+//! [`JoinHandle::join`] that finds the thread it joins not yet started, still
+//! in its own processor's next slot or queue (no other processor stole it),
+//! runs it *inline*: on the joiner's stack, as a function call, with no stack
+//! of its own and no context switch — the work-first strategy of Cilk and of
+//! rayon's `join`. So recursive divide and conquer (`spawn` one half, compute
+//! the other, `join`) costs about a function call per split when nothing is
+//! idle, and a real thread when a processor is.
+//!
+//! The inline child is still its own thread: [`current()`], its id and name,
+//! its [`LocalKey`] values, its panic (returned by `join`), its events,
+//! preemption and every blocking primitive are its own. What it may observe
+//! differently:
+//! - it runs below its joiner's frames on the joiner's stack, and starts only
+//!   if at least half its stack size is left there (else the join waits for
+//!   it to run on a stack of its own), so it may have as little as half its
+//!   stack size; an overflow is reported with its name and the joiner's
+//!   stack size. A thread that needs its whole stack gets an explicit
+//!   [`Builder::stack_size`]: such a thread is never run inline;
+//! - [`stack_usage()`] reports the joiner's stack, pages the joiner touched
+//!   included;
+//! - it starts at the join, on the joiner's processor, rather than when the
+//!   scheduler would have picked it; while it runs the joiner waits on it
+//!   (a deadlock report lists both);
+//! - in a runtime that uses [`Priority`] levels or CPU budgets
+//!   ([`Builder::cpu_budget`]), whose accounting is done at switches, no
+//!   thread runs inline.
 
 #![deny(missing_docs)]
 

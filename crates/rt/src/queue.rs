@@ -59,6 +59,7 @@ use crate::slot::RawSlot;
 use crate::task::{Task, TaskRef};
 use crossbeam_deque::{Steal, Stealer, Worker};
 use std::cell::{Cell, UnsafeCell};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Bits of [`RunQueue::used`]: which parts besides the private one may hold
@@ -351,6 +352,36 @@ impl RunQueue {
         true
     }
 
+    /// Takes `want` if it is the thread [`RunQueue::push_fresh`] queued last
+    /// and it is still here (a joiner taking back its child,
+    /// `processor/inline.rs`): the head of the private part, or the newest of
+    /// the fresh deque (crossbeam's owner `pop` decides against a thief's
+    /// steal; another thread popped meanwhile is pushed back where it was).
+    #[inline]
+    pub(crate) fn take_fresh_if(&self, want: *const Task) -> Option<TaskRef> {
+        if self.private_len() > 0 {
+            let ring = self.ring();
+            let head = self.head.get() & (ring.len() - 1);
+            if ring[head].as_ref().is_some_and(|t| std::ptr::eq(&**t, want)) {
+                return self.pop_private();
+            }
+        }
+        if self.used.get() & FRESH == 0 {
+            return None;
+        }
+        match self.fresh.pop() {
+            Some(t) if std::ptr::eq(&*t, want) => Some(t),
+            Some(t) => {
+                self.fresh.push(t);
+                None
+            }
+            None => {
+                self.unmark(FRESH);
+                None
+            }
+        }
+    }
+
     /// Takes every queued thread, oldest first (shutdown).
     pub(crate) fn drain(&self) -> impl Iterator<Item = TaskRef> + '_ {
         std::iter::from_fn(move || self.pop())
@@ -423,6 +454,14 @@ impl LifoSlot {
     pub(crate) fn take(&self, shared: bool) -> Option<TaskRef> {
         // SAFETY: the slot owned this reference, and `take` gave it to us alone.
         self.0.take(shared).map(|p| unsafe { TaskRef::from_raw(p) })
+    }
+
+    /// The owner takes `want` back if the slot still holds it (`slot.rs`,
+    /// [`RawSlot::take_back`]: against a thief, exactly one gets it).
+    #[inline]
+    pub(crate) fn take_back(&self, want: NonNull<Task>, shared: bool) -> Option<TaskRef> {
+        // SAFETY: the slot owned this reference, and `take_back` gave it to us alone.
+        self.0.take_back(want, shared).map(|p| unsafe { TaskRef::from_raw(p) })
     }
 
     /// Whether a thread waits in the slot (a hint, for other threads).

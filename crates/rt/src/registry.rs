@@ -4,15 +4,18 @@
 //! Registering each *thread* at spawn and removing it at exit cost two locked
 //! instructions per thread (a spin lock, ~11 ns of a ~90 ns spawn+join).
 //! Stacks are made and unmapped far more rarely than threads (they are
-//! pooled; creating one is an `mmap` anyway), and a live thread always owns
-//! exactly one stack. So the runtime registers *stacks*, under a lock, when
+//! pooled; creating one is an `mmap` anyway), and a live thread that has
+//! started always owns exactly one stack (one not yet started is queued, so
+//! runnable: no deadlock check needs it; one run inline by its joiner owns
+//! the joiner's stack meanwhile, and the joiner is found through it,
+//! `Task::host`). So the runtime registers *stacks*, under a lock, when
 //! they are mapped and unmapped, and each registered stack has a [`Slot`]
 //! naming the thread that runs on it:
 //!
 //! | slot `task` | meaning                                              |
 //! |-------------|------------------------------------------------------|
 //! | null        | the stack is free (in a pool or the depot)            |
-//! | `t`         | thread `t` owns it: set at spawn, before `t` is queued |
+//! | `t`         | thread `t` owns it: set when `t` first runs (or at spawn for a stack of its own size), or lent to `t` by its joiner |
 //! |             | (release); cleared by `t` itself before its last switch |
 //!
 //! Both stores are plain `mov`s on x86_64.
@@ -139,10 +142,14 @@ impl Registry {
             if !task.is_parked() || task.external_wait.load(Ordering::Relaxed) {
                 return None;
             }
-            out.push(ParkedThread {
-                id: task.id,
-                name: task.name().map(str::to_owned),
-                waiting_on: task.wait_reason(),
+            // The thread and the joiners it runs inline in, which wait for
+            // it on its stack (`processor/inline.rs`).
+            each_host(task, |task| {
+                out.push(ParkedThread {
+                    id: task.id,
+                    name: task.name().map(str::to_owned),
+                    waiting_on: task.wait_reason(),
+                })
             });
         }
         if out.is_empty() {
@@ -168,8 +175,25 @@ impl Registry {
             let t = unsafe { s.0.as_ref() }.task.load(Ordering::Acquire);
             // SAFETY: the caller's guarantee.
             if let Some(task) = unsafe { t.as_ref() } {
-                f(task);
+                each_host(task, &mut f);
             }
+        }
+    }
+}
+
+/// Calls `f` for `task` and for each joiner it runs inline in, innermost
+/// first (`Task::host`): a stack's owner is the innermost, and the joiners
+/// below it own no stack meanwhile. Callers read while no thread runs, so
+/// the chain stands still and its tasks are alive (each holds its child's
+/// handle, and is held by the frames of its own host or stack).
+fn each_host(task: &Task, mut f: impl FnMut(&Task)) {
+    let mut t = task;
+    loop {
+        f(t);
+        // SAFETY: as above.
+        match unsafe { t.host.load(Ordering::Acquire).as_ref() } {
+            Some(h) => t = h,
+            None => return,
         }
     }
 }

@@ -78,6 +78,22 @@ impl<T> RawSlot<T> {
         self.0.load(Ordering::Relaxed)
     }
 
+    /// The owner takes `want` back if the slot still holds it (a joiner
+    /// taking back the child it is about to join, `processor/inline.rs`):
+    /// against a thief's [`RawSlot::take_if`], one compare-exchange decides,
+    /// so exactly one of the two gets it. `shared`: thieves may exist.
+    #[inline]
+    pub(crate) fn take_back(&self, want: NonNull<T>, shared: bool) -> Option<NonNull<T>> {
+        if !shared {
+            if self.0.load(Ordering::Relaxed) != want.as_ptr() {
+                return None;
+            }
+            self.0.store(std::ptr::null_mut(), Ordering::Relaxed);
+            return Some(want);
+        }
+        self.take_if(want.as_ptr())
+    }
+
     /// A thief takes what the slot holds if it is still `seen` (from
     /// [`RawSlot::peek`]).
     #[inline]
@@ -170,6 +186,54 @@ mod loom_tests {
             got.sort_unstable();
             assert_eq!(got, [1, 2, 3], "each item taken exactly once");
             for p in items {
+                // SAFETY: leaked from a box by `item`; nobody uses it any more.
+                drop(unsafe { Box::from_raw(p.as_ptr()) });
+            }
+        });
+    }
+
+    /// A joiner takes back the child it put, as a thief tries to steal it
+    /// (`processor/inline.rs`): exactly one runs it, the winner sees what
+    /// the spawner wrote, a joiner that lost sees the thief's completion
+    /// before it goes on, and a take-back never takes another item.
+    #[test]
+    fn loom_joiner_takes_back_its_child_or_a_thief_has_it() {
+        loom::model(|| {
+            let slot = Arc::new(RawSlot::<Item>::new());
+            let done = Arc::new(crate::loom::AtomicBool::new(false));
+            let thief = {
+                let (slot, done) = (slot.clone(), done.clone());
+                loom::thread::spawn(move || {
+                    let seen = slot.peek();
+                    let got = slot.take_if(seen).map(claim);
+                    if got == Some(1) {
+                        // Runs the child and completes it (lifecycle.rs: release).
+                        done.store(true, Ordering::Release);
+                    }
+                    got
+                })
+            };
+            let (child, other) = (item(1), item(2));
+            publish(child);
+            assert!(slot.put(child, true).is_none());
+            let inline = slot.take_back(child, true).map(claim);
+            if inline.is_none() {
+                // The thief has it: the join parks until its completion.
+                while !done.load(Ordering::Acquire) {
+                    loom::thread::yield_now();
+                }
+            }
+            publish(other);
+            let displaced = slot.put(other, true).map(claim);
+            assert_eq!(displaced, None, "the child left the slot, to us or to the thief");
+            assert!(slot.take_back(child, true).is_none(), "a take-back takes only its child");
+            let stolen = thief.join().unwrap();
+            let left = slot.take(true).map(claim);
+            let mut got: Vec<usize> = [inline, stolen, left].into_iter().flatten().collect();
+            got.sort_unstable();
+            assert_eq!(got, [1, 2], "each item taken exactly once");
+            assert_eq!(inline.is_some(), stolen != Some(1), "exactly one ran the child");
+            for p in [child, other] {
                 // SAFETY: leaked from a box by `item`; nobody uses it any more.
                 drop(unsafe { Box::from_raw(p.as_ptr()) });
             }

@@ -316,12 +316,6 @@ impl StackPool {
         self.free.pop()
     }
 
-    /// Whether the pool holds no stack.
-    #[inline(always)]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.free.is_empty()
-    }
-
     /// Returns a stack for reuse (spilling half the pool to the depot when
     /// full); unmaps it if it has another size.
     #[inline]

@@ -9,7 +9,8 @@
 //! - `ctx`: written by `arch::switch` when the task is suspended, read by the
 //!   processor that resumes it; the hand-over goes through a run queue or the
 //!   park word (`park.rs`), both release/acquire.
-//! - `stack`: set at spawn, taken once by the processor that runs the task's
+//! - `stack`: set at spawn or by the processor that first runs the task
+//!   (`Processor::context_of`), taken once by the processor that runs the task's
 //!   exit (after its last switch), or at shutdown.
 //! - `joiner`: written once by (or for) the joining thread before it
 //!   registers in `state`, read by the exiting task after it sees that.
@@ -17,6 +18,11 @@
 //!   the result is written by the task before it completes (`state`,
 //!   release) and read by the joiner after it (acquire).
 //! - `locals`: touched only by the task itself, while it runs.
+//!
+//! A task of the runtime's stack size has no stack until it first runs
+//! (`Processor::context_of`): its context is null until then. A task run
+//! inline by its joiner (`processor/inline.rs`) borrows the joiner's stack in
+//! its `stack` cell for the while, and names the joiner in `host`.
 
 use crate::arch::StackPointer;
 use crate::budget::Budget;
@@ -303,7 +309,9 @@ pub(crate) struct Task {
     pub(crate) id: ThreadId,
     /// The body's vtable.
     vtable: &'static BodyVTable,
-    /// The stack, until the task has exited. Declared before `shared`: a
+    /// The stack, from its first run (or the spawn, for a size other than
+    /// the runtime's) until the task has exited; the joiner's, lent, while
+    /// the task runs inline. Declared before `shared`: a
     /// stack still here when the task is freed unregisters from its
     /// runtime's registry as it drops, so the runtime must still be alive.
     pub(crate) stack: UnsafeCell<Option<Stack>>,
@@ -321,6 +329,10 @@ pub(crate) struct Task {
     /// This task is parked in a wait queue (`wait.rs`) or in some other
     /// task's `join` word, rather than on its park word.
     pub(crate) parked_in_queue: AtomicBool,
+    /// While the task runs inline in its joiner (`processor/inline.rs`): that
+    /// joiner, suspended below it on the same stack, which the registry
+    /// (`registry.rs`) reaches only through here. Null otherwise.
+    pub(crate) host: AtomicPtr<Task>,
     /// What the task waits on ([`WaitReason`] encoded), for deadlock reports.
     wait_kind: AtomicU8,
     /// Not preemptible (`Builder::preemptible(false)`).
@@ -573,6 +585,7 @@ impl Task {
                     stack_size: AtomicUsize::new(stack_size),
                     joiner: UnsafeCell::new(Joiner::None),
                     parked_in_queue: AtomicBool::new(false),
+                    host: AtomicPtr::new(std::ptr::null_mut()),
                     wait_kind: AtomicU8::new(0),
                     no_preempt_ever: AtomicBool::new(false),
                     external_wait: AtomicBool::new(false),

@@ -113,9 +113,15 @@ impl<T> JoinHandle<T> {
     /// Waits for the thread to finish and returns its result, or the payload
     /// of the panic that ended it. On a user thread this parks the user
     /// thread; on an OS thread it blocks the OS thread.
+    ///
+    /// A user thread joining a thread it spawned that has not started yet
+    /// (still in its processor's next slot or fresh queue, not stolen) runs
+    /// it *inline*, on its own stack, as a function call: see the crate docs,
+    /// "Fork-join", for what such a child may observe differently.
     pub fn join(self) -> Result<T, Box<dyn Any + Send + 'static>> {
         let task = &*self.thread.task;
-        if !task.state.is_complete() && !processor::join_park(task) {
+        if !task.state.is_complete() && !processor::join_inline(task) && !processor::join_park(task)
+        {
             // An OS thread: wait through a `Waiter` (the protocol in
             // lifecycle.rs and task.rs), unless the runtime is gone: then
             // the thread never finishes (checked again, as completion is

@@ -4,6 +4,8 @@
 //! (`/proc/self/clear_refs` with `5`, Linux 4.0+) and read after it; the note is the peak
 //! minus the resident size before the sample, also per thread of the sample. Without the
 //! reset (another kernel, no permission) the note says so instead of showing a stale peak.
+//! Beside it, `peak_rss_mib` is the whole process's peak over the samples, the figure
+//! `/usr/bin/time -v` gives for a peer program (Go's, for one).
 
 use std::sync::{Arc, Mutex};
 
@@ -19,15 +21,23 @@ pub(super) struct PeakSample {
     before_kib: Option<u64>,
 }
 
+/// A sample's peaks: what it added, and the whole process's high-water mark (KiB).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Peak {
+    pub(super) added_kib: u64,
+    pub(super) process_kib: u64,
+}
+
 impl PeakSample {
     pub(super) fn start() -> PeakSample {
         let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
         PeakSample { before_kib: reset.then(|| status_kib("VmRSS:")).flatten() }
     }
 
-    pub(super) fn finish(self) -> Option<u64> {
+    pub(super) fn finish(self) -> Option<Peak> {
         let before = self.before_kib?;
-        Some(status_kib("VmHWM:")?.saturating_sub(before))
+        let process_kib = status_kib("VmHWM:")?;
+        Some(Peak { added_kib: process_kib.saturating_sub(before), process_kib })
     }
 }
 
@@ -41,6 +51,9 @@ fn status_kib(field: &str) -> Option<u64> {
 /// The largest peak seen over the samples.
 pub(super) struct PeakMemory {
     max_kib: Option<u64>,
+    /// The process's own peak (`VmHWM`), the largest over the samples: the figure to set
+    /// beside another program's peak RSS (Go's, tokio's), as `/usr/bin/time` reports it.
+    process_kib: Option<u64>,
     unknown: bool,
     /// What the peak is divided by: `node`, `thread`...
     per: &'static str,
@@ -50,14 +63,18 @@ pub(super) struct PeakMemory {
 impl PeakMemory {
     /// No samples yet; the per-item note will be `peak_rss_bytes_per_{per}`.
     pub(super) fn new(per: &'static str) -> PeakMemory {
-        PeakMemory { max_kib: None, unknown: false, per, count: 0 }
+        PeakMemory { max_kib: None, process_kib: None, unknown: false, per, count: 0 }
     }
 
     /// One sample's peak (`None`: unknown) over `count` items (nodes, threads).
-    pub(super) fn add(&mut self, sample: Option<u64>, count: u64) {
+    pub(super) fn add(&mut self, sample: Option<Peak>, count: u64) {
         self.count = count;
         match sample {
-            Some(k) => self.max_kib = Some(self.max_kib.map_or(k, |m| m.max(k))),
+            Some(p) => {
+                self.max_kib = Some(self.max_kib.map_or(p.added_kib, |m| m.max(p.added_kib)));
+                self.process_kib =
+                    Some(self.process_kib.map_or(p.process_kib, |m| m.max(p.process_kib)));
+            }
             None => self.unknown = true,
         }
     }
@@ -65,6 +82,9 @@ impl PeakMemory {
     pub(super) fn apply(&self, n: &mut Params) {
         match (self.max_kib, self.unknown) {
             (Some(k), false) => {
+                if let Some(p) = self.process_kib {
+                    n.set("peak_rss_mib", format!("{:.1}", p as f64 / 1024.0));
+                }
                 n.set("peak_rss_added_mib", format!("{:.1}", k as f64 / 1024.0));
                 n.set(
                     &format!("peak_rss_bytes_per_{}", self.per),

@@ -22,7 +22,7 @@ use schedlab_measure::sampler::Settings;
 use schedlab_measure::{ProbeError, Timing};
 
 use super::backend::{self, rt_pinned, rt_run, Backend, Bench};
-use super::memory::{PeakMemory, PeakSample, WithPeak};
+use super::memory::{Peak, PeakMemory, PeakSample, WithPeak};
 use crate::{Context, Info, Instance, Probe, Suite};
 use schedlab_measure::sys::PinGuard;
 
@@ -105,7 +105,7 @@ impl Probe for TreeProbe {
             }
         };
         let p2 = peak.clone();
-        let record = move |per_sample: Option<u64>| {
+        let record = move |per_sample: Option<Peak>| {
             let mut p = p2.lock().unwrap_or_else(|e| e.into_inner());
             p.add(per_sample, nodes);
         };

@@ -105,8 +105,10 @@ fn exit_current(vp: &Processor, stack: Stack, id: ThreadId) -> ! {
     vp.emit(|| Event::Exited { thread: id, processor: vp.index });
     let load = match vp.next_local() {
         Some(n) => {
-            // SAFETY: `n` came out of a run queue: saved, published, ours.
-            let sp = unsafe { *n.ctx.get() };
+            // `n` came out of a run queue: saved and published, or not
+            // started (it then takes a stack from the pool before the one we
+            // run on goes back there, below).
+            let sp = vp.context_of(&n);
             vp.emit(|| Event::Switched { from: Some(id), to: Some(n.id), processor: vp.index });
             // SAFETY: only this kernel thread touches `current` (empty now).
             unsafe { *vp.current.get() = Some(n) };

@@ -44,8 +44,11 @@
 //!    the drop waiting.
 
 mod entry;
+mod inline;
 mod spawn;
 mod switch;
+
+pub(crate) use self::inline::join_inline;
 
 pub(crate) use self::spawn::{spawn, SpawnOptions, Target};
 pub(crate) use self::switch::{after_switch, complete_leave, Pending};
@@ -54,7 +57,7 @@ pub(crate) use self::switch::{
     yield_if_free,
 };
 
-use crate::arch::StackPointer;
+use crate::arch::{self, StackPointer};
 use crate::event::{Event, Hook};
 use crate::machine::Machine;
 use crate::queue::{LifoSlot, RunQueue, MAX_LIFO_STREAK};
@@ -621,28 +624,48 @@ impl Processor {
         &self.blocks
     }
 
-    /// Whether the pool holds a stack of `size` bytes
-    /// ([`Processor::take_pooled_stack`] then gives one).
-    #[inline]
-    pub(crate) fn pool_has(&self, size: usize) -> bool {
-        // SAFETY: the pool is touched only by this kernel thread, and not
-        // re-entrantly (no user code runs while it is borrowed).
-        let pool = unsafe { &*self.pool.get() };
-        pool.stack_size() == size && !pool.is_empty()
+    /// The context to load to run `t`, which came out of a run queue: its
+    /// saved context, or — a thread that has not started, which has no stack
+    /// yet (`spawn.rs`) — a first context on a stack taken now.
+    #[inline(always)]
+    pub(crate) fn context_of(&self, t: &Task) -> StackPointer {
+        // SAFETY: `t` came out of a run queue, so its context was saved and
+        // published, and nobody else resumes it.
+        let sp = unsafe { *t.ctx.get() };
+        if !sp.is_null() {
+            return sp;
+        }
+        self.first_context(t)
     }
 
-    /// Moves a pooled stack straight into `dest` (a new task's stack cell),
-    /// no system call; `dest` is left empty if the pool is.
-    ///
-    /// # Safety
-    ///
-    /// `dest` must be valid for writes and hold `None` (nothing is dropped).
-    #[inline]
-    pub(crate) unsafe fn take_pooled_stack(&self, dest: *mut Option<Stack>) {
-        // SAFETY: as in `pool_has`.
-        let pool = unsafe { &mut *self.pool.get() };
-        // SAFETY: the caller's guarantee.
-        unsafe { dest.write(pool.pop()) };
+    /// Gives a thread that has not started its stack (from this processor's
+    /// pool, else the depot) and its first context. A stack cannot be had only
+    /// when the kernel refuses memory; the spawn returned long ago, so the
+    /// process aborts with a message naming the thread (Go's runtime throws on
+    /// a failed stack allocation too).
+    #[inline(never)]
+    fn first_context(&self, t: &Task) -> StackPointer {
+        let cell = t.stack.get();
+        // SAFETY: as in `stack`; the task is ours (came out of a queue) and
+        // has not run, so its stack cell is empty and unshared.
+        unsafe {
+            let pool = &mut *self.pool.get();
+            // Written straight into the cell (see the note in `spawn.rs` on
+            // moving a `Stack` through a `Result`).
+            cell.write(pool.pop());
+            if (*cell).is_none() {
+                match self.stack(self.shared.stack_size) {
+                    Ok(s) => cell.write(Some(s)),
+                    Err(e) => no_stack(t, e),
+                }
+            }
+        }
+        // SAFETY: just filled; only the task (not running yet) uses it.
+        let stack = unsafe { (*cell).as_ref() }.expect("a stack was just placed");
+        stack.set_owner(t);
+        // SAFETY: `top` is the aligned end of the task's own fresh stack, on
+        // which nothing runs yet; `task_entry` never returns.
+        unsafe { arch::init_stack(stack.top(), entry::task_entry, std::ptr::null_mut(), 0) }
     }
 
     /// A stack of `size` bytes, from the pool when it has that size.
@@ -1348,6 +1371,69 @@ pub(crate) fn take_back_ref(r: &SharedRef, vp: Option<&Processor>) -> bool {
         }
         _ => false,
     }
+}
+
+/// Most other processors a [`SpinWatch`] keeps an eye on.
+const WATCHED: usize = 8;
+
+/// What a thread about to spin on a lock (`sync/mutex.rs`) knows of where
+/// the holder may be running: the *other* processors of its runtime that run
+/// user code right now, each with its switch count then. A lock's holder runs
+/// only on one of them (never on the spinner's own processor, which the
+/// spinner occupies), and only for as long as that processor's stint lasts:
+/// once each watched processor has switched or left user code, a holder that
+/// was running is no longer (it parked, was preempted or exited), and
+/// spinning would only burn this processor.
+pub(crate) struct SpinWatch {
+    watched: [(*const Processor, u32); WATCHED],
+    len: usize,
+}
+
+impl SpinWatch {
+    /// The watch for the calling user thread; `None` on an OS thread or a
+    /// detached user thread (no processor to reason from).
+    pub(crate) fn here() -> Option<SpinWatch> {
+        let vp = enter()?;
+        let mut w = SpinWatch { watched: [(std::ptr::null(), 0); WATCHED], len: 0 };
+        if vp.solo {
+            return Some(w);
+        }
+        for p in vp.shared.processors() {
+            if w.len == WATCHED {
+                break;
+            }
+            if std::ptr::eq(p.0, vp.processor()) {
+                continue;
+            }
+            // SAFETY: processors live as long as their runtime's `Shared`,
+            // which the calling thread's task keeps alive.
+            let other = unsafe { &*p.0 };
+            if other.in_user.load(Ordering::Relaxed) {
+                w.watched[w.len] = (p.0, other.switches.load(Ordering::Relaxed));
+                w.len += 1;
+            }
+        }
+        Some(w)
+    }
+
+    /// Whether a holder may still be running: some watched processor is in
+    /// the same stint as when the watch began.
+    #[inline]
+    pub(crate) fn holder_may_run(&self) -> bool {
+        self.watched[..self.len].iter().any(|&(p, seen)| {
+            // SAFETY: as in `here`; the caller is the thread that made the watch.
+            let p = unsafe { &*p };
+            p.in_user.load(Ordering::Relaxed) && p.switches.load(Ordering::Relaxed) == seen
+        })
+    }
+}
+
+/// A thread could not be given a stack when it first ran (`first_context`).
+#[cold]
+fn no_stack(t: &Task, e: io::Error) -> ! {
+    let name = t.name().map_or_else(String::new, |n| format!(" '{n}'"));
+    eprintln!("schedlab-rt: no stack for user thread {}{name} at its first run: {e}", t.id);
+    std::process::abort()
 }
 
 /// The running user thread, or `None` on an OS thread (or a scheduler

@@ -84,16 +84,17 @@ where
         None => shared.stack_size,
         Some(bytes) => crate::stack::checked_size(bytes, "Builder::stack_size")?,
     };
-    // The common case, a stack from this processor's pool, is moved straight
-    // into the new task below. Any other is got now, so that a failure
-    // leaves nothing allocated. (Passing the pooled stack along as an
-    // `io::Result<Stack>` made LLVM rebuild the 40-byte `Stack` from an
-    // 8-byte piece and a 16-byte one, then reload it with 16-byte loads
-    // spanning both — which the CPU cannot forward from its store buffer:
-    // a spawn+join waited for the stores to reach the cache, twice.)
-    let pooled = vp.is_some_and(|vp| vp.pool_has(size));
+    // A thread of the runtime's stack size gets its stack when it first
+    // runs (`Processor::context_of`), from the pool of the processor that
+    // runs it: a backlog of queued children costs a task record each, not a
+    // stack and its page faults, and a child its joiner runs inline
+    // (`inline.rs`) never takes one. Any other size (rare: it maps a stack
+    // of its own) is mapped now, so that a failure is the spawner's error.
+    // The `shared-library` build, whose threads carry a thread pointer set
+    // up with the stack, keeps the eager path.
+    let lazy = size == shared.stack_size && cfg!(not(feature = "shared-library"));
     let stack = match vp {
-        _ if pooled => None,
+        _ if lazy => None,
         Some(vp) => Some(vp.stack(size)?),
         // SAFETY: as in `Processor::stack`.
         None if size == shared.stack_size => Some(unsafe { shared.depot.get(&shared.registry)? }),
@@ -120,40 +121,29 @@ where
         f,
         vp.map(Processor::blocks),
     );
-    // SAFETY: nobody else sees the task yet, so its stack cell is ours; it
-    // holds `None` exactly when `pooled` (and the pool has a stack: checked
-    // above, on this kernel thread, with nothing taken since).
-    let stack = unsafe {
-        if let (true, Some(vp)) = (pooled, vp) {
-            vp.take_pooled_stack(task.stack.get());
-        }
-        (*task.stack.get()).as_ref().expect("a new task has its stack")
-    };
-    let top = stack.top();
-    debug_assert!(stack.size() > arch::INIT_STACK_BYTES);
-    if pooled {
-        task.stack_size.store(stack.size(), std::sync::atomic::Ordering::Relaxed);
+    task.stack_size.store(size, std::sync::atomic::Ordering::Relaxed);
+    if !lazy {
+        // SAFETY: nobody else sees the task yet, so its stack cell is ours.
+        let stack = unsafe { (*task.stack.get()).as_ref() }.expect("an eager task has its stack");
+        debug_assert!(stack.size() > arch::INIT_STACK_BYTES);
+        stack.set_owner(task.as_ptr().as_ptr());
+        // SAFETY: `top` is the aligned end of the task's fresh stack, which it
+        // owns until it exits; `task_entry` never returns. Nobody else sees the
+        // task yet, so writing its context is unshared.
+        unsafe {
+            *task.ctx.get() = arch::init_stack(
+                stack.top(),
+                super::entry::task_entry,
+                std::ptr::null_mut(),
+                opts.thread_pointer,
+            )
+        };
     }
-    // SAFETY: `top` is the aligned end of the task's fresh stack, which it
-    // owns until it exits; `task_entry` never returns. Nobody else sees the
-    // task yet, so writing its context is unshared.
-    unsafe {
-        *task.ctx.get() = arch::init_stack(
-            top,
-            super::entry::task_entry,
-            std::ptr::null_mut(),
-            opts.thread_pointer,
-        )
-    };
     task.set_preemptible(!opts.not_preemptible);
     #[cfg(feature = "shared-library")]
     task.sigmask.store(opts.signal_mask, std::sync::atomic::Ordering::Relaxed);
     if policies {
         apply_policies(&task, priority, budget, shared);
-    }
-    // SAFETY: nobody else sees the task yet.
-    if let Some(stack) = unsafe { (*task.stack.get()).as_ref() } {
-        stack.set_owner(task.as_ptr().as_ptr());
     }
     let event = || Event::Spawned { thread: id, processor: vp.map(|vp| vp.index) };
     match vp {

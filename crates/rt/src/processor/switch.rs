@@ -216,9 +216,9 @@ impl Processor {
         let from = cur.id;
         let load = match next {
             Some(n) => {
-                // SAFETY: `n` came out of a run queue, so its context was saved
-                // and published (step 3) and nobody else resumes it.
-                let sp = unsafe { *n.ctx.get() };
+                // `n` came out of a run queue: its context was saved and
+                // published (step 3), or it has not started.
+                let sp = self.context_of(&n);
                 self.emit(|| Event::Switched {
                     from: Some(from),
                     to: Some(n.id),
@@ -278,9 +278,8 @@ impl Processor {
         let from = cur.id;
         match self.queue.rotate(cur) {
             Ok(next) => {
-                // SAFETY: `next` came out of the run queue, so its context
-                // was saved and nobody else resumes it.
-                let load = unsafe { *next.ctx.get() };
+                // `next` came out of the run queue (saved, or not started).
+                let load = self.context_of(&next);
                 let to = next.id;
                 // `current` is empty: nothing to drop (and no call to drop it).
                 std::mem::forget(current.replace(next));
@@ -336,8 +335,8 @@ impl Processor {
         // one interrupted in that thread's code.
         let m = self.machine();
         m.raise();
-        // SAFETY: `t` came out of a run queue: saved, published, ours.
-        let load = unsafe { *t.ctx.get() };
+        // `t` came out of a run queue: saved and published, or not started.
+        let load = self.context_of(&t);
         self.emit(|| Event::Switched { from: None, to: Some(t.id), processor: self.index });
         // SAFETY: only this kernel thread touches `current`.
         unsafe { *self.current.get() = Some(t) };
