@@ -22,6 +22,7 @@ pub(crate) mod backend;
 mod cbench;
 mod compute;
 mod create;
+pub mod echo;
 mod forkjoin;
 mod handoff;
 mod memory;
@@ -44,6 +45,7 @@ pub fn probes() -> Vec<Box<dyn Probe>> {
     v.extend(ring::probes());
     v.extend(tree::probes());
     v.extend(forkjoin::probes());
+    v.extend(echo::probes());
     v.extend(cbench::probes());
     v
 }
