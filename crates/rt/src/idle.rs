@@ -277,6 +277,10 @@ impl CheckGate {
 const EMPTY: u32 = 0;
 const NOTIFIED: u32 = 1;
 const PARKED: u32 = 2;
+/// Asleep in the poller's `epoll_wait` (`poll.rs`): `unpark` interrupts it
+/// through the poller's eventfd instead of a futex wake.
+#[cfg(not(loom))]
+const POLLING: u32 = 3;
 
 /// A one-token parker for a kernel thread (a processor), on a futex.
 ///
@@ -318,10 +322,32 @@ impl Parker {
         self.state.swap(EMPTY, Ordering::Acquire);
     }
 
+    /// [`Parker::park`], sleeping in `poll` (the poller's blocking
+    /// `epoll_wait`, given the timeout) instead of on the futex: an `unpark`
+    /// that finds the state `POLLING` interrupts the poll. One that came
+    /// before the state was set left `NOTIFIED`, and `poll` is not called.
+    #[cfg(not(loom))]
+    pub(crate) fn park_polling(
+        &self,
+        timeout: Option<Duration>,
+        poll: impl FnOnce(Option<Duration>),
+    ) {
+        if self.state.compare_exchange(EMPTY, POLLING, Ordering::Acquire, Ordering::Acquire).is_ok()
+        {
+            poll(timeout);
+        }
+        // Consume a notification (it may have interrupted the poll), or
+        // withdraw from POLLING.
+        self.state.swap(EMPTY, Ordering::Acquire);
+    }
+
     /// Wakes the thread parked (or about to park) on this parker.
     pub(crate) fn unpark(&self) {
-        if self.state.swap(NOTIFIED, Ordering::Release) == PARKED {
-            self.wake();
+        match self.state.swap(NOTIFIED, Ordering::Release) {
+            PARKED => self.wake(),
+            #[cfg(not(loom))]
+            POLLING => crate::poll::interrupt(),
+            _ => {}
         }
     }
 

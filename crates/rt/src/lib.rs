@@ -70,6 +70,11 @@
 //!   work waiting it moves to another kernel thread. [`sync`] and [`sleep`]
 //!   cost no kernel thread at all, and [`blocking()`] makes the hand-off
 //!   explicit and immediate to detect.
+//! - Sockets and pipes from [`net`] (std's API) park a user thread whose call
+//!   would block, on the runtime's epoll poller: a waiting connection holds
+//!   no kernel thread. Plain `std::net` works too, as a kernel-thread hand-off
+//!   per blocked call; [`io::wait`] is the poller's API for code that makes
+//!   its own system calls.
 //! - A thread is preempted after [`DEFAULT_QUANTUM`] when others wait; read
 //!   the hazards in [`preempt`] (thread-locals, kernel-thread-affine locks,
 //!   a tokio runtime inside a user thread) and opt out with
@@ -90,6 +95,7 @@ pub(crate) mod handoff;
 pub(crate) mod idle;
 pub(crate) mod lifecycle;
 pub(crate) mod park;
+pub(crate) mod poll;
 pub(crate) mod slot;
 
 #[cfg(not(loom))]
@@ -105,11 +111,15 @@ mod futex;
 #[cfg(not(loom))]
 mod guard;
 #[cfg(not(loom))]
+pub mod io;
+#[cfg(not(loom))]
 pub mod local;
 #[cfg(not(loom))]
 mod machine;
 #[cfg(not(loom))]
 mod monitor;
+#[cfg(not(loom))]
+pub mod net;
 #[cfg(not(loom))]
 pub mod preempt;
 #[cfg(not(loom))]

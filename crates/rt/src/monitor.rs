@@ -230,6 +230,15 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             if let Some(d) = shared.timers.until_next() {
                 want(now + d);
             }
+            // Likewise I/O readiness (`poll.rs`), which a processor polls
+            // when it searches or decides, and no processor may do for as
+            // long as a thread computes without a decision: Go's sysmon
+            // polls the network when nobody has for 10 ms. The woken
+            // threads are injected, so the monitor preempts for them.
+            if let Some(p) = crate::poll::active() {
+                p.poll_busy();
+                want(now + crate::poll::MONITOR_POLL);
+            }
         }
         // Aging (`priority.rs`): `Low` threads that waited AGING wait for a
         // turn, ahead of `Normal` work.

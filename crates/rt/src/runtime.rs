@@ -1081,6 +1081,12 @@ impl Drop for Runtime {
             // Release: a waker that sees it sees the marks (`wait.rs`).
             crate::wait::ANY_CANCELLED.store(true, Ordering::Release);
         }
+        // Its threads waiting on descriptors will never run: off the
+        // poller's lists, and the `net` descriptors they waited on closed
+        // (`poll.rs`, `cancel_runtime`).
+        if any {
+            crate::poll::cancel_runtime(&self.shared);
+        }
         self.shared.stopped.store(true, Ordering::SeqCst);
         // The processors are ours. Those left released (their machine lost
         // them) are shut down here.

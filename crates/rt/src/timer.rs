@@ -44,6 +44,19 @@ impl Ord for Entry {
 struct Heap {
     heap: BinaryHeap<Reverse<Entry>>,
     seq: u64,
+    /// The latest `now` a firing pass used: every entry due by then is off
+    /// the heap, so an entry due later is still on it ([`Timers::cancel`]).
+    fired_up_to: u64,
+    /// Entries cancelled while on the heap: skipped when they come due, and
+    /// taken off all at once when they are half of it.
+    cancelled: std::collections::HashSet<u64>,
+}
+
+/// A timer registered by [`Timers::insert_unpark`], for [`Timers::cancel`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TimerKey {
+    at: u64,
+    seq: u64,
 }
 
 /// The timers of one runtime. Times are nanoseconds since `epoch`.
@@ -79,11 +92,31 @@ impl Timers {
 
     /// Registers `task` to be unparked (its park token made available, as
     /// [`crate::Thread::unpark`] does) `after` from now: `park_timeout`.
-    pub(crate) fn insert_unpark(&self, after: Duration, task: TaskRef) {
-        self.push(after, task, true);
+    pub(crate) fn insert_unpark(&self, after: Duration, task: TaskRef) -> TimerKey {
+        self.push(after, task, true)
     }
 
-    fn push(&self, after: Duration, task: TaskRef, unpark: bool) {
+    /// Withdraws a timer whose wait ended otherwise (a parked I/O wait,
+    /// `poll.rs`): it will not unpark its thread, and its reference to the
+    /// thread goes when the cancelled entries are half the heap, so a server
+    /// whose reads have timeouts does not fill the heap with entries due
+    /// long after their reads. A timer already firing is left alone (its
+    /// unpark is one spurious return, which the waits absorb).
+    pub(crate) fn cancel(&self, key: TimerKey) {
+        let mut h = self.heap.lock().unwrap();
+        if key.at <= h.fired_up_to {
+            return;
+        }
+        h.cancelled.insert(key.seq);
+        if h.cancelled.len() > h.heap.len() / 2 + 16 {
+            let Heap { heap, cancelled, .. } = &mut *h;
+            heap.retain(|e| !cancelled.contains(&e.0.seq));
+            cancelled.clear();
+            self.next.store(h.heap.peek().map_or(u64::MAX, |e| e.0.at), Ordering::SeqCst);
+        }
+    }
+
+    fn push(&self, after: Duration, task: TaskRef, unpark: bool) -> TimerKey {
         let at = self
             .now()
             .saturating_add(after.as_nanos().min(u64::MAX as u128) as u64)
@@ -93,6 +126,7 @@ impl Timers {
         let seq = h.seq;
         h.heap.push(Reverse(Entry { at, seq, task, unpark }));
         self.next.store(h.heap.peek().map_or(u64::MAX, |e| e.0.at), Ordering::SeqCst);
+        TimerKey { at, seq }
     }
 
     /// Whether any timer is pending.
@@ -121,8 +155,12 @@ impl Timers {
             self.firing.fetch_add(1, Ordering::SeqCst);
             while h.heap.peek().is_some_and(|e| e.0.at <= now) {
                 let e = h.heap.pop().expect("peeked").0;
+                if !h.cancelled.is_empty() && h.cancelled.remove(&e.seq) {
+                    continue;
+                }
                 due.push((e.task, e.unpark));
             }
+            h.fired_up_to = h.fired_up_to.max(now);
             self.next.store(h.heap.peek().map_or(u64::MAX, |e| e.0.at), Ordering::SeqCst);
         }
         for (t, unpark) in due {
@@ -139,6 +177,7 @@ impl Timers {
     pub(crate) fn clear(&self) {
         let mut h = self.heap.lock().unwrap();
         h.heap.clear();
+        h.cancelled.clear();
         self.next.store(u64::MAX, Ordering::SeqCst);
     }
 }

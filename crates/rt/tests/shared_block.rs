@@ -152,3 +152,50 @@ fn an_os_thread_and_user_threads_blocked_in_the_kernel_make_progress() {
         });
     }
 }
+
+/// The pthread library's I/O path (`schedlab_rt::io::wait`): a user thread
+/// whose non-blocking read found nothing parks until the pipe is written;
+/// called outside a user thread it fails at once.
+#[test]
+fn io_wait_parks_a_user_thread_on_a_pipe_and_refuses_an_os_thread() {
+    if !usable() {
+        return;
+    }
+    use schedlab_rt::io::{wait, Interest};
+    for p in [1, 2] {
+        watchdog(60, move || {
+            schedlab_rt::shared::attach();
+            let mut fds = [0; 2];
+            // SAFETY: pipe2 writes two descriptors into `fds`.
+            assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK) }, 0);
+            let (r, w) = (fds[0], fds[1]);
+            let e = wait(r, Interest::READ, None).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{p} processors");
+            let rt = builder_in(p, Mode::Cooperative).build().expect("build a runtime");
+            let reader = rt.spawn(move || {
+                let mut b = 0u8;
+                loop {
+                    // SAFETY: reads one byte into `b`.
+                    let n = unsafe { libc::read(r, (&mut b as *mut u8).cast(), 1) };
+                    if n == 1 {
+                        return b;
+                    }
+                    // SAFETY: errno of the calling (user) thread.
+                    let errno = unsafe { *libc::__errno_location() };
+                    assert_eq!(errno, libc::EAGAIN);
+                    wait(r, Interest::READ, None).expect("wait on the pipe");
+                }
+            });
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            // SAFETY: writes one byte from a static.
+            assert_eq!(unsafe { libc::write(w, b"q".as_ptr().cast(), 1) }, 1);
+            assert_eq!(reader.join().expect("the reader"), b'q');
+            schedlab_rt::io::forget(r);
+            // SAFETY: our descriptors, closed once.
+            unsafe {
+                libc::close(r);
+                libc::close(w);
+            }
+        });
+    }
+}

@@ -866,6 +866,11 @@ impl Processor {
     #[cold]
     fn maintenance(&self) {
         self.shared.timers.fire(|t| self.wake_timer(t));
+        if let Some(p) = crate::poll::active() {
+            // A busy processor still sees I/O readiness (at most every
+            // `poll::POLL_EVERY`) when none sleeps in `epoll_wait`.
+            p.poll_busy();
+        }
         if !self.shared.injector.is_empty() {
             if let Some(t) = self.pull_injector() {
                 self.queue.push_shared(t);
@@ -1002,7 +1007,7 @@ impl Processor {
             {
                 shared.check_deadlock();
             }
-            shared.parkers[self.index].park(timeout);
+            crate::poll::sleep(&shared.parkers[self.index], timeout);
             let by_itself = idle.after_wake(self.index);
             shared.wait_for_check();
             // Woken for work: search as usual. At a deaf sleep's timeout:
@@ -1037,6 +1042,15 @@ impl Processor {
         }
         if let Some(t) = self.pull_injector() {
             return Some(t);
+        }
+        // Threads whose descriptors became ready land in the next slot and
+        // the queue (Go's `findrunnable` polls the network here too).
+        if let Some(p) = crate::poll::active() {
+            if p.poll_idle() != 0 {
+                if let Some(t) = self.pop_local() {
+                    return Some(t);
+                }
+            }
         }
         let stealers = &self.shared.stealers;
         let n = stealers.len();

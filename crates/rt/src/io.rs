@@ -1,0 +1,119 @@
+//! Waiting for a descriptor at the cost of a park: the poller's API for code
+//! that makes its own system calls (the pthread library's `read`, `write`,
+//! `accept`, `connect`, ...). Rust programs use [`crate::net`] instead.
+//!
+//! The contract is the one of Go's `pollDesc.wait` and of an `EAGAIN` loop:
+//! put the descriptor in non-blocking mode, make the call, and when it fails
+//! with `EAGAIN`/`EWOULDBLOCK` (or `EINPROGRESS` for `connect`), call
+//! [`wait`] and make the call again:
+//!
+//! ```no_run
+//! use schedlab_rt::io::{wait, Interest};
+//! # fn read_some(fd: i32, buf: &mut [u8]) -> std::io::Result<usize> {
+//! loop {
+//!     // SAFETY: `buf` is valid for writes of its length.
+//!     let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+//!     if n >= 0 {
+//!         return Ok(n as usize);
+//!     }
+//!     let e = std::io::Error::last_os_error();
+//!     if e.kind() != std::io::ErrorKind::WouldBlock {
+//!         return Err(e);
+//!     }
+//!     wait(fd, Interest::READ, None)?;
+//! }
+//! # }
+//! ```
+//!
+//! The first [`wait`] on a descriptor registers it with the process's poller
+//! (epoll, edge-triggered); [`forget`] must be called before the descriptor
+//! is closed (C programs reuse numbers: a registration left behind would
+//! never report the new descriptor's readiness). The protocol that keeps a
+//! wake-up from being lost is in `poll.rs`.
+
+use std::io;
+use std::ops::BitOr;
+use std::os::fd::RawFd;
+use std::time::Instant;
+
+/// What a [`wait`] waits for: [`Interest::READ`], [`Interest::WRITE`], or
+/// both (`Interest::READ | Interest::WRITE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interest(u8);
+
+impl Interest {
+    /// The descriptor can be read (or accepted on, or has hung up or failed).
+    pub const READ: Interest = Interest(crate::poll::READ);
+    /// The descriptor can be written (or a `connect` finished, or it failed).
+    pub const WRITE: Interest = Interest(crate::poll::WRITE);
+
+    pub(crate) fn bits(self) -> u8 {
+        self.0
+    }
+}
+
+impl BitOr for Interest {
+    type Output = Interest;
+    fn bitor(self, o: Interest) -> Interest {
+        Interest(self.0 | o.0)
+    }
+}
+
+/// What a [`wait`] saw: the directions that may now make progress. A hint:
+/// the call may still return `EAGAIN` (another thread took the data), and
+/// the caller then waits again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Readiness(u8);
+
+impl Readiness {
+    /// Reading may make progress.
+    pub fn is_readable(self) -> bool {
+        self.0 & crate::poll::READ != 0
+    }
+    /// Writing may make progress.
+    pub fn is_writable(self) -> bool {
+        self.0 & crate::poll::WRITE != 0
+    }
+}
+
+/// Parks the calling user thread until `fd` is ready for `interest` (its
+/// last call returned `EAGAIN`), `deadline` passes, or the descriptor is
+/// [`forget`]-ed; the processor runs other threads meanwhile, and no kernel
+/// thread is held.
+///
+/// May return early (readiness another waiter used up, a stray `unpark`
+/// after which the descriptor turned out ready): always retry the call.
+///
+/// # Errors
+///
+/// - `TimedOut` at `deadline`.
+/// - `Unsupported` at once, parking nothing, when the caller is not a user
+///   thread (an OS thread should make the blocking call itself, or use
+///   `poll(2)`).
+/// - The registration's error: `EPERM` for a descriptor epoll cannot watch
+///   (a regular file: its calls never return `EAGAIN` anyway), `EBADF` for
+///   a closed one or one numbered past the table (2^20).
+pub fn wait(fd: RawFd, interest: Interest, deadline: Option<Instant>) -> io::Result<Readiness> {
+    let Some(task) = crate::processor::current_task_ref() else {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("schedlab_rt::io::wait on descriptor {fd} outside a user thread"),
+        ));
+    };
+    match crate::poll::poller()?.wait(fd, interest.bits(), None, deadline, None, &task)? {
+        crate::poll::Woke::Ready(d) => Ok(Readiness(d)),
+        crate::poll::Woke::TimedOut => Err(timed_out(fd)),
+    }
+}
+
+/// Forgets `fd`'s registration: call it before closing the descriptor.
+/// Threads waiting on it wake (and their retried call sees the descriptor
+/// closed); a later descriptor with the same number registers afresh.
+/// Cheap when `fd` was never waited on. Callable from any thread.
+pub fn forget(fd: RawFd) {
+    crate::poll::forget_fd(fd);
+}
+
+pub(crate) fn timed_out(fd: RawFd) -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, format!("descriptor {fd}: the wait timed out"))
+}
