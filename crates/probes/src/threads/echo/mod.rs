@@ -151,10 +151,13 @@ impl Probe for EchoProbe {
         if server_cpu == client_cpu {
             notes.set("placement", "one CPU: server and client share it");
         }
-        // Descriptors: the connections' server ends here, the client's in the client.
+        // Descriptors: the connections' server ends here (and the duplicates teardown
+        // shuts them down through), the client's in the client.
         let open_now = limits::open_fds("self").unwrap_or(0) as u64;
-        limits::raise_nofile(open_now + connections as u64 + limits::SPARE_FDS)?;
-        let pin = PinGuard::pin(server_cpu)?;
+        limits::raise_nofile(open_now + 2 * connections as u64 + limits::SPARE_FDS)?;
+        // The measuring thread mostly waits for the client's answers: on the client's CPU,
+        // so that a server that falls behind cannot starve the hang guard.
+        let pin = PinGuard::pin(client_cpu)?;
         let threads_before = kernel_threads("self");
         let (server, addr, pid) = match (kind, external) {
             (Some(kind), _) => {

@@ -14,15 +14,17 @@
 //! 3. It waits for every connection's thread or task, which ends when its client closes
 //!    the connection; then it drops the runtime and says it is done.
 //!
-//! Teardown (drop) closes the client first (the probe's field order), so step 3 ends. If
-//! the client never connected them all, drop sets the stop flag and connects to the
-//! listener itself until the accept loop sees it. The drop waits a bounded time for the
-//! server thread; a server that does not finish is reported, not waited on for ever.
+//! Teardown (drop) closes the client first (the probe's field order), so step 3 ends; it
+//! also shuts down every connection of the std servers through a duplicate kept at accept
+//! (a server far behind, or a client killed mid-wave, must not keep its threads). If the
+//! client never connected them all, drop sets the stop flag and connects to the listener
+//! itself until the accept loop sees it. The drop waits a bounded time for the server
+//! thread; a server that does not finish is reported, not waited on for ever.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -60,6 +62,11 @@ pub(super) struct Server {
     addr: SocketAddr,
     expected: usize,
     stop: Arc<AtomicBool>,
+    /// How many connections the accept loop has taken.
+    accepted: Arc<AtomicUsize>,
+    /// A duplicate of every std connection the server holds, shut down on drop so that
+    /// every blocked `read` returns whatever state the client or the runtime is in.
+    conns: Conns,
     /// The server thread's outcome: `Err` when accepting or starting a runtime failed.
     done: mpsc::Receiver<Result<(), String>>,
     outcome: Option<Result<(), String>>,
@@ -74,14 +81,19 @@ impl Server {
         cpu: Option<usize>,
     ) -> Result<Server, ProbeError> {
         let stop = Arc::new(AtomicBool::new(false));
+        let shared = Shared {
+            stop: stop.clone(),
+            accepted: Arc::new(AtomicUsize::new(0)),
+            conns: Conns::default(),
+        };
+        let (accepted, conns) = (shared.accepted.clone(), shared.conns.clone());
         let (addr_tx, addr_rx) = mpsc::channel::<Result<SocketAddr, String>>();
         let (done_tx, done) = mpsc::channel();
-        let stop2 = stop.clone();
         let handle = std::thread::Builder::new()
             .name(format!("{THREAD_PREFIX}echo-server"))
             .spawn(move || {
                 let result = match cpu.map_or(Ok(()), sys::pin_to) {
-                    Ok(()) => serve(kind, connections, &stop2, &addr_tx),
+                    Ok(()) => serve(kind, connections, &shared, &addr_tx),
                     Err(e) => Err(format!("pin the server to its CPU: {e}")),
                 };
                 if let Err(e) = &result {
@@ -95,6 +107,8 @@ impl Server {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             expected: connections,
             stop,
+            accepted,
+            conns,
             done,
             outcome: None,
             handle: Some(handle),
@@ -126,21 +140,26 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // 1. No more connections; 2. every held connection shut down, so its thread's
+        // `read` returns 0 even if the client is stuck or the runtime far behind;
+        // 3. an accept loop still waiting is woken by connections of our own (each wakes
+        // one accept, which sees the flag and leaves); 4. a bounded wait for the thread.
         self.stop.store(true, Ordering::SeqCst);
+        self.conns.shut_down();
         if self.outcome.is_none() {
             self.outcome = self.done.try_recv().ok();
         }
-        // An accept loop still waiting: connect until it has seen the stop flag (each
-        // connection wakes one accept, which then leaves).
         let mut tries = 0;
-        while self.outcome.is_none() && tries <= self.expected {
-            match self.done.recv_timeout(Duration::from_millis(20)) {
+        while self.outcome.is_none()
+            && self.accepted.load(Ordering::SeqCst) < self.expected
+            && tries <= self.expected
+        {
+            let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+            tries += 1;
+            match self.done.recv_timeout(Duration::from_millis(5)) {
                 Ok(r) => self.outcome = Some(r),
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
-                    tries += 1;
-                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
             }
         }
         if self.outcome.is_none() {
@@ -160,11 +179,38 @@ impl Drop for Server {
     }
 }
 
+/// What the server thread shares with its owner.
+#[derive(Clone)]
+struct Shared {
+    stop: Arc<AtomicBool>,
+    accepted: Arc<AtomicUsize>,
+    conns: Conns,
+}
+
+/// Duplicates of the server's std connections (their own descriptors, so shutting one
+/// down can never reach a descriptor number the kernel has given to something else).
+#[derive(Clone, Default)]
+struct Conns(Arc<Mutex<Vec<TcpStream>>>);
+
+impl Conns {
+    fn keep(&self, s: &TcpStream) -> Result<(), String> {
+        let dup = s.try_clone().map_err(|e| format!("duplicate a connection: {e}"))?;
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(dup);
+        Ok(())
+    }
+
+    fn shut_down(&self) {
+        for s in self.0.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
 /// The server thread's work (steps 1-3 above, after the pin).
 fn serve(
     kind: Kind,
     n: usize,
-    stop: &Arc<AtomicBool>,
+    shared: &Shared,
     addr_tx: &mpsc::Sender<Result<SocketAddr, String>>,
 ) -> Result<(), String> {
     match kind {
@@ -172,8 +218,8 @@ fn serve(
             let listener = bind_std(addr_tx)?;
             let handles = accept_loop(
                 n,
-                stop,
-                || accept_std(&listener),
+                shared,
+                || accept_std(&listener, &shared.conns),
                 |s| {
                     std::thread::Builder::new()
                         .name(format!("{THREAD_PREFIX}echo-conn"))
@@ -193,13 +239,13 @@ fn serve(
                 .build()
                 .map_err(|e| format!("schedlab-rt runtime: {e}"))?;
             let addr_tx = addr_tx.clone();
-            let stop = stop.clone();
+            let shared = shared.clone();
             rt.block_on(move || {
                 let listener = bind_std(&addr_tx)?;
                 let handles = accept_loop(
                     n,
-                    &stop,
-                    || accept_std(&listener),
+                    &shared,
+                    || accept_std(&listener, &shared.conns),
                     |s| Ok(schedlab_rt::spawn(move || echo_blocking(s))),
                 );
                 drop(listener);
@@ -218,7 +264,7 @@ fn serve(
                 .build()
                 .map_err(|e| format!("tokio runtime: {e}"))?;
             let addr_tx = addr_tx.clone();
-            let stop = stop.clone();
+            let shared = shared.clone();
             let accept = rt.spawn(async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                     .await
@@ -228,7 +274,8 @@ fn serve(
                 let mut tasks = Vec::with_capacity(n);
                 while tasks.len() < n {
                     let (s, _) = listener.accept().await.map_err(|e| format!("accept: {e}"))?;
-                    if stop.load(Ordering::SeqCst) {
+                    shared.accepted.fetch_add(1, Ordering::SeqCst);
+                    if shared.stop.load(Ordering::SeqCst) {
                         break;
                     }
                     s.set_nodelay(true).map_err(|e| format!("TCP_NODELAY: {e}"))?;
@@ -253,9 +300,10 @@ fn bind_std(addr_tx: &mpsc::Sender<Result<SocketAddr, String>>) -> Result<TcpLis
     Ok(listener)
 }
 
-fn accept_std(listener: &TcpListener) -> Result<TcpStream, String> {
+fn accept_std(listener: &TcpListener, conns: &Conns) -> Result<TcpStream, String> {
     let (s, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
     s.set_nodelay(true).map_err(|e| format!("TCP_NODELAY: {e}"))?;
+    conns.keep(&s)?;
     Ok(s)
 }
 
@@ -263,14 +311,15 @@ fn accept_std(listener: &TcpListener) -> Result<TcpStream, String> {
 /// the handles of those started.
 fn accept_loop<S, H>(
     n: usize,
-    stop: &AtomicBool,
+    shared: &Shared,
     mut accept: impl FnMut() -> Result<S, String>,
     mut start: impl FnMut(S) -> Result<H, String>,
 ) -> Result<Vec<H>, String> {
     let mut handles = Vec::with_capacity(n);
     while handles.len() < n {
         let s = accept()?;
-        if stop.load(Ordering::SeqCst) {
+        shared.accepted.fetch_add(1, Ordering::SeqCst);
+        if shared.stop.load(Ordering::SeqCst) {
             break;
         }
         handles.push(start(s)?);
