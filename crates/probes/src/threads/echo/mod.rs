@@ -1,7 +1,9 @@
 //! `threads.net.echo`: the simplest server people write — a thread per connection, each
 //! reading a byte and writing it back — under kernel threads (`backend=os`), schedlab-rt
-//! user threads (`backend=rt`, with plain `std::net`: `io=std`) and tokio tasks
-//! (`backend=tokio`), against a client in a process of its own (issue 29).
+//! user threads (`backend=rt`, with plain `std::net`, `io=std`, or with
+//! `schedlab_rt::net`, `io=net`, whose blocking calls park the user thread on the runtime's
+//! poller) and tokio tasks (`backend=tokio`), against a client in a process of its own
+//! (issue 29).
 //!
 //! - A **round trip** is one byte written by the client on a connection and the same byte
 //!   read back from it. The value is the client's wall time per round trip over all
@@ -68,7 +70,7 @@ impl Probe for EchoProbe {
             id: "threads.net.echo",
             doc: "A one-byte echo server, a thread (os, rt) or task (tokio) per connection, on one CPU, and a client process of 4 OS threads pinned to another that keeps every connection busy: each client thread writes a byte to each of its connections, then reads each echo back and checks it; the client's wall time per round trip (a byte there and back). Notes: resident memory the server added per connection with all connections open and idle (VmRSS) and its kernel threads then (/proc/self/task). server=HOST:PORT measures a server outside the lab instead (peers/go/echo), server_pid=PID adds its memory and threads",
             unit: Unit::Nanos,
-            mirrors: "- (issue 29's thread-per-connection table, beside Go's goroutine-per-connection server in peers/go/echo); os = std::thread + std::net, rt = schedlab-rt spawn + plain std::net (io=std), tokio = tokio::spawn + tokio::net on a one-worker multi-thread runtime; TCP_NODELAY at both ends; each server started fresh per variant",
+            mirrors: "- (issue 29's thread-per-connection table, beside Go's goroutine-per-connection server in peers/go/echo); os = std::thread + std::net, rt = schedlab-rt spawn + plain std::net (io=std) or schedlab_rt::net (io=net, the same code but for the import), tokio = tokio::spawn + tokio::net on a one-worker multi-thread runtime; TCP_NODELAY at both ends; each server started fresh per variant",
             requires: "the schedlab binary (the client re-executes it); 2 CPUs to pin the client apart (else both share one, noted); RLIMIT_NOFILE room for the connections (the soft limit is raised; a hard limit too low is a skip)",
         }
     }
@@ -85,7 +87,12 @@ impl Probe for EchoProbe {
         for &c in counts {
             for b in Backend::ALL {
                 let p = Params::new().with("connections", c).with("backend", b.key());
-                v.push(if b == Backend::Rt { p.with("io", "std") } else { p });
+                if b == Backend::Rt {
+                    v.push(p.clone().with("io", "std"));
+                    v.push(p.with("io", "net"));
+                } else {
+                    v.push(p);
+                }
             }
         }
         v
@@ -218,8 +225,9 @@ fn kind_of(params: &Params) -> Result<Kind, ProbeError> {
         (Backend::Os, None) => Ok(Kind::Os),
         (Backend::Tokio, None) => Ok(Kind::Tokio),
         (Backend::Rt, None | Some("std")) => Ok(Kind::RtStd),
+        (Backend::Rt, Some("net")) => Ok(Kind::RtNet),
         (Backend::Rt, Some(other)) => {
-            Err(ProbeError::Failed(format!("io={other:?}: backend=rt has io=std")))
+            Err(ProbeError::Failed(format!("io={other:?}: backend=rt has io=std or io=net")))
         }
         (b, Some(io)) => Err(ProbeError::Failed(format!(
             "io={io:?}: only backend=rt has an io parameter, not backend={}",
@@ -250,7 +258,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_suite_offers_os_rt_and_tokio_with_rt_on_plain_std_io() {
+    fn every_suite_offers_os_tokio_and_rt_on_std_io_and_on_its_own() {
         for suite in [Suite::Smoke, Suite::Quick, Suite::Full] {
             let v = EchoProbe.variants(suite);
             for p in &v {
@@ -260,7 +268,12 @@ mod tests {
             }
         }
         let full: Vec<String> = EchoProbe.variants(Suite::Full).iter().map(|p| p.key()).collect();
-        assert!(full.contains(&"connections=2000,backend=rt,io=std".to_string()), "{full:?}");
+        for n in [16, 256, 2000] {
+            for io in ["std", "net"] {
+                let key = format!("connections={n},backend=rt,io={io}");
+                assert!(full.contains(&key), "{key} not in {full:?}");
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The echo probe's servers, in this process: a thread (os, rt) or a task (tokio) per
 //! connection, each reading one byte and writing it back until the client closes. Written
 //! as a user would write them: blocking `read`/`write_all` on the connection (the rt
-//! server with `std::net` as it is, `io=std`), `tokio::net` with `AsyncReadExt` for tokio.
+//! server with `std::net` as it is, `io=std`, or with `schedlab_rt::net`, `io=net`: the
+//! same code but for the import), `tokio::net` with `AsyncReadExt` for tokio.
 //!
 //! Life of a server ([`Server::start`], then drop):
 //! 1. A server thread (`thprobe-echo-server`) pins itself to the server's CPU, then builds
@@ -22,7 +23,8 @@
 //! thread; a server that does not finish is reported, not waited on for ever.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -39,6 +41,9 @@ pub(super) enum Kind {
     Os,
     /// A schedlab-rt user thread per connection, plain `std::net` (`io=std`).
     RtStd,
+    /// The same with `schedlab_rt::net` (`io=net`): a read that would block parks the
+    /// user thread on the runtime's poller.
+    RtNet,
     /// A tokio task per connection on a multi-thread runtime with one worker.
     Tokio,
 }
@@ -49,6 +54,9 @@ impl Kind {
         match self {
             Kind::Os => "std::thread per connection (default stack), std::net",
             Kind::RtStd => "rt processors=1, a user thread per connection, std::net (io=std)",
+            Kind::RtNet => {
+                "rt processors=1, a user thread per connection, schedlab_rt::net (io=net)"
+            }
             Kind::Tokio => "tokio multi_thread workers=1, a task per connection, tokio::net",
         }
     }
@@ -187,21 +195,24 @@ struct Shared {
     conns: Conns,
 }
 
-/// Duplicates of the server's std connections (their own descriptors, so shutting one
-/// down can never reach a descriptor number the kernel has given to something else).
+/// Duplicates of the server's connections (their own descriptors, so shutting one down
+/// can never reach a descriptor number the kernel has since given to something else).
 #[derive(Clone, Default)]
-struct Conns(Arc<Mutex<Vec<TcpStream>>>);
+struct Conns(Arc<Mutex<Vec<OwnedFd>>>);
 
 impl Conns {
-    fn keep(&self, s: &TcpStream) -> Result<(), String> {
-        let dup = s.try_clone().map_err(|e| format!("duplicate a connection: {e}"))?;
+    fn keep(&self, s: &impl AsFd) -> Result<(), String> {
+        let dup =
+            s.as_fd().try_clone_to_owned().map_err(|e| format!("duplicate a connection: {e}"))?;
         self.0.lock().unwrap_or_else(|e| e.into_inner()).push(dup);
         Ok(())
     }
 
     fn shut_down(&self) {
-        for s in self.0.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
-            let _ = s.shutdown(std::net::Shutdown::Both);
+        for fd in self.0.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            // SAFETY: `fd` is an open socket descriptor this value owns; shutdown only
+            // changes the socket's state (every descriptor of it sees end of file).
+            unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
         }
     }
 }
@@ -215,47 +226,39 @@ fn serve(
 ) -> Result<(), String> {
     match kind {
         Kind::Os => {
-            let listener = bind_std(addr_tx)?;
-            let handles = accept_loop(
-                n,
-                shared,
-                || accept_std(&listener, &shared.conns),
-                |s| {
-                    std::thread::Builder::new()
-                        .name(format!("{THREAD_PREFIX}echo-conn"))
-                        .spawn(move || echo_blocking(s))
-                        .map_err(|e| format!("spawn a connection thread: {e}"))
-                },
-            );
-            drop(listener);
+            let accept = listener!(std::net, addr_tx, shared.conns);
+            let handles = accept_loop(n, shared, accept, |s| {
+                std::thread::Builder::new()
+                    .name(format!("{THREAD_PREFIX}echo-conn"))
+                    .spawn(move || echo_blocking(s))
+                    .map_err(|e| format!("spawn a connection thread: {e}"))
+            });
             for h in handles? {
                 let _ = h.join();
             }
             Ok(())
         }
-        Kind::RtStd => {
-            let rt = schedlab_rt::Runtime::builder()
-                .processors(1)
-                .build()
-                .map_err(|e| format!("schedlab-rt runtime: {e}"))?;
-            let addr_tx = addr_tx.clone();
-            let shared = shared.clone();
-            rt.block_on(move || {
-                let listener = bind_std(&addr_tx)?;
-                let handles = accept_loop(
-                    n,
-                    &shared,
-                    || accept_std(&listener, &shared.conns),
-                    |s| Ok(schedlab_rt::spawn(move || echo_blocking(s))),
-                );
-                drop(listener);
-                for h in handles? {
-                    let _ = h.join();
-                }
-                Ok(())
-            })
-            .map_err(|d| format!("schedlab-rt: {d}"))?
-        }
+        Kind::RtStd => on_rt(addr_tx, shared, move |addr_tx, shared| {
+            let accept = listener!(std::net, addr_tx, shared.conns);
+            let handles = accept_loop(n, shared, accept, |s| {
+                Ok(schedlab_rt::spawn(move || echo_blocking(s)))
+            });
+            for h in handles? {
+                let _ = h.join();
+            }
+            Ok(())
+        }),
+        // The same server as `RtStd` but for the import.
+        Kind::RtNet => on_rt(addr_tx, shared, move |addr_tx, shared| {
+            let accept = listener!(schedlab_rt::net, addr_tx, shared.conns);
+            let handles = accept_loop(n, shared, accept, |s| {
+                Ok(schedlab_rt::spawn(move || echo_blocking(s)))
+            });
+            for h in handles? {
+                let _ = h.join();
+            }
+            Ok(())
+        }),
         Kind::Tokio => {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
@@ -292,20 +295,42 @@ fn serve(
     }
 }
 
-fn bind_std(addr_tx: &mpsc::Sender<Result<SocketAddr, String>>) -> Result<TcpListener, String> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind 127.0.0.1:0: {e}"))?;
-    let addr = listener.local_addr().map_err(|e| format!("local_addr: {e}"))?;
-    let _ = addr_tx.send(Ok(addr));
-    Ok(listener)
+/// A one-processor schedlab-rt runtime running `server` as its main user thread.
+fn on_rt(
+    addr_tx: &mpsc::Sender<Result<SocketAddr, String>>,
+    shared: &Shared,
+    server: impl FnOnce(&mpsc::Sender<Result<SocketAddr, String>>, &Shared) -> Result<(), String>
+        + Send
+        + 'static,
+) -> Result<(), String> {
+    let rt = schedlab_rt::Runtime::builder()
+        .processors(1)
+        .build()
+        .map_err(|e| format!("schedlab-rt runtime: {e}"))?;
+    let (addr_tx, shared) = (addr_tx.clone(), shared.clone());
+    rt.block_on(move || server(&addr_tx, &shared)).map_err(|d| format!("schedlab-rt: {d}"))?
 }
 
-fn accept_std(listener: &TcpListener, conns: &Conns) -> Result<TcpStream, String> {
-    let (s, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
-    s.set_nodelay(true).map_err(|e| format!("TCP_NODELAY: {e}"))?;
-    conns.keep(&s)?;
-    Ok(s)
+/// Binds `$net::TcpListener` (`std::net`, `schedlab_rt::net`: the same names) on
+/// 127.0.0.1, reports its address and returns the accept closure the accept loop calls,
+/// which owns the listener (closed when the loop is done): each accepted connection gets
+/// `TCP_NODELAY` and a duplicate kept for teardown.
+macro_rules! listener {
+    ($($net:ident)::+, $addr_tx:expr, $conns:expr) => {{
+        let listener = $($net)::+::TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| format!("bind 127.0.0.1:0: {e}"))?;
+        let addr = listener.local_addr().map_err(|e| format!("local_addr: {e}"))?;
+        let _ = $addr_tx.send(Ok(addr));
+        let conns = $conns.clone();
+        move || {
+            let (s, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
+            s.set_nodelay(true).map_err(|e| format!("TCP_NODELAY: {e}"))?;
+            conns.keep(&s)?;
+            Ok(s)
+        }
+    }};
 }
+use listener;
 
 /// Accepts up to `n` connections (fewer when `stop` is set), starting each with `start`;
 /// the handles of those started.
@@ -315,6 +340,7 @@ fn accept_loop<S, H>(
     mut accept: impl FnMut() -> Result<S, String>,
     mut start: impl FnMut(S) -> Result<H, String>,
 ) -> Result<Vec<H>, String> {
+    // `accept` owns the listener: it is closed when this returns.
     let mut handles = Vec::with_capacity(n);
     while handles.len() < n {
         let s = accept()?;
