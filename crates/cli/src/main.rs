@@ -55,6 +55,12 @@ fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == stop::MARK_ARG) {
         return stop::mark_main();
     }
+    if std::env::args_os().nth(1).is_some_and(|a| a == schedlab_probes::threads::echo::CLIENT_ARG) {
+        // threads.net.echo's client, a process of its own (the probe's module doc).
+        let args: Vec<String> = std::env::args().skip(2).collect();
+        let code = schedlab_probes::threads::echo::client_main(&args);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

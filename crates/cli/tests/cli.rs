@@ -219,6 +219,28 @@ fn the_exec_helper_mode_exits_at_once() {
 }
 
 #[test]
+fn the_echo_probe_runs_its_client_as_this_binary_and_stores_every_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    smoke(&db, "threads.net.echo", "echo");
+    let o = run(&db, &["export", "echo", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("export is JSON");
+    let results = doc["results"].as_array().unwrap();
+    let backends: Vec<String> =
+        results.iter().map(|r| r["params"]["backend"].as_str().unwrap().to_string()).collect();
+    assert_eq!(backends, ["os", "rt", "rt", "tokio"], "{doc}");
+    assert!(results.iter().any(|r| r["status"] == "ok"), "nothing measured: {doc}");
+    for r in results {
+        // ok, or skipped for a reason of this machine (a hard descriptor limit), never failed:
+        // a failure is the client entry not answering or an echo that did not match.
+        assert_ne!(r["status"], "failed", "{r}");
+        if r["status"] == "ok" {
+            assert!(r["median"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+}
+
+#[test]
 fn docs_probes_md_is_generated_from_the_catalog() {
     let o = bin().args(["list", "--markdown"]).output().unwrap();
     assert_eq!(o.status.code(), Some(0));

@@ -82,7 +82,8 @@ pub struct Context {
     /// Directory for temporary files (fs probes create and remove their files in here).
     pub tmp_dir: PathBuf,
     /// How to exec a tiny helper mode of our own binary: program and arguments. `None`
-    /// where no such binary exists (library tests); probes that need it skip.
+    /// where no such binary exists (library tests); probes that need it skip. The program
+    /// also answers `threads.net.echo`'s client entry ([`threads::echo::CLIENT_ARG`]).
     pub exec_helper: Option<(PathBuf, Vec<String>)>,
 }
 

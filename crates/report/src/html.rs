@@ -380,11 +380,13 @@ fn thread_systems_html(run: &Run) -> Option<String> {
     for m in run.results.iter().filter(|m| family(&m.probe) == "threads") {
         let Some(backend) = m.params.get("backend") else { continue };
         let Some(b) = BACKENDS.iter().position(|x| *x == backend) else { continue };
+        // `io=std` (threads.net.echo's rt rows) is the plain std I/O the os rows use too,
+        // so those rows share a group; another `io` is a group of its own.
         let rest: Vec<String> = m
             .params
             .0
             .iter()
-            .filter(|(k, _)| k != "backend")
+            .filter(|(k, v)| k != "backend" && !(k == "io" && v == "std"))
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         let key = format!("{} {}", m.probe, rest.join(","));
@@ -533,6 +535,36 @@ mod tests {
             advice: "compare like with like".into(),
         }];
         Run { meta, results: vec![ok, skipped], warnings }
+    }
+
+    #[test]
+    fn echo_rows_on_plain_std_io_share_one_group_of_the_thread_systems_chart() {
+        let mut r = run(1, "a");
+        let sample = |v: f64| Sample {
+            iters: 1,
+            elapsed_ns: 1,
+            value: v,
+            other_cpu_ns: None,
+            migrated: false,
+        };
+        let row = |backend: &str, io: Option<&str>| {
+            let p = Params::new().with("connections", 16).with("backend", backend);
+            let p = io.map_or(p.clone(), |io| p.with("io", io));
+            Measurement::of_samples(
+                "threads.net.echo",
+                p,
+                Unit::Nanos,
+                (0..3).map(|k| sample(1000.0 + k as f64)).collect(),
+                0.1,
+            )
+        };
+        r.results = vec![row("os", None), row("rt", Some("std")), row("tokio", None)];
+        let html = thread_systems_html(&r).expect("a chart");
+        assert_eq!(html.matches("threads.net.echo connections=16").count(), 1, "{html}");
+        assert!(!html.contains("io=std"), "{html}");
+        r.results.push(row("rt", Some("net")));
+        let html = thread_systems_html(&r).expect("a chart");
+        assert!(html.contains("threads.net.echo connections=16,io=net"), "{html}");
     }
 
     #[test]

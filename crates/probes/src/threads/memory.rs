@@ -1,4 +1,5 @@
-//! Peak resident memory of a sample, for the probes that keep many threads alive.
+//! Peak resident memory of a sample, for the probes that keep many threads alive, and what
+//! a process holds now (resident size, kernel threads) from `/proc`.
 //!
 //! The kernel's high-water mark of the process (`VmHWM`) is reset before each sample
 //! (`/proc/self/clear_refs` with `5`, Linux 4.0+) and read after it; the note is the peak
@@ -31,21 +32,26 @@ pub(super) struct Peak {
 impl PeakSample {
     pub(super) fn start() -> PeakSample {
         let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
-        PeakSample { before_kib: reset.then(|| status_kib("VmRSS:")).flatten() }
+        PeakSample { before_kib: reset.then(|| status_kib("self", "VmRSS:")).flatten() }
     }
 
     pub(super) fn finish(self) -> Option<Peak> {
         let before = self.before_kib?;
-        let process_kib = status_kib("VmHWM:")?;
+        let process_kib = status_kib("self", "VmHWM:")?;
         Some(Peak { added_kib: process_kib.saturating_sub(before), process_kib })
     }
 }
 
-/// A `kB` field of `/proc/self/status`.
-fn status_kib(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+/// A `kB` field of `/proc/<pid>/status` (`self` for this process), in KiB.
+pub(super) fn status_kib(pid: &str, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with(field))?;
     line[field.len()..].trim().trim_end_matches("kB").trim().parse().ok()
+}
+
+/// Kernel threads of a process (`/proc/<pid>/task`).
+pub(super) fn kernel_threads(pid: &str) -> Option<usize> {
+    Some(std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.count())
 }
 
 /// The largest peak seen over the samples.

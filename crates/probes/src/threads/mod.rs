@@ -10,7 +10,8 @@
 //! The rows mirror seed 003's table (thread create, mutex, context switch: the scheduler
 //! activations library against GNU PTH and LinuxThreads) and seed 002's Table 1 thread
 //! rows. One file per family: creation, hand-offs on one processor (switch, condvar and
-//! channel ping-pong), mutexes, cross-CPU wake-up, and the Table 1 rows; `backend` holds
+//! channel ping-pong), mutexes, cross-CPU wake-up, and the Table 1 rows; `echo/` is a
+//! thread-per-connection server against a client process (issue 29); `backend` holds
 //! what they share.
 //!
 //! Setup creates the runtimes and helper threads, never timed; teardown (the instance's
@@ -22,6 +23,7 @@ pub(crate) mod backend;
 mod cbench;
 mod compute;
 mod create;
+pub mod echo;
 mod forkjoin;
 mod handoff;
 mod memory;
@@ -44,6 +46,7 @@ pub fn probes() -> Vec<Box<dyn Probe>> {
     v.extend(ring::probes());
     v.extend(tree::probes());
     v.extend(forkjoin::probes());
+    v.extend(echo::probes());
     v.extend(cbench::probes());
     v
 }

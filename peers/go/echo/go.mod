@@ -1,0 +1,3 @@
+module schedlab/peers/go/echo
+
+go 1.22

@@ -1,0 +1,3 @@
+module schedlab/peers/go/fib
+
+go 1.22
