@@ -1,5 +1,5 @@
 //! Fork-join `fib(n)` with a user thread spawned per call down to `depth` levels (issue
-//! 23's shape: `fib_loop 1 32 20 3` is fib(32) with 1.56 million spawns, on one
+//! 23's shape: `fib_loop 1 32 20 3` is fib(32) with 940,924 spawns, on one
 //! processor, best of three runs), printing the best total time and the process's peak
 //! resident memory (`VmHWM`), for setting beside a Go or tokio program of the same shape
 //! outside the lab's harness. `schedlab run --suite full --filter threads.forkjoin` is the
