@@ -687,4 +687,99 @@ mod loom_tests {
             });
         }
     }
+
+    /// Model of the monitor's quiet sleep (`monitor.rs`, "Quiet") against a
+    /// processor that leaves the stopped ones and then queues work with no
+    /// poke (a timer's thread, a yield) before its thread blocks in the
+    /// kernel (here: ends). The processor starts asleep and wakes by itself
+    /// (its timer) or by a producer's notification. The monitor announces
+    /// it is quiet, reads `stopped`, and sleeps without a deadline only if
+    /// every processor was stopped; else it looks again (its `QUIET_POLL`).
+    /// The processor, after leaving, reads the announcement and pokes
+    /// (`MonitorCtl::processor_starts`). loom fails the model (a deadlock:
+    /// the monitor parked for good) if the monitor can sleep through the
+    /// queued work; without the processor's poke it does.
+    #[test]
+    fn loom_a_quiet_monitor_sees_a_processor_that_starts() {
+        struct Rt {
+            idle: Idle,
+            parker: Parker,
+            /// The monitor's wake-up word (`MonitorCtl::poke` and `wait`).
+            monitor: Parker,
+            /// `MonitorCtl::idle`.
+            quiet: AtomicBool,
+            queue: Mutex<VecDeque<u32>>,
+        }
+        impl Rt {
+            /// `MonitorCtl::work_arrived` (`fenced`: `processor_starts`).
+            fn poke_if_quiet(&self, fenced: bool) {
+                if fenced {
+                    fence(Ordering::SeqCst);
+                }
+                if self.quiet.load(Ordering::Relaxed) {
+                    self.quiet.store(false, Ordering::Relaxed);
+                    self.monitor.unpark();
+                }
+            }
+        }
+        for woken in [false, true] {
+            loom::model(move || {
+                let m = Arc::new(Rt {
+                    idle: Idle::new(),
+                    parker: Parker::new(),
+                    monitor: Parker::new(),
+                    quiet: AtomicBool::new(false),
+                    queue: Mutex::new(VecDeque::new()),
+                });
+                // The only processor searched and sleeps.
+                m.idle.start_searching();
+                m.idle.prepare_sleep(0, true);
+                let monitor = {
+                    let m = m.clone();
+                    loom::thread::spawn(move || loop {
+                        if m.queue.lock().unwrap().contains(&2) {
+                            return;
+                        }
+                        m.quiet.store(true, Ordering::SeqCst);
+                        fence(Ordering::SeqCst);
+                        let all_stopped = m.idle.stopped() >= 1;
+                        if !m.queue.lock().unwrap().is_empty() {
+                            // Work waits: the monitor polls.
+                            m.quiet.store(false, Ordering::Relaxed);
+                            loom::thread::yield_now();
+                        } else if all_stopped {
+                            m.monitor.park(None);
+                        } else {
+                            // A sleep of QUIET_POLL at most.
+                            loom::thread::yield_now();
+                        }
+                        m.quiet.store(false, Ordering::Relaxed);
+                    })
+                };
+                let processor = {
+                    let m = m.clone();
+                    loom::thread::spawn(move || {
+                        if woken {
+                            m.parker.park(None);
+                        }
+                        m.idle.after_wake(0);
+                        m.poke_if_quiet(true);
+                        m.queue.lock().unwrap().retain(|&x| x != 1);
+                        // Queued with no poke; then the thread blocks.
+                        m.queue.lock().unwrap().push_back(2);
+                    })
+                };
+                if woken {
+                    // A producer outside: `Shared::inject`.
+                    m.queue.lock().unwrap().push_back(1);
+                    if m.idle.notify_one().is_some() {
+                        m.parker.unpark();
+                    }
+                    m.poke_if_quiet(false);
+                }
+                processor.join().unwrap();
+                monitor.join().unwrap();
+            });
+        }
+    }
 }

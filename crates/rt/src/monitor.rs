@@ -22,9 +22,10 @@
 //!
 //! # Cost
 //!
-//! The monitor sleeps without a deadline while no work waits anywhere (a
-//! producer that queues work pokes it with one futex wake, and only then).
-//! While work waits it wakes at the next quantum deadline, and, for the
+//! The monitor sleeps without a deadline while no processor runs ("Quiet",
+//! below), and at most [`QUIET_POLL`] while processors run with no work
+//! waiting (a producer that queues work pokes it with one futex wake). While
+//! work waits it wakes at the next quantum deadline, and, for the
 //! blocked-thread check, first `threshold` after a thread starts and then at
 //! doubling intervals up to [`MAX_POLL`] while the thread keeps running: a
 //! thread that blocks soon after it got the CPU (the usual case: it was woken
@@ -42,6 +43,29 @@
 //! it handed a processor off, the monitor looks at least every
 //! [`ACTIVE_POLL`]: a processor entering an explicit `blocking` call is seen
 //! only at the next look, and programs that block once block again.
+//!
+//! # Quiet
+//!
+//! After [`IDLE_AFTER`] with no work waiting the monitor is *quiet*: it
+//! announces it (`MonitorCtl::idle`, stored `SeqCst`, then a `SeqCst`
+//! fence), looks at every queue once more, and sleeps. Producers that queue
+//! work look at the flag after their push (behind the idle protocol's
+//! `SeqCst` fence, `idle.rs`) and poke a quiet monitor. Not every push does
+//! (a yield requeues its thread, a processor's timers and maintenance queue
+//! what they find, and a lone processor's next slot skips the fence), and a
+//! thread that blocks in the kernel transparently announces nothing: so
+//! while any processor runs, a quiet monitor still looks every
+//! [`QUIET_POLL`], as Go's sysmon does while a P runs. It sleeps with no
+//! deadline only when it read, after its announcement, every processor
+//! stopped (`Idle::stopped`: asleep or retired); a processor that leaves
+//! the stopped ones reads the flag after its own update of those counters
+//! and a `SeqCst` fence, and pokes a quiet monitor (`MonitorCtl::processor_starts`), so
+//! one of the two sees the other (a Dekker pair, modelled with loom in
+//! `idle.rs`). Before, a quiet monitor with a far deadline (a user thread
+//! sleeping for minutes) slept until it without telling producers to poke
+//! it: threads spawned from outside while the only running thread was
+//! blocked in the kernel waited for that deadline (issue 21, the Open POSIX
+//! Test Suite's `pthread_cond_signal/1-2` under the C library).
 
 use crate::blocking::{self, RELEASED, RUNNING, SYSCALL};
 use crate::event::{Detection, Event};
@@ -49,7 +73,7 @@ use crate::machine::{Machine, REQ_PREEMPT, REQ_REJOIN, REQ_RELEASE};
 use crate::preempt::{signal_thread, Preemption};
 use crate::priority::{Priority, AGING};
 use crate::runtime::Shared;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -71,8 +95,14 @@ const ACTIVE_POLL: Duration = Duration::from_micros(200);
 /// How long after the last hand-off the monitor keeps to [`ACTIVE_POLL`].
 const ACTIVE_FOR: Duration = Duration::from_millis(20);
 
-/// After this long with no work waiting anywhere, the monitor sleeps until poked.
+/// After this long with no work waiting anywhere, the monitor is quiet: it
+/// sleeps until poked, or, while a processor runs, [`QUIET_POLL`] at most.
 const IDLE_AFTER: Duration = Duration::from_millis(20);
+
+/// Longest sleep of a quiet monitor while some processor runs ("Quiet",
+/// above): Go's sysmon likewise never sleeps longer than 10 ms while a P
+/// runs.
+const QUIET_POLL: Duration = Duration::from_millis(10);
 
 /// Most idle stacks whose memory one look of the monitor gives back
 /// (`stack.rs`, `Depot::scavenge`): neighbouring ones go in one `madvise`,
@@ -90,7 +120,8 @@ pub const DEFAULT_BLOCK_THRESHOLD: Duration = Duration::from_micros(50);
 #[derive(Default)]
 pub(crate) struct MonitorCtl {
     word: AtomicU32,
-    /// The monitor sleeps with no deadline: producers of work poke it.
+    /// The monitor is quiet ("Quiet", above): producers of work poke it,
+    /// and so does a processor that starts running.
     pub(crate) idle: AtomicBool,
 }
 
@@ -101,10 +132,26 @@ impl MonitorCtl {
         crate::futex::wake(&self.word, 1);
     }
 
-    /// Pokes the monitor if it sleeps without a deadline (cheap otherwise:
-    /// one load of a line that rarely changes).
+    /// Pokes the monitor if it is quiet (cheap otherwise: one load of a line
+    /// that rarely changes).
     #[inline]
     pub(crate) fn work_arrived(&self) {
+        if self.idle.load(Ordering::Relaxed) {
+            self.idle.store(false, Ordering::Relaxed);
+            self.poke();
+        }
+    }
+
+    /// A processor leaves the stopped ones (`idle.rs`: asleep or retired) to
+    /// run: pokes the monitor if it is quiet, which may be asleep with no
+    /// deadline because it saw every processor stopped. The fence pairs with
+    /// the monitor's, after the processor's update of those counters: if the
+    /// monitor read them before the update, its announcement (stored before
+    /// its fence) is seen here ("Quiet", above). Off the hot paths: a
+    /// processor gets here from a sleep.
+    #[inline]
+    pub(crate) fn processor_starts(&self) {
+        fence(Ordering::SeqCst);
         if self.idle.load(Ordering::Relaxed) {
             self.idle.store(false, Ordering::Relaxed);
             self.poke();
@@ -548,22 +595,33 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             want(last_scavenge + SCAVENGE_EVERY);
         }
         let timeout = match next {
-            Some(t) => Some(t.saturating_duration_since(Instant::now())),
+            Some(t) if any_waiting || now - last_waiting < IDLE_AFTER => {
+                Some(t.saturating_duration_since(Instant::now()))
+            }
             None if now - last_waiting < IDLE_AFTER => Some(MAX_POLL),
-            None => {
+            // Quiet: no work has waited for a while ("Quiet", above).
+            _ => {
                 shared.monitor.idle.store(true, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                // Read after announcing: a processor that starts running
+                // after this read sees `idle` and pokes us.
+                let all_stopped = shared.idle.stopped() >= procs.len();
                 // Re-check after announcing: a producer that queued before it
                 // saw `idle` left work we must not sleep through.
                 let work = !shared.injector.is_empty()
+                    || (prios && (shared.prio.high_waiting() || shared.prio.low_waiting()))
                     || procs.iter().any(|p| {
                         // SAFETY: as above.
                         unsafe { &*p.0 }.has_waiting()
                     });
+                let until = next.map(|t| t.saturating_duration_since(Instant::now()));
                 if work {
                     shared.monitor.idle.store(false, Ordering::Relaxed);
                     Some(Duration::ZERO)
+                } else if all_stopped {
+                    until
                 } else {
-                    None
+                    Some(until.map_or(QUIET_POLL, |d| d.min(QUIET_POLL)))
                 }
             }
         };

@@ -105,6 +105,53 @@ fn a_thread_blocked_in_a_plain_read_does_not_hold_its_processor() {
     );
 }
 
+/// Issue 21's hang (the Open POSIX Test Suite's `pthread_cond_signal/1-2`
+/// under the C library): threads spawned from an OS thread, outside the
+/// runtime, while the only processor's thread is blocked in the kernel (a
+/// plain `read`) and another sleeps with a far deadline. The monitor, which
+/// had seen no work waiting, slept until that deadline without telling
+/// producers to wake it, so the spawned writer never ran and the reader
+/// never returned.
+#[test]
+fn a_thread_spawned_from_outside_runs_while_the_processor_is_blocked() {
+    watchdog(60, || {
+        let rt = Runtime::builder()
+            .processors(1)
+            .preemption(Preemption::Cooperative)
+            .transparent_blocking(true)
+            .build()
+            .unwrap();
+        let (r, w) = pipe();
+        // A timer far away: the monitor's next deadline.
+        let sleeper = rt.spawn(|| schedlab_rt::sleep(Duration::from_secs(3600)));
+        let reading = Arc::new(AtomicBool::new(false));
+        let flag = reading.clone();
+        let reader = rt.spawn(move || {
+            flag.store(true, Ordering::SeqCst);
+            let mut b = [0u8; 1];
+            // SAFETY: a valid buffer of one byte.
+            let n = unsafe { libc::read(r, b.as_mut_ptr().cast(), 1) };
+            (n, b[0])
+        });
+        while !reading.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Long enough for the reader to be in `read` and the monitor to have
+        // seen no work waiting for a while (its `IDLE_AFTER`).
+        std::thread::sleep(Duration::from_millis(200));
+        let writer = rt.spawn(move || {
+            // SAFETY: one byte from a valid buffer.
+            unsafe { libc::write(w, [42u8].as_ptr().cast(), 1) };
+        });
+        writer.join().unwrap();
+        assert_eq!(reader.join().unwrap(), (1, 42));
+        close(r);
+        close(w);
+        drop(rt);
+        drop(sleeper);
+    });
+}
+
 /// Seed 003's upcalls come in pairs: a thread the monitor reported `Blocked`
 /// is reported `Unblocked` once it is back, even when it exits right after
 /// the call, before any runtime call would make it rejoin (the reader here

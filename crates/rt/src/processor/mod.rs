@@ -1014,6 +1014,7 @@ impl Processor {
             idle.prepare_sleep(self.index, !deaf);
             if let Some(t) = self.steal_round() {
                 idle.cancel_sleep(self.index);
+                shared.monitor.processor_starts();
                 shared.wait_for_check();
                 return Some(t);
             }
@@ -1032,6 +1033,7 @@ impl Processor {
             }
             crate::poll::sleep(&shared.parkers[self.index], timeout);
             let by_itself = idle.after_wake(self.index);
+            shared.monitor.processor_starts();
             shared.wait_for_check();
             // Woken for work: search as usual. At a deaf sleep's timeout:
             // look for a moment, then sleep again (the conversation goes on)
@@ -1214,6 +1216,7 @@ impl Processor {
             shared.parkers[self.index].park(None);
         }
         shared.idle.unretire();
+        shared.monitor.processor_starts();
         shared.wait_for_check();
         if !shared.shutdown.load(Ordering::Acquire) {
             self.announce();
