@@ -142,8 +142,12 @@ const ATTR_ROBUST: u32 = 0x4000_0000;
 const ATTR_PSHARED: u32 = 0x8000_0000;
 const ATTR_FLAG_BITS: u32 = ATTR_ROBUST | ATTR_PSHARED | ATTR_PROTOCOL_MASK | ATTR_CEILING_MASK;
 
-/// Spins before queueing.
-const SPINS: u32 = 40;
+/// Rounds of the spin before queueing; round `k` pauses `SPIN_PAUSES << k`
+/// times, then looks at the lock (124 pauses in all, a few microseconds),
+/// as `schedlab_rt::sync::Mutex` does.
+const SPIN_ROUNDS: u32 = 5;
+/// Pauses of the spin's first round.
+const SPIN_PAUSES: u32 = 4;
 
 /// Our view of a `pthread_mutex_t` (module docs).
 #[repr(C)]
@@ -207,18 +211,27 @@ impl Raw {
     /// Locking, slow path (module docs, steps 1 to 4).
     #[cold]
     fn acquire_slow(&self, deadline: Option<&Deadline>, robust: bool, cancel: Cancel) -> Acquired {
-        let mut spins = 0;
+        let mut round = 0;
         loop {
             if robust && self.flags.load(Ordering::Acquire) & NOTRECOVERABLE != 0 {
                 return Acquired::NotRecoverable;
             }
+            if round < SPIN_ROUNDS {
+                // Back off before looking (the fast path's compare-and-swap
+                // just failed): a spinner that reads the line at every pause
+                // keeps taking it from the holder, whose unlock then waits
+                // for it.
+                for _ in 0..SPIN_PAUSES << round {
+                    std::hint::spin_loop();
+                }
+                round += 1;
+                if self.try_acquire() {
+                    return Acquired::Yes;
+                }
+                continue;
+            }
             if self.try_acquire() {
                 return Acquired::Yes;
-            }
-            if spins < SPINS {
-                spins += 1;
-                std::hint::spin_loop();
-                continue;
             }
             let w = Waiter::new(0);
             let q = self.queue();
