@@ -344,12 +344,6 @@ struct Attr {
     sched: Option<(c_int, c_int)>,
 }
 
-/// The smallest stack a user thread gets, whatever its attribute asks
-/// (`PTHREAD_STACK_MIN` is 16 KiB): a thread of the Open POSIX Test Suite
-/// with that stack overflowed in the library's `usleep`. Untouched pages
-/// cost no memory.
-const MIN_STACK: usize = 64 * 1024;
-
 fn read_attr(attr: *const libc::pthread_attr_t) -> Attr {
     let mut a = Attr {
         detached: false,
@@ -367,10 +361,7 @@ fn read_attr(attr: *const libc::pthread_attr_t) -> Attr {
         a.detached = ds == libc::PTHREAD_CREATE_DETACHED;
         let mut size = 0;
         if libc::pthread_attr_getstacksize(attr, &mut size) == 0 && size > 0 {
-            // POSIX makes the attribute a minimum; below MIN_STACK the
-            // library's own calls (a first `dlsym` of glibc's function, the
-            // runtime's park) could overflow where glibc's leaner code fits.
-            a.stack_size = size.max(MIN_STACK);
+            a.stack_size = size;
         }
         let mut guard = 0;
         if libc::pthread_attr_getguardsize(attr, &mut guard) == 0 {
