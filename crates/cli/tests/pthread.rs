@@ -27,6 +27,7 @@ const TESTS: &[&str] = &[
     "malloc",
     "priority",
     "io",
+    "storm",
 ];
 
 fn sources() -> PathBuf {
@@ -140,4 +141,9 @@ fn real_time_priorities_order_the_waiters() {
 #[test]
 fn reads_and_writes_on_pipes_and_sockets_wait_without_a_kernel_thread() {
     check("io");
+}
+
+#[test]
+fn signals_to_a_busy_thread_are_all_handled() {
+    check("storm");
 }

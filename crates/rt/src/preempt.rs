@@ -450,6 +450,14 @@ pub(crate) fn preempted() {
                     vp.machine().lower_quietly();
                     return;
                 }
+                #[cfg(feature = "shared-library")]
+                if crate::shared::in_signal_handler() {
+                    // Safe point 4 for a request deferred to the end of a
+                    // section (a program's handler calling the library):
+                    // dropped, the monitor asks again.
+                    vp.machine().lower_quietly();
+                    return;
+                }
                 if let Some(b) = t.budget() {
                     if let Some(left) = b.spent(vp.shared.timers.now()) {
                         return crate::budget::throttle(vp, t, b, left);

@@ -113,6 +113,38 @@ fn apply(m: &crate::machine::Machine, mask: u64) {
     m.sigmask.store(mask, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Before a processor's kernel thread sleeps for want of work (`search`):
+/// makes its signal mask the one recorded in `Machine::sigmask` again, with
+/// one system call on a path that is about to sleep anyway. The recorded
+/// mask is what [`apply`] skips against, and the kernel's can drift from it
+/// (a program's handler that ran on this kernel thread and ended elsewhere
+/// leaves its signal blocked here): seen as `SIGUSR1` and `SIGUSR2` pending
+/// and blocked on an idle processor while the thread that sent them waited
+/// for their handler's `sem_post` (the Open POSIX suite's
+/// `pthread_mutex_lock/3-1` hung). A signal that was pending runs its
+/// handler here, between two user threads, as a process-directed one may.
+pub(crate) fn before_idle_sleep() {
+    let m = crate::machine::Machine::here();
+    sigprocmask(libc::SIG_SETMASK, Some(m.sigmask.load(std::sync::atomic::Ordering::Relaxed)));
+}
+
+/// Whether the calling kernel thread's signal mask differs from the one
+/// recorded for it (`Machine::sigmask`): the running user thread is inside a
+/// program's signal handler, for which the kernel blocks the handled signal.
+/// A switch there would finish the handler, and restore its mask, on another
+/// kernel thread, leaving the signal blocked on this one (seen: `SIGUSR1`
+/// and `SIGUSR2` blocked and pending on a processor whose worker never took
+/// them, while their senders waited for the handlers' `sem_post`). The
+/// preemption handler checks this on the interrupted context's mask (safe
+/// point 4); a request deferred to the end of a runtime section, which a
+/// handler that calls the library opens, checks it here, with one system
+/// call per preemption.
+pub(crate) fn in_signal_handler() -> bool {
+    let m = crate::machine::Machine::here();
+    sigprocmask(libc::SIG_SETMASK, None) & !preempt_bit()
+        != m.sigmask.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// In `after_switch`, inside the resuming section: records the machine and
 /// applies the thread's mask. Returns whether the hook is asked for.
 #[inline]

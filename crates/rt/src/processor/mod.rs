@@ -1031,6 +1031,8 @@ impl Processor {
             {
                 shared.check_deadlock();
             }
+            #[cfg(feature = "shared-library")]
+            crate::shared::before_idle_sleep();
             crate::poll::sleep(&shared.parkers[self.index], timeout);
             let by_itself = idle.after_wake(self.index);
             shared.monitor.processor_starts();
