@@ -28,6 +28,7 @@ const TESTS: &[&str] = &[
     "priority",
     "io",
     "storm",
+    "stacks",
 ];
 
 fn sources() -> PathBuf {
@@ -146,4 +147,9 @@ fn reads_and_writes_on_pipes_and_sockets_wait_without_a_kernel_thread() {
 #[test]
 fn signals_to_a_busy_thread_are_all_handled() {
     check("storm");
+}
+
+#[test]
+fn threads_run_on_the_stacks_they_are_given_and_know_where_they_are() {
+    check("stacks");
 }

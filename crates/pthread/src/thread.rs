@@ -75,6 +75,11 @@ extern "C" {
     ) -> c_int;
     fn pthread_attr_getdetachstate(attr: *const libc::pthread_attr_t, state: *mut c_int) -> c_int;
     fn pthread_attr_setdetachstate(attr: *mut libc::pthread_attr_t, state: c_int) -> c_int;
+    /// glibc's: the stack's top as set, null when no stack was given.
+    fn pthread_attr_getstackaddr(
+        attr: *const libc::pthread_attr_t,
+        addr: *mut *mut c_void,
+    ) -> c_int;
 }
 
 const MAGIC: u64 = 0x7363_6865_646c_6162; // "schedlab"
@@ -128,6 +133,10 @@ pub(crate) struct ThreadData {
     /// Usable stack size, for `pthread_getattr_np`.
     pub(crate) stack_size: usize,
     pub(crate) guard_size: usize,
+    /// The stack the thread runs on, lowest address and length, recorded
+    /// when it starts (0, 0 before), for `pthread_getattr_np`.
+    stack_low: AtomicUsize,
+    stack_len: AtomicUsize,
     /// Cancellation: state, type and pending bits (`cancel.rs`).
     pub(crate) cancel: AtomicU32,
     /// The innermost C cleanup buffer (`cancel.rs`).
@@ -188,6 +197,8 @@ impl ThreadData {
             name: Mutex::new([0; 16]),
             stack_size,
             guard_size,
+            stack_low: AtomicUsize::new(0),
+            stack_len: AtomicUsize::new(0),
             cancel: AtomicU32::new(0),
             cleanup: Cell::new(std::ptr::null_mut()),
             keys: UnsafeCell::new(Vec::new()),
@@ -340,6 +351,8 @@ struct Attr {
     detached: bool,
     stack_size: usize,
     guard_size: usize,
+    /// The caller's stack (`pthread_attr_setstack`): its lowest address.
+    stack_base: Option<usize>,
     /// Policy and priority, when the attribute says `PTHREAD_EXPLICIT_SCHED`.
     sched: Option<(c_int, c_int)>,
 }
@@ -349,6 +362,7 @@ fn read_attr(attr: *const libc::pthread_attr_t) -> Attr {
         detached: false,
         stack_size: crate::runtime::stack_size(),
         guard_size: 4096,
+        stack_base: None,
         sched: None,
     };
     if attr.is_null() {
@@ -362,6 +376,13 @@ fn read_attr(attr: *const libc::pthread_attr_t) -> Attr {
         let mut size = 0;
         if libc::pthread_attr_getstacksize(attr, &mut size) == 0 && size > 0 {
             a.stack_size = size;
+        }
+        // The stack's top as the caller set it, or null: unlike
+        // `pthread_attr_getstack`, which makes up an address from the size
+        // when none was set.
+        let mut top = std::ptr::null_mut();
+        if pthread_attr_getstackaddr(attr, &mut top) == 0 && !top.is_null() {
+            a.stack_base = Some((top as usize).wrapping_sub(a.stack_size));
         }
         let mut guard = 0;
         if libc::pthread_attr_getguardsize(attr, &mut guard) == 0 {
@@ -484,12 +505,17 @@ pub unsafe extern "C-unwind" fn pthread_create(
     let datap = data as usize;
     // SAFETY: `tcb` is the new thread's own block, alive until it is
     // completed and then freed by its joiner or the reaper (module docs).
-    let builder = unsafe {
+    let mut builder = unsafe {
         schedlab_rt::Builder::new()
             .stack_size(a.stack_size)
             .thread_pointer(tcb)
             .signal_mask(schedlab_rt::shared::signal_mask())
     };
+    if let Some(base) = a.stack_base {
+        // SAFETY: POSIX: the caller's stack is the thread's until it is
+        // joined or, detached, has exited; nothing else may use it.
+        builder = unsafe { builder.stack_memory(base as *mut u8, a.stack_size) };
+    }
     LIVE.fetch_add(1, Ordering::Relaxed);
     let spawned = if on_user_thread() {
         builder.spawn(move || thread_main(datap, start, arg))
@@ -528,6 +554,10 @@ fn thread_main(data: usize, start: usize, arg: usize) {
     let start: extern "C-unwind" fn(*mut c_void) -> *mut c_void =
         unsafe { std::mem::transmute(start) };
     crate::glibc::thread_start();
+    if let Some(b) = schedlab_rt::stack_bounds() {
+        d.stack_low.store(b.start, Ordering::Relaxed);
+        d.stack_len.store(b.len(), Ordering::Release);
+    }
     let r = std::panic::catch_unwind(|| start(arg as *mut c_void));
     match r {
         Ok(v) => d.value.store(v as usize, Ordering::Relaxed),
@@ -766,8 +796,9 @@ pub unsafe extern "C-unwind" fn pthread_attr_getscope(
     unsafe { next::pthread_attr_getscope()(attr, scope) }
 }
 
-/// `pthread_getattr_np`: a user thread's attributes as created (its stack is
-/// the runtime's), a kernel thread's from glibc.
+/// `pthread_getattr_np`: a user thread's attributes as created, with the
+/// stack it runs on once it has started (the runtime's, or the caller's from
+/// `pthread_attr_setstack`); a kernel thread's from glibc.
 ///
 /// # Safety
 ///
@@ -787,7 +818,17 @@ pub unsafe extern "C-unwind" fn pthread_getattr_np(
     // SAFETY: the caller's uninitialised attribute, which glibc initialises.
     unsafe {
         libc::pthread_attr_init(attr);
-        libc::pthread_attr_setstacksize(attr, d.stack_size);
+        let len = d.stack_len.load(Ordering::Acquire);
+        if len > 0 {
+            // The memory it runs on, as glibc reports a thread's (guard excluded).
+            libc::pthread_attr_setstack(
+                attr,
+                d.stack_low.load(Ordering::Relaxed) as *mut c_void,
+                len,
+            );
+        } else {
+            libc::pthread_attr_setstacksize(attr, d.stack_size);
+        }
         libc::pthread_attr_setguardsize(attr, d.guard_size);
         pthread_attr_setscope(attr, SCOPE_PROCESS);
         if d.state.load(Ordering::Acquire) & DETACHED != 0 {

@@ -117,10 +117,21 @@ pub struct Stack {
     guard: usize,
     /// Its slot in a runtime's registry (`registry.rs`), if registered.
     slot: Option<NonNull<Slot>>,
-    /// Whether the stack is a mapping of its own, unmapped when it drops;
-    /// `false` for a slot of a [`Depot`]'s reservation, which the depot
-    /// unmaps when it drops.
-    owned: bool,
+    /// Whose memory it is, which says what happens when it drops and
+    /// whether it may be reused.
+    memory: Memory,
+}
+
+/// Whose memory a [`Stack`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Memory {
+    /// A mapping of its own, unmapped when the stack drops.
+    Mapped,
+    /// A slot of a [`Depot`]'s reservation, which the depot unmaps when it drops.
+    Depot,
+    /// Memory the spawner lent ([`Stack::lent`], POSIX's
+    /// `pthread_attr_setstack`): never unmapped, never pooled for another thread.
+    Lent,
 }
 
 // SAFETY: a Stack is an owned region of memory with no thread affinity; the
@@ -139,9 +150,37 @@ impl Stack {
         let len = usable + page;
         let base = map_stack_memory(len)?;
         // From here on `stack` owns the mapping: an early return unmaps it.
-        let stack = Stack { base, len, guard: page, slot: None, owned: true };
+        let stack = Stack { base, len, guard: page, slot: None, memory: Memory::Mapped };
         stack.install_guard()?;
         Ok(stack)
+    }
+
+    /// A stack on memory the caller lends: `len` bytes at `base`, with no
+    /// guard page (the caller's memory is what it is) and nothing unmapped
+    /// when the stack drops. Its top is rounded down to 16 bytes, as the
+    /// ABI wants it. Returns `None` when less than [`MIN_STACK_SIZE`] remains.
+    ///
+    /// # Safety
+    ///
+    /// `base..base + len` must be writable memory that nothing else uses
+    /// until the stack has dropped (its thread has exited and switched away
+    /// for good).
+    #[cfg_attr(not(feature = "shared-library"), allow(dead_code))]
+    pub(crate) unsafe fn lent(base: NonNull<u8>, len: usize) -> Option<Stack> {
+        let top = (base.as_ptr() as usize).checked_add(len)? & !15;
+        let len = top - base.as_ptr() as usize;
+        (len >= MIN_STACK_SIZE).then_some(Stack {
+            base,
+            len,
+            guard: 0,
+            slot: None,
+            memory: Memory::Lent,
+        })
+    }
+
+    /// Whether a later thread may run on this stack (not lent memory).
+    pub(crate) fn reusable(&self) -> bool {
+        self.memory != Memory::Lent
     }
 
     /// [`Stack::new`], registered in `registry` (see `registry.rs`).
@@ -254,7 +293,7 @@ impl Drop for Stack {
             // registry alive; the slot dies with the stack.
             unsafe { Registry::unregister(slot) };
         }
-        if self.owned {
+        if self.memory == Memory::Mapped {
             // SAFETY: we own the whole mapping and nobody runs on it any more
             // (a stack is only dropped once its thread has switched away for good).
             let rc = unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
@@ -317,10 +356,10 @@ impl StackPool {
     }
 
     /// Returns a stack for reuse (spilling half the pool to the depot when
-    /// full); unmaps it if it has another size.
+    /// full); unmaps it if it has another size, and lets lent memory go.
     #[inline]
     pub(crate) fn put(&mut self, stack: Stack, depot: &Depot) {
-        if stack.size() != self.size {
+        if stack.size() != self.size || !stack.reusable() {
             return;
         }
         if self.free.len() >= self.cap {
@@ -515,7 +554,8 @@ impl Depot {
         // SAFETY: `index` is below the chunk's slot count, so the slot lies
         // inside the chunk's mapping.
         let slot = unsafe { NonNull::new_unchecked(base.as_ptr().add(index * slot_len)) };
-        let mut stack = Stack { base: slot, len: slot_len, guard: page, slot: None, owned: false };
+        let mut stack =
+            Stack { base: slot, len: slot_len, guard: page, slot: None, memory: Memory::Depot };
         stack.install_guard()?;
         d.uncarved -= 1;
         // SAFETY: forwarded from the caller.

@@ -237,6 +237,27 @@ impl Builder {
         self
     }
 
+    /// Runs the thread on memory the caller provides (POSIX's
+    /// `pthread_attr_setstack`): `len` bytes at `base`, with no guard page,
+    /// never unmapped or reused for another thread. Overrides
+    /// [`stack_size`](Builder::stack_size); `spawn` fails with
+    /// [`io::ErrorKind::InvalidInput`] when less than
+    /// [`MIN_STACK_SIZE`](crate::MIN_STACK_SIZE) remains once the top is
+    /// aligned. A thread on lent memory is never run inline by its joiner
+    /// (the crate docs, "Fork-join"): it runs where it was told to.
+    ///
+    /// # Safety
+    ///
+    /// `base..base + len` must be writable memory that nothing else uses
+    /// until the thread has completed (its join returned or, detached, its
+    /// closure returned and a moment passed), as for
+    /// [`thread_pointer`](Builder::thread_pointer).
+    #[cfg(feature = "shared-library")]
+    pub unsafe fn stack_memory(mut self, base: *mut u8, len: usize) -> Builder {
+        self.opts.lent_stack = Some((base as usize, len));
+        self
+    }
+
     /// The thread's signal mask (the first 64 signals, bit `n - 1` for
     /// signal `n`), applied to the kernel thread whenever the thread resumes
     /// (`shared-library` build; see `schedlab_rt::shared`, "Signals").
@@ -309,6 +330,18 @@ pub fn stack_usage() -> Option<(usize, usize)> {
     // freed or replaced while the thread runs.
     let stack = unsafe { (*task.stack.get()).as_ref() }?;
     Some((stack.touched(), stack.size()))
+}
+
+/// The address range of the calling user thread's usable stack, the memory it runs
+/// on now (`None` on an OS thread): what `pthread_getattr_np` reports, and what a
+/// garbage collector scans. A child its joiner runs inline (the crate docs,
+/// "Fork-join") runs on, and reports, the joiner's stack.
+pub fn stack_bounds() -> Option<std::ops::Range<usize>> {
+    let task = processor::current_task_ref()?;
+    // SAFETY: as in `stack_usage`.
+    let stack = unsafe { (*task.stack.get()).as_ref() }?;
+    let top = stack.top() as usize;
+    Some(top - stack.size()..top)
 }
 
 /// Lets the processor run another runnable user thread, if there is one.

@@ -8,7 +8,7 @@
 //! cargo test --release -p schedlab-rt --test stack_usage -- --ignored --nocapture
 //! ```
 
-use schedlab_rt::{stack_usage, Builder, Runtime};
+use schedlab_rt::{stack_bounds, stack_usage, Builder, Runtime};
 use std::hint::black_box;
 
 const FRESH: usize = 256 * 1024;
@@ -47,6 +47,27 @@ fn stack_usage_counts_the_pages_a_thread_touched() {
     assert!((64 * 1024..=FRESH).contains(&big), "a 64 KiB local: {big} bytes");
     let size = rt.block_on(|| stack_usage().unwrap().1).unwrap();
     assert_eq!(size, schedlab_rt::DEFAULT_STACK_SIZE);
+}
+
+#[test]
+fn stack_bounds_hold_the_running_thread_s_frames() {
+    let rt = Runtime::builder().processors(1).build().unwrap();
+    assert_eq!(stack_bounds(), None, "an OS thread has no user stack");
+    let (bounds, local) = rt
+        .block_on(|| {
+            Builder::new()
+                .stack_size(FRESH)
+                .spawn(|| {
+                    let x = black_box(5u64);
+                    (stack_bounds().expect("on a user thread"), &x as *const u64 as usize)
+                })
+                .unwrap()
+                .join()
+                .unwrap()
+        })
+        .unwrap();
+    assert_eq!(bounds.len(), FRESH, "{bounds:x?}");
+    assert!(bounds.contains(&local), "a local at {local:#x} outside {bounds:x?}");
 }
 
 #[test]

@@ -29,6 +29,10 @@ pub(crate) struct SpawnOptions {
     /// `Builder::signal_mask` (`shared-library` build).
     #[cfg(feature = "shared-library")]
     pub(crate) signal_mask: u64,
+    /// `Builder::stack_memory` (`shared-library` build): the lent stack's
+    /// base address and length.
+    #[cfg(feature = "shared-library")]
+    pub(crate) lent_stack: Option<(usize, usize)>,
 }
 
 /// Which runtime a new user thread joins.
@@ -93,7 +97,30 @@ where
     // The `shared-library` build, whose threads carry a thread pointer set
     // up with the stack, keeps the eager path.
     let lazy = size == shared.stack_size && cfg!(not(feature = "shared-library"));
+    #[cfg(feature = "shared-library")]
+    let lent = match opts.lent_stack {
+        // SAFETY: `Builder::stack_memory`'s contract.
+        Some((base, len)) => Some(
+            std::ptr::NonNull::new(base as *mut u8)
+                .and_then(|base| unsafe { Stack::lent(base, len) })
+                .ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "Builder::stack_memory: {len} bytes at {base:#x} leave less than \
+                             MIN_STACK_SIZE ({}) once aligned",
+                            crate::MIN_STACK_SIZE
+                        ),
+                    )
+                })?,
+        ),
+        None => None,
+    };
+    #[cfg(not(feature = "shared-library"))]
+    let lent: Option<Stack> = None;
+    let size = lent.as_ref().map_or(size, Stack::size);
     let stack = match vp {
+        _ if lent.is_some() => lent,
         _ if lazy => None,
         Some(vp) => Some(vp.stack(size)?),
         // SAFETY: as in `Processor::stack`.
