@@ -356,10 +356,12 @@ impl StackPool {
     }
 
     /// Returns a stack for reuse (spilling half the pool to the depot when
-    /// full); unmaps it if it has another size, and lets lent memory go.
+    /// full); one of another size goes to the depot's stacks of other sizes
+    /// ([`Depot::keep_other`]), and lent memory goes back to its owner.
     #[inline]
     pub(crate) fn put(&mut self, stack: Stack, depot: &Depot) {
         if stack.size() != self.size || !stack.reusable() {
+            depot.keep_other(stack);
             return;
         }
         if self.free.len() >= self.cap {
@@ -451,7 +453,17 @@ pub(crate) struct Depot {
     /// A monitor scavenges in the background; without one, the processor
     /// that spills past the bound gives the excess back itself.
     background: AtomicBool,
+    /// Idle stacks of other sizes (`Builder::stack_size`, C's
+    /// `pthread_attr_setstacksize`), most recently returned last, kept up
+    /// to [`OTHER_SIZES_BYTES`] so that a program creating threads of its
+    /// own stack size does not map and unmap one per thread (an `munmap`
+    /// costs a TLB shootdown on every CPU the process ran on).
+    others: std::sync::Mutex<Vec<Stack>>,
 }
+
+/// The usable bytes of idle stacks of other sizes a depot keeps: glibc's
+/// stack cache keeps 40 MiB of any size for the same reason.
+const OTHER_SIZES_BYTES: usize = 40 << 20;
 
 #[derive(Debug, Default)]
 struct DepotInner {
@@ -487,7 +499,37 @@ impl Depot {
             retain,
             excess: AtomicBool::new(false),
             background: AtomicBool::new(false),
+            others: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    /// An idle stack of `size` usable bytes (rounded as [`Stack::new`]) that is
+    /// not the depot's size, the one most recently returned, if one is kept.
+    pub(crate) fn take_other(&self, size: usize) -> Option<Stack> {
+        let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
+        let i = others.iter().rposition(|s| s.size() == size)?;
+        Some(others.remove(i))
+    }
+
+    /// Keeps an idle stack that is not of the depot's size for a later
+    /// thread of its size, letting the oldest go (unmapped) beyond
+    /// [`OTHER_SIZES_BYTES`]. Lent memory is never kept.
+    pub(crate) fn keep_other(&self, stack: Stack) {
+        if !stack.reusable() || stack.size() == self.size || stack.size() > OTHER_SIZES_BYTES {
+            return;
+        }
+        let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
+        let mut total: usize = others.iter().map(Stack::size).sum::<usize>() + stack.size();
+        let mut gone = 0;
+        while total > OTHER_SIZES_BYTES {
+            total -= others[gone].size();
+            gone += 1;
+        }
+        let evicted: Vec<Stack> = others.drain(..gone).collect();
+        others.push(stack);
+        drop(others);
+        // Unmapped outside the lock.
+        drop(evicted);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, DepotInner> {
@@ -646,6 +688,7 @@ impl Depot {
             (std::mem::take(&mut d.warm), std::mem::take(&mut d.cold))
         };
         drop((warm, cold));
+        drop(std::mem::take(&mut *self.others.lock().unwrap_or_else(|e| e.into_inner())));
     }
 }
 
@@ -762,6 +805,42 @@ mod tests {
         assert_eq!(chunks[0].1, FIRST_CHUNK * slot);
         assert_eq!(chunks[1].1, 2 * FIRST_CHUNK * slot, "reservations double");
         drop(v);
+    }
+
+    #[test]
+    fn stacks_of_other_sizes_are_kept_for_reuse_up_to_a_bound() {
+        let depot = Depot::new(MIN_STACK_SIZE, 0);
+        let size = 4 * MIN_STACK_SIZE;
+        let a = Stack::new(size).unwrap();
+        let base = a.top();
+        depot.keep_other(a);
+        assert!(depot.take_other(2 * MIN_STACK_SIZE).is_none(), "only an exact size is reused");
+        let again = depot.take_other(size).expect("the stack kept");
+        assert_eq!(again.top(), base, "the same mapping, no new one");
+        assert!(depot.take_other(size).is_none(), "handed out once");
+        // The depot's own size and lent memory are never kept here.
+        depot.keep_other(Stack::new(MIN_STACK_SIZE).unwrap());
+        assert!(depot.take_other(MIN_STACK_SIZE).is_none());
+        let mut mem = vec![0u8; 2 * MIN_STACK_SIZE];
+        // SAFETY: our vector, alive past the stack, which nothing runs on.
+        let lent = unsafe { Stack::lent(NonNull::new(mem.as_mut_ptr()).unwrap(), mem.len()) };
+        let lent = lent.expect("enough memory");
+        let lent_size = lent.size();
+        depot.keep_other(lent);
+        assert!(depot.take_other(lent_size).is_none(), "lent memory goes back to its owner");
+        // Past the bound, the oldest go.
+        let big = OTHER_SIZES_BYTES / 4;
+        let tops: Vec<_> = (0..5)
+            .map(|_| {
+                let s = Stack::new(big).unwrap();
+                let top = s.top();
+                depot.keep_other(s);
+                top
+            })
+            .collect();
+        let kept: Vec<_> = std::iter::from_fn(|| depot.take_other(big)).map(|s| s.top()).collect();
+        assert_eq!(kept, [tops[4], tops[3], tops[2], tops[1]], "newest first; the oldest let go");
+        drop(mem);
     }
 
     #[test]

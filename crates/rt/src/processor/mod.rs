@@ -679,6 +679,8 @@ impl Processor {
         unsafe {
             if pool.stack_size() == size {
                 pool.get(&self.shared.depot, &self.shared.registry)
+            } else if let Some(stack) = self.shared.depot.take_other(size) {
+                Ok(stack)
             } else {
                 Stack::new_registered(size, &self.shared.registry)
             }

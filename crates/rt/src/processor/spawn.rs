@@ -125,8 +125,11 @@ where
         Some(vp) => Some(vp.stack(size)?),
         // SAFETY: as in `Processor::stack`.
         None if size == shared.stack_size => Some(unsafe { shared.depot.get(&shared.registry)? }),
-        // SAFETY: as in `Processor::stack`.
-        None => Some(unsafe { Stack::new_registered(size, &shared.registry)? }),
+        None => match shared.depot.take_other(size) {
+            Some(stack) => Some(stack),
+            // SAFETY: as in `Processor::stack`.
+            None => Some(unsafe { Stack::new_registered(size, &shared.registry)? }),
+        },
     };
     let id = match vp {
         Some(vp) => vp.next_id(),
