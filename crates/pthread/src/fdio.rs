@@ -1,7 +1,11 @@
 //! Reads and writes on pipes and sockets at the cost of a park: `read`,
-//! `write`, `readv`, `writev`, `recv`, `recvfrom`, `send`, `sendto`,
-//! `accept`, `accept4`, and `close`, `dup2`, `dup3` for the poller's
-//! bookkeeping.
+//! `write`, `readv`, `writev`, `recv`, `recvfrom`, `recvmsg`, `send`,
+//! `sendto`, `sendmsg`, `accept`, `accept4`, and `close`, `dup2`, `dup3` for
+//! the poller's bookkeeping. `connect` is not among them: a connection is
+//! started by the call itself, which no per-call flag makes non-blocking
+//! (only the socket's shared `O_NONBLOCK`), so a user thread's `connect`
+//! that waits for the handshake holds a kernel thread, with the runtime's
+//! hand-off, as every other blocking call does.
 //!
 //! Without this file, a user thread whose `read` waits for data blocks its
 //! kernel thread, and the runtime hands the thread's processor to a spare
@@ -22,7 +26,7 @@
 //! file's position, as `read` and `write`) for `read`, `write`, `readv`,
 //! `writev` — pipes and sockets honour it (this VM's Linux 6.18 does; a kernel
 //! that refuses it answers `EOPNOTSUPP`, and the call then blocks as before); `MSG_DONTWAIT` for
-//! `recv`/`send`; a zero-timeout `poll` before `accept`. When the call would
+//! `recv`/`send`/`recvmsg`/`sendmsg`; a zero-timeout `poll` before `accept`. When the call would
 //! block (`EAGAIN`):
 //!
 //! 1. the program's own `O_NONBLOCK` (`fcntl`, asked only now) or
@@ -70,6 +74,8 @@ mod next {
     crate::glibc::real!(writev: fn(c_int, *const libc::iovec, c_int) -> isize);
     crate::glibc::real!(recvfrom: fn(c_int, *mut c_void, usize, c_int, *mut libc::sockaddr, *mut libc::socklen_t) -> isize);
     crate::glibc::real!(sendto: fn(c_int, *const c_void, usize, c_int, *const libc::sockaddr, libc::socklen_t) -> isize);
+    crate::glibc::real!(recvmsg: fn(c_int, *mut libc::msghdr, c_int) -> isize);
+    crate::glibc::real!(sendmsg: fn(c_int, *const libc::msghdr, c_int) -> isize);
     crate::glibc::real!(accept4: fn(c_int, *mut libc::sockaddr, *mut libc::socklen_t, c_int) -> c_int);
     crate::glibc::real!(close: fn(c_int) -> c_int);
     crate::glibc::real!(dup2: fn(c_int, c_int) -> c_int);
@@ -148,13 +154,15 @@ fn socket_timeout(fd: c_int, interest: Interest) -> Option<Duration> {
         .then(|| Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000))
 }
 
-/// A call that may stop part-way (a write): `call(done)` transfers what is
-/// left after `done` bytes, without blocking. Loops until `total` bytes
-/// went, waiting in the poller between tries (module docs).
+/// A call that may stop part-way: `call(done)` transfers what is left after
+/// `done` bytes, without blocking. A read returns what came; with `whole`
+/// (a write; a read with `MSG_WAITALL`) it loops until `total` bytes went,
+/// waiting in the poller between tries (module docs).
 fn transfer(
     fd: c_int,
     interest: Interest,
     total: usize,
+    whole: bool,
     dontwait: bool,
     mut call: impl FnMut(usize) -> isize,
     plain: impl FnOnce(usize) -> isize,
@@ -166,7 +174,7 @@ fn transfer(
         if r >= 0 {
             done += r as usize;
             // Reads return what came; a write goes on to the end.
-            if interest == Interest::READ || done >= total || r == 0 {
+            if !whole || done >= total || r == 0 {
                 return done as isize;
             }
             continue;
@@ -224,6 +232,7 @@ pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, len: usize) ->
         Interest::READ,
         len,
         false,
+        false,
         |_| rw_nowait(false, fd, &rest(buf, len, 0), 1),
         // SAFETY: forwarded.
         |_| unsafe { next::read()(fd, buf, len) },
@@ -255,6 +264,7 @@ pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, len: usize)
         fd,
         Interest::WRITE,
         len,
+        true,
         false,
         |done| rw_nowait(true, fd, &rest(buf, len, done), 1),
         |done| {
@@ -312,6 +322,7 @@ pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const libc::iovec, n: c_i
         // SAFETY: the caller's array.
         unsafe { iov_len(iov, n) },
         false,
+        false,
         |_| rw_nowait(false, fd, iov, n),
         // SAFETY: forwarded.
         |_| unsafe { next::readv()(fd, iov, n) },
@@ -338,6 +349,7 @@ pub unsafe extern "C-unwind" fn writev(fd: c_int, iov: *const libc::iovec, n: c_
         Interest::WRITE,
         // SAFETY: the caller's array.
         unsafe { iov_len(iov, n) },
+        true,
         false,
         |done| {
             if done == 0 {
@@ -392,11 +404,120 @@ pub unsafe extern "C-unwind" fn recvfrom(
         fd,
         Interest::READ,
         len,
+        flags & libc::MSG_WAITALL != 0,
         flags & libc::MSG_DONTWAIT != 0,
-        // SAFETY: the caller's buffers.
-        |_| unsafe { next::recvfrom()(fd, buf, len, flags | libc::MSG_DONTWAIT, from, from_len) },
-        // SAFETY: forwarded.
-        |_| unsafe { next::recvfrom()(fd, buf, len, flags, from, from_len) },
+        // SAFETY: the rest of the caller's buffer.
+        |done| unsafe {
+            let rest = buf.cast::<u8>().add(done).cast();
+            next::recvfrom()(fd, rest, len - done, flags | libc::MSG_DONTWAIT, from, from_len)
+        },
+        |done| {
+            // SAFETY: as above.
+            let r = unsafe {
+                next::recvfrom()(
+                    fd,
+                    buf.cast::<u8>().add(done).cast(),
+                    len - done,
+                    flags,
+                    from,
+                    from_len,
+                )
+            };
+            plain_total(done, r)
+        },
+    )
+}
+
+/// `recvmsg`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> isize {
+    if !on_user_thread() || msg.is_null() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::recvmsg()(fd, msg, flags) };
+    }
+    // SAFETY: the caller's header.
+    let (iov, n) = unsafe { ((*msg).msg_iov, (*msg).msg_iovlen as c_int) };
+    let whole = flags & libc::MSG_WAITALL != 0;
+    // With MSG_WAITALL, what follows a first part goes into the rest of the
+    // buffers, through a copy of the header (the caller's keeps its iovecs).
+    let rest_of = |done: usize, flags: c_int| -> isize {
+        if done == 0 {
+            // SAFETY: the caller's header and buffers.
+            return unsafe { next::recvmsg()(fd, msg, flags) };
+        }
+        // SAFETY: the caller's array.
+        let mut v = unsafe { advanced(iov, n, done) };
+        // SAFETY: a copy of the caller's header over the rest of its buffers.
+        unsafe {
+            let mut m = *msg;
+            m.msg_iov = v.as_mut_ptr();
+            m.msg_iovlen = v.len() as _;
+            let r = next::recvmsg()(fd, &mut m, flags);
+            (*msg).msg_flags = m.msg_flags;
+            r
+        }
+    };
+    transfer(
+        fd,
+        Interest::READ,
+        // SAFETY: the caller's array.
+        unsafe { iov_len(iov, n) },
+        whole,
+        flags & libc::MSG_DONTWAIT != 0,
+        |done| rest_of(done, flags | libc::MSG_DONTWAIT),
+        |done| plain_total(done, rest_of(done, flags)),
+    )
+}
+
+/// `sendmsg`: like `writev` on a stream, everything before it returns; the
+/// ancillary data (descriptors, credentials) goes with the first part only.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn sendmsg(
+    fd: c_int,
+    msg: *const libc::msghdr,
+    flags: c_int,
+) -> isize {
+    if !on_user_thread() || msg.is_null() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::sendmsg()(fd, msg, flags) };
+    }
+    // SAFETY: the caller's header.
+    let (iov, n) = unsafe { ((*msg).msg_iov, (*msg).msg_iovlen as c_int) };
+    let call = |done: usize, flags: c_int| -> isize {
+        if done == 0 {
+            // SAFETY: the caller's header and buffers.
+            return unsafe { next::sendmsg()(fd, msg, flags) };
+        }
+        // SAFETY: the caller's array.
+        let mut v = unsafe { advanced(iov, n, done) };
+        // SAFETY: a copy of the caller's header over the rest of its
+        // buffers, without the ancillary data, which went with the first part.
+        unsafe {
+            let mut m = *msg;
+            m.msg_iov = v.as_mut_ptr();
+            m.msg_iovlen = v.len() as _;
+            m.msg_control = std::ptr::null_mut();
+            m.msg_controllen = 0;
+            next::sendmsg()(fd, &m, flags)
+        }
+    };
+    transfer(
+        fd,
+        Interest::WRITE,
+        // SAFETY: the caller's array.
+        unsafe { iov_len(iov, n) },
+        true,
+        flags & libc::MSG_DONTWAIT != 0,
+        |done| call(done, flags | libc::MSG_DONTWAIT),
+        |done| plain_total(done, call(done, flags)),
     )
 }
 
@@ -439,6 +560,7 @@ pub unsafe extern "C-unwind" fn sendto(
         fd,
         Interest::WRITE,
         len,
+        true,
         flags & libc::MSG_DONTWAIT != 0,
         // SAFETY: the rest of the caller's buffer.
         |done| unsafe {

@@ -2,8 +2,11 @@
  * them: data written later arrives; a write larger than the pipe goes through whole; a
  * socket's SO_RCVTIMEO ends a read with EAGAIN; a descriptor the program made non-blocking
  * answers EAGAIN at once; a signal whose handler lacks SA_RESTART ends a waiting read with
- * EINTR, one with SA_RESTART does not. Under schedlab exec ("expect-migration"), 64 threads
- * waiting in reads hold no kernel thread each: the process has far fewer than 64. */
+ * EINTR, one with SA_RESTART does not. recvmsg with MSG_WAITALL waits for the whole
+ * message sent in two parts; sendmsg of 1 MiB goes through whole and passes a descriptor
+ * (SCM_RIGHTS) with its first part. Under schedlab exec ("expect-migration"), 64 threads
+ * waiting in reads, and 64 in recvmsg, hold no kernel thread each: the process has far fewer
+ * than 64. */
 #define _GNU_SOURCE
 #include "check.h"
 #include <dirent.h>
@@ -134,6 +137,123 @@ static void *timed_read(void *arg) {
     return NULL;
 }
 
+static int socks[READERS][2];
+
+/* Waits for 8 bytes with MSG_WAITALL: they come in two parts. */
+static void *msg_reader(void *arg) {
+    int i = (int)(long)arg;
+    char buf[8];
+    struct iovec v[2] = {{buf, 3}, {buf + 3, 5}};
+    struct msghdr m = {.msg_iov = v, .msg_iovlen = 2};
+    __atomic_add_fetch(&started, 1, __ATOMIC_SEQ_CST);
+    ssize_t n = recvmsg(socks[i][0], &m, MSG_WAITALL);
+    CHECK(n == 8, "recvmsg with MSG_WAITALL returned %zd (%s)", n, strerror(errno));
+    for (int k = 0; k < 8; k++)
+        CHECK(buf[k] == (char)(i + k), "reader %d byte %d", i, k);
+    return NULL;
+}
+
+/* Sends 1 MiB in one sendmsg, with a descriptor riding on it. */
+static void *msg_writer(void *arg) {
+    int *fds = arg; /* the socket, the descriptor to pass */
+    char *buf = malloc(BIG);
+    CHECK(buf != NULL, "malloc");
+    for (int i = 0; i < BIG; i++)
+        buf[i] = (char)(i * 3);
+    struct iovec v[2] = {{buf, 1000}, {buf + 1000, BIG - 1000}};
+    union {
+        char bytes[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr m = {.msg_iov = v, .msg_iovlen = 2, .msg_control = control.bytes,
+                       .msg_controllen = sizeof control.bytes};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fds[1], sizeof(int));
+    ssize_t n = sendmsg(fds[0], &m, 0);
+    CHECK(n == BIG, "a %d-byte sendmsg returned %zd (%s)", BIG, n, strerror(errno));
+    free(buf);
+    return NULL;
+}
+
+static void msg_cases(int under_library) {
+    started = 0;
+    for (int i = 0; i < READERS; i++)
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, socks[i]) == 0, "socketpair");
+    pthread_t t[READERS];
+    for (int i = 0; i < READERS; i++)
+        PT(pthread_create(&t[i], NULL, msg_reader, (void *)(long)i));
+    while (started < READERS)
+        sleep_ms(1);
+    sleep_ms(100);
+    int n = tasks();
+    if (under_library)
+        CHECK(n < READERS / 2, "%d kernel threads while %d threads wait in recvmsg", n, READERS);
+    for (int i = 0; i < READERS; i++) {
+        char b[8];
+        for (int k = 0; k < 8; k++)
+            b[k] = (char)(i + k);
+        CHECK(send(socks[i][1], b, 2, 0) == 2, "send");
+    }
+    sleep_ms(20); /* the first parts arrive alone */
+    for (int i = 0; i < READERS; i++) {
+        char b[8];
+        for (int k = 0; k < 8; k++)
+            b[k] = (char)(i + k);
+        CHECK(send(socks[i][1], b + 2, 6, 0) == 6, "send");
+    }
+    for (int i = 0; i < READERS; i++) {
+        PT(pthread_join(t[i], NULL));
+        close(socks[i][0]);
+        close(socks[i][1]);
+    }
+
+    /* 1 MiB through a socket pair whose buffer holds far less, with a pipe's write end. */
+    int sv[2], p[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+    CHECK(pipe(p) == 0, "pipe");
+    int fds[2] = {sv[0], p[1]};
+    pthread_t w;
+    PT(pthread_create(&w, NULL, msg_writer, fds));
+    char *got = malloc(BIG);
+    CHECK(got != NULL, "malloc");
+    size_t have = 0;
+    int passed = -1;
+    while (have < BIG) {
+        union {
+            char bytes[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } control;
+        struct iovec v = {got + have, BIG - have > 65536 ? 65536 : BIG - have};
+        struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1, .msg_control = control.bytes,
+                           .msg_controllen = sizeof control.bytes};
+        ssize_t r = recvmsg(sv[1], &m, 0);
+        CHECK(r > 0, "recvmsg returned %zd (%s)", r, strerror(errno));
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                CHECK(have == 0 && passed == -1, "a descriptor came after %zu bytes", have);
+                memcpy(&passed, CMSG_DATA(c), sizeof(int));
+            }
+        have += (size_t)r;
+    }
+    PT(pthread_join(w, NULL));
+    for (int i = 0; i < BIG; i++)
+        CHECK(got[i] == (char)(i * 3), "byte %d", i);
+    free(got);
+    CHECK(passed >= 0, "no descriptor came with the data");
+    CHECK(write(passed, "x", 1) == 1, "write to the passed descriptor");
+    char x;
+    CHECK(read(p[0], &x, 1) == 1 && x == 'x', "the passed descriptor is the pipe");
+    close(passed);
+    close(p[0]);
+    close(p[1]);
+    close(sv[0]);
+    close(sv[1]);
+}
+
 int main(int argc, char **argv) {
     int under_library = argc > 1 && strcmp(argv[1], "expect-migration") == 0;
 
@@ -205,6 +325,7 @@ int main(int argc, char **argv) {
 
     signal_case(0);
     signal_case(1);
+    msg_cases(under_library);
     printf("ok\n");
     return 0;
 }
