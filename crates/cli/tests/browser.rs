@@ -42,7 +42,7 @@ fn headless(chrome: &Path, args: &[&str], url: &str) -> (String, String) {
 
 /// The `<tbody>` of the `index`-th results table of a DOM dump, as rows of cell texts.
 fn table_rows(dom: &str, index: usize) -> Vec<Vec<String>> {
-    let table = dom.split("<table class=\"results sortable\">").nth(index + 1).expect("table");
+    let table = dom.split("<table class=\"results sortable").nth(index + 1).expect("table");
     let body = table.split("<tbody>").nth(1).unwrap().split("</tbody>").next().unwrap();
     body.split("<tr")
         .skip(1)
@@ -71,14 +71,18 @@ fn ns(cell: &str) -> f64 {
     }
 }
 
-/// Which `<table class="results sortable">` of a DOM dump (counted from 0 in page order,
+/// Which `<table class="results sortable ...">` of a DOM dump (counted from 0 in page order,
 /// as the page's `#sort=` links count) has a caption starting with `caption`, the `nth`
 /// such table.
 fn table_index(dom: &str, caption: &str, nth: usize) -> usize {
-    dom.split("<table class=\"results sortable\">")
+    dom.split("<table class=\"results sortable")
         .skip(1)
         .enumerate()
-        .filter(|(_, t)| t.trim_start().starts_with(&format!("<caption>{caption}")))
+        .filter(|(_, t)| {
+            // Past the rest of the tag (its number-column classes).
+            let t = &t[t.find('>').map_or(0, |i| i + 1)..];
+            t.trim_start().starts_with(&format!("<caption>{caption}"))
+        })
         .nth(nth)
         .unwrap_or_else(|| panic!("no table {caption:?} #{nth}"))
         .0
@@ -332,6 +336,22 @@ fn the_report_works_in_headless_chromium() {
         assert!(dom.contains("</html>"));
         times.push(t.elapsed().as_secs_f64());
     }
+    // The memory family's folded table draws its 2,308 rows' plots when opened.
+    let opened = dir.path().join("quick-sized-opened.html");
+    let page = quick_sized_page().replace(
+        "</body>",
+        "<script>document.querySelectorAll('details.lazy').forEach(function (d) { d.open = true; });</script></body>",
+    );
+    std::fs::write(&opened, page).unwrap();
+    let (dom, _) = headless(
+        &chrome,
+        &["--dump-dom", "--virtual-time-budget=5000"],
+        &format!("file://{}", opened.display()),
+    );
+    let folded = dom.split("<details class=\"lazy\"").nth(1).expect("a folded family");
+    let drawn = folded.matches("<svg").count();
+    assert_eq!(drawn, 2308, "plots drawn in the opened folded table");
+    assert!(!folded.contains("data-s="), "every code was replaced by its plot");
     eprintln!(
         "a quick-suite-sized page ({} KiB, 2,408 results) opened in {:.2} s and {:.2} s, an empty page in {:.2} s and {:.2} s",
         std::fs::metadata(&big).unwrap().len() / 1024,

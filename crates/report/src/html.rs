@@ -4,10 +4,11 @@
 //! run header, the results and comparison tables, the memory lab's sections and charts, the
 //! timeline lanes), rendered as HTML; the additions are the first screen (`html/first.rs`:
 //! the run's summary, or what changed beyond noise), the raw-sample strip plots and the page
-//! around them. The template (`html/page.html`), its styles (`html/style.css`) and
-//! its one script (`html/sort.js`, sorting and filtering only: tables and pictures are all
-//! there without it) live beside this file as readable files and are embedded at build
-//! time: the page needs no network and no files beside it.
+//! around them. The template (`html/page.html`), its styles (`html/style.css`) and its one
+//! script (`html/sort.js`: sorting, filtering, and drawing the sample plots of a folded
+//! table when it is opened; every other table and picture is there without it) live beside
+//! this file as readable files and are embedded at build time: the page needs no network and
+//! no files beside it.
 //!
 //! Every string that came from the machine or the user (host names, labels, parameters,
 //! notes, kernel strings, scenario names) goes through [`crate::svg::escape`].
@@ -28,8 +29,10 @@ const TEMPLATE: &str = include_str!("html/page.html");
 const STYLE: &str = include_str!("html/style.css");
 const SCRIPT: &str = include_str!("html/sort.js");
 
-/// Above this many results a family's table starts folded (`<details>`), without plots:
-/// the memory lab's 2,000-point sweep is read from its charts.
+/// Above this many results a family's table starts folded (`<details>`), and its rows'
+/// sample plots are drawn by the script when it is opened, from a code of each plot kept in
+/// its cell ([`lazy_plot`]): the memory lab's 2,000-point sweep as drawn plots would weigh
+/// more than the rest of the page.
 const FOLD_ABOVE: usize = 200;
 
 /// A stored timeline of one of the runs.
@@ -328,7 +331,8 @@ fn family_chart(f: &str, rows: &[&Measurement], name: &str) -> Option<String> {
     ))
 }
 
-/// A family's results table; above [`FOLD_ABOVE`] rows it starts folded, without plots.
+/// A family's results table; above [`FOLD_ABOVE`] rows it starts folded, its plots drawn
+/// by the script when it is opened.
 fn family_table(f: &str, rows: &[&Measurement]) -> String {
     let mut t = views::result_table();
     for m in rows {
@@ -336,11 +340,12 @@ fn family_table(f: &str, rows: &[&Measurement]) -> String {
     }
     let caption = format!("{f} ({} results)", rows.len());
     if rows.len() > FOLD_ABOVE {
+        let plots: Vec<String> = rows.iter().map(|m| lazy_plot(m)).collect();
         return format!(
-            "<details><summary>{} — folded: {} rows</summary><div class=\"scroll\">{}</div></details>\n",
+            "<details class=\"lazy\"><summary>{} — folded: {} rows</summary><div class=\"scroll\">{}</div></details>\n",
             escape(f),
             rows.len(),
-            t.to_html(&caption, None)
+            t.to_html(&caption, Some(("raw samples", &plots, 4)))
         );
     }
     let plots: Vec<String> = rows.iter().map(|m| sample_plot(m)).collect();
@@ -349,6 +354,22 @@ fn family_table(f: &str, rows: &[&Measurement]) -> String {
         "<div class=\"scroll\">{}</div>\n",
         t.to_html(&caption, Some(("raw samples", &plots, 4)))
     )
+}
+
+/// A folded row's plot for the script to draw ([`svg::strip_code`] in `data-s`). Empty
+/// when the result has no samples.
+fn lazy_plot(m: &Measurement) -> String {
+    match (&m.outcome, &m.summary) {
+        (Outcome::Ok, Some(s)) => {
+            let values: Vec<f64> = m.samples.iter().map(|x| x.value).collect();
+            let code = svg::strip_code(&values, s.median, (s.ci_low, s.ci_high));
+            if code.is_empty() {
+                return code;
+            }
+            format!("<i data-s=\"{}\"></i>", escape(&code))
+        }
+        _ => String::new(),
+    }
 }
 
 /// The strip plot of one result's raw samples (empty when it has none).
@@ -636,7 +657,7 @@ mod tests {
         assert!(html.contains("seed 002: 71.00 ns"), "the seed machines beside it");
         // The os family's section: its table (one time row: no chart) after its heading.
         let os = html.split("<section id=\"results-0-os\"").nth(1).unwrap();
-        assert!(os.contains("<table class=\"results sortable\">"));
+        assert!(os.contains("<table class=\"results sortable n3 n4 n6 n7\">"), "{os}");
     }
 
     #[test]
@@ -697,9 +718,50 @@ mod tests {
     }
 
     #[test]
+    fn the_script_decodes_plots_with_the_alphabet_they_were_coded_in() {
+        let quoted = format!("var ALPHABET = \"{}\";", svg::STRIP_CODE_ALPHABET);
+        assert!(SCRIPT.contains(&quoted), "html/sort.js must say {quoted}");
+    }
+
+    #[test]
+    fn a_folded_family_keeps_every_row_s_samples_for_its_plot() {
+        let mut r = run(1, "a");
+        let sample = |v: f64| Sample {
+            iters: 1,
+            elapsed_ns: 1,
+            value: v,
+            other_cpu_ns: None,
+            migrated: false,
+        };
+        r.results = (0..FOLD_ABOVE + 1)
+            .map(|i| {
+                Measurement::of_samples(
+                    "mem.clear",
+                    Params::new().with("size", i),
+                    Unit::Nanos,
+                    (0..11).map(|k| sample(100.0 + (i * 11 + k) as f64)).collect(),
+                    0.1,
+                )
+            })
+            .collect();
+        let html = page(&[r.clone()], 0, &[], "0.1.0");
+        assert!(html.contains("<details class=\"lazy\">"), "the family is folded");
+        let data: Vec<&str> =
+            html.split("data-s=\"").skip(1).map(|d| &d[..d.find('"').unwrap()]).collect();
+        assert_eq!(data.len(), FOLD_ABOVE + 1, "one plot's code per row");
+        for (m, d) in r.results.iter().zip(&data) {
+            let s = m.summary.as_ref().unwrap();
+            let values: Vec<f64> = m.samples.iter().map(|x| x.value).collect();
+            assert_eq!(*d, svg::strip_code(&values, s.median, (s.ci_low, s.ci_high)));
+            assert_eq!(d.len(), 3 + 11, "{d}");
+        }
+    }
+
+    #[test]
     fn the_page_grows_with_the_data_not_faster() {
         // A run of n results of 11 samples each: the page is a fixed part plus at most
-        // 2.5 KiB per plotted result, and a folded family (no plots) far less per row.
+        // 2.5 KiB per plotted result, and a folded family (plots drawn by the script from
+        // its samples) far less per row.
         let size = |n: usize, probe: &str| {
             let mut r = run(1, "a");
             let sample = |v: f64| Sample {

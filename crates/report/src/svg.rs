@@ -91,20 +91,49 @@ const RIGHT: f64 = 210.0;
 const TOP: f64 = 70.0;
 const BOTTOM: f64 = 60.0;
 
-/// A small strip plot of raw samples for a table cell: one dot per sample on a common
-/// scale from the smallest to the largest, the 95% interval as a band and the median as a
-/// bar, so a bimodal result shows as two clusters instead of one number. `title` becomes the
-/// plot's accessible name. Empty for no samples. Pure.
-pub fn strip(samples: &[f64], median: f64, ci: (f64, f64), title: &str) -> String {
+/// Where [`strip`] draws things, in pixels from the left of its 160-pixel width: one dot per
+/// sample on a common scale from the smallest to the largest (interval included), the 95%
+/// interval's ends and the median. `None` for no finite sample. Pure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StripGeometry {
+    /// The samples' dots.
+    pub dots: Vec<f64>,
+    /// The interval's band, from and to.
+    pub ci: (f64, f64),
+    /// The median's bar.
+    pub median: f64,
+}
+
+/// The width and height of a [`strip`], and the padding either side of its scale.
+pub const STRIP_SIZE: (f64, f64, f64) = (160.0, 18.0, 4.0);
+
+/// [`StripGeometry`] of `samples` with their median and 95% interval.
+pub fn strip_geometry(samples: &[f64], median: f64, ci: (f64, f64)) -> Option<StripGeometry> {
     let vals: Vec<f64> = samples.iter().copied().filter(|v| v.is_finite()).collect();
     if vals.is_empty() {
-        return String::new();
+        return None;
     }
-    let (w, h, pad) = (160.0, 18.0, 4.0);
+    let (w, _, pad) = STRIP_SIZE;
     let lo = vals.iter().copied().fold(f64::INFINITY, f64::min).min(ci.0);
     let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max).max(ci.1);
     let span = if hi > lo { hi - lo } else { 1.0 };
     let x = |v: f64| pad + (v - lo) / span * (w - 2.0 * pad);
+    Some(StripGeometry {
+        dots: vals.iter().map(|&v| x(v)).collect(),
+        ci: (x(ci.0), x(ci.1)),
+        median: x(median),
+    })
+}
+
+/// A small strip plot of raw samples for a table cell ([`strip_geometry`]), so a bimodal
+/// result shows as two clusters instead of one number. `title` becomes the plot's
+/// accessible name. Empty for no samples. Pure. (The report's script draws the same plot
+/// from [`strip_code`] for the rows of a folded table.)
+pub fn strip(samples: &[f64], median: f64, ci: (f64, f64), title: &str) -> String {
+    let Some(g) = strip_geometry(samples, median, ci) else {
+        return String::new();
+    };
+    let (w, h, _) = STRIP_SIZE;
     let mut s = format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="strip" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img"><title>{}</title>"#,
         escape(title)
@@ -112,21 +141,46 @@ pub fn strip(samples: &[f64], median: f64, ci: (f64, f64), title: &str) -> Strin
     let _ = write!(
         s,
         r##"<rect x="{:.1}" y="2" width="{:.1}" height="{}" fill="#9ecae1"/>"##,
-        x(ci.0),
-        (x(ci.1) - x(ci.0)).max(1.0),
+        g.ci.0,
+        (g.ci.1 - g.ci.0).max(1.0),
         h - 4.0
     );
     // The dots' style once, on their group: a quick-suite page has thousands of them.
     s.push_str(r##"<g fill="#333" fill-opacity="0.6">"##);
-    for v in &vals {
-        let _ = write!(s, r#"<circle cx="{:.1}" cy="{}" r="1.6"/>"#, x(*v), h / 2.0);
+    for x in &g.dots {
+        let _ = write!(s, r#"<circle cx="{x:.1}" cy="{}" r="1.6"/>"#, h / 2.0);
     }
     let _ = write!(
         s,
         r##"</g><rect x="{:.1}" y="0" width="2" height="{h}" fill="#d62728"/></svg>"##,
-        x(median) - 1.0
+        g.median - 1.0
     );
     s
+}
+
+/// The characters of [`strip_code`], one per position step across a strip's scale:
+/// printable ASCII from `(` on, without `<`, `>` and `\`, so that a code needs no
+/// escaping in an HTML attribute or a JavaScript string.
+pub const STRIP_CODE_ALPHABET: &str =
+    "()*+,-./0123456789:;=?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]^_`abcdefghijklmnopqrstuvwxyz{|}~";
+
+/// A strip plot in one character per mark — the interval's ends, the median, then every
+/// sample — each a position on the scale ([`strip_geometry`]) rounded to one of
+/// [`STRIP_CODE_ALPHABET`]'s steps (under 2 pixels): what the report's script draws for the
+/// rows of a folded table, at 14 bytes for 11 samples where the drawn plot is 600. Empty for
+/// no samples. Pure.
+pub fn strip_code(samples: &[f64], median: f64, ci: (f64, f64)) -> String {
+    let Some(g) = strip_geometry(samples, median, ci) else {
+        return String::new();
+    };
+    let (w, _, pad) = STRIP_SIZE;
+    let alphabet = STRIP_CODE_ALPHABET.as_bytes();
+    let steps = (alphabet.len() - 1) as f64;
+    let code = |x: f64| {
+        let i = ((x - pad) / (w - 2.0 * pad) * steps).round().clamp(0.0, steps) as usize;
+        alphabet[i] as char
+    };
+    [g.ci.0, g.ci.1, g.median].into_iter().chain(g.dots).map(code).collect()
 }
 
 /// A marker of [`against`]: a value, what it is (its tooltip) and its shape.
@@ -694,6 +748,30 @@ pub(crate) mod tests {
                 Marker { x: 100.0, label: "x".into() },
             ],
         }
+    }
+
+    #[test]
+    fn a_strip_code_places_every_mark_within_a_step_of_the_drawn_plot() {
+        let a = STRIP_CODE_ALPHABET.as_bytes();
+        assert!(a.windows(2).all(|w| w[0] < w[1]), "distinct, in order");
+        assert!(!a.iter().any(|c| b"\"&<>\\'".contains(c)), "nothing to escape");
+        let samples = [10.0, 10.5, 11.0, 30.0, 12.0];
+        let g = strip_geometry(&samples, 11.0, (10.4, 12.5)).unwrap();
+        let code = strip_code(&samples, 11.0, (10.4, 12.5));
+        assert_eq!(code.len(), 3 + samples.len());
+        let (w, _, pad) = STRIP_SIZE;
+        let step = (w - 2.0 * pad) / (a.len() - 1) as f64;
+        let decoded: Vec<f64> = code
+            .bytes()
+            .map(|c| pad + a.iter().position(|&x| x == c).unwrap() as f64 * step)
+            .collect();
+        let want: Vec<f64> = [g.ci.0, g.ci.1, g.median].into_iter().chain(g.dots).collect();
+        for (d, w) in decoded.iter().zip(&want) {
+            assert!((d - w).abs() <= step / 2.0 + 1e-9, "{d} for {w}");
+        }
+        assert_eq!(code.as_bytes()[3], a[0], "the smallest sample at the left end");
+        assert_eq!(code.as_bytes()[6], *a.last().unwrap(), "the largest at the right end");
+        assert_eq!(strip_code(&[], 1.0, (1.0, 1.0)), "");
     }
 
     #[test]

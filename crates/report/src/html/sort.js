@@ -1,5 +1,7 @@
-// Sorting and filtering of the result tables. The page is complete without this script:
-// it only adds the ordering a reader asks for and a text filter above each table.
+// Sorting and filtering of the result tables, and the sample plots of a folded table. The
+// page is complete without this script but for those plots: it adds the ordering a reader
+// asks for, a text filter above each table, and draws a folded table's plots when the table
+// is opened.
 (function () {
   "use strict";
   // A cell's sort key: the number it starts with, scaled by its unit, else its text.
@@ -61,4 +63,42 @@
       th.click();
     }
   }
+  // A folded table's raw-sample plots, drawn when it is first opened from each cell's
+  // data-s: one character per mark (the interval's ends, the median, then the samples), its
+  // place in ALPHABET the mark's position on the scale, as the report's Rust
+  // `svg::strip_code` wrote it; drawn as `svg::strip` draws the other tables' plots.
+  var ALPHABET = "()*+,-./0123456789:;=?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]^_`abcdefghijklmnopqrstuvwxyz{|}~";
+  var NS = "http://www.w3.org/2000/svg";
+  function el(name, attrs, parent) {
+    var e = document.createElementNS(NS, name);
+    for (var k in attrs) e.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function strip(holder) {
+    var w = 160, h = 18, pad = 4, step = (w - 2 * pad) / (ALPHABET.length - 1);
+    var x = holder.getAttribute("data-s").split("").map(function (c) {
+      return (pad + ALPHABET.indexOf(c) * step).toFixed(1);
+    });
+    if (x.length < 4) return;
+    var svg = el("svg", { "class": "strip", width: w, height: h,
+                          viewBox: "0 0 " + w + " " + h, role: "img" });
+    var row = holder.closest("tr");
+    el("title", {}, svg).textContent = row.cells[0].textContent + " " +
+      row.cells[1].textContent + ": " + (x.length - 3) + " samples, median " +
+      row.cells[2].textContent;
+    el("rect", { x: x[0], y: 2, width: Math.max(x[1] - x[0], 1).toFixed(1),
+                 height: h - 4, fill: "#9ecae1" }, svg);
+    var g = el("g", { fill: "#333", "fill-opacity": "0.6" }, svg);
+    x.slice(3).forEach(function (cx) { el("circle", { cx: cx, cy: h / 2, r: 1.6 }, g); });
+    el("rect", { x: (x[2] - 1).toFixed(1), y: 0, width: 2, height: h, fill: "#d62728" }, svg);
+    holder.replaceWith(svg);
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("details.lazy"), function (d) {
+    d.addEventListener("toggle", function draw() {
+      if (!d.open) return;
+      d.removeEventListener("toggle", draw);
+      Array.prototype.forEach.call(d.querySelectorAll("i[data-s]"), strip);
+    });
+  });
 })();
