@@ -8,8 +8,8 @@ use anyhow::{Context as _, Result};
 use schedlab_measure::model::Run;
 use schedlab_probes::{catalog, select};
 use schedlab_report::export::{Csv, Format, Json, Markdown};
-use schedlab_report::interchange::{Bencher, Conbench};
 use schedlab_report::html::{page_against, RunTimeline};
+use schedlab_report::interchange::{Bencher, Conbench};
 use schedlab_report::table::{Align, Table};
 use schedlab_report::{catalog, views};
 use schedlab_store::{Location, Store, StoreError};
@@ -252,7 +252,8 @@ fn export(store: &Store, args: &ExportArgs) -> Result<ExitCode> {
 /// `https://github.com/` URL or `git@github.com:org/repo`), `CONBENCH_PROJECT_COMMIT`,
 /// `CONBENCH_PROJECT_PR_NUMBER`.
 fn conbench_project() -> Result<Conbench> {
-    let var = |k: &str| std::env::var(k).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let var =
+        |k: &str| std::env::var(k).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
     let Some(repo) = var("CONBENCH_PROJECT_REPOSITORY") else {
         return Err(UsageError(
             "--format conbench needs the benchmarked repository, as conbench requires one: set CONBENCH_PROJECT_REPOSITORY=https://github.com/ORG/REPO (and CONBENCH_PROJECT_COMMIT=SHA)".into(),

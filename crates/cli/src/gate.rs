@@ -120,7 +120,15 @@ mod tests {
         assert_eq!(parse_fail_on("regression").unwrap(), 0.0);
         assert_eq!(parse_fail_on("regression=5").unwrap(), 0.05);
         assert_eq!(parse_fail_on("regression=2.5%").unwrap(), 0.025);
-        for bad in ["regressions", "regression=", "regression=-1", "regression=100", "regression=x", "improvement=5", "regression=nan"] {
+        for bad in [
+            "regressions",
+            "regression=",
+            "regression=-1",
+            "regression=100",
+            "regression=x",
+            "improvement=5",
+            "regression=nan",
+        ] {
             assert!(parse_fail_on(bad).is_err(), "{bad}");
         }
     }

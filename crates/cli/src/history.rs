@@ -84,7 +84,9 @@ fn parse_params(given: &[String]) -> Result<Vec<(String, String)>> {
     given
         .iter()
         .map(|p| match p.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+            Some((k, v)) if !k.trim().is_empty() => {
+                Ok((k.trim().to_string(), v.trim().to_string()))
+            }
             _ => Err(UsageError(format!(
                 "--params {p:?} is not KEY=VALUE (e.g. --params placement=same)"
             ))
@@ -109,11 +111,7 @@ fn param_keys(points: &[HistoryPoint]) -> Vec<String> {
 /// Why there is nothing to show: an unknown probe or host is a usage error (exit 2) naming
 /// the closest probe ids or how to list the hosts; a probe of the catalog never measured
 /// here is a failure (exit 1); nothing since `--since` is said, and is no failure (exit 0).
-fn nothing_found(
-    store: &Store,
-    probe: &str,
-    filter: &crate::fleet::RunFilter,
-) -> Result<ExitCode> {
+fn nothing_found(store: &Store, probe: &str, filter: &crate::fleet::RunFilter) -> Result<ExitCode> {
     let db = store.path().display().to_string();
     let stored = store.probe_ids()?;
     let in_catalog = schedlab_probes::catalog().iter().any(|p| p.info().id == probe);
@@ -142,7 +140,11 @@ fn nothing_found(
     }
     anyhow::bail!(
         "no measured result of {probe} in {db}{}; measure it with `schedlab run --filter {probe}`",
-        if filter.hosts.is_empty() { String::new() } else { format!(" from {}", filter.hosts.join(", ")) }
+        if filter.hosts.is_empty() {
+            String::new()
+        } else {
+            format!(" from {}", filter.hosts.join(", "))
+        }
     )
 }
 
@@ -173,8 +175,8 @@ fn analyse(
     for c in e_divisive(&medians, &Settings::default()) {
         let (a, b) = (points[c.index - 1].run_id, points[c.index].run_id);
         for id in [a, b] {
-            if !metas.contains_key(&id) {
-                metas.insert(id, store.load_meta(id)?);
+            if let std::collections::hash_map::Entry::Vacant(e) = metas.entry(id) {
+                e.insert(store.load_meta(id)?);
             }
         }
         changes.push(Change {

@@ -14,7 +14,8 @@ use schedlab_store::Location;
 use serde_json::Value;
 
 fn testdata(name: &str) -> Value {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../report/testdata").join(name);
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../report/testdata").join(name);
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 
@@ -71,7 +72,9 @@ fn violations(schema: &Value, v: &Value, path: &str, out: &mut Vec<String>) {
         }
         let props = s.get("properties").and_then(Value::as_object);
         let any = s.get("patternProperties").and_then(|p| p.get(".+"));
-        assert!(s.get("patternProperties").is_none_or(|p| p.as_object().unwrap().len() == 1 && any.is_some()));
+        assert!(s
+            .get("patternProperties")
+            .is_none_or(|p| p.as_object().unwrap().len() == 1 && any.is_some()));
         for (k, x) in obj {
             let at = format!("{path}.{k}");
             match props.and_then(|p| p.get(k)) {
@@ -123,11 +126,15 @@ fn fill(db: &std::path::Path) {
 fn the_schema_checker_tells_good_from_bad() {
     let bmf = testdata("bmf.schema.json");
     assert_eq!(check(&bmf, &testdata("bmf-example.json")), Vec::<String>::new());
-    let bad: Value = serde_json::json!({"b": {"latency": {"lower_value": 1.0}}, "c": {"m": {"value": "1"}}});
+    let bad: Value =
+        serde_json::json!({"b": {"latency": {"lower_value": 1.0}}, "c": {"m": {"value": "1"}}});
     let v = check(&bmf, &bad);
     assert_eq!(v.len(), 2, "{v:?}");
     let conbench = testdata("conbench-result.schema.json");
-    let v = check(&conbench, &serde_json::json!([{"run_id": "x", "github": {"repository": "https://gitlab.com/x"}}]));
+    let v = check(
+        &conbench,
+        &serde_json::json!([{"run_id": "x", "github": {"repository": "https://gitlab.com/x"}}]),
+    );
     assert!(v.iter().any(|e| e.contains("batch_id is required")), "{v:?}");
     assert!(v.iter().any(|e| e.contains("does not match ^https://github.com")), "{v:?}");
 }
@@ -138,12 +145,22 @@ fn bencher_export_is_bmf_with_the_interval_as_bounds() {
     let db = dir.path().join("r.db");
     fill(&db);
     let file = dir.path().join("bmf.json");
-    let o = bin().arg("--db").arg(&db).args(["export", "exported", "--format", "bencher", "-o"]).arg(&file).output().unwrap();
+    let o = bin()
+        .arg("--db")
+        .arg(&db)
+        .args(["export", "exported", "--format", "bencher", "-o"])
+        .arg(&file)
+        .output()
+        .unwrap();
     ok(&o);
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(check(&testdata("bmf.schema.json"), &doc), Vec::<String>::new(), "{doc}");
     let lat = &doc["os.pipe.latency[placement=same]"]["latency"];
-    let (v, lo, hi) = (lat["value"].as_f64().unwrap(), lat["lower_value"].as_f64().unwrap(), lat["upper_value"].as_f64().unwrap());
+    let (v, lo, hi) = (
+        lat["value"].as_f64().unwrap(),
+        lat["lower_value"].as_f64().unwrap(),
+        lat["upper_value"].as_f64().unwrap(),
+    );
     assert!((v - 10_000.0).abs() < 1.0, "µs become Bencher's ns: {doc}");
     assert!(lo < v && v < hi, "{doc}");
     assert!(doc["os.pipe.bandwidth"]["bandwidth"]["value"].is_number(), "{doc}");
@@ -158,7 +175,9 @@ fn conbench_export_matches_its_result_schema() {
     let export = |env: &[(&str, &str)]| {
         let mut c = bin();
         c.arg("--db").arg(&db).args(["export", "exported", "--format", "conbench"]);
-        for k in ["CONBENCH_PROJECT_REPOSITORY", "CONBENCH_PROJECT_COMMIT", "CONBENCH_PROJECT_PR_NUMBER"] {
+        for k in
+            ["CONBENCH_PROJECT_REPOSITORY", "CONBENCH_PROJECT_COMMIT", "CONBENCH_PROJECT_PR_NUMBER"]
+        {
             c.env_remove(k);
         }
         for (k, v) in env {
@@ -172,7 +191,11 @@ fn conbench_export_matches_its_result_schema() {
         ("CONBENCH_PROJECT_PR_NUMBER", "47"),
     ])))
     .unwrap();
-    assert_eq!(check(&testdata("conbench-result.schema.json"), &doc), Vec::<String>::new(), "{doc}");
+    assert_eq!(
+        check(&testdata("conbench-result.schema.json"), &doc),
+        Vec::<String>::new(),
+        "{doc}"
+    );
     let results = doc.as_array().unwrap();
     assert_eq!(results.len(), 3);
     for r in results {
@@ -197,6 +220,11 @@ fn conbench_export_matches_its_result_schema() {
     let o = export(&[("CONBENCH_PROJECT_REPOSITORY", "o/r"), ("CONBENCH_PROJECT_PR_NUMBER", "x")]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     // An unknown run: a usage error too.
-    let o = bin().arg("--db").arg(&db).args(["export", "nope", "--format", "bencher"]).output().unwrap();
+    let o = bin()
+        .arg("--db")
+        .arg(&db)
+        .args(["export", "nope", "--format", "bencher"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
 }

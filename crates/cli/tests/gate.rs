@@ -60,7 +60,12 @@ fn gate(db: &str, dir: &std::path::Path) {
     );
     assert_eq!(o.status.code(), Some(1), "{}{}", text(&o.stdout), text(&o.stderr));
     let out = text(&o.stdout);
-    assert!(out.contains("gate: FAIL: 4 results compared: 2 worse beyond noise, 1 better, 1 within noise"), "{out}");
+    assert!(
+        out.contains(
+            "gate: FAIL: 4 results compared: 2 worse beyond noise, 1 better, 1 within noise"
+        ),
+        "{out}"
+    );
     assert!(out.contains("os.pipe.latency placement=same ×1.30 worse"), "{out}");
     assert!(out.contains("os.pipe.bandwidth ×0.80 worse"), "a rate that fell is worse: {out}");
 
@@ -91,8 +96,16 @@ fn gate(db: &str, dir: &std::path::Path) {
     // --only: the table keeps the regressions, or the changes.
     let rows = |out: &str, probe: &str| out.lines().filter(|l| l.starts_with(probe)).count();
     let only = text(&at(db, &["compare", "base", "new", "--only", "regressions"]).stdout);
-    assert_eq!((rows(&only, "os.pipe.latency"), rows(&only, "os.pipe.bandwidth")), (1, 1), "{only}");
-    assert_eq!((rows(&only, "os.syscall.null"), rows(&only, "os.signal.install")), (0, 0), "{only}");
+    assert_eq!(
+        (rows(&only, "os.pipe.latency"), rows(&only, "os.pipe.bandwidth")),
+        (1, 1),
+        "{only}"
+    );
+    assert_eq!(
+        (rows(&only, "os.syscall.null"), rows(&only, "os.signal.install")),
+        (0, 0),
+        "{only}"
+    );
     let changes = text(&at(db, &["compare", "base", "new", "--only", "changes"]).stdout);
     assert_eq!(rows(&changes, "os.syscall.null"), 1, "an improvement is a change: {changes}");
     assert_eq!(rows(&changes, "os.signal.install"), 0, "{changes}");

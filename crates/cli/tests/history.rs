@@ -31,9 +31,18 @@ fn fill(at: &Location) {
                         "os.pipe.latency",
                         "placement=same",
                         Unit::Micros,
-                        around(if late { 15.0 } else { 10.0 } * (1.0 + (day % 3) as f64 * 0.005), 0.02, 9),
+                        around(
+                            if late { 15.0 } else { 10.0 } * (1.0 + (day % 3) as f64 * 0.005),
+                            0.02,
+                            9,
+                        ),
                     ),
-                    ("os.pipe.latency", "placement=cross", Unit::Micros, around(20.0 + (day % 2) as f64 * 0.1, 0.02, 9)),
+                    (
+                        "os.pipe.latency",
+                        "placement=cross",
+                        Unit::Micros,
+                        around(20.0 + (day % 2) as f64 * 0.1, 0.02, 9),
+                    ),
                 ],
             },
         );
@@ -66,7 +75,10 @@ fn at(db: &str, args: &[&str]) -> std::process::Output {
 /// What every database must answer alike; returns the printed history of alpha's
 /// placement=same, for comparing databases.
 fn check(db: &str, dir: &std::path::Path) -> String {
-    let same = ok(&at(db, &["history", "os.pipe.latency", "--params", "placement=same", "--host", "alpha"]));
+    let same = ok(&at(
+        db,
+        &["history", "os.pipe.latency", "--params", "placement=same", "--host", "alpha"],
+    ));
     assert!(same.contains("os.pipe.latency — alpha (machine "), "{same}");
     assert!(same.contains("placement=same: 12 runs, µs, lower is better"), "{same}");
     assert!(!same.contains("beta") && !same.contains("placement=cross"), "{same}");
@@ -74,7 +86,10 @@ fn check(db: &str, dir: &std::path::Path) -> String {
     let marked: Vec<&str> = same.lines().filter(|l| l.contains('◆')).collect();
     assert_eq!(marked.len(), 1, "{same}");
     assert!(marked[0].contains("2026-11-07") && marked[0].contains("×1.50 worse"), "{same}");
-    assert!(same.contains("change point at run #7 \"nightly-7\" 2026-11-07T03:00:00Z: ×1.50 worse"), "{same}");
+    assert!(
+        same.contains("change point at run #7 \"nightly-7\" 2026-11-07T03:00:00Z: ×1.50 worse"),
+        "{same}"
+    );
     assert!(same.contains("after run #6 \"nightly-6\" 2026-11-06T03:00:00Z"), "{same}");
     assert!(same.contains("  kernel 6.18.0, not 6.1.0"), "{same}");
     assert!(same.contains("  timer slack 1 ns, not 50000 ns"), "{same}");
@@ -85,17 +100,42 @@ fn check(db: &str, dir: &std::path::Path) -> String {
     assert_eq!(all.matches(" runs, µs").count(), 3, "{all}");
     assert_eq!(all.matches("no change point").count(), 2, "{all}");
     let beta = ok(&at(db, &["history", "os.pipe.latency", "--host", "beta"]));
-    assert!(beta.contains("beta (machine ") && beta.contains("8 runs") && !beta.contains("alpha"), "{beta}");
+    assert!(
+        beta.contains("beta (machine ") && beta.contains("8 runs") && !beta.contains("alpha"),
+        "{beta}"
+    );
 
     // Since the change: one level, no change point.
-    let late = ok(&at(db, &["history", "os.pipe.latency", "--params", "placement=same", "--host", "alpha", "--since", "2026-11-07"]));
+    let late = ok(&at(
+        db,
+        &[
+            "history",
+            "os.pipe.latency",
+            "--params",
+            "placement=same",
+            "--host",
+            "alpha",
+            "--since",
+            "2026-11-07",
+        ],
+    ));
     assert!(late.contains("6 runs") && late.contains("no change point"), "{late}");
     let none = ok(&at(db, &["history", "os.pipe.latency", "--since", "2027-01-01"]));
     assert!(none.contains("no measured result of os.pipe.latency since 2027-01-01"), "{none}");
 
     // The chart: one line and one band per machine, a marker at the change point.
     let html = dir.join("history.html");
-    let o = at(db, &["history", "os.pipe.latency", "--params", "placement=same", "--report", html.to_str().unwrap()]);
+    let o = at(
+        db,
+        &[
+            "history",
+            "os.pipe.latency",
+            "--params",
+            "placement=same",
+            "--report",
+            html.to_str().unwrap(),
+        ],
+    );
     ok(&o);
     let page = std::fs::read_to_string(&html).unwrap();
     assert_eq!(page.matches("<path class=\"series\"").count(), 2, "alpha and beta");
@@ -109,7 +149,10 @@ fn check(db: &str, dir: &std::path::Path) -> String {
         (&["history", "os.pipe.latency", "--host", "gamma"][..], "no run of host \"gamma\""),
         (&["history", "os.pipe.latency", "--since", "2026-02-30"][..], "is not a date"),
         (&["history", "os.pipe.latency", "--params", "size=4"][..], "has no parameter \"size\""),
-        (&["history", "os.pipe.latency", "--params", "placement=both"][..], "the parameter sets stored are"),
+        (
+            &["history", "os.pipe.latency", "--params", "placement=both"][..],
+            "the parameter sets stored are",
+        ),
         (&["history", "os.pipe.latency", "--params", "placement"][..], "is not KEY=VALUE"),
     ] {
         let o = at(db, args);
@@ -119,7 +162,11 @@ fn check(db: &str, dir: &std::path::Path) -> String {
     // A probe of the catalog never measured here: a failure, saying how to measure it.
     let o = at(db, &["history", "os.syscall.null"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("schedlab run --filter os.syscall.null"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("schedlab run --filter os.syscall.null"),
+        "{}",
+        text(&o.stderr)
+    );
     same
 }
 

@@ -74,9 +74,15 @@ impl Judged<'_> {
         match (self.kind, &self.verdict) {
             (Kind::Lost, _) => {
                 let why = self.new.and_then(|m| m.outcome.reason()).unwrap_or("");
-                format!("{}{}", self.new.map_or("missing", |m| m.outcome.key()), if why.is_empty() { String::new() } else { format!(": {why}") })
+                format!(
+                    "{}{}",
+                    self.new.map_or("missing", |m| m.outcome.key()),
+                    if why.is_empty() { String::new() } else { format!(": {why}") }
+                )
             }
-            (Kind::BelowFloor, Some(v)) => format!("{} (below the minimum effect)", verdict_text(v)),
+            (Kind::BelowFloor, Some(v)) => {
+                format!("{} (below the minimum effect)", verdict_text(v))
+            }
             (Kind::OtherMachine, Some(v)) => format!("×{:.2} other machine", v.ratio),
             (_, Some(v)) => verdict_text(v),
             (_, None) => match (self.base, self.new) {
@@ -409,7 +415,8 @@ mod tests {
         assert!(floored.iter().all(|j| !j.kind.fails()), "{floored:?}");
         assert_eq!(floored[0].kind, Kind::BelowFloor);
         assert!(verdict_line(&floored, 0.4).starts_with("PASS"));
-        assert!(verdict_line(&judge(&runs, 0, 0.0, false), 0.0).starts_with("FAIL: 5 results compared: 2 worse"));
+        assert!(verdict_line(&judge(&runs, 0, 0.0, false), 0.0)
+            .starts_with("FAIL: 5 results compared: 2 worse"));
     }
 
     #[test]
@@ -425,18 +432,28 @@ mod tests {
 
     #[test]
     fn junit_has_a_failure_per_regression_and_escapes_names() {
-        let base = run(1, vec![m("a<b>", Unit::Nanos, &around(100.0)), m("c", Unit::Nanos, &around(1.0))]);
+        let base =
+            run(1, vec![m("a<b>", Unit::Nanos, &around(100.0)), m("c", Unit::Nanos, &around(1.0))]);
         let mut new = run(2, vec![m("a<b>", Unit::Nanos, &around(200.0))]);
         new.meta.label = Some("new & \"improved\"".into());
         let runs = [base, new];
         let j = judge(&runs, 0, 0.0, false);
         let x = junit(&runs, 0, &j);
-        assert!(x.contains("<testsuites name=\"schedlab compare\" tests=\"2\" failures=\"1\">"), "{x}");
+        assert!(
+            x.contains("<testsuites name=\"schedlab compare\" tests=\"2\" failures=\"1\">"),
+            "{x}"
+        );
         assert!(x.contains("name=\"new &amp; &quot;improved&quot; vs r1\""), "{x}");
         assert!(x.contains("classname=\"a&lt;b&gt;\""), "{x}");
-        assert!(x.contains("<failure type=\"regression\" message=\"×2.00 worse beyond noise\">"), "{x}");
+        assert!(
+            x.contains("<failure type=\"regression\" message=\"×2.00 worse beyond noise\">"),
+            "{x}"
+        );
         assert!(x.contains("<skipped message=\"not measured\"/>"), "{x}");
-        crate::svg::tests::well_formed(&x.replace("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", "")).unwrap();
+        crate::svg::tests::well_formed(
+            &x.replace("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", ""),
+        )
+        .unwrap();
         let md = markdown(&runs, 0, &j, 0.0, &|j| j.kind.fails());
         assert!(md.contains("**FAIL: 1 results compared: 1 worse beyond noise"), "{md}");
         assert!(md.contains("| new & \"improved\" | a<b> |"), "{md}");

@@ -182,14 +182,13 @@ pub fn text(probe: &str, series: &[Series]) -> String {
             ("change", Align::Left),
         ]);
         for (i, p) in s.points.iter().enumerate() {
-            let change = s.changes.iter().find(|c| c.index == i).map_or(String::new(), |c| {
-                format!("◆ {}", c.verdict(s.better))
-            });
-            let half = if p.median == 0.0 {
-                0.0
-            } else {
-                (p.ci_high - p.ci_low) / 2.0 / p.median.abs()
-            };
+            let change = s
+                .changes
+                .iter()
+                .find(|c| c.index == i)
+                .map_or(String::new(), |c| format!("◆ {}", c.verdict(s.better)));
+            let half =
+                if p.median == 0.0 { 0.0 } else { (p.ci_high - p.ci_low) / 2.0 / p.median.abs() };
             t.row(vec![
                 format!("#{}", p.run_id),
                 p.started_at.clone(),

@@ -151,7 +151,13 @@ pub(crate) fn wrap(title: &str, nav: &[String], body: &str, version: &str) -> St
 
 /// Appends a section with `id`, `heading` and the HTML `inner` to `body`, and its link to
 /// `nav`.
-pub(crate) fn section(body: &mut String, nav: &mut Vec<String>, id: &str, heading: &str, inner: &str) {
+pub(crate) fn section(
+    body: &mut String,
+    nav: &mut Vec<String>,
+    id: &str,
+    heading: &str,
+    inner: &str,
+) {
     let (id, heading) = (escape(id), escape(heading));
     nav.push(format!("<li><a href=\"#{id}\">{heading}</a></li>"));
     body.push_str(&format!(

@@ -207,7 +207,13 @@ mod tests {
         let meta = RunMeta::starting("quick", Machine::fingerprint(), ("0.1.0", "abc"));
         let samples = |xs: &[f64]| {
             xs.iter()
-                .map(|&value| Sample { iters: 10, elapsed_ns: 1, value, other_cpu_ns: None, migrated: false })
+                .map(|&value| Sample {
+                    iters: 10,
+                    elapsed_ns: 1,
+                    value,
+                    other_cpu_ns: None,
+                    migrated: false,
+                })
                 .collect::<Vec<_>>()
         };
         let us = Measurement::of_samples(
@@ -217,7 +223,13 @@ mod tests {
             samples(&[2.0, 2.1, 1.9, 2.0, 2.05, 1.95, 2.0]),
             0.1,
         );
-        let bw = Measurement::of_samples("mem.copy", Params::new(), Unit::MibPerSec, samples(&[100.0, 101.0, 99.0]), 0.1);
+        let bw = Measurement::of_samples(
+            "mem.copy",
+            Params::new(),
+            Unit::MibPerSec,
+            samples(&[100.0, 101.0, 99.0]),
+            0.1,
+        );
         let skipped = Measurement::without_samples(
             "os.skip",
             Params::new(),
@@ -241,7 +253,12 @@ mod tests {
 
     #[test]
     fn conbench_has_one_object_per_result_with_samples_or_an_error() {
-        let c = Conbench { run_uuid: "u-1".into(), repository: "https://github.com/o/r".into(), commit: Some("abc".into()), pr_number: None };
+        let c = Conbench {
+            run_uuid: "u-1".into(),
+            repository: "https://github.com/o/r".into(),
+            commit: Some("abc".into()),
+            pr_number: None,
+        };
         let v: Value = serde_json::from_str(&c.render(&run())).unwrap();
         let a = v.as_array().unwrap();
         assert_eq!(a.len(), 3);
@@ -252,6 +269,9 @@ mod tests {
         assert_eq!(a[1]["stats"]["data"][0], json!(104_857_600.0));
         assert_eq!(a[2]["error"]["status"], json!("skipped"));
         assert!(a[2].get("stats").is_none());
-        assert_eq!(a[0]["github"], json!({"repository": "https://github.com/o/r", "commit": "abc"}));
+        assert_eq!(
+            a[0]["github"],
+            json!({"repository": "https://github.com/o/r", "commit": "abc"})
+        );
     }
 }

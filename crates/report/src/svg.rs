@@ -519,12 +519,20 @@ impl Chart {
                 .band
                 .iter()
                 .copied()
-                .filter(|&(x, lo, hi)| keep(self.x.log, x) && keep(self.y.log, lo) && keep(self.y.log, hi))
+                .filter(|&(x, lo, hi)| {
+                    keep(self.x.log, x) && keep(self.y.log, lo) && keep(self.y.log, hi)
+                })
                 .collect();
             b.sort_by(|p, q| p.0.total_cmp(&q.0));
             let mut d = String::new();
             for (i, &(x, _, hi)) in b.iter().enumerate() {
-                let _ = write!(d, "{}{:.1} {:.1}", if i == 0 { "M" } else { " L" }, sx.px(x), sy.px(hi));
+                let _ = write!(
+                    d,
+                    "{}{:.1} {:.1}",
+                    if i == 0 { "M" } else { " L" },
+                    sx.px(x),
+                    sy.px(hi)
+                );
             }
             for &(x, lo, _) in b.iter().rev() {
                 let _ = write!(d, " L{:.1} {:.1}", sx.px(x), sy.px(lo));
@@ -728,7 +736,13 @@ pub(crate) mod tests {
                     color: 0,
                     band: vec![],
                 },
-                Series { name: "empty".into(), points: vec![], dashed: false, color: 1, band: vec![] },
+                Series {
+                    name: "empty".into(),
+                    points: vec![],
+                    dashed: false,
+                    color: 1,
+                    band: vec![],
+                },
             ],
             markers: vec![
                 Marker { x: 48.0 * 1024.0, label: "L1d".into() },

@@ -124,7 +124,8 @@ impl Store {
     /// Whether any run was made on `host` (a host name or a machine id prefix of 8 or more
     /// characters).
     pub fn has_host(&self, host: &str) -> Result<bool> {
-        let prefix = if host.len() >= 8 { format!("{}%", host.to_ascii_lowercase()) } else { String::new() };
+        let prefix =
+            if host.len() >= 8 { format!("{}%", host.to_ascii_lowercase()) } else { String::new() };
         Ok(self
             .row(
                 "SELECT 1 FROM runs WHERE host = $1 OR ($2 <> '' AND machine_id LIKE $2) LIMIT 1",

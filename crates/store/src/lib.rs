@@ -70,8 +70,8 @@ pub use alive::{machine_id, note_end_reason};
 pub use copy::Copied;
 use error::{db_error, in_words};
 pub use error::{Result, StoreError};
-pub use location::{redact, Location};
 pub use history::{HistoryPoint, HistoryQuery};
+pub use location::{redact, Location};
 pub use read::{RunSummary, StoredTimeline};
 
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};

@@ -15,22 +15,43 @@ use schedlab_store::{machine_id, HistoryQuery, Location, Store};
 /// table that must never count as history.
 fn fill(at: &Location) {
     let mut store = Store::open_at(at).unwrap();
-    for (host, day, median) in [("beta", 3, 30.0), ("alpha", 2, 12.0), ("alpha", 1, 10.0), ("alpha", 4, 14.0)] {
+    for (host, day, median) in
+        [("beta", 3, 30.0), ("alpha", 2, 12.0), ("alpha", 1, 10.0), ("alpha", 4, 14.0)]
+    {
         let mut m = Machine::fingerprint();
         m.host = host.into();
         m.cpu_model = format!("{host} CPU");
-        let mut meta = RunMeta::starting(if host == "beta" { "full" } else { "quick" }, m, ("0.1.0", "abc"));
+        let mut meta =
+            RunMeta::starting(if host == "beta" { "full" } else { "quick" }, m, ("0.1.0", "abc"));
         meta.label = Some(format!("{host}-{day}"));
         meta.started_at = format!("2026-11-{day:02}T03:00:00Z");
         let id = store.begin_run(&meta).unwrap();
         for (p, f) in [("same", 1.0), ("cross", 2.0)] {
             let samples = (0..5)
-                .map(|k| Sample { iters: 1, elapsed_ns: 1, value: median * f + k as f64 * 0.01 - 0.02, other_cpu_ns: None, migrated: false })
+                .map(|k| Sample {
+                    iters: 1,
+                    elapsed_ns: 1,
+                    value: median * f + k as f64 * 0.01 - 0.02,
+                    other_cpu_ns: None,
+                    migrated: false,
+                })
                 .collect();
-            let m = Measurement::of_samples("os.pipe.latency", Params::new().with("placement", p), Unit::Micros, samples, 0.1);
+            let m = Measurement::of_samples(
+                "os.pipe.latency",
+                Params::new().with("placement", p),
+                Unit::Micros,
+                samples,
+                0.1,
+            );
             store.save_result(id, &m).unwrap();
         }
-        let skipped = Measurement::without_samples("os.skip", Params::new(), Unit::Nanos, Outcome::Skipped("root".into()), 0.0);
+        let skipped = Measurement::without_samples(
+            "os.skip",
+            Params::new(),
+            Unit::Nanos,
+            Outcome::Skipped("root".into()),
+            0.0,
+        );
         store.save_result(id, &skipped).unwrap();
         store.finish_run(id, RunStatus::Complete).unwrap();
     }
@@ -61,13 +82,25 @@ fn conforms(at: &Location) {
     let store = Store::open_existing_at(at).unwrap();
     let all = store.history(&q(&[], None)).unwrap();
     assert_eq!(all.len(), 8, "4 runs × 2 parameter sets; no published table, no skipped result");
-    let order: Vec<(String, &str)> = all.iter().map(|p| (p.started_at[..10].to_string(), p.params.as_str())).collect();
-    assert_eq!(order[0], ("2026-11-01".into(), "placement=same"), "oldest first, in measurement order");
+    let order: Vec<(String, &str)> =
+        all.iter().map(|p| (p.started_at[..10].to_string(), p.params.as_str())).collect();
+    assert_eq!(
+        order[0],
+        ("2026-11-01".into(), "placement=same"),
+        "oldest first, in measurement order"
+    );
     assert_eq!(order[1], ("2026-11-01".into(), "placement=cross"));
     assert_eq!(order[7].0, "2026-11-04");
     let first = &all[0];
-    assert_eq!((first.host.as_str(), first.label.as_deref(), first.unit.as_str(), first.better.as_str()), ("alpha", Some("alpha-1"), "us", "lower"));
-    assert!((first.median - 10.0).abs() < 1e-9 && first.ci_low < first.median && first.median < first.ci_high);
+    assert_eq!(
+        (first.host.as_str(), first.label.as_deref(), first.unit.as_str(), first.better.as_str()),
+        ("alpha", Some("alpha-1"), "us", "lower")
+    );
+    assert!(
+        (first.median - 10.0).abs() < 1e-9
+            && first.ci_low < first.median
+            && first.median < first.ci_high
+    );
     assert_eq!(first.n, 5);
 
     let alpha = store.history(&q(&["alpha"], None)).unwrap();
@@ -82,9 +115,15 @@ fn conforms(at: &Location) {
     let by_id = store.history(&q(&[&beta_id[..8].to_ascii_uppercase()], None)).unwrap();
     assert_eq!(by_id.len(), 2, "a machine id prefix, in any case");
     assert_eq!(store.history(&q(&["alpha", "beta"], Some("2026-11-03"))).unwrap().len(), 4);
-    assert!(store.history(&HistoryQuery { probe: "os.skip".into(), ..q(&[], None) }).unwrap().is_empty());
+    assert!(store
+        .history(&HistoryQuery { probe: "os.skip".into(), ..q(&[], None) })
+        .unwrap()
+        .is_empty());
 
-    assert_eq!(store.probe_ids().unwrap(), vec!["os.pipe.latency".to_string(), "os.skip".to_string()]);
+    assert_eq!(
+        store.probe_ids().unwrap(),
+        vec!["os.pipe.latency".to_string(), "os.skip".to_string()]
+    );
     assert!(store.has_host("alpha").unwrap() && store.has_host(&beta_id[..10]).unwrap());
     assert!(!store.has_host("gamma").unwrap() && !store.has_host("alp").unwrap());
 

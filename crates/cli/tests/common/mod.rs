@@ -152,7 +152,9 @@ pub mod runs {
 
     /// `n` samples around `level`, within ±`spread` of it (a fraction), in a fixed pattern.
     pub fn around(level: f64, spread: f64, n: usize) -> Vec<f64> {
-        (0..n).map(|i| level * (1.0 + spread * (((i * 7) % n) as f64 / (n - 1) as f64 * 2.0 - 1.0))).collect()
+        (0..n)
+            .map(|i| level * (1.0 + spread * (((i * 7) % n) as f64 / (n - 1) as f64 * 2.0 - 1.0)))
+            .collect()
     }
 
     /// Stores `made` (complete) in the database at `at`; returns its id.
@@ -174,7 +176,13 @@ pub mod runs {
         for (probe, params, unit, values) in &made.results {
             let samples = values
                 .iter()
-                .map(|&value| Sample { iters: 100, elapsed_ns: 1_000_000, value, other_cpu_ns: None, migrated: false })
+                .map(|&value| Sample {
+                    iters: 100,
+                    elapsed_ns: 1_000_000,
+                    value,
+                    other_cpu_ns: None,
+                    migrated: false,
+                })
                 .collect();
             let m = Measurement::of_samples(probe, Params::from_key(params), *unit, samples, 0.1);
             store.save_result(id, &m).unwrap();
