@@ -33,6 +33,15 @@ impl Gate {
     pub fn from_args(args: &CompareArgs) -> Result<Gate> {
         let fail_on = args.fail_on.as_deref().map(parse_fail_on).transpose()?;
         let junit = args.junit.as_deref().map(Output::claim).transpose()?;
+        // `--markdown FILE` (a space, not `=`) reads FILE as a run: say what was meant.
+        if args.markdown == Some(None) {
+            if let Some(f) = args.runs.iter().find(|r| r.ends_with(".md")) {
+                return Err(UsageError(format!(
+                    "{f:?} is not a run: to write the Markdown summary to it, write --markdown={f}"
+                ))
+                .into());
+            }
+        }
         let markdown = match &args.markdown {
             Some(Some(path)) => Some(Output::claim(path)?),
             _ => None,
@@ -108,7 +117,7 @@ pub fn finish(runs: &[Run], baseline: usize, args: &CompareArgs, g: Gate) -> Res
     }
     let line = gate::verdict_line(&judged, min_effect);
     out(&format!("\ngate: {line}\n"))?;
-    Ok(if gate::counts(&judged).regressions > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if gate::fails(&judged) { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 #[cfg(test)]

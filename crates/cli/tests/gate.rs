@@ -119,6 +119,7 @@ fn gate(db: &str, dir: &std::path::Path) {
         (&["compare", "base", "new", "--fail-on", "slower"][..], "takes `regression`"),
         (&["compare", "base", "nope", "--fail-on", "regression"][..], "nope"),
         (&["compare", "base", "new", "--only", "worse"][..], "invalid value"),
+        (&["compare", "base", "new", "--markdown", "s.md"][..], "write --markdown=s.md"),
     ] {
         let o = at(db, args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));

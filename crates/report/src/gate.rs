@@ -95,6 +95,12 @@ impl Judged<'_> {
     }
 }
 
+/// Whether the gate fails: a regression, or nothing judged at all.
+pub fn fails(judged: &[Judged<'_>]) -> bool {
+    let c = counts(judged);
+    c.regressions > 0 || c.compared == 0
+}
+
 /// Judges every result of every run but the baseline; `min_effect` is PCT as a fraction
 /// (0.05 for 5%; 0 for none); `across`: judge runs of other machines too.
 pub fn judge(runs: &[Run], baseline: usize, min_effect: f64, across: bool) -> Vec<Judged<'_>> {
@@ -278,6 +284,17 @@ pub fn verdict_line(judged: &[Judged<'_>], min_effect: f64) -> String {
         "{} results compared: {} worse beyond noise{floor}, {} better, {} within noise",
         c.compared, c.regressions, c.improvements, c.within
     );
+    if c.compared == 0 {
+        let other = judged.iter().any(|j| j.kind == Kind::OtherMachine);
+        return format!(
+            "FAIL: no result was judged against the baseline{}: a gate that checked nothing does not pass",
+            if other {
+                " (the runs are of other machines; --across-machines judges them anyway)"
+            } else {
+                " (no result measured in both runs)"
+            }
+        );
+    }
     if c.regressions > 0 {
         let names: Vec<String> = judged
             .iter()
@@ -417,6 +434,19 @@ mod tests {
         assert!(verdict_line(&floored, 0.4).starts_with("PASS"));
         assert!(verdict_line(&judge(&runs, 0, 0.0, false), 0.0)
             .starts_with("FAIL: 5 results compared: 2 worse"));
+    }
+
+    #[test]
+    fn a_gate_that_judged_nothing_fails() {
+        let base = run(1, vec![m("p", Unit::Nanos, &around(1.0))]);
+        let mut other = run(2, vec![m("p", Unit::Nanos, &around(1.0))]);
+        other.meta.machine.host = "elsewhere".into();
+        let runs = [base, other];
+        let j = judge(&runs, 0, 0.0, false);
+        assert_eq!(j[0].kind, Kind::OtherMachine);
+        assert!(fails(&j));
+        assert!(verdict_line(&j, 0.0).contains("--across-machines"), "{}", verdict_line(&j, 0.0));
+        assert!(!fails(&judge(&runs, 0, 0.0, true)), "judged across machines: within noise");
     }
 
     #[test]
