@@ -148,13 +148,14 @@ fn nothing_found(store: &Store, probe: &str, filter: &crate::fleet::RunFilter) -
     )
 }
 
-/// The points grouped into series by machine and parameter set, in order of first
-/// appearance; each series oldest first (the store's order).
+/// The points grouped into series by machine, parameter set and unit (a probe whose unit
+/// changed between schedlab versions starts a new series rather than a false change
+/// point), in order of first appearance; each series oldest first (the store's order).
 fn group<'a>(points: &[&'a HistoryPoint]) -> Vec<Vec<&'a HistoryPoint>> {
-    let mut order: Vec<(&str, &str)> = Vec::new();
-    let mut groups: HashMap<(&str, &str), Vec<&HistoryPoint>> = HashMap::new();
+    let mut order: Vec<(&str, &str, &str)> = Vec::new();
+    let mut groups: HashMap<(&str, &str, &str), Vec<&HistoryPoint>> = HashMap::new();
     for p in points {
-        let key = (p.machine_id.as_str(), p.params.as_str());
+        let key = (p.machine_id.as_str(), p.params.as_str(), p.unit.as_str());
         if !groups.contains_key(&key) {
             order.push(key);
         }
@@ -208,4 +209,55 @@ fn analyse(
             .collect(),
         changes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(run_id: i64, machine: &str, params: &str, unit: &str) -> HistoryPoint {
+        HistoryPoint {
+            run_id,
+            uuid: String::new(),
+            label: None,
+            started_at: format!("2026-11-{run_id:02}T00:00:00Z"),
+            host: machine.into(),
+            machine_id: machine.into(),
+            kernel: String::new(),
+            version: String::new(),
+            git_rev: String::new(),
+            params: params.into(),
+            unit: unit.into(),
+            better: "lower".into(),
+            n: 5,
+            median: 1.0,
+            ci_low: 0.9,
+            ci_high: 1.1,
+        }
+    }
+
+    #[test]
+    fn series_are_one_per_machine_parameter_set_and_unit_in_order() {
+        let pts = [
+            point(1, "a", "k=1", "ns"),
+            point(1, "a", "k=2", "ns"),
+            point(2, "b", "k=1", "ns"),
+            point(3, "a", "k=1", "ns"),
+            point(4, "a", "k=1", "us"),
+        ];
+        let refs: Vec<&HistoryPoint> = pts.iter().collect();
+        let groups = group(&refs);
+        let shape: Vec<Vec<i64>> =
+            groups.iter().map(|g| g.iter().map(|p| p.run_id).collect()).collect();
+        assert_eq!(shape, vec![vec![1, 3], vec![1], vec![2], vec![4]]);
+    }
+
+    #[test]
+    fn params_are_key_value_pairs() {
+        let p = parse_params(&["placement=same".into(), " size = 4k ".into()]).unwrap();
+        assert_eq!(p, vec![("placement".into(), "same".into()), ("size".into(), "4k".into())]);
+        for bad in ["placement", "=same", ""] {
+            assert!(parse_params(&[bad.into()]).is_err(), "{bad}");
+        }
+    }
 }
