@@ -47,8 +47,13 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Write one run as JSON, CSV or Markdown.
     Export(ExportArgs),
-    /// Runs side by side: one column per run, ratio against the baseline, noise verdicts.
+    /// Runs side by side: one column per run, ratio against the baseline, noise verdicts;
+    /// with --fail-on, a CI gate that exits 1 on a regression beyond noise.
     Compare(CompareArgs),
+    /// One result over time: its median and interval in every run, one series per machine,
+    /// with the change points (E-Divisive means) and what differed between the runs around
+    /// each (kernel, doctor findings, settings, schedlab's version).
+    History(HistoryArgs),
     /// One self-contained HTML page for one or more runs: machines, warnings, results with
     /// their raw samples, the comparison, the memory lab and the timelines stored with them.
     Report(ReportArgs),
@@ -185,6 +190,13 @@ pub enum FormatArg {
     Csv,
     /// The run header, results table and warnings.
     Markdown,
+    /// The Bencher Metric Format (bencher.dev): median with its interval as lower/upper
+    /// value, per result.
+    Bencher,
+    /// conbench's benchmark results (one object per result, as its API takes them); needs
+    /// CONBENCH_PROJECT_REPOSITORY (and takes CONBENCH_PROJECT_COMMIT,
+    /// CONBENCH_PROJECT_PR_NUMBER) as conbench's own adapters do.
+    Conbench,
 }
 
 /// `schedlab export`.
@@ -282,9 +294,21 @@ pub struct CompareArgs {
     /// Only probes matching PATTERN.
     #[arg(long, short = 'f', value_name = "PATTERN", value_delimiter = ',')]
     pub filter: Vec<String>,
-    /// Print Markdown instead of a terminal table.
-    #[arg(long)]
-    pub markdown: bool,
+    /// Print Markdown instead of a terminal table; with =FILE, print the terminal table and
+    /// write the CI summary (the gate's verdict and the table) to FILE as Markdown.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true)]
+    pub markdown: Option<Option<PathBuf>>,
+    /// The CI gate: exit 1 when a result is worse than the baseline beyond its noise (the
+    /// 95% intervals do not overlap, on the worse side for its unit) or failed where the
+    /// baseline measured it; `regression=PCT` also requires it be worse by PCT percent.
+    #[arg(long, value_name = "regression[=PCT]")]
+    pub fail_on: Option<String>,
+    /// Show only the results that regressed, or only those that changed beyond noise.
+    #[arg(long, value_enum)]
+    pub only: Option<OnlyArg>,
+    /// Write a JUnit XML report (a test case per result, a failure per regression) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     /// Resolve labels among the runs of HOST only (a host name or a machine id prefix): in a
     /// fleet's database many hosts have a run called `baseline`.
     #[arg(long, value_name = "HOST")]
@@ -294,6 +318,36 @@ pub struct CompareArgs {
     /// another's).
     #[arg(long)]
     pub across_machines: bool,
+}
+
+/// `compare --only`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnlyArg {
+    /// Results worse beyond noise (and by at least --fail-on's PCT), or failed.
+    Regressions,
+    /// Results better or worse beyond noise.
+    Changes,
+}
+
+/// `schedlab history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The probe's id, e.g. os.pipe.latency (`schedlab list` shows them).
+    pub probe: String,
+    /// Only results with these parameters: KEY=VALUE, repeated or separated by commas
+    /// (e.g. placement=same).
+    #[arg(long, value_name = "K=V", value_delimiter = ',')]
+    pub params: Vec<String>,
+    /// Only runs made on HOST: a host name, or the first 8 or more characters of a machine
+    /// id; repeat for several.
+    #[arg(long, value_name = "HOST")]
+    pub host: Vec<String>,
+    /// Only runs started on or after DATE (`2026-11-20` or an RFC 3339 time).
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+    /// Also write the history as an HTML page, a chart per parameter set.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
 }
 
 /// `schedlab report`.

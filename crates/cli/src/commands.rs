@@ -1,4 +1,5 @@
-//! The subcommands other than `run`: catalog, runs, show, export, compare. Each reads the
+//! The subcommands other than `run`: catalog, runs, show, export, compare (its CI gate in
+//! `gate.rs`; `history` in `history.rs`). Each reads the
 //! store, asks `report` for a rendering and prints it.
 
 use std::process::ExitCode;
@@ -8,6 +9,7 @@ use schedlab_measure::model::Run;
 use schedlab_probes::{catalog, select};
 use schedlab_report::export::{Csv, Format, Json, Markdown};
 use schedlab_report::html::{page_against, RunTimeline};
+use schedlab_report::interchange::{Bencher, Conbench};
 use schedlab_report::table::{Align, Table};
 use schedlab_report::{catalog, views};
 use schedlab_store::{Location, Store, StoreError};
@@ -67,6 +69,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Show { run, view } => show(&open(&db)?, &run, view),
         Command::Export(args) => export(&open(&db)?, &args),
         Command::Compare(args) => compare(&open(&db)?, &args),
+        Command::History(args) => crate::history::history(&open(&db)?, &args),
         Command::Report(args) => report(&open(&db)?, &args),
         Command::Mem(args) => crate::mem::mem(&args, &db),
         Command::Timeline(args) => crate::timeline::timeline(&args, &db),
@@ -217,11 +220,21 @@ fn show(store: &Store, spec: &str, view: ViewArg) -> Result<ExitCode> {
 
 fn export(store: &Store, args: &ExportArgs) -> Result<ExitCode> {
     let output = args.output.as_deref().map(Output::claim).transpose()?;
+    let conbench = match args.format {
+        FormatArg::Conbench => Some(conbench_project()?),
+        _ => None,
+    };
     let run = load(store, &args.run)?;
     let text = match args.format {
         FormatArg::Json => Json.render(&run),
         FormatArg::Csv => Csv.render(&run),
         FormatArg::Markdown => Markdown.render(&run),
+        FormatArg::Bencher => Bencher.render(&run),
+        FormatArg::Conbench => {
+            let mut c = conbench.expect("read above for this format");
+            c.run_uuid = store.identity(run.meta.id)?.0;
+            c.render(&run)
+        }
     };
     match output {
         None => out(&text)?,
@@ -232,6 +245,45 @@ fn export(store: &Store, args: &ExportArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What conbench needs to know beyond the run, from the environment its own adapters read
+/// (conbench's benchadapt): `CONBENCH_PROJECT_REPOSITORY` (required: `org/repo`, a
+/// `https://github.com/` URL or `git@github.com:org/repo`), `CONBENCH_PROJECT_COMMIT`,
+/// `CONBENCH_PROJECT_PR_NUMBER`.
+fn conbench_project() -> Result<Conbench> {
+    let var =
+        |k: &str| std::env::var(k).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let Some(repo) = var("CONBENCH_PROJECT_REPOSITORY") else {
+        return Err(UsageError(
+            "--format conbench needs the benchmarked repository, as conbench requires one: set CONBENCH_PROJECT_REPOSITORY=https://github.com/ORG/REPO (and CONBENCH_PROJECT_COMMIT=SHA)".into(),
+        )
+        .into());
+    };
+    let repository = if let Some(rest) = repo.strip_prefix("git@github.com:") {
+        format!("https://github.com/{}", rest.trim_end_matches(".git"))
+    } else if repo.starts_with("https://github.com/") {
+        repo.trim_end_matches('/').to_string()
+    } else if repo.split('/').count() == 2 && !repo.contains(':') {
+        format!("https://github.com/{repo}")
+    } else {
+        return Err(UsageError(format!(
+            "CONBENCH_PROJECT_REPOSITORY={repo:?}: conbench takes ORG/REPO or a https://github.com/ORG/REPO URL"
+        ))
+        .into());
+    };
+    let pr_number = match var("CONBENCH_PROJECT_PR_NUMBER") {
+        None => None,
+        Some(n) => Some(n.parse::<u64>().map_err(|_| {
+            UsageError(format!("CONBENCH_PROJECT_PR_NUMBER={n:?} is not a pull request number"))
+        })?),
+    };
+    Ok(Conbench {
+        run_uuid: String::new(),
+        repository,
+        commit: var("CONBENCH_PROJECT_COMMIT"),
+        pr_number,
+    })
 }
 
 /// The runs RUN arguments name, with `baseline` among them (first when it was not named),
@@ -395,6 +447,8 @@ fn write_report(store: &Store, runs: Vec<Run>, baseline: usize, output: Output) 
 }
 
 fn compare(store: &Store, args: &CompareArgs) -> Result<ExitCode> {
+    // The gate's flags and files are checked before anything is read.
+    let gate = crate::gate::Gate::from_args(args)?;
     let (mut runs, baseline) =
         load_runs(store, &args.runs, args.baseline.as_deref(), args.host.as_deref())?;
     if runs.len() < 2 {
@@ -431,6 +485,5 @@ fn compare(store: &Store, args: &CompareArgs) -> Result<ExitCode> {
             list.join(", ")
         );
     }
-    out(&views::compare_text_across(&runs, baseline, args.markdown, args.across_machines))?;
-    Ok(ExitCode::SUCCESS)
+    crate::gate::finish(&runs, baseline, args, gate)
 }

@@ -17,6 +17,8 @@ mod commands;
 mod crosscheck;
 mod exec;
 mod fleet;
+mod gate;
+mod history;
 mod mem;
 mod output;
 mod reference;

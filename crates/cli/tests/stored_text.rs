@@ -1,7 +1,7 @@
 //! Text from elsewhere, through the real binary: a crafted database whose labels, hosts,
 //! parameters, notes, warnings and reasons carry escape sequences (CSI, OSC 8 hyperlinks),
 //! BEL, carriage returns, line breaks and right-to-left overrides. Every command that shows
-//! them (`runs`, `show`, `compare`, `export`) prints no raw control character and no forged
+//! them (`runs`, `show`, `compare` and its gate's files, `history`, `export`) prints no raw control character and no forged
 //! row; JSON keeps them exactly; and `import`, `push` and `pull` refuse such runs, naming
 //! the field. (A `--label` with such characters is refused by `run`, `mem` and `timeline`:
 //! `cli.rs`.)
@@ -170,6 +170,35 @@ fn crafted_text_reaches_no_terminal_raw_through_runs_show_compare_and_export() {
     assert_safe("compare", &ok(&run(&db, &args)));
     args.push("--markdown");
     assert_safe("compare --markdown", &ok(&run(&db, &args)));
+
+    // The gate's summaries and the history, which print labels, hosts and parameters too.
+    let junit = dir.path().join("gate.xml");
+    let md = dir.path().join("gate.md");
+    let mut gate = vec!["compare", "--across-machines", "--fail-on", "regression"];
+    gate.extend(ids.iter().map(String::as_str));
+    let (j, m) = (format!("--junit={}", junit.display()), format!("--markdown={}", md.display()));
+    gate.extend([j.as_str(), m.as_str()]);
+    let o = run(&db, &gate);
+    assert_safe("compare --fail-on", &text(&o.stdout));
+    assert_safe("compare --markdown=FILE", &std::fs::read_to_string(&md).unwrap());
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert_safe("compare --junit", &xml);
+    roxmltree::Document::parse(&xml).expect("the JUnit XML of crafted runs parses");
+    let history = dir.path().join("history.html");
+    let o = ok(&run(&db, &["history", "os.syscall.null", "--report", history.to_str().unwrap()]));
+    assert_safe("history", &o);
+    let page = std::fs::read_to_string(&history).unwrap();
+    assert!(!page.contains('\x1b') && !page.contains('\u{202e}'), "the history page escapes");
+    for format in ["bencher", "conbench"] {
+        let o = common::bin()
+            .arg("--db")
+            .arg(&db)
+            .args(["export", "1", "--format", format])
+            .env("CONBENCH_PROJECT_REPOSITORY", "o/r")
+            .output()
+            .unwrap();
+        assert_safe(&format!("export --format {format}"), &ok(&o));
+    }
 
     // A spreadsheet does not run a formula from a cell.
     let c = rusqlite::Connection::open(&db).unwrap();

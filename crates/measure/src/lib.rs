@@ -3,7 +3,8 @@
 //!
 //! The crate owns the monotonic clock and its calibration ([`clock`]), the sampling loop that
 //! warms up, scales iterations to a time budget and takes samples ([`sampler`]), the pure
-//! statistics over those samples ([`stats`]), the attribution of noise to other processes
+//! statistics over those samples ([`stats`]) and over a result's history (its change points:
+//! [`changepoint`]), the attribution of noise to other processes
 //! ([`noise`]), where each party of a measurement ran ([`placement`]), the machine
 //! fingerprint stored with every run ([`machine`]), the result model that the store and the
 //! reports share ([`model`]), and the Linux wrappers (pinning, forked
@@ -33,6 +34,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod changepoint;
 pub mod clock;
 pub mod doctor;
 pub mod interrupt;

@@ -200,6 +200,46 @@ pub fn rfc3339(unix_secs: i64) -> String {
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
+/// Reads a timestamp as [`rfc3339`] writes it (`2026-11-21T05:00:00Z`; a fraction of a
+/// second, or a date alone, also read) back into seconds since the Unix epoch; `None` for
+/// anything else.
+pub fn parse_rfc3339(s: &str) -> Option<i64> {
+    let num = |t: &str| -> Option<i64> {
+        (!t.is_empty() && t.bytes().all(|c| c.is_ascii_digit())).then(|| t.parse().ok())?
+    };
+    let (date, time) = match s.split_once('T') {
+        Some((d, t)) => (d, Some(t)),
+        None => (s, None),
+    };
+    let mut d = date.splitn(3, '-');
+    let (y, m, day) = (num(d.next()?)?, num(d.next()?)?, num(d.next()?)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) {
+        return None;
+    }
+    // Howard Hinnant's days_from_civil, the inverse of the above.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = match time {
+        None => 0,
+        Some(t) => {
+            let t = t.strip_suffix('Z').or_else(|| t.strip_suffix('z'))?;
+            let t = t.split('.').next()?;
+            let mut f = t.splitn(3, ':');
+            let (h, mi, se) = (num(f.next()?)?, num(f.next()?)?, num(f.next().unwrap_or("0"))?);
+            if h > 23 || mi > 59 || se > 60 {
+                return None;
+            }
+            h * 3600 + mi * 60 + se
+        }
+    };
+    Some(days * 86_400 + secs)
+}
+
 /// The current time as [`rfc3339`].
 pub fn now_rfc3339() -> String {
     let secs = std::time::SystemTime::now()
@@ -212,6 +252,18 @@ pub fn now_rfc3339() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timestamps_read_back_as_written() {
+        for secs in [0, 951_782_400, 1_763_701_200, 4_102_444_799] {
+            assert_eq!(parse_rfc3339(&rfc3339(secs)), Some(secs), "{}", rfc3339(secs));
+        }
+        assert_eq!(parse_rfc3339("2026-11-21"), parse_rfc3339("2026-11-21T00:00:00Z"));
+        assert_eq!(parse_rfc3339("2026-11-21T05:00:00.25Z"), parse_rfc3339("2026-11-21T05:00:00Z"));
+        for bad in ["", "yesterday", "2026-13-01", "2026-11-21T25:00:00Z", "2026-11-21T05:00:00"] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn timestamps_are_rfc3339_utc() {

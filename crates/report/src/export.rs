@@ -152,7 +152,7 @@ impl Format for Json {
 /// written as a JSON escape (`\u009b`): the same document for a parser, nothing that drives
 /// the terminal it is printed to. Such characters only occur inside strings (serde_json
 /// already escapes those below U+0020), so the line breaks of the layout are kept.
-fn json_escape_unsafe(json: &str) -> String {
+pub(crate) fn json_escape_unsafe(json: &str) -> String {
     use schedlab_measure::text::is_unsafe;
     if !json.chars().any(|c| c != '\n' && is_unsafe(c)) {
         return json.to_string();

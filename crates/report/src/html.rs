@@ -136,17 +136,31 @@ pub fn page_against(
     if !timelines.is_empty() {
         section(&mut body, &mut nav, "timelines", "Timelines", &timelines_html(runs, timelines));
     }
+    wrap(&title, &nav, &body, version)
+}
+
+/// The page around `body`: its title, the navigation `nav` (one `<li>` per section, as
+/// [`section`] makes them), the styles and the script.
+pub(crate) fn wrap(title: &str, nav: &[String], body: &str, version: &str) -> String {
     TEMPLATE
         .replace("{{style}}", STYLE)
         .replace("{{script}}", SCRIPT)
         .replace("{{nav}}", &nav.concat())
         .replace("{{version}}", &escape(version))
-        .replace("{{title}}", &escape(&title))
+        .replace("{{title}}", &escape(title))
         // Last: the body may hold anything, including text that looks like a placeholder.
-        .replace("{{body}}", &body)
+        .replace("{{body}}", body)
 }
 
-fn section(body: &mut String, nav: &mut Vec<String>, id: &str, heading: &str, inner: &str) {
+/// Appends a section with `id`, `heading` and the HTML `inner` to `body`, and its link to
+/// `nav`.
+pub(crate) fn section(
+    body: &mut String,
+    nav: &mut Vec<String>,
+    id: &str,
+    heading: &str,
+    inner: &str,
+) {
     let (id, heading) = (escape(id), escape(heading));
     nav.push(format!("<li><a href=\"#{id}\">{heading}</a></li>"));
     body.push_str(&format!(

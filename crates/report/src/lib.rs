@@ -4,8 +4,10 @@
 //! as `schedlab list` and docs/PROBES.md show it: the terminal and Markdown
 //! share one [`table::Table`] builder; [`views`] builds the tables (a run's results, the
 //! side-by-side comparison of runs in the layout of seed 002's Table 2, the machine header);
-//! [`export`] holds one small type per file format; [`doctor`] shows `schedlab doctor` and the
-//! findings stored with runs. Values are kept raw in exports and scaled
+//! [`export`] holds one small type per file format ([`interchange`] those other benchmark
+//! tools read: Bencher's and conbench's); [`doctor`] shows `schedlab doctor` and the
+//! findings stored with runs; [`history`] one result across runs with its change points, and
+//! [`gate`] the CI gate's verdicts and summaries (JUnit XML, Markdown). Values are kept raw in exports and scaled
 //! for people on screen ([`units`]). [`mem`] analyses the memory-clearing lab's results
 //! (crossovers, best routine per size, bandwidth per cache level) and draws them with
 //! [`svg`], the one small hand-written SVG toolkit (line charts; [`lanes`] draws timelines
@@ -25,7 +27,10 @@ pub mod coop;
 pub mod crosscheck;
 pub mod doctor;
 pub mod export;
+pub mod gate;
+pub mod history;
 pub mod html;
+pub mod interchange;
 pub mod lanes;
 pub mod mem;
 pub mod reference;

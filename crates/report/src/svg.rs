@@ -21,6 +21,8 @@ pub enum Ticks {
     Bytes,
     /// Durations given in microseconds (`500 µs`, `2 ms`, `10 s`).
     Micros,
+    /// Days since 1970-01-01 (UTC), labelled as dates (`2026-11-20`).
+    Date,
 }
 
 /// One axis.
@@ -45,6 +47,9 @@ pub struct Series {
     pub dashed: bool,
     /// Index into the palette; twins share a colour.
     pub color: usize,
+    /// An interval around the line, `(x, low, high)` per point, drawn as a pale band
+    /// beneath it (a median's 95% interval); empty for none.
+    pub band: Vec<(f64, f64, f64)>,
 }
 
 /// A vertical marker line at `x` with a label (a cache size, say).
@@ -342,6 +347,12 @@ fn micros_label(v: f64) -> String {
     format!("{} {unit}", number_label(x))
 }
 
+/// A day count since 1970-01-01 as the date it is: `2026-11-20`. Pure.
+fn date_label(days: f64) -> String {
+    let stamp = schedlab_measure::machine::rfc3339((days * 86_400.0).round() as i64);
+    stamp.get(..10).unwrap_or(&stamp).to_string()
+}
+
 /// Tick positions for a linear axis over [lo, hi]: steps of 1, 2 or 5 × 10^k, or of a
 /// power of two for bytes. Pure.
 pub fn linear_ticks(lo: f64, hi: f64, ticks: Ticks) -> Vec<f64> {
@@ -458,7 +469,8 @@ impl Chart {
             })
             .collect();
         let xs = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.0));
-        let ys = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.1));
+        let bands = self.series.iter().flat_map(|s| s.band.iter().flat_map(|b| [b.1, b.2]));
+        let ys = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.1)).chain(bands);
         let sx = Scale::new(xs, &self.x, LEFT, W - RIGHT, false);
         let sy = Scale::new(ys, &self.y, H - BOTTOM, TOP, true);
 
@@ -481,6 +493,7 @@ impl Chart {
             Ticks::Bytes => bytes_label(v),
             Ticks::Number => number_label(v),
             Ticks::Micros => micros_label(v),
+            Ticks::Date => date_label(v),
         };
         let ticks = |s: &Scale, t: Ticks| {
             if s.log {
@@ -552,6 +565,40 @@ impl Chart {
                 TOP + 12.0,
                 escape(&m.label)
             );
+        }
+
+        // Bands first, beneath every line: a polygon along the highs, back along the lows.
+        for s in self.series.iter().filter(|s| !s.band.is_empty()) {
+            let mut b: Vec<(f64, f64, f64)> = s
+                .band
+                .iter()
+                .copied()
+                .filter(|&(x, lo, hi)| {
+                    keep(self.x.log, x) && keep(self.y.log, lo) && keep(self.y.log, hi)
+                })
+                .collect();
+            b.sort_by(|p, q| p.0.total_cmp(&q.0));
+            let mut d = String::new();
+            for (i, &(x, _, hi)) in b.iter().enumerate() {
+                let _ = write!(
+                    d,
+                    "{}{:.1} {:.1}",
+                    if i == 0 { "M" } else { " L" },
+                    sx.px(x),
+                    sy.px(hi)
+                );
+            }
+            for &(x, lo, _) in b.iter().rev() {
+                let _ = write!(d, " L{:.1} {:.1}", sx.px(x), sy.px(lo));
+            }
+            if !b.is_empty() {
+                let _ = writeln!(
+                    o,
+                    r#"<path class="band" d="{d} Z" fill="{}" fill-opacity="0.15" stroke="none"><title>{} (95% interval)</title></path>"#,
+                    color(s.color),
+                    escape(&s.name)
+                );
+            }
         }
 
         // Series: one path each, then its point markers.
@@ -734,14 +781,22 @@ pub(crate) mod tests {
                     points: vec![(1.0, 2.0), (64.0, 40.0), (4096.0, 900.0)],
                     dashed: false,
                     color: 0,
+                    band: vec![],
                 },
                 Series {
                     name: "a+1".into(),
                     points: vec![(1.0, 3.0), (64.0, 45.0), (4096.0, 1000.0)],
                     dashed: true,
                     color: 0,
+                    band: vec![],
                 },
-                Series { name: "empty".into(), points: vec![], dashed: false, color: 1 },
+                Series {
+                    name: "empty".into(),
+                    points: vec![],
+                    dashed: false,
+                    color: 1,
+                    band: vec![],
+                },
             ],
             markers: vec![
                 Marker { x: 48.0 * 1024.0, label: "L1d".into() },

@@ -149,17 +149,28 @@ pub fn same_machine(a: &Run, b: &Run) -> bool {
 /// "worse" are claims about one machine's noise, made across machines only when `across`
 /// (the user asked for it).
 pub fn compare_table_across(runs: &[Run], baseline: usize, across: bool) -> Table {
-    comparison_table(runs, baseline, across, false)
+    comparison_table(runs, baseline, across, &|_| true)
 }
 
 /// [`compare_table`] with only the rows that changed beyond noise: some run made on the
 /// baseline's machine is better or worse than the baseline there (its interval does not
 /// overlap the baseline's). What a comparison page shows first.
 pub fn changed_table(runs: &[Run], baseline: usize) -> Table {
-    comparison_table(runs, baseline, false, true)
+    let changed = |row: &ComparisonRow| {
+        row.verdicts.iter().enumerate().any(|(i, v)| {
+            v.is_some_and(|v| !v.within_noise) && same_machine(&runs[i], &runs[baseline])
+        })
+    };
+    comparison_table(runs, baseline, false, &changed)
 }
 
-fn comparison_table(runs: &[Run], baseline: usize, across: bool, only_changed: bool) -> Table {
+/// The comparison table with only the rows `keep` keeps (`compare --only`).
+pub fn comparison_table(
+    runs: &[Run],
+    baseline: usize,
+    across: bool,
+    keep: &dyn Fn(&ComparisonRow) -> bool,
+) -> Table {
     let names: Vec<String> = runs.iter().map(|r| r.meta.display_name()).collect();
     let mut headers: Vec<(String, Align)> =
         vec![("probe".into(), Align::Left), ("params".into(), Align::Left)];
@@ -173,12 +184,7 @@ fn comparison_table(runs: &[Run], baseline: usize, across: bool, only_changed: b
     let cols: Vec<(&str, Align)> = headers.iter().map(|(h, a)| (h.as_str(), *a)).collect();
     let mut t = Table::new(&cols);
 
-    let changed = |row: &ComparisonRow| {
-        row.verdicts.iter().enumerate().any(|(i, v)| {
-            v.is_some_and(|v| !v.within_noise) && same_machine(&runs[i], &runs[baseline])
-        })
-    };
-    for row in comparison_rows(runs, baseline).into_iter().filter(|r| !only_changed || changed(r)) {
+    for row in comparison_rows(runs, baseline).into_iter().filter(|r| keep(r)) {
         let mut cells = vec![row.probe.clone(), row.params.clone()];
         for (i, m) in row.results.iter().enumerate() {
             cells.push(match m {
@@ -354,6 +360,17 @@ pub fn compare_text(runs: &[Run], baseline: usize, markdown: bool) -> String {
 
 /// [`compare_text`] with [`compare_table_across`]'s rule for runs of other machines.
 pub fn compare_text_across(runs: &[Run], baseline: usize, markdown: bool, across: bool) -> String {
+    compare_text_only(runs, baseline, markdown, across, &|_| true)
+}
+
+/// [`compare_text_across`] with only the rows `keep` keeps in its table (`compare --only`).
+pub fn compare_text_only(
+    runs: &[Run],
+    baseline: usize,
+    markdown: bool,
+    across: bool,
+    keep: &dyn Fn(&ComparisonRow) -> bool,
+) -> String {
     let mut text = String::new();
     for r in runs {
         let m = &r.meta.machine;
@@ -376,7 +393,7 @@ pub fn compare_text_across(runs: &[Run], baseline: usize, markdown: bool, across
         text.push('\n');
     }
     text.push('\n');
-    let table = compare_table_across(runs, baseline, across);
+    let table = comparison_table(runs, baseline, across, keep);
     text.push_str(&if markdown { table.to_markdown() } else { table.to_terminal() });
     text.push_str(
         "\nmedian ± half-width of its 95% interval; ratio = run / baseline; \"within noise\" when the intervals overlap\n",

@@ -28,8 +28,8 @@
 //! `file.rs` and `server.rs` open each dialect (an SQLite file, a PostgreSQL server: with
 //! `pg.rs`, `tls.rs` and `passfile.rs` below it), `db.rs` runs the same SQL on either and
 //! `schema.rs` holds the DDL of both; `write.rs` and `read.rs` store and load runs,
-//! `copy.rs` copies them between stores through the door (`door.rs`); `columns.rs`,
-//! `alive.rs` (whose is a run, and is its process alive), `location.rs` and `error.rs` are
+//! `history.rs` reads one probe's results across runs, `copy.rs` copies them between
+//! stores through the door (`door.rs`); `columns.rs`, `alive.rs` (whose is a run, and is its process alive), `location.rs` and `error.rs` are
 //! shared by them. The imports point one way: nothing below imports this file but for the
 //! `Store` type the others add methods to.
 //!
@@ -48,6 +48,7 @@ mod db;
 mod door;
 mod error;
 mod file;
+mod history;
 mod location;
 mod passfile;
 mod pg;
@@ -69,6 +70,7 @@ pub use alive::{machine_id, note_end_reason};
 pub use copy::Copied;
 use error::{db_error, in_words};
 pub use error::{Result, StoreError};
+pub use history::{HistoryPoint, HistoryQuery};
 pub use location::{redact, Location};
 pub use read::{RunSummary, StoredTimeline};
 

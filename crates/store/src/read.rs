@@ -164,8 +164,9 @@ impl Store {
         Ok((row[0].t(), row[1].t()))
     }
 
-    /// Loads a run with its results, samples and warnings.
-    pub fn load_run(&self, id: i64) -> Result<Run> {
+    /// Loads a run's metadata and machine, without its results (what `history` says
+    /// differed between runs).
+    pub fn load_meta(&self, id: i64) -> Result<RunMeta> {
         let row = self
             .row(
                 "SELECT id, label, suite, status, started_at, finished_at, filters, version, git_rev,
@@ -181,7 +182,7 @@ impl Store {
             )
         })?;
         let (status, reason) = settled(row[3].t(), row[12].ot(), &row[13..]);
-        let meta = RunMeta {
+        Ok(RunMeta {
             id: row[0].i(),
             label: row[1].ot(),
             suite: row[2].t(),
@@ -195,7 +196,12 @@ impl Store {
             settings: params_from_json(&row[9].t()),
             calibration: row[10].ot().and_then(|c| serde_json::from_str::<Calibration>(&c).ok()),
             machine,
-        };
+        })
+    }
+
+    /// Loads a run with its results, samples and warnings.
+    pub fn load_run(&self, id: i64) -> Result<Run> {
+        let meta = self.load_meta(id)?;
         let rows = self.query(
             "SELECT id, probe, params, unit, better, status, reason, notes, iters_per_sample,
                     overhead_ns_per_iter, n, median, min, max, mean, stddev, p5, p95, ci_low, ci_high,

@@ -116,3 +116,78 @@ pub fn long_run(db: &Path, suite: &str, filter: &str, args: &[&str]) -> Command 
         .stderr(Stdio::piped());
     c
 }
+
+/// Stored runs made to order, for the commands that read many (`history`, `compare`'s
+/// gate, the exports): the machine, the day, the kernel, a doctor finding and each
+/// result's samples are the test's to choose.
+pub mod runs {
+    use schedlab_measure::doctor::{Finding, Reading};
+    use schedlab_measure::machine::Machine;
+    use schedlab_measure::model::{Measurement, Params, RunMeta, RunStatus, Sample, Unit};
+    use schedlab_store::{Location, Store};
+
+    /// One run to store.
+    pub struct Made<'a> {
+        /// Host name (the machine id follows from it).
+        pub host: &'a str,
+        /// Label.
+        pub label: &'a str,
+        /// RFC 3339 start.
+        pub started_at: String,
+        /// Kernel release.
+        pub kernel: &'a str,
+        /// The doctor's timer slack finding.
+        pub timer_slack: &'a str,
+        /// Results: probe, params key, unit, samples.
+        pub results: Vec<(&'a str, &'a str, Unit, Vec<f64>)>,
+    }
+
+    /// A machine called `host` (its CPU named after it, so it is not this one).
+    pub fn machine(host: &str) -> Machine {
+        let mut m = Machine::fingerprint();
+        m.host = host.to_string();
+        m.cpu_model = format!("{host} CPU");
+        m
+    }
+
+    /// `n` samples around `level`, within ±`spread` of it (a fraction), in a fixed pattern.
+    pub fn around(level: f64, spread: f64, n: usize) -> Vec<f64> {
+        (0..n)
+            .map(|i| level * (1.0 + spread * (((i * 7) % n) as f64 / (n - 1) as f64 * 2.0 - 1.0)))
+            .collect()
+    }
+
+    /// Stores `made` (complete) in the database at `at`; returns its id.
+    pub fn store(at: &Location, made: &Made) -> i64 {
+        let mut store = Store::open_at(at).unwrap();
+        let mut m = machine(made.host);
+        m.kernel = made.kernel.to_string();
+        m.doctor = vec![Finding {
+            key: "timer_slack".into(),
+            name: "timer slack".into(),
+            reading: Reading::Known(made.timer_slack.into()),
+            source: "prctl(PR_GET_TIMERSLACK)".into(),
+            changes: String::new(),
+        }];
+        let mut meta = RunMeta::starting("quick", m, ("0.1.0", "test"));
+        meta.label = Some(made.label.to_string());
+        meta.started_at = made.started_at.clone();
+        let id = store.begin_run(&meta).unwrap();
+        for (probe, params, unit, values) in &made.results {
+            let samples = values
+                .iter()
+                .map(|&value| Sample {
+                    iters: 100,
+                    elapsed_ns: 1_000_000,
+                    value,
+                    other_cpu_ns: None,
+                    migrated: false,
+                })
+                .collect();
+            let m = Measurement::of_samples(probe, Params::from_key(params), *unit, samples, 0.1);
+            store.save_result(id, &m).unwrap();
+        }
+        store.finish_run(id, RunStatus::Complete).unwrap();
+        id
+    }
+}

@@ -45,6 +45,7 @@ pub fn charts(a: &Analysis, subtitle: &str) -> Vec<(String, Chart)> {
             .collect(),
         dashed,
         color: color_of(r),
+        band: Vec::new(),
     };
     let time = |p: &Point| p.ns;
     let markers: Vec<Marker> =
