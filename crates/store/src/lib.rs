@@ -51,6 +51,8 @@ mod file;
 mod location;
 mod passfile;
 mod pg;
+mod prune;
+pub mod raw;
 mod read;
 mod schema;
 mod server;
@@ -70,6 +72,7 @@ pub use copy::Copied;
 use error::{db_error, in_words};
 pub use error::{Result, StoreError};
 pub use location::{redact, Location};
+pub use prune::Pruned;
 pub use read::{RunSummary, StoredTimeline};
 
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};

@@ -315,7 +315,14 @@ fn a_timeline_is_stored_with_its_run_and_read_back() {
 fn downgrade_to_version_1(path: &std::path::Path) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(
-        "DROP INDEX runs_uuid; DROP INDEX runs_machine;
+        "DROP VIEW fleet_results; DROP INDEX runs_host_started; DROP INDEX runs_started;
+         ALTER TABLE runs DROP COLUMN results_ok; ALTER TABLE runs DROP COLUMN results_skipped;
+         ALTER TABLE runs DROP COLUMN results_failed; DROP TABLE raw_samples;
+         CREATE TABLE samples (result_id INTEGER NOT NULL REFERENCES results (id) ON DELETE CASCADE,
+             idx INTEGER NOT NULL, iters INTEGER NOT NULL, elapsed_ns INTEGER NOT NULL,
+             value REAL NOT NULL, other_cpu_ns INTEGER, migrated INTEGER NOT NULL,
+             PRIMARY KEY (result_id, idx)) WITHOUT ROWID;
+         DROP INDEX runs_uuid; DROP INDEX runs_machine;
          ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN machine_id;
          ALTER TABLE runs DROP COLUMN reason;
          ALTER TABLE runs DROP COLUMN pid_start; ALTER TABLE runs DROP COLUMN boot_id;
@@ -334,7 +341,7 @@ fn a_version_1_database_is_migrated_forward_keeping_its_runs_and_giving_them_an_
     };
     downgrade_to_version_1(&path);
     let store = Store::open_existing(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 4);
+    assert_eq!(SCHEMA_VERSION, 5);
     assert_eq!(store.resolve("old").unwrap(), id);
     assert!(store.timelines(id).unwrap().is_empty());
     let (uuid, machine) = store.identity(id).unwrap();
