@@ -144,7 +144,10 @@ impl Store {
                 })
                 .collect();
             insert_many(c, "raw_samples", RAW_COLS, &samples)?;
-            c.exec(&format!("UPDATE runs SET {RECOUNT} WHERE id = $1"), &[new_run.clone()])?;
+            c.exec(
+                &format!("UPDATE runs SET {RECOUNT} WHERE id = $1"),
+                std::slice::from_ref(&new_run),
+            )?;
             let relink = |rows: &[Row]| -> Vec<Row> {
                 rows.iter()
                     .map(|r| {
