@@ -31,6 +31,8 @@ fn at(db: &str, args: &[&str]) -> std::process::Output {
 
 /// What the version 4 build printed for its runs, printed again from `db`.
 fn assert_reads_as_version_4_did(db: &str) {
+    // The counts of results by outcome, now kept in each run, as the results counted them.
+    assert_eq!(ok(&at(db, &["runs"])), golden("runs.txt"), "runs");
     assert_eq!(ok(&at(db, &["show", "v4-a"])), golden("show-v4-a.txt"), "show");
     assert_eq!(ok(&at(db, &["compare", "v4-a", "v4-b"])), golden("compare-v4-a-v4-b.txt"));
     assert_eq!(

@@ -459,3 +459,26 @@ fn many_openers_of_one_new_file_all_succeed() {
         failures.join("\n")
     );
 }
+
+#[test]
+fn a_damaged_raw_sample_blob_is_an_error_naming_the_run_and_result_not_wrong_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("blob.db");
+    let mut store = Store::open(&path).unwrap();
+    let run = store.begin_run(&meta(Some("blob"))).unwrap();
+    store
+        .save_result(
+            run,
+            &measurement("os.pipe.latency", Params::new().with("k", 1), &[1.0, 2.0, 3.0]),
+        )
+        .unwrap();
+    assert_eq!(store.load_run(run).unwrap().results[0].samples.len(), 3);
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute("UPDATE raw_samples SET data = substr(data, 1, length(data) - 1)", []).unwrap();
+    drop(conn);
+    let store = Store::open_existing(&path).unwrap();
+    let err = store.load_run(run).unwrap_err().to_string();
+    assert!(err.contains("raw samples of os.pipe.latency [k=1]"), "{err}");
+    assert!(err.contains("cut short"), "{err}");
+}
