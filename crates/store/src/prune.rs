@@ -21,38 +21,50 @@ pub struct Pruned {
     pub bytes: i64,
 }
 
-/// The raw samples of finished runs that started before `$1` (RFC 3339 text). The published
-/// tables imported as runs (suite `published`) are reference data of one value each, not
+/// The finished runs that started before `$1` (RFC 3339 text). The published tables
+/// imported as runs (suite `published`) are reference data of one value each, not
 /// measurements: `reference import` tells an outdated one by its sample, so they are kept.
-const OLD_RAW: &str =
-    "FROM raw_samples s JOIN results x ON x.id = s.result_id JOIN runs r ON r.id = x.run_id
-     WHERE r.started_at < $1 AND r.status <> 'running' AND r.suite <> 'published'";
+const OLD_RUNS: &str = "SELECT id FROM runs
+     WHERE started_at < $1 AND status <> 'running' AND suite <> 'published' ORDER BY id";
+
+/// A run's raw samples.
+const RUN_RAW: &str = "FROM raw_samples s JOIN results x ON x.id = s.result_id WHERE x.run_id = $1";
 
 // PostgreSQL sums a BIGINT column as NUMERIC: the casts keep every count a BIGINT in both.
 impl Store {
     /// Drops the raw samples of every finished run that started before `before` (RFC 3339
     /// text as stored: `2026-11-01` is the start of that day, UTC), in one transaction, and
     /// says how many; with `dry_run`, only says. Results, warnings and timelines are kept.
+    /// One statement per run, so that no statement outlasts a server's statement timeout
+    /// however many runs go.
     pub fn prune_raw(&self, before: &str, dry_run: bool) -> Result<Pruned> {
         self.tx(|c| {
-            let row = c.row(
-                &format!(
-                    "SELECT count(DISTINCT x.run_id), count(*), CAST(coalesce(sum(s.n), 0) AS BIGINT),
-                            CAST(coalesce(sum(length(s.data)), 0) AS BIGINT) {OLD_RAW}"
-                ),
-                &[before.into()],
-            )?;
-            let p = row.map_or(Pruned::default(), |r| Pruned {
-                runs: r[0].i(),
-                results: r[1].i(),
-                samples: r[2].i(),
-                bytes: r[3].i(),
-            });
-            if !dry_run && p.results > 0 {
-                c.exec(
-                    &format!("DELETE FROM raw_samples WHERE result_id IN (SELECT x.id {OLD_RAW})"),
-                    &[before.into()],
-                )?;
+            let mut p = Pruned::default();
+            for run in c.query(OLD_RUNS, &[before.into()])? {
+                let Some(r) = c.row(
+                    &format!(
+                        "SELECT count(*), CAST(coalesce(sum(s.n), 0) AS BIGINT),
+                                CAST(coalesce(sum(length(s.data)), 0) AS BIGINT) {RUN_RAW}"
+                    ),
+                    &run,
+                )?
+                else {
+                    continue;
+                };
+                if r[0].i() == 0 {
+                    continue;
+                }
+                p.runs += 1;
+                p.results += r[0].i();
+                p.samples += r[1].i();
+                p.bytes += r[2].i();
+                if !dry_run {
+                    c.exec(
+                        "DELETE FROM raw_samples
+                         WHERE result_id IN (SELECT x.id FROM results x WHERE x.run_id = $1)",
+                        &run,
+                    )?;
+                }
             }
             Ok(p)
         })

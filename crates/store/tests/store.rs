@@ -482,3 +482,35 @@ fn a_damaged_raw_sample_blob_is_an_error_naming_the_run_and_result_not_wrong_fig
     assert!(err.contains("raw samples of os.pipe.latency [k=1]"), "{err}");
     assert!(err.contains("cut short"), "{err}");
 }
+
+#[test]
+fn prune_leaves_runs_still_measuring_and_published_tables_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("prune.db")).unwrap();
+    let m = || measurement("os.pipe.latency", Params::new(), &[1.0, 2.0]);
+    let done = store.begin_run(&meta(Some("done"))).unwrap();
+    store.save_result(done, &m()).unwrap();
+    store.finish_run(done, RunStatus::Complete).unwrap();
+    let measuring = store.begin_run(&meta(Some("measuring"))).unwrap();
+    store.save_result(measuring, &m()).unwrap();
+    let mut published = meta(Some("seed002:x"));
+    published.suite = "published".into();
+    let published = store.begin_run(&published).unwrap();
+    store.save_result(published, &m()).unwrap();
+    store.finish_run(published, RunStatus::Complete).unwrap();
+
+    let dry = store.prune_raw("2026-11-22", true).unwrap();
+    assert_eq!((dry.runs, dry.results, dry.samples), (1, 1, 2), "{dry:?}");
+    assert_eq!(
+        store.load_run(done).unwrap().results[0].samples.len(),
+        2,
+        "a dry run drops nothing"
+    );
+    assert_eq!(store.prune_raw("2026-11-22", false).unwrap(), dry);
+    assert!(store.load_run(done).unwrap().results[0].samples.is_empty());
+    assert_eq!(store.load_run(done).unwrap().results[0].summary, m().summary, "the result stays");
+    assert_eq!(store.load_run(measuring).unwrap().results[0].samples.len(), 2);
+    assert_eq!(store.load_run(published).unwrap().results[0].samples.len(), 2);
+    // Before the runs started: nothing.
+    assert_eq!(store.prune_raw("2026-11-21", false).unwrap(), schedlab_store::Pruned::default());
+}
