@@ -73,6 +73,10 @@ pub enum Command {
     /// Merge another schedlab SQLite file's runs into this database (runs it has already
     /// are not stored twice).
     Import(ImportArgs),
+    /// Retention: drop the raw samples of runs started before a date, keeping every result
+    /// (median, interval, notes), warning and timeline, so `runs`, `show` and `compare` read
+    /// them as before.
+    Prune(PruneArgs),
     /// The seed papers' published tables as reference runs: `list` the sets, `import SET`
     /// stores one run per machine column (labelled `seed002:linux-hp`...), to `compare`
     /// this machine with.
@@ -257,6 +261,18 @@ pub struct PullArgs {
     /// Which runs [default: all].
     #[command(flatten)]
     pub filter: RunFilterArgs,
+}
+
+/// `schedlab prune`.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Drop the raw samples of finished runs that started before this date (2026-11-01, or
+    /// 2026-11-01T08:00:00Z; UTC).
+    #[arg(long, value_name = "DATE", required = true)]
+    pub raw_before: String,
+    /// Only say what would be dropped.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `schedlab import`.

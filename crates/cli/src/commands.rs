@@ -76,6 +76,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Push(args) => crate::fleet::push(&args, &db),
         Command::Pull(args) => crate::fleet::pull(&args, &db),
         Command::Import(args) => crate::fleet::import(&args, &db),
+        Command::Prune(args) => crate::fleet::prune(&args, &db),
         Command::Crosscheck(args) => crate::crosscheck::crosscheck(&args, &db),
         Command::Reference(crate::args::ReferenceCommand::Import { set }) => {
             crate::reference::import(&set, &db)

@@ -18,7 +18,7 @@ use anyhow::{Context as _, Result};
 use schedlab_measure::text::escape;
 use schedlab_store::{Copied, Location, RunSummary, Store};
 
-use crate::args::{ImportArgs, PullArgs, PushArgs, RunFilterArgs};
+use crate::args::{ImportArgs, PruneArgs, PullArgs, PushArgs, RunFilterArgs};
 use crate::{out, UsageError};
 
 /// Which runs: by host (name or machine id prefix), label and start date. Empty lists match
@@ -202,6 +202,46 @@ pub fn import(args: &ImportArgs, db: &Location) -> Result<ExitCode> {
     let runs = filter.apply(from.runs()?);
     let target = Store::open_at(db)?;
     copy(&from, &runs, &target, "imported")
+}
+
+/// `schedlab prune --raw-before DATE [--dry-run]`: the raw samples of runs started before
+/// DATE dropped (or, dry, counted), results kept.
+pub fn prune(args: &PruneArgs, db: &Location) -> Result<ExitCode> {
+    let before = &args.raw_before;
+    if let Err(why) = check_since(before) {
+        return Err(UsageError(format!(
+            "--raw-before {before:?} is not a date ({why}); write it as 2026-11-01 or 2026-11-01T08:00:00Z"
+        ))
+        .into());
+    }
+    let store = if args.dry_run { Store::open_existing_at(db)? } else { Store::open_at(db)? };
+    let p = store.prune_raw(before, args.dry_run)?;
+    let what = format!(
+        "the raw samples of {} result(s) in {} run(s) started before {before} ({} samples, {})",
+        p.results,
+        p.runs,
+        p.samples,
+        schedlab_report::svg::bytes_label(p.bytes as f64)
+    );
+    if p.results == 0 {
+        out(&format!(
+            "no raw samples of runs started before {before} in {}\n",
+            store.path().display()
+        ))?;
+    } else if args.dry_run {
+        out(&format!("would drop {what} from {}; results, warnings and timelines are kept (dry run: nothing changed)\n", store.path().display()))?;
+    } else {
+        let space = if store.is_server() {
+            "the server reuses the space after VACUUM (autovacuum does it)"
+        } else {
+            "the file reuses the space for later runs (`sqlite3 FILE vacuum` gives it back to the disk)"
+        };
+        out(&format!(
+            "dropped {what} from {}; results, warnings and timelines are kept; {space}\n",
+            store.path().display()
+        ))?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Copies `runs` of `from` into `to`, one transaction each, printing a line per run and a

@@ -280,7 +280,8 @@ fn a_fleet_pushes_to_postgresql() {
     let uuids: i64 = c.query_one("SELECT count(DISTINCT uuid) FROM runs", &[]).unwrap().get(0);
     assert_eq!((runs, uuids), (17, 17), "8 × 2 own runs and the shared one, once each");
     let results: i64 = c.query_one("SELECT count(*) FROM results", &[]).unwrap().get(0);
-    let samples: i64 = c.query_one("SELECT count(*) FROM samples", &[]).unwrap().get(0);
+    let samples: i64 =
+        c.query_one("SELECT CAST(sum(n) AS BIGINT) FROM raw_samples", &[]).unwrap().get(0);
     assert_eq!((results, samples), (17 * 20, 17 * 20 * 11), "no loss");
 
     // The reading commands work on the server, through --db and SCHEDLAB_DB alike.

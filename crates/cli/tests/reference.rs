@@ -96,12 +96,19 @@ fn import_replaces_a_run_stored_with_an_older_conversion() {
     let first = ok(&run(&db, &["reference", "import", "seed002"]));
     assert!(first.contains("5 runs stored"), "{first}");
     let c = rusqlite::Connection::open(&db).unwrap();
+    let which = "(SELECT x.id FROM results x JOIN runs r ON r.id = x.run_id
+                  WHERE r.label = 'seed002:linux-imac' AND x.probe = 'os.pipe.bandwidth')";
+    let blob: Vec<u8> = c
+        .query_row(&format!("SELECT data FROM raw_samples WHERE result_id IN {which}"), [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let mut samples = schedlab_store::raw::decode(&blob).unwrap();
+    samples[0].value = 6942.8;
     let n = c
         .execute(
-            "UPDATE samples SET value = 6942.8 WHERE result_id IN (SELECT x.id FROM results x
-             JOIN runs r ON r.id = x.run_id
-             WHERE r.label = 'seed002:linux-imac' AND x.probe = 'os.pipe.bandwidth')",
-            [],
+            &format!("UPDATE raw_samples SET data = ?1 WHERE result_id IN {which}"),
+            [schedlab_store::raw::encode(&samples)],
         )
         .unwrap();
     assert_eq!(n, 1, "one stored pipe bandwidth to age");

@@ -58,8 +58,8 @@ pub(crate) const RESULT_COLS: &[&str] = &[
     "measured_at",
 ];
 
-pub(crate) const SAMPLE_COLS: &[&str] =
-    &["result_id", "idx", "iters", "elapsed_ns", "value", "other_cpu_ns", "migrated"];
+/// The columns of `raw_samples` (schema version 5): a result's samples as one blob (`raw.rs`).
+pub(crate) const RAW_COLS: &[&str] = &["result_id", "n", "data"];
 pub(crate) const WARNING_COLS: &[&str] =
     &["run_id", "kind", "probe", "severity", "message", "advice"];
 pub(crate) const TIMELINE_COLS: &[&str] = &["run_id", "scenario", "recorder", "window_ns", "data"];
@@ -67,3 +67,11 @@ pub(crate) const TIMELINE_COLS: &[&str] = &["run_id", "scenario", "recorder", "w
 pub(crate) fn placeholders(from: usize, n: usize) -> String {
     (from..from + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
 }
+
+/// Sets a run's result counts (schema version 5: `results_ok`, `results_skipped`,
+/// `results_failed`) from its results, in an `UPDATE runs SET` of that run.
+pub(crate) const RECOUNT: &str = "
+    results_ok = (SELECT count(*) FROM results x WHERE x.run_id = runs.id AND x.status = 'ok'),
+    results_skipped = (SELECT count(*) FROM results x WHERE x.run_id = runs.id AND x.status = 'skipped'),
+    results_failed = (SELECT count(*) FROM results x WHERE x.run_id = runs.id
+                      AND x.status IN ('failed', 'interrupted'))";

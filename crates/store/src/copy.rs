@@ -69,9 +69,9 @@ impl Store {
         )?;
         let samples = self.query(
             &format!(
-                "SELECT {} FROM samples s JOIN results x ON x.id = s.result_id WHERE x.run_id = $1
-                 ORDER BY s.result_id, s.idx",
-                SAMPLE_COLS.iter().map(|c| format!("s.{c}")).collect::<Vec<_>>().join(", ")
+                "SELECT {} FROM raw_samples s JOIN results x ON x.id = s.result_id WHERE x.run_id = $1
+                 ORDER BY s.result_id",
+                RAW_COLS.iter().map(|c| format!("s.{c}")).collect::<Vec<_>>().join(", ")
             ),
             &[id.into()],
         )?;
@@ -143,7 +143,11 @@ impl Store {
                     Some(s)
                 })
                 .collect();
-            insert_many(c, "samples", SAMPLE_COLS, &samples)?;
+            insert_many(c, "raw_samples", RAW_COLS, &samples)?;
+            c.exec(
+                &format!("UPDATE runs SET {RECOUNT} WHERE id = $1"),
+                std::slice::from_ref(&new_run),
+            )?;
             let relink = |rows: &[Row]| -> Vec<Row> {
                 rows.iter()
                     .map(|r| {

@@ -21,6 +21,8 @@ pub enum V {
     F(f64),
     /// Text.
     T(String),
+    /// Bytes (`BLOB` in SQLite, `BYTEA` in PostgreSQL): the raw samples' encoding.
+    B(Vec<u8>),
 }
 
 impl V {
@@ -29,7 +31,7 @@ impl V {
             V::I(i) => *i,
             V::F(f) => *f as i64,
             V::T(t) => t.parse().unwrap_or(0),
-            V::Null => 0,
+            V::Null | V::B(_) => 0,
         }
     }
     pub fn oi(&self) -> Option<i64> {
@@ -43,7 +45,7 @@ impl V {
             V::I(i) => *i as f64,
             V::F(f) => *f,
             V::T(t) => t.parse().unwrap_or(f64::NAN),
-            V::Null => f64::NAN,
+            V::Null | V::B(_) => f64::NAN,
         }
     }
     pub fn t(&self) -> String {
@@ -51,7 +53,15 @@ impl V {
             V::T(t) => t.clone(),
             V::I(i) => i.to_string(),
             V::F(f) => f.to_string(),
+            V::B(b) => String::from_utf8_lossy(b).into_owned(),
             V::Null => String::new(),
+        }
+    }
+    /// The bytes of a blob (empty for anything else).
+    pub fn b(&self) -> &[u8] {
+        match self {
+            V::B(b) => b,
+            _ => &[],
         }
     }
     pub fn ot(&self) -> Option<String> {
@@ -80,6 +90,11 @@ impl From<bool> for V {
 impl From<&str> for V {
     fn from(v: &str) -> V {
         V::T(v.to_string())
+    }
+}
+impl From<Vec<u8>> for V {
+    fn from(v: Vec<u8>) -> V {
+        V::B(v)
     }
 }
 impl From<String> for V {
@@ -163,6 +178,7 @@ impl rusqlite::ToSql for V {
             V::I(i) => ToSqlOutput::Owned(Value::Integer(*i)),
             V::F(f) => ToSqlOutput::Owned(Value::Real(*f)),
             V::T(t) => ToSqlOutput::Borrowed(ValueRef::Text(t.as_bytes())),
+            V::B(b) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
         })
     }
 }
@@ -182,6 +198,7 @@ fn pg_param(v: &V, ty: &Type) -> Box<dyn ToSql + Sync> {
         (V::I(i), _) => Box::new(*i),
         (V::F(f), _) => Box::new(*f),
         (V::T(s), _) => Box::new(s.clone()),
+        (V::B(b), _) => Box::new(b.clone()),
     }
 }
 
@@ -199,6 +216,8 @@ fn pg_value(row: &tokio_postgres::Row, i: usize) -> Result<V, tokio_postgres::Er
         row.try_get::<_, Option<f32>>(i)?.map_or(V::Null, |x| V::F(x.into()))
     } else if ty == Type::BOOL {
         row.try_get::<_, Option<bool>>(i)?.map_or(V::Null, |x| V::I(x.into()))
+    } else if ty == Type::BYTEA {
+        row.try_get::<_, Option<Vec<u8>>>(i)?.map_or(V::Null, V::B)
     } else {
         row.try_get::<_, Option<String>>(i)?.map_or(V::Null, V::T)
     })
@@ -241,9 +260,8 @@ impl Conn {
                                 ValueRef::Null => V::Null,
                                 ValueRef::Integer(i) => V::I(i),
                                 ValueRef::Real(f) => V::F(f),
-                                ValueRef::Text(t) | ValueRef::Blob(t) => {
-                                    V::T(String::from_utf8_lossy(t).into_owned())
-                                }
+                                ValueRef::Text(t) => V::T(String::from_utf8_lossy(t).into_owned()),
+                                ValueRef::Blob(b) => V::B(b.to_vec()),
                             })
                         })
                         .collect::<rusqlite::Result<Row>>()

@@ -52,6 +52,8 @@ mod history;
 mod location;
 mod passfile;
 mod pg;
+mod prune;
+pub mod raw;
 mod read;
 mod schema;
 mod server;
@@ -72,6 +74,7 @@ use error::{db_error, in_words};
 pub use error::{Result, StoreError};
 pub use history::{HistoryPoint, HistoryQuery};
 pub use location::{redact, Location};
+pub use prune::Pruned;
 pub use read::{RunSummary, StoredTimeline};
 
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};

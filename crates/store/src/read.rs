@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use schedlab_measure::clock::Calibration;
 use schedlab_measure::model::{
-    Better, Measurement, Outcome, Params, Run, RunMeta, RunStatus, Sample, Severity, Unit, Warning,
+    Better, Measurement, Outcome, Params, Run, RunMeta, RunStatus, Severity, Unit, Warning,
 };
 use schedlab_measure::noise::Noise;
 use schedlab_measure::stats::Summary;
@@ -79,14 +79,19 @@ impl Store {
             .collect())
     }
 
-    /// All runs, oldest first.
+    /// All runs, oldest first. Each run's counts of results are kept in the run (schema
+    /// version 5), so listing a fleet's runs does not count its results; a run without them
+    /// has its results counted.
     pub fn runs(&self) -> Result<Vec<RunSummary>> {
         let rows = self.query(
             "SELECT r.id, r.uuid, r.label, r.suite, r.status, r.reason, r.started_at, r.host,
                     r.machine_id, r.kernel,
-                    (SELECT count(*) FROM results x WHERE x.run_id = r.id AND x.status = 'ok'),
-                    (SELECT count(*) FROM results x WHERE x.run_id = r.id AND x.status = 'skipped'),
-                    (SELECT count(*) FROM results x WHERE x.run_id = r.id AND x.status IN ('failed', 'interrupted')),
+                    coalesce(r.results_ok, (SELECT count(*) FROM results x
+                        WHERE x.run_id = r.id AND x.status = 'ok')),
+                    coalesce(r.results_skipped, (SELECT count(*) FROM results x
+                        WHERE x.run_id = r.id AND x.status = 'skipped')),
+                    coalesce(r.results_failed, (SELECT count(*) FROM results x
+                        WHERE x.run_id = r.id AND x.status IN ('failed', 'interrupted'))),
                     r.pid, r.pid_start, r.boot_id, r.machine_id
              FROM runs r ORDER BY r.id",
             &[],
@@ -260,20 +265,20 @@ impl Store {
             });
         }
         for s in self.query(
-            "SELECT s.result_id, s.iters, s.elapsed_ns, s.value, s.other_cpu_ns, s.migrated
-             FROM samples s JOIN results x ON x.id = s.result_id WHERE x.run_id = $1
-             ORDER BY s.result_id, s.idx",
+            "SELECT s.result_id, s.data FROM raw_samples s JOIN results x ON x.id = s.result_id
+             WHERE x.run_id = $1",
             &[id.into()],
         )? {
-            if let Some(&i) = index.get(&s[0].i()) {
-                results[i].samples.push(Sample {
-                    iters: s[1].i() as u64,
-                    elapsed_ns: s[2].i() as u64,
-                    value: s[3].f(),
-                    other_cpu_ns: s[4].oi(),
-                    migrated: s[5].i() != 0,
-                });
-            }
+            let Some(&i) = index.get(&s[0].i()) else { continue };
+            results[i].samples = crate::raw::decode(s[1].b()).map_err(|why| {
+                StoreError::Unreadable(
+                    self.path.clone(),
+                    format!(
+                        "run {id}'s raw samples of {} [{}] are not what schedlab writes ({})",
+                        results[i].probe, results[i].params, why.0
+                    ),
+                )
+            })?;
         }
         let warnings = self
             .query(

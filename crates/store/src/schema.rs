@@ -129,6 +129,33 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN pid_start INTEGER;
     ALTER TABLE runs ADD COLUMN boot_id TEXT;
     "#,
+    // 4 -> 5: fleet scale. The raw samples of a result become one compact blob (`raw.rs`:
+    // a few bytes a sample where a row took ~120 in PostgreSQL) in `raw_samples`, a table
+    // of their own so that `prune` drops them (never the results) and a run's results stay
+    // narrow to scan; `after_step` converts the old rows and drops `samples`. A run counts
+    // its results by outcome (`runs` lists 10,000 runs without counting 25 million rows;
+    // `after_step` counts the existing ones). Runs are
+    // indexed by host and start, for `history` and the `--host`/`--since` filters, and
+    // `fleet_results` is the one-row-per-result view other tools (Grafana) read.
+    r#"
+    CREATE TABLE raw_samples (
+        result_id  INTEGER PRIMARY KEY REFERENCES results (id) ON DELETE CASCADE,
+        n          INTEGER NOT NULL,
+        data       BLOB NOT NULL
+    );
+    ALTER TABLE runs ADD COLUMN results_ok INTEGER;
+    ALTER TABLE runs ADD COLUMN results_skipped INTEGER;
+    ALTER TABLE runs ADD COLUMN results_failed INTEGER;
+    CREATE INDEX runs_host_started ON runs (host, started_at);
+    CREATE INDEX runs_started ON runs (started_at);
+    CREATE VIEW fleet_results AS
+        SELECT x.id AS result_id, r.id AS run_id, r.uuid AS run_uuid,
+               coalesce(r.label, r.host || ' ' || r.kernel) AS run, r.label, r.status AS run_status,
+               r.host, r.machine_id, r.kernel, r.version AS schedlab_version,
+               x.probe, x.params, x.params_json, x.status, x.n, x.median, x.ci_low, x.ci_high,
+               x.ci_level, x.cv, x.unit, x.better, r.started_at AS time, x.measured_at
+        FROM results x JOIN runs r ON r.id = x.run_id;
+    "#,
 ];
 
 /// The same steps for PostgreSQL.
@@ -238,6 +265,27 @@ const PG_MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN pid_start BIGINT;
     ALTER TABLE runs ADD COLUMN boot_id TEXT;
     "#,
+    // 4 -> 5 (`time` a timestamptz here, for Grafana's time macros)
+    r#"
+    CREATE TABLE raw_samples (
+        result_id  BIGINT PRIMARY KEY REFERENCES results (id) ON DELETE CASCADE,
+        n          BIGINT NOT NULL,
+        data       BYTEA NOT NULL
+    );
+    ALTER TABLE runs ADD COLUMN results_ok BIGINT;
+    ALTER TABLE runs ADD COLUMN results_skipped BIGINT;
+    ALTER TABLE runs ADD COLUMN results_failed BIGINT;
+    CREATE INDEX runs_host_started ON runs (host, started_at);
+    CREATE INDEX runs_started ON runs (started_at);
+    CREATE VIEW fleet_results AS
+        SELECT x.id AS result_id, r.id AS run_id, r.uuid AS run_uuid,
+               coalesce(r.label, r.host || ' ' || r.kernel) AS run, r.label, r.status AS run_status,
+               r.host, r.machine_id, r.kernel, r.version AS schedlab_version,
+               x.probe, x.params, x.params_json, x.status, x.n, x.median, x.ci_low, x.ci_high,
+               x.ci_level, x.cv, x.unit, x.better, r.started_at::timestamptz AS time,
+               x.measured_at::timestamptz AS measured_at
+        FROM results x JOIN runs r ON r.id = x.run_id;
+    "#,
 ];
 
 const _: () = assert!(MIGRATIONS.len() == PG_MIGRATIONS.len(), "one step per version in both");
@@ -262,7 +310,60 @@ fn after_step(conn: &mut Conn, to: i64) -> Result<(), DbError> {
              CREATE INDEX runs_machine ON runs (machine_id);",
         )?;
     }
+    if to == 5 {
+        encode_old_samples(conn)?;
+        conn.batch("DROP TABLE samples")?;
+        // Run by run: one statement over a fleet's 25 million results would outlast the
+        // server's statement timeout (60 s unless the URL says otherwise).
+        for run in conn.query("SELECT id FROM runs", &[])? {
+            conn.exec(&format!("UPDATE runs SET {} WHERE id = $1", crate::columns::RECOUNT), &run)?;
+        }
+    }
     Ok(())
+}
+
+/// Version 5's conversion: every result's rows in `samples` become one `raw_samples` blob,
+/// bit for bit (`raw.rs`), a thousand results at a time so that a fleet's database is not
+/// read into memory at once.
+fn encode_old_samples(conn: &mut Conn) -> Result<(), DbError> {
+    use schedlab_measure::model::Sample;
+    let mut after = i64::MIN;
+    loop {
+        let ids = conn.query(
+            "SELECT DISTINCT result_id FROM samples WHERE result_id > $1 ORDER BY result_id LIMIT 1000",
+            &[V::I(after)],
+        )?;
+        let Some(last) = ids.last().map(|r| r[0].i()) else { return Ok(()) };
+        let rows = conn.query(
+            "SELECT result_id, iters, elapsed_ns, value, other_cpu_ns, migrated FROM samples
+             WHERE result_id > $1 AND result_id <= $2 ORDER BY result_id, idx",
+            &[V::I(after), V::I(last)],
+        )?;
+        let mut blobs: Vec<crate::db::Row> = Vec::with_capacity(ids.len());
+        let mut i = 0;
+        while i < rows.len() {
+            let id = rows[i][0].i();
+            let mut samples = Vec::new();
+            while i < rows.len() && rows[i][0].i() == id {
+                let r = &rows[i];
+                samples.push(Sample {
+                    iters: r[1].i() as u64,
+                    elapsed_ns: r[2].i() as u64,
+                    value: r[3].f(),
+                    other_cpu_ns: r[4].oi(),
+                    migrated: r[5].i() != 0,
+                });
+                i += 1;
+            }
+            blobs.push(vec![
+                V::I(id),
+                V::I(samples.len() as i64),
+                V::B(crate::raw::encode(&samples)),
+            ]);
+        }
+        crate::db::insert_many(conn, "raw_samples", crate::columns::RAW_COLS, &blobs)?;
+        after = last;
+    }
 }
 
 /// The schema version and application id a database says it has, and whether it has any

@@ -106,23 +106,26 @@ impl Store {
                 )));
             };
             let result_id = row[0].i();
-            let rows: Vec<Row> = m
-                .samples
-                .iter()
-                .enumerate()
-                .map(|(i, x)| {
-                    vec![
-                        result_id.into(),
-                        (i as i64).into(),
-                        (x.iters as i64).into(),
-                        (x.elapsed_ns as i64).into(),
-                        x.value.into(),
-                        x.other_cpu_ns.into(),
-                        x.migrated.into(),
-                    ]
-                })
-                .collect();
-            insert_many(c, "samples", SAMPLE_COLS, &rows)
+            let (ok, skipped, failed) = match m.outcome.key() {
+                "ok" => (1, 0, 0),
+                "skipped" => (0, 1, 0),
+                _ => (0, 0, 1),
+            };
+            c.exec(
+                "UPDATE runs SET results_ok = coalesce(results_ok, 0) + $2,
+                    results_skipped = coalesce(results_skipped, 0) + $3,
+                    results_failed = coalesce(results_failed, 0) + $4 WHERE id = $1",
+                &[run.into(), V::I(ok), V::I(skipped), V::I(failed)],
+            )?;
+            if m.samples.is_empty() {
+                return Ok(());
+            }
+            let raw: Row = vec![
+                result_id.into(),
+                (m.samples.len() as i64).into(),
+                crate::raw::encode(&m.samples).into(),
+            ];
+            insert_many(c, "raw_samples", RAW_COLS, &[raw])
         })
     }
 

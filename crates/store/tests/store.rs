@@ -315,7 +315,14 @@ fn a_timeline_is_stored_with_its_run_and_read_back() {
 fn downgrade_to_version_1(path: &std::path::Path) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(
-        "DROP INDEX runs_uuid; DROP INDEX runs_machine;
+        "DROP VIEW fleet_results; DROP INDEX runs_host_started; DROP INDEX runs_started;
+         ALTER TABLE runs DROP COLUMN results_ok; ALTER TABLE runs DROP COLUMN results_skipped;
+         ALTER TABLE runs DROP COLUMN results_failed; DROP TABLE raw_samples;
+         CREATE TABLE samples (result_id INTEGER NOT NULL REFERENCES results (id) ON DELETE CASCADE,
+             idx INTEGER NOT NULL, iters INTEGER NOT NULL, elapsed_ns INTEGER NOT NULL,
+             value REAL NOT NULL, other_cpu_ns INTEGER, migrated INTEGER NOT NULL,
+             PRIMARY KEY (result_id, idx)) WITHOUT ROWID;
+         DROP INDEX runs_uuid; DROP INDEX runs_machine;
          ALTER TABLE runs DROP COLUMN uuid; ALTER TABLE runs DROP COLUMN machine_id;
          ALTER TABLE runs DROP COLUMN reason;
          ALTER TABLE runs DROP COLUMN pid_start; ALTER TABLE runs DROP COLUMN boot_id;
@@ -334,7 +341,7 @@ fn a_version_1_database_is_migrated_forward_keeping_its_runs_and_giving_them_an_
     };
     downgrade_to_version_1(&path);
     let store = Store::open_existing(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 4);
+    assert_eq!(SCHEMA_VERSION, 5);
     assert_eq!(store.resolve("old").unwrap(), id);
     assert!(store.timelines(id).unwrap().is_empty());
     let (uuid, machine) = store.identity(id).unwrap();
@@ -451,4 +458,59 @@ fn many_openers_of_one_new_file_all_succeed() {
         OPENERS * ROUNDS,
         failures.join("\n")
     );
+}
+
+#[test]
+fn a_damaged_raw_sample_blob_is_an_error_naming_the_run_and_result_not_wrong_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("blob.db");
+    let mut store = Store::open(&path).unwrap();
+    let run = store.begin_run(&meta(Some("blob"))).unwrap();
+    store
+        .save_result(
+            run,
+            &measurement("os.pipe.latency", Params::new().with("k", 1), &[1.0, 2.0, 3.0]),
+        )
+        .unwrap();
+    assert_eq!(store.load_run(run).unwrap().results[0].samples.len(), 3);
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute("UPDATE raw_samples SET data = substr(data, 1, length(data) - 1)", []).unwrap();
+    drop(conn);
+    let store = Store::open_existing(&path).unwrap();
+    let err = store.load_run(run).unwrap_err().to_string();
+    assert!(err.contains("raw samples of os.pipe.latency [k=1]"), "{err}");
+    assert!(err.contains("cut short"), "{err}");
+}
+
+#[test]
+fn prune_leaves_runs_still_measuring_and_published_tables_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("prune.db")).unwrap();
+    let m = || measurement("os.pipe.latency", Params::new(), &[1.0, 2.0]);
+    let done = store.begin_run(&meta(Some("done"))).unwrap();
+    store.save_result(done, &m()).unwrap();
+    store.finish_run(done, RunStatus::Complete).unwrap();
+    let measuring = store.begin_run(&meta(Some("measuring"))).unwrap();
+    store.save_result(measuring, &m()).unwrap();
+    let mut published = meta(Some("seed002:x"));
+    published.suite = "published".into();
+    let published = store.begin_run(&published).unwrap();
+    store.save_result(published, &m()).unwrap();
+    store.finish_run(published, RunStatus::Complete).unwrap();
+
+    let dry = store.prune_raw("2026-11-22", true).unwrap();
+    assert_eq!((dry.runs, dry.results, dry.samples), (1, 1, 2), "{dry:?}");
+    assert_eq!(
+        store.load_run(done).unwrap().results[0].samples.len(),
+        2,
+        "a dry run drops nothing"
+    );
+    assert_eq!(store.prune_raw("2026-11-22", false).unwrap(), dry);
+    assert!(store.load_run(done).unwrap().results[0].samples.is_empty());
+    assert_eq!(store.load_run(done).unwrap().results[0].summary, m().summary, "the result stays");
+    assert_eq!(store.load_run(measuring).unwrap().results[0].samples.len(), 2);
+    assert_eq!(store.load_run(published).unwrap().results[0].samples.len(), 2);
+    // Before the runs started: nothing.
+    assert_eq!(store.prune_raw("2026-11-21", false).unwrap(), schedlab_store::Pruned::default());
 }
