@@ -10,13 +10,17 @@ mod ctx;
 mod fs;
 mod ipc;
 mod mcopy;
+// Seed 002's Mach IPC and external pagers (issue 26).
+mod message;
 mod mm;
 mod process;
 mod select;
 mod shell;
 mod signal;
 mod syscall;
+mod uffd;
 mod unixbench;
+mod zerocopy;
 
 use schedlab_measure::model::Params;
 use schedlab_measure::ProbeError;
@@ -77,6 +81,10 @@ pub fn probes() -> Vec<Box<dyn Probe>> {
     v.extend(select::probes());
     v.extend(fs::probes());
     v.extend(mcopy::probes());
+    // Seed 002's Mach IPC and external pagers (issue 26).
+    v.extend(message::probes());
+    v.extend(zerocopy::probes());
+    v.extend(uffd::probes());
     v
 }
 

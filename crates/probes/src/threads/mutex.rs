@@ -253,7 +253,7 @@ impl Probe for Contended {
 }
 
 /// The span from the earliest start to the latest end.
-fn span_of(spans: impl Iterator<Item = (Instant, Instant)>) -> Duration {
+pub(super) fn span_of(spans: impl Iterator<Item = (Instant, Instant)>) -> Duration {
     let mut first: Option<Instant> = None;
     let mut last: Option<Instant> = None;
     for (s, e) in spans {
@@ -267,7 +267,7 @@ fn span_of(spans: impl Iterator<Item = (Instant, Instant)>) -> Duration {
 }
 
 /// Fails unless the protected counter saw every increment.
-fn check(count: u64, expected: u64) -> Result<(), ProbeError> {
+pub(super) fn check(count: u64, expected: u64) -> Result<(), ProbeError> {
     if count == expected {
         Ok(())
     } else {
@@ -276,7 +276,7 @@ fn check(count: u64, expected: u64) -> Result<(), ProbeError> {
 }
 
 /// A job a crew member runs once per sample with the sample's iteration count.
-type Job = Arc<dyn Fn(u64) + Send + Sync>;
+pub(super) type Job = Arc<dyn Fn(u64) + Send + Sync>;
 
 /// What the measuring thread and the crew share.
 struct CrewShared {
@@ -308,13 +308,13 @@ struct CrewState {
 /// broadcasts `go`; each member takes the new generation, waits at the barrier, runs the
 /// job timed, folds its start and end into the state and signals `done` when it is the
 /// last. Drop sets `stop` (never during a sample: `run` returns only when all finished).
-struct Crew {
+pub(super) struct Crew {
     shared: Arc<CrewShared>,
     handles: Vec<JoinHandle<()>>,
 }
 
 impl Crew {
-    fn start(n: usize, cpus: &[usize], job: Job) -> Result<Crew, ProbeError> {
+    pub(super) fn start(n: usize, cpus: &[usize], job: Job) -> Result<Crew, ProbeError> {
         let shared = Arc::new(CrewShared {
             state: Mutex::new(CrewState::default()),
             go: Condvar::new(),
@@ -352,7 +352,7 @@ impl Crew {
 
     /// Runs one sample of `iters` per member: the span from the first start to the last
     /// end, flagged as migrated if a member was found off its CPU.
-    fn run(&self, iters: u64) -> Result<Timing, ProbeError> {
+    pub(super) fn run(&self, iters: u64) -> Result<Timing, ProbeError> {
         let n = self.handles.len();
         let s = &self.shared;
         let mut g = s.state.lock().unwrap_or_else(PoisonError::into_inner);
