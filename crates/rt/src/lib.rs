@@ -215,8 +215,8 @@ pub use crate::{
     stack::{StackStats, MAX_STACK_SIZE, MIN_STACK_SIZE},
     task::{ThreadId, WaitReason},
     thread::{
-        current, park, park_timeout, sleep, spawn, stack_usage, try_current, yield_now, Builder,
-        JoinHandle, Thread,
+        current, park, park_timeout, sleep, spawn, stack_usage, try_current, yield_now, yield_to,
+        Builder, JoinHandle, Thread,
     },
     yielder::Yielder,
 };
