@@ -30,6 +30,9 @@ pub mod sched;
 mod testkit;
 pub mod threads;
 
+// Seed 003 (issue 26): the HBench-OS calls beside a live runtime.
+pub mod bystander;
+
 use std::path::PathBuf;
 
 use schedlab_measure::model::{Metric, Params, Unit};
@@ -140,6 +143,8 @@ pub fn catalog() -> Vec<Box<dyn Probe>> {
     all.extend(os::probes());
     all.extend(threads::probes());
     all.extend(rt::probes());
+    // Seed 003 (issue 26): the HBench-OS calls beside a live runtime.
+    all.extend(bystander::probes());
     all.extend(mem::probes());
     all.extend(sched::probes());
     all
