@@ -114,7 +114,9 @@ fn clear_loops(out_dir: &std::path::Path) {
                 let cell = match built {
                     Ok(memset) => {
                         externs.push_str(&format!("    fn {symbol}(p: *mut u8, n: usize);\n"));
-                        format!("Ok(({symbol} as unsafe extern \"C\" fn(*mut u8, usize), {memset}))")
+                        format!(
+                            "Ok(({symbol} as unsafe extern \"C\" fn(*mut u8, usize), {memset}))"
+                        )
                     }
                     Err(why) => format!("Err({why:?})"),
                 };

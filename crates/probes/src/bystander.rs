@@ -262,7 +262,10 @@ mod tests {
                 };
                 let t = inst.run(50).unwrap_or_else(|e| panic!("{call} {state}: {e}"));
                 assert!(t.elapsed > Duration::ZERO, "{call} {state}");
-                assert_eq!(inst.notes().get("os_probe"), Some(CALLS.iter().find(|c| c.0 == call).unwrap().1));
+                assert_eq!(
+                    inst.notes().get("os_probe"),
+                    Some(CALLS.iter().find(|c| c.0 == call).unwrap().1)
+                );
             }
         }
     }

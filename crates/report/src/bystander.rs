@@ -87,7 +87,13 @@ mod tests {
     fn result(call: &str, state: &str, values: &[f64]) -> Measurement {
         let samples = values
             .iter()
-            .map(|&v| Sample { iters: 1, elapsed_ns: 0, value: v, other_cpu_ns: None, migrated: false })
+            .map(|&v| Sample {
+                iters: 1,
+                elapsed_ns: 0,
+                value: v,
+                other_cpu_ns: None,
+                migrated: false,
+            })
             .collect();
         Measurement::of_samples(
             PROBE,
@@ -100,13 +106,20 @@ mod tests {
 
     #[test]
     fn states_are_ratios_to_the_baseline_and_overlap_is_noise() {
-        let meta =
-            RunMeta::starting("quick", schedlab_measure::machine::Machine::fingerprint(), ("t", "t"));
+        let meta = RunMeta::starting(
+            "quick",
+            schedlab_measure::machine::Machine::fingerprint(),
+            ("t", "t"),
+        );
         let run = Run {
             meta,
             results: vec![
                 result("getpid", "none", &[100.0; 9]),
-                result("getpid", "idle", &[100.0, 101.0, 99.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0]),
+                result(
+                    "getpid",
+                    "idle",
+                    &[100.0, 101.0, 99.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0],
+                ),
                 result("getpid", "running", &[150.0; 9]),
             ],
             warnings: Vec::new(),
@@ -122,8 +135,11 @@ mod tests {
 
     #[test]
     fn a_run_without_the_probe_says_what_to_run() {
-        let meta =
-            RunMeta::starting("quick", schedlab_measure::machine::Machine::fingerprint(), ("t", "t"));
+        let meta = RunMeta::starting(
+            "quick",
+            schedlab_measure::machine::Machine::fingerprint(),
+            ("t", "t"),
+        );
         let text = hbench_text(&Run { meta, results: Vec::new(), warnings: Vec::new() });
         assert!(text.contains("schedlab run --filter rt.bystander"), "{text}");
     }

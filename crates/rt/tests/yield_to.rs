@@ -177,7 +177,10 @@ fn stress_random_hand_offs_under_preemption() {
                         counts.iter().map(|c| c.load(Ordering::Relaxed)).collect::<Vec<_>>()
                     })
                     .unwrap();
-                assert!(counts.iter().all(|&c| c == ROUNDS), "{p} processors, {mode:?}: {counts:?}");
+                assert!(
+                    counts.iter().all(|&c| c == ROUNDS),
+                    "{p} processors, {mode:?}: {counts:?}"
+                );
             });
         }
     }

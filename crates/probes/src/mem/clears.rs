@@ -94,10 +94,7 @@ impl Probe for ClearsProbe {
             )));
         }
         let library = LIBRARY.map_err(|why| ProbeError::Skip(why.to_string()))?;
-        let tool = match program {
-            "cc" => "cc",
-            other => other,
-        };
+        let tool = program;
         if !on_path(tool) {
             return Err(ProbeError::Skip(format!("{tool} is not on PATH")));
         }
@@ -107,7 +104,8 @@ impl Probe for ClearsProbe {
         let mut cmd = match program {
             "cc" => {
                 let src = dir.path().join("clears.c");
-                std::fs::write(&src, SOURCE).map_err(|e| ProbeError::io("writing cc's input", e))?;
+                std::fs::write(&src, SOURCE)
+                    .map_err(|e| ProbeError::io("writing cc's input", e))?;
                 let mut c = Command::new("cc");
                 c.args(["-O2", "-c", "-o"]).arg(dir.path().join("clears.o")).arg(&src);
                 c
@@ -202,9 +200,8 @@ impl Workload for Runs {
                     err.lines().next().unwrap_or("")
                 )));
             }
-            let text = std::fs::read_to_string(&self.out).map_err(|e| {
-                ProbeError::io("the recorder's output (did the preload take?)", e)
-            })?;
+            let text = std::fs::read_to_string(&self.out)
+                .map_err(|e| ProbeError::io("the recorder's output (did the preload take?)", e))?;
             self.last = Some(notes_of(&text));
         }
         Ok(Timing { elapsed, migrated: false, overhead: Duration::ZERO })

@@ -209,7 +209,11 @@ mod tests {
                 let notes = inst.notes();
                 // A program run per iteration has no batch of calls.
                 if info.id != "mem.clears" {
-                    assert!(notes.get("calls_per_iter").is_some(), "{} [{params}] {notes}", info.id);
+                    assert!(
+                        notes.get("calls_per_iter").is_some(),
+                        "{} [{params}] {notes}",
+                        info.id
+                    );
                 }
             }
         }

@@ -428,7 +428,7 @@ fn hybrid_wide() -> ClearFn {
     *WIDE.get_or_init(|| {
         [Routine::Avx512, Routine::Avx2]
             .into_iter()
-            .find_map(|r| super::x86::clear_fn(r))
+            .find_map(super::x86::clear_fn)
             .unwrap_or(memset)
     })
 }

@@ -145,7 +145,7 @@ pub fn time_split(p: &Program, points: &[Point], n: u64) -> Option<(f64, f64, f6
     let mut calls = 0.0;
     let mut below = 0.0;
     for &(low, c, b) in &p.classes {
-        let size = if c == 0 { low } else { b / c };
+        let size = b.checked_div(c).unwrap_or(low);
         let t = memset_ns(points, size)? * c as f64;
         calls += t;
         if low < n {
