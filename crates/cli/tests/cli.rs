@@ -72,8 +72,8 @@ fn smoke_run_is_stored_and_can_be_shown_exported_and_compared() {
     let csv = std::fs::read_to_string(&out).unwrap();
     assert!(csv.starts_with("run_id,run,probe,params,unit"));
     // The os.syscall rows: null, read, write, stat, fstat, open_close, getrusage,
-    // gettimeofday (vdso, syscall) and the UnixBench mix.
-    assert_eq!(csv.lines().count(), 1 + 10);
+    // gettimeofday (vdso, syscall), getpid and the UnixBench mix.
+    assert_eq!(csv.lines().count(), 1 + 11);
 
     let o = run(&db, &["export", "first", "--format", "markdown"]);
     assert!(text(&o.stdout).contains("| os.syscall.stat |"));
