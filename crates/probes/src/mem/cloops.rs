@@ -141,7 +141,14 @@ mod tests {
         }
         // A compiler that was found (it answered --version) built every loop it was given.
         for b in BUILT.iter().filter(|b| !b.version.is_empty()) {
-            assert!(b.built.is_ok(), "{} -{} {}: {:?}", b.compiler, b.level, b.loop_, b.built.err());
+            assert!(
+                b.built.is_ok(),
+                "{} -{} {}: {:?}",
+                b.compiler,
+                b.level,
+                b.loop_,
+                b.built.err()
+            );
         }
         assert!(any || BUILT.iter().all(|b| b.version.is_empty()), "a compiler but no loop");
     }
