@@ -121,6 +121,9 @@ pub enum ViewArg {
     Unixbench,
     /// lmbench's rows and units.
     Lmbench,
+    /// Seed 003's HBench-OS system calls with a live schedlab-rt runtime in the process, as
+    /// ratios to none (rt.bystander; issue 26).
+    Hbench,
 }
 
 /// The suites.

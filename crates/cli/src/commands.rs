@@ -215,6 +215,7 @@ fn show(store: &Store, spec: &str, view: ViewArg) -> Result<ExitCode> {
         }
         ViewArg::Unixbench => schedlab_report::suites::unixbench_text(&run),
         ViewArg::Lmbench => schedlab_report::suites::lmbench_text(&run),
+        ViewArg::Hbench => schedlab_report::bystander::hbench_text(&run),
     })?;
     Ok(ExitCode::SUCCESS)
 }

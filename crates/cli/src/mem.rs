@@ -103,7 +103,10 @@ fn report(run: &Run, args: &MemArgs, svg_dir: Option<&OutputDir>) -> Result<()> 
         .into());
     };
     let mut text = String::new();
-    for s in analysis::sections(&a) {
+    // Issue 26: real programs' clears beside this run's crossovers, after the lab's own.
+    let hybrid = schedlab_probes::mem::routines::HYBRID_BELOW as u64;
+    let clears = analysis::clears_sections(&run.results, Some(&a), hybrid);
+    for s in analysis::sections(&a).iter().chain(&clears) {
         if args.markdown {
             text.push_str(&format!("\n### {}\n\n{}", s.title, s.table.to_markdown()));
             for n in &s.notes {
@@ -116,8 +119,11 @@ fn report(run: &Run, args: &MemArgs, svg_dir: Option<&OutputDir>) -> Result<()> 
             }
         }
     }
-    let others: Vec<&schedlab_measure::model::Measurement> =
-        run.results.iter().filter(|m| m.probe != analysis::CLEAR).collect();
+    let others: Vec<&schedlab_measure::model::Measurement> = run
+        .results
+        .iter()
+        .filter(|m| m.probe != analysis::CLEAR && m.probe != analysis::CLEARS)
+        .collect();
     if !others.is_empty() {
         let mut t = views::result_table();
         for m in others {

@@ -16,6 +16,22 @@ fn smoke(db: &Path, filter: &str, label: &str) -> Output {
     o
 }
 
+/// Issue 26: `show --view hbench` reads rt.bystander's states as ratios to no runtime.
+#[test]
+fn the_hbench_view_puts_each_runtime_state_beside_no_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    smoke(&db, "rt.bystander", "bystander");
+    let view = ok(&run(&db, &["show", "bystander", "--view", "hbench"]));
+    let row = view.lines().find(|l| l.starts_with("getpid")).unwrap_or_else(|| panic!("{view}"));
+    assert!(row.contains(" ns") && row.matches('.').count() >= 3, "{row}\n{view}");
+    assert!(view.contains("idle ÷ none") && view.contains("inside ÷ none"), "{view}");
+    // A run without the probe says what to run.
+    smoke(&db, "os.syscall.null", "other");
+    let view = ok(&run(&db, &["show", "other", "--view", "hbench"]));
+    assert!(view.contains("schedlab run --filter rt.bystander"), "{view}");
+}
+
 #[test]
 fn smoke_run_is_stored_and_can_be_shown_exported_and_compared() {
     let dir = tempfile::tempdir().unwrap();
@@ -72,8 +88,8 @@ fn smoke_run_is_stored_and_can_be_shown_exported_and_compared() {
     let csv = std::fs::read_to_string(&out).unwrap();
     assert!(csv.starts_with("run_id,run,probe,params,unit"));
     // The os.syscall rows: null, read, write, stat, fstat, open_close, getrusage,
-    // gettimeofday (vdso, syscall) and the UnixBench mix.
-    assert_eq!(csv.lines().count(), 1 + 10);
+    // gettimeofday (vdso, syscall), getpid and the UnixBench mix.
+    assert_eq!(csv.lines().count(), 1 + 11);
 
     let o = run(&db, &["export", "first", "--format", "markdown"]);
     assert!(text(&o.stdout).contains("| os.syscall.stat |"));

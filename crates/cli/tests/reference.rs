@@ -19,6 +19,8 @@ fn list_names_the_sets_their_columns_and_the_probe_of_each_row() {
         "seed003:sa",
         "seed003:pth",
         "seed003:linux",
+        "seed003:before-sa",
+        "seed003:after-sa",
     ] {
         assert!(list.contains(label), "{label}\n{list}");
     }

@@ -30,6 +30,10 @@ pub mod sched;
 mod testkit;
 pub mod threads;
 
+// Seed 003 (issue 26): the HBench-OS calls beside a live runtime; hand-off scheduling.
+pub mod bystander;
+pub mod handoff;
+
 use std::path::PathBuf;
 
 use schedlab_measure::model::{Metric, Params, Unit};
@@ -140,6 +144,9 @@ pub fn catalog() -> Vec<Box<dyn Probe>> {
     all.extend(os::probes());
     all.extend(threads::probes());
     all.extend(rt::probes());
+    // Seed 003 (issue 26): the HBench-OS calls beside a live runtime; hand-off scheduling.
+    all.extend(bystander::probes());
+    all.extend(handoff::probes());
     all.extend(mem::probes());
     all.extend(sched::probes());
     all

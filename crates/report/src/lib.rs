@@ -22,6 +22,8 @@
 //! ```
 #![deny(missing_docs)]
 
+// Seed 003 (issue 26): `show --view hbench`.
+pub mod bystander;
 pub mod catalog;
 pub mod coop;
 pub mod crosscheck;

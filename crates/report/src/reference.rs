@@ -306,19 +306,72 @@ fn seed003() -> Set {
         switch,
         [&[Some("225"), None, None], &[None, Some("166"), None], &[None, None, Some("82")]],
     ));
+    rows.extend(hbench_rows());
+    let alpha = |key, name, os| Column {
+        key,
+        name,
+        os,
+        kernel: "not printed",
+        arch: "alpha (Digital Alpha 21164)",
+        cpu: "500 MHz Digital Alpha 21164",
+        mhz: 500.0,
+        memory_bytes: None,
+    };
     Set {
         name: "seed003",
-        source: "seed 003, \"An Implementation of Scheduler Activations on the NetBSD Operating System\", §7: thread create, mutex and context switch (µs) on an Apple iBook",
+        source: "seed 003, \"An Implementation of Scheduler Activations on the NetBSD Operating System\", §7: thread create, mutex and context switch (µs) on an Apple iBook; HBench-OS system calls (µs) on a 500 MHz Alpha before and after scheduler activations",
         columns: vec![
             col("sa", "SA", "NetBSD, scheduler activations thread library (nathanw_sa branch)", "not printed"),
             col("pth", "PTH", "NetBSD, GNU PTH library", "not printed"),
             col("linux", "Linux", "Linuxppc 2.4.19, LinuxThreads", "2.4.19"),
+            // Seed 003 issue 26: HBench-OS columns.
+            alpha("before-sa", "before SA", "NetBSD-current before scheduler activations (version not printed)"),
+            alpha("after-sa", "after SA", "NetBSD-current with scheduler activations (nathanw_sa branch)"),
         ],
         rows,
         unread: &[
-            "§7's HBench-OS table (getpid, getrusage, timeofday, sbrk, sigaction before and after SA on a 500 MHz Alpha) prints no unit, so it is not converted",
+            "§7's HBench-OS table prints no unit; its cells are read as HBench-OS's lat_syscall reports them, microseconds (0.631 for getpid: about 315 cycles at 500 MHz)",
         ],
     }
+}
+
+/// Seed 003 §7's HBench-OS table, "before SA" and "after SA" on NetBSD/Alpha (issue 26): the
+/// five system-call rows, each on the probe that makes the same call. The first three
+/// columns (the iBook's thread systems) are left empty.
+fn hbench_rows() -> Vec<Row> {
+    let row = |name, probe, key, fidelity, cells| Row {
+        name,
+        table: "§7 HBench-OS",
+        unit: Printed::Micros,
+        probe: Probe::Direct(probe, key, fidelity),
+        cells,
+    };
+    let hbench = Fidelity::Exact;
+    vec![
+        row("getpid", "os.syscall.getpid", "", hbench, &[None, None, None, Some("0.631"), Some("0.601")]),
+        row("getrusage", "os.syscall.getrusage", "", hbench, &[None, None, None, Some("4.053"), Some("4.332")]),
+        row(
+            "timeofday",
+            "os.syscall.gettimeofday",
+            "via=syscall",
+            Fidelity::Ours("the gettimeofday system call, which HBench-OS timed in 2002; programs now read the clock through the vDSO (via=vdso)"),
+            &[None, None, None, Some("1.627"), Some("1.911")],
+        ),
+        row(
+            "sbrk",
+            "os.mm.sbrk",
+            "",
+            Fidelity::Ours("brk(0) as a system call: glibc answers sbrk(0) without entering the kernel, NetBSD's libc did not"),
+            &[None, None, None, Some("0.722"), Some("0.687")],
+        ),
+        row(
+            "sigaction",
+            "os.signal.install",
+            "",
+            Fidelity::Ours("lmbench's lat_sig install: sigaction(SIGUSR1) installing a handler"),
+            &[None, None, None, Some("1.345"), Some("1.315")],
+        ),
+    ]
 }
 
 impl Set {
@@ -633,7 +686,19 @@ mod tests {
         assert!(text.contains("Mutex 0:4\u{fffd}s 0:3\u{fffd}s 0:6\u{fffd}s"));
         assert!(text.contains("Context 225\u{fffd}s 166\u{fffd}s 82\u{fffd}s"));
         let cells = seed003().cells(&units);
-        assert_eq!(cells.len(), 9);
+        assert_eq!(cells.len(), 9 + 10);
+        // §7's HBench-OS table: every row printed as "name before after", on its probe.
+        for row in seed003().rows.iter().filter(|r| r.table == "§7 HBench-OS") {
+            let line = format!("{} {} {}", row.name, row.cells[3].unwrap(), row.cells[4].unwrap());
+            assert!(text.lines().any(|l| l == line), "not in the seed: {line:?}");
+            assert!(row.cells[..3].iter().all(Option::is_none), "{}", row.name);
+        }
+        let getpid = cell(&cells, "getpid", "before-sa");
+        assert_eq!(getpid.ours.map(|o| (o.0, o.1, o.3)), Some(("os.syscall.getpid", "", 631.0)));
+        let tod = cell(&cells, "timeofday", "after-sa");
+        assert_eq!(tod.ours.map(|o| (o.0, o.1)), Some(("os.syscall.gettimeofday", "via=syscall")));
+        assert_eq!(cell(&cells, "sigaction", "after-sa").ours.unwrap().0, "os.signal.install");
+        assert_eq!(cell(&cells, "sbrk", "before-sa").ours.unwrap().0, "os.mm.sbrk");
         let c = cell(&cells, "Mutex", "linux");
         assert_eq!(
             c.ours.map(|o| (o.0, o.1, o.3)),

@@ -216,7 +216,7 @@ pub use crate::{
     task::{ThreadId, WaitReason},
     thread::{
         current, park, park_timeout, sleep, spawn, stack_bounds, stack_usage, try_current,
-        yield_now, Builder, JoinHandle, Thread,
+        yield_now, yield_to, Builder, JoinHandle, Thread,
     },
     yielder::Yielder,
 };

@@ -382,6 +382,30 @@ impl RunQueue {
         }
     }
 
+    /// Takes `want` out of the private part wherever it waits there, the
+    /// threads queued before it keeping their order (`yield_to`, a hand-off
+    /// to a named thread). A scan of at most the part's length, owner-only
+    /// like every private operation, so nothing races it; `None` when `want`
+    /// is not in the private part.
+    pub(crate) fn take_private(&self, want: *const Task) -> Option<TaskRef> {
+        let len = self.private_len();
+        let ring = self.ring();
+        let mask = ring.len().wrapping_sub(1);
+        let head = self.head.get();
+        let at = (0..len).find(|&i| {
+            ring[(head + i) & mask].as_ref().is_some_and(|t| std::ptr::eq(&**t, want))
+        })?;
+        let t = ring[(head + at) & mask].take();
+        // Close the gap from the head's side: the `at` older threads move
+        // one place back, and the head follows them.
+        for i in (0..at).rev() {
+            ring[(head + i + 1) & mask] = ring[(head + i) & mask].take();
+        }
+        self.head.set((head + 1) & mask);
+        self.len.store(len - 1, Ordering::Relaxed);
+        t
+    }
+
     /// Takes every queued thread, oldest first (shutdown).
     pub(crate) fn drain(&self) -> impl Iterator<Item = TaskRef> + '_ {
         std::iter::from_fn(move || self.pop())
@@ -551,6 +575,29 @@ mod tests {
         let dest = Worker::new_fifo();
         assert_eq!(s.steal_into(&dest).success().map(|t| t.id.as_u64()), Some(2));
         assert_eq!(ids(&q), [4, 3, 1]);
+    }
+
+    #[test]
+    fn a_named_thread_leaves_the_private_part_and_the_rest_keep_their_order() {
+        let q = RunQueue::new(Worker::new_fifo(), usize::MAX);
+        // Wrap the ring first, so the scan and the shift cross its end.
+        for i in 0..6 {
+            q.push_private(task(100 + i));
+        }
+        for _ in 0..6 {
+            q.pop_private();
+        }
+        let ts: Vec<TaskRef> = (1..=5).map(task).collect();
+        let ptrs: Vec<*const Task> = ts.iter().map(|t| &**t as *const Task).collect();
+        for t in ts {
+            q.push_private(t);
+        }
+        assert_eq!(q.take_private(ptrs[3]).map(|t| t.id.as_u64()), Some(4));
+        assert!(q.take_private(ptrs[3]).is_none(), "taken once");
+        assert_eq!(q.take_private(ptrs[0]).map(|t| t.id.as_u64()), Some(1), "the head");
+        assert_eq!(q.take_private(ptrs[4]).map(|t| t.id.as_u64()), Some(5), "the tail");
+        assert_eq!(ids(&q), [2, 3]);
+        assert!(RunQueue::new(Worker::new_fifo(), 4).take_private(ptrs[0]).is_none());
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The `std::thread`-shaped API for user threads: [`spawn`], [`Builder`],
-//! [`JoinHandle`], [`Thread`], [`current`], [`yield_now`], [`sleep`],
+//! [`JoinHandle`], [`Thread`], [`current`], [`yield_now`], [`yield_to`], [`sleep`],
 //! [`park`].
 //!
 //! These functions act on the runtime of the calling user thread. Called from
@@ -352,6 +352,24 @@ pub fn stack_bounds() -> Option<std::ops::Range<usize>> {
 #[inline(always)]
 pub fn yield_now() {
     if !processor::yield_current() {
+        os_yield();
+    }
+}
+
+/// Hand-off scheduling (Mach's `thread_switch`): lets the processor run
+/// `thread` next if it is runnable on the caller's processor and not
+/// running, else behaves as [`yield_now`]. The caller goes behind it as a
+/// yield puts it.
+///
+/// "Runnable on the caller's processor": in its next slot, at the top of
+/// its fresh part (a thread the caller just spawned or woke), or — on a
+/// runtime of one processor — anywhere in its queue. A thread queued on
+/// another processor, running, parked or finished is not taken (the call
+/// is then a plain yield); neither the next slot's streak bound nor
+/// priority levels are bypassed. `processor/yield_to.rs` gives the cases
+/// and why. On an OS thread, `std::thread::yield_now`.
+pub fn yield_to(thread: &Thread) {
+    if !processor::yield_to(&thread.task) {
         os_yield();
     }
 }

@@ -40,6 +40,7 @@ use schedlab_measure::model::{Metric, Params, Unit};
 use schedlab_measure::sampler::Settings;
 use schedlab_measure::{sys, ProbeError, Timing, Workload};
 
+use super::cloops::CLoop;
 use super::routines::{alloc_cycle, escape, ClearFn, Routine};
 use super::{caches_once, calls_for, level_of, minor_faults, thp_mode, x86, Buffer};
 use crate::{Context, Info, Instance, Probe, Suite};
@@ -114,6 +115,20 @@ const SMOKE: &[(Routine, usize, usize)] = &[
     (Routine::MallocMemset, 4096, 0),
     (Routine::Mmap, 65536, 0),
     (Routine::VecZeroed, 4096, 0),
+    // Issue 26: the hybrid on both sides of its threshold's neighbourhood, the C loops.
+    (Routine::Hybrid, 100, 3),
+    (Routine::C(CLoop(0)), 100, 1),
+    (Routine::C(CLoop(1)), 100, 1),
+    (Routine::C(CLoop(2)), 100, 1),
+    (Routine::C(CLoop(3)), 100, 1),
+    (Routine::C(CLoop(4)), 100, 1),
+    (Routine::C(CLoop(5)), 100, 1),
+    (Routine::C(CLoop(6)), 100, 1),
+    (Routine::C(CLoop(7)), 100, 1),
+    (Routine::C(CLoop(8)), 100, 1),
+    (Routine::C(CLoop(9)), 100, 1),
+    (Routine::C(CLoop(10)), 100, 1),
+    (Routine::C(CLoop(11)), 100, 1),
 ];
 
 fn params(r: Routine, size: usize, align: usize) -> Params {
@@ -157,7 +172,7 @@ impl Probe for ClearProbe {
             doc: "clear `size` bytes at `align` past a 64-byte boundary with one routine, called in a row: ns per call (= µs per the seed's 1000 calls)",
             unit: Unit::Nanos,
             mirrors: "seed 004's NewPtrClear study (1000 calls per size and alignment); lmbench bw_mem fwr/bzero at the large sizes",
-            requires: "x86_64 for rep_stosb/nt, AVX2 and AVX-512F for avx2/avx512 (skipped with the reason elsewhere)",
+            requires: "x86_64 for rep_stosb/nt, AVX2 and AVX-512F for avx2/avx512, gcc or clang at build time for the c_* loops (skipped with the reason elsewhere)",
         }
     }
 
@@ -168,10 +183,23 @@ impl Probe for ClearProbe {
         let sizes = sizes(suite);
         let mut v = Vec::new();
         for r in Routine::ALL {
-            let aligns: &[usize] = if r.is_alloc() { &[0] } else { aligns(suite) };
+            // Issue 26's routines: offset 0 only in the quick sweep (it keeps the sweep's
+            // length), and a C loop that was not built once, to say why.
+            let added = matches!(r, Routine::Hybrid | Routine::C(_));
+            if matches!(r, Routine::C(_)) && r.available().is_err() {
+                v.push(params(r, 64, 0));
+                continue;
+            }
+            let aligns: &[usize] =
+                if r.is_alloc() || (added && suite == Suite::Quick) { &[0] } else { aligns(suite) };
+            // The quick sweep's time budget: the C loops at six sizes, one per regime.
+            let c_quick = matches!(r, Routine::C(_)) && suite == Suite::Quick;
             for &align in aligns {
                 for &size in &sizes {
                     if r == Routine::NonTemporal && size < NT_FROM {
+                        continue;
+                    }
+                    if c_quick && ![8, 64, 256, 4096, 65536, 1 << 20].contains(&size) {
                         continue;
                     }
                     v.push(params(r, size, align));
@@ -221,6 +249,11 @@ impl Probe for ClearProbe {
         notes.set("pages", if routine.is_alloc() { "fresh_touched" } else { "prefaulted" });
         if matches!(routine.kind(), "isa" | "libc") {
             notes.set("cpu_features", x86::features().join("+"));
+        }
+        if let Routine::C(c) = routine {
+            notes.set("compiler", c.compiler().replace([',', '='], " "));
+            let memset = c.calls_memset().expect("an available loop was built");
+            notes.set("calls_memset", if memset { "yes" } else { "no" });
         }
         if let Some(thp) = thp_mode() {
             notes.set("thp", thp);

@@ -72,11 +72,16 @@ pub enum Routine {
     Mmap,
     /// `vec![0u8; n]` + touch every page + drop (Rust's `alloc_zeroed`, i.e. calloc).
     VecZeroed,
+    /// The hybrid of the seed's thread (issue 26): the simple 64-bit loop below
+    /// [`HYBRID_BELOW`] bytes, the best wide routine of this CPU from there ([`hybrid`]).
+    Hybrid,
+    /// One of `csrc/clear_loops.c`'s loops as a C compiler built it ([`super::cloops`]).
+    C(super::cloops::CLoop),
 }
 
 impl Routine {
     /// Every routine, in display order.
-    pub const ALL: [Routine; 15] = [
+    pub const ALL: [Routine; 28] = [
         Routine::ByteCount,
         Routine::ByteEnd,
         Routine::Word16,
@@ -92,6 +97,20 @@ impl Routine {
         Routine::MallocMemset,
         Routine::Mmap,
         Routine::VecZeroed,
+        // Issue 26: the hybrid, and the C loops per compiler and level.
+        Routine::Hybrid,
+        Routine::C(super::cloops::CLoop(0)),
+        Routine::C(super::cloops::CLoop(1)),
+        Routine::C(super::cloops::CLoop(2)),
+        Routine::C(super::cloops::CLoop(3)),
+        Routine::C(super::cloops::CLoop(4)),
+        Routine::C(super::cloops::CLoop(5)),
+        Routine::C(super::cloops::CLoop(6)),
+        Routine::C(super::cloops::CLoop(7)),
+        Routine::C(super::cloops::CLoop(8)),
+        Routine::C(super::cloops::CLoop(9)),
+        Routine::C(super::cloops::CLoop(10)),
+        Routine::C(super::cloops::CLoop(11)),
     ];
 
     /// The stable name used as the `routine` parameter.
@@ -112,6 +131,8 @@ impl Routine {
             Routine::MallocMemset => "malloc_memset",
             Routine::Mmap => "mmap",
             Routine::VecZeroed => "vec_zeroed",
+            Routine::Hybrid => "hybrid",
+            Routine::C(c) => c.name(),
         }
     }
 
@@ -143,6 +164,10 @@ impl Routine {
             Routine::WriteBytes | Routine::Memset => "libc",
             Routine::RepStosb | Routine::Avx2 | Routine::Avx512 | Routine::NonTemporal => "isa",
             Routine::Calloc | Routine::MallocMemset | Routine::Mmap | Routine::VecZeroed => "alloc",
+            Routine::Hybrid => "isa",
+            // A loop the compiler made a call to memset is memset's figure.
+            Routine::C(c) if c.calls_memset() == Some(true) => "libc",
+            Routine::C(_) => "loop",
         }
     }
 
@@ -152,6 +177,7 @@ impl Routine {
             Routine::RepStosb | Routine::Avx2 | Routine::Avx512 | Routine::NonTemporal => {
                 super::x86::available(self)
             }
+            Routine::C(c) => c.function().map(|_| ()),
             _ => Ok(()),
         }
     }
@@ -172,6 +198,8 @@ impl Routine {
             Routine::RepStosb | Routine::Avx2 | Routine::Avx512 | Routine::NonTemporal => {
                 super::x86::clear_fn(self)?
             }
+            Routine::Hybrid => hybrid,
+            Routine::C(c) => c.clear_fn()?,
             Routine::Calloc | Routine::MallocMemset | Routine::Mmap | Routine::VecZeroed => {
                 return None
             }
@@ -384,6 +412,42 @@ pub unsafe fn write_bytes(p: *mut u8, len: usize) {
 pub unsafe fn memset(p: *mut u8, len: usize) {
     // SAFETY: the caller's contract.
     unsafe { libc::memset(p.cast(), 0, len) };
+}
+
+/// Below this many bytes [`hybrid`] runs the simple loop, from it the wide routine: where
+/// `u64x8` stops being within noise of AVX-512 on the lab's host (AMD EPYC VM, quick sweep of
+/// 2026-11-27: 2.1 against 1.7 ns at 64 B, 2.4 against 2.1 at 128 B, 4.3 against 1.9 at
+/// 256 B; docs/MEMLAB.md, "The hybrid"). The loop never clearly beat the wide routines there.
+pub const HYBRID_BELOW: usize = 128;
+
+/// The wide routine [`hybrid`] hands large clears to: AVX-512 stores where the CPU has them,
+/// else AVX2, else libc `memset` (the fastest from 4 KiB to 512 KiB on the lab's host, and
+/// within noise of memset above). Chosen once.
+fn hybrid_wide() -> ClearFn {
+    static WIDE: std::sync::OnceLock<ClearFn> = std::sync::OnceLock::new();
+    *WIDE.get_or_init(|| {
+        [Routine::Avx512, Routine::Avx2]
+            .into_iter()
+            .find_map(super::x86::clear_fn)
+            .unwrap_or(memset)
+    })
+}
+
+/// The hybrid the seed's thread proposed ("a clear length threshold, anything higher enters
+/// a highly optimized clearer, anything shorter uses the original low-overhead version"):
+/// [`u64x8`]'s loop inline below [`HYBRID_BELOW`] bytes, [`hybrid_wide`] from there.
+///
+/// # Safety
+/// `p` valid for writes of `len` bytes.
+#[inline(never)]
+pub unsafe fn hybrid(p: *mut u8, len: usize) {
+    if len < HYBRID_BELOW {
+        // SAFETY: the caller's contract is unrolled's.
+        unsafe { unrolled::<u64>(p, len) }
+    } else {
+        // SAFETY: the caller's contract is every clearing routine's.
+        unsafe { hybrid_wide()(p, len) }
+    }
 }
 
 /// The page size used to touch freshly allocated blocks.

@@ -1,5 +1,5 @@
 //! System-call latency: lmbench's `lat_syscall` rows (null, read, write, stat, fstat,
-//! open/close) and HBench-OS's getrusage and gettimeofday (seed 003's table).
+//! open/close) and HBench-OS's getpid, getrusage and gettimeofday (seed 003's table).
 //!
 //! Each timed body is a tight loop of one system call on prepared arguments; the calibrated
 //! empty-loop cost is subtracted by the sampler. `black_box` keeps the compiler from hoisting
@@ -34,6 +34,7 @@ enum Call {
     OpenClose,
     Getrusage,
     Gettimeofday,
+    Getpid,
 }
 
 struct SyscallProbe(Call);
@@ -49,6 +50,7 @@ pub fn probes() -> Vec<Box<dyn Probe>> {
         Call::OpenClose,
         Call::Getrusage,
         Call::Gettimeofday,
+        Call::Getpid,
     ]
     .into_iter()
     .map(|c| Box::new(SyscallProbe(c)) as Box<dyn Probe>)
@@ -111,6 +113,11 @@ impl Probe for SyscallProbe {
                 "gettimeofday(): via=vdso is what programs get (libc, no kernel entry on Linux); via=syscall forces the kernel entry HBench-OS timed in 1997",
                 "HBench-OS gettimeofday (seed 003's table), which was a real system call then",
             ),
+            Call::Getpid => (
+                "os.syscall.getpid",
+                "getpid(): the kernel's cheapest answer (glibc has not cached it since 2.25)",
+                "HBench-OS getpid (seed 003's table)",
+            ),
         };
         Info { id, doc, unit: Unit::Nanos, mirrors, requires: "" }
     }
@@ -143,7 +150,7 @@ impl Probe for SyscallProbe {
                 drop(open(STAT_PATH, libc::O_RDONLY)?);
                 None
             }
-            Call::Null | Call::Getrusage | Call::Gettimeofday => None,
+            Call::Null | Call::Getrusage | Call::Gettimeofday | Call::Getpid => None,
         };
         Ok(Box::new(Syscall {
             call: self.0,
@@ -179,6 +186,13 @@ impl Workload for Syscall {
                 for _ in 0..iters {
                     // SAFETY: getppid has no preconditions. (glibc does not cache it.)
                     black_box(unsafe { libc::getppid() });
+                }
+            }
+            Call::Getpid => {
+                for _ in 0..iters {
+                    // SAFETY: getpid has no preconditions; glibc 2.25+ makes the system call
+                    // every time (the cache went with the fork/clone races it caused).
+                    black_box(unsafe { libc::getpid() });
                 }
             }
             Call::Read => {

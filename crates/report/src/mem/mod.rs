@@ -22,9 +22,12 @@
 mod analysis;
 mod charts;
 mod sections;
+// Seed 004 (issue 26): real programs' clears.
+mod clears;
 
 pub use analysis::*;
 pub use charts::*;
+pub use clears::*;
 pub use sections::*;
 
 #[cfg(test)]

@@ -47,8 +47,10 @@ mod entry;
 mod inline;
 mod spawn;
 mod switch;
+mod yield_to;
 
 pub(crate) use self::inline::join_inline;
+pub(crate) use self::yield_to::yield_to;
 
 pub(crate) use self::spawn::{spawn, SpawnOptions, Target};
 pub(crate) use self::switch::{after_switch, complete_leave, Pending};
