@@ -49,10 +49,16 @@ use crate::{Context, Info, Instance, Probe, Suite};
 
 mod cgroup;
 mod coop;
+// Issue 25, wake-up latency (branch wakeup):
+pub mod wakeup;
 
 /// The sched probes, in catalog order.
 pub fn probes() -> Vec<Box<dyn Probe>> {
-    vec![Box::new(BackgroundBudget), Box::new(coop::CoopVsPreempt)]
+    let mut all: Vec<Box<dyn Probe>> =
+        vec![Box::new(BackgroundBudget), Box::new(coop::CoopVsPreempt)];
+    // Issue 25, wake-up latency (branch wakeup):
+    all.push(Box::new(wakeup::WakeupLatency));
+    all
 }
 
 /// The frame period: 50 frames a second.
