@@ -102,6 +102,14 @@ pub fn page_against(
     }
     if runs.len() >= 2 {
         section(&mut body, &mut nav, "comparison", "Comparison", &comparison_html(runs, baseline));
+        if let Some(t) = crate::sched::verdicts_across(runs) {
+            let inner = format!(
+                "<p>{}</p>\n<div class=\"scroll\">{}</div>\n",
+                escape(crate::sched::DEFINITION),
+                t.to_html("Seed 001's verdicts, run by run", None)
+            );
+            section(&mut body, &mut nav, "verdicts", "Seed 001's verdicts, run by run", &inner);
+        }
     }
     for (i, run) in runs.iter().enumerate() {
         for (f, inner) in families_html(run) {
@@ -282,7 +290,7 @@ fn families_html(run: &Run) -> Vec<(String, String)> {
             run.results.iter().filter(|m| family(&m.probe) == f).collect();
         let mut html = match f {
             "threads" => thread_systems_html(run),
-            "sched" => coop_html(run),
+            "sched" => sched_html(run),
             "mem" => memory_html(run),
             _ => family_chart(f, &rows, &run.meta.display_name()),
         }
@@ -424,6 +432,32 @@ fn thread_systems_html(run: &Run) -> Option<String> {
 
 /// Seed 000's table and its Figures 1 and 3, for a run that measured
 /// `sched.coop_vs_preempt`.
+fn sched_html(run: &Run) -> Option<String> {
+    let mut out = coop_html(run).unwrap_or_default();
+    let judged = crate::sched::judged(run);
+    if !judged.is_empty() {
+        out.push_str(&format!("<p>{}</p>\n", escape(crate::sched::DEFINITION)));
+        out.push_str("<div class=\"scroll\">");
+        out.push_str(
+            &crate::sched::verdict_table(&judged).to_html("Seed 001's verdicts, per method", None),
+        );
+        out.push_str("</div>\n");
+    }
+    if let (Some(chart), Some(t)) =
+        (crate::sched::wakeup_chart(run), crate::sched::wakeup_table(run))
+    {
+        out.push_str(&format!(
+            "<figure>{chart}<figcaption>Wake-up latency of {}: how late a thread woken every 1 ms \
+             runs (cyclictest's question; the crosscheck compares its mean)</figcaption></figure>\n",
+            escape(&run.meta.display_name())
+        ));
+        out.push_str("<div class=\"scroll\">");
+        out.push_str(&t.to_html("Wake-up latency", None));
+        out.push_str("</div>\n");
+    }
+    (!out.is_empty()).then_some(out)
+}
+
 fn coop_html(run: &Run) -> Option<String> {
     let t = crate::coop::analyse(run)?;
     let mut out = format!("<p>{}</p>\n", escape(crate::coop::LEGEND));

@@ -29,6 +29,7 @@ pub mod html;
 pub mod lanes;
 pub mod mem;
 pub mod reference;
+pub mod sched;
 pub mod suites;
 pub mod summary;
 pub mod svg;

@@ -336,6 +336,16 @@ pub fn run_text(run: &Run) -> String {
     if let Some(t) = crate::coop::text(run) {
         text.push_str(&t);
     }
+    if let Some(t) = crate::sched::verdict_text(run) {
+        text.push_str(&t);
+    }
+    if let Some(t) = crate::sched::wakeup_table(run) {
+        text.push_str(&format!(
+            "\nwake-up latency ({}):\n{}",
+            schedlab_probes::sched::wakeup::ID,
+            t.to_terminal()
+        ));
+    }
     if !run.warnings.is_empty() {
         text.push_str("\nwarnings:\n");
         for line in warning_lines(&run.warnings, usize::MAX) {
@@ -381,6 +391,12 @@ pub fn compare_text_across(runs: &[Run], baseline: usize, markdown: bool, across
     text.push_str(
         "\nmedian ± half-width of its 95% interval; ratio = run / baseline; \"within noise\" when the intervals overlap\n",
     );
+    if let Some(t) = crate::sched::verdicts_across(runs) {
+        text.push_str("\nseed 001's verdicts, run by run:\n");
+        text.push_str(&if markdown { t.to_markdown() } else { t.to_terminal() });
+        text.push_str(&crate::table::wrap(crate::sched::DEFINITION, 100));
+        text.push('\n');
+    }
     for line in unlike_lines(runs, baseline) {
         text.push_str(&escape(&line));
         text.push('\n');
