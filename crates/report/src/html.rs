@@ -138,6 +138,28 @@ pub fn page_against(
             &inner,
         );
     }
+    for (i, run) in runs.iter().enumerate() {
+        let rows: Vec<&Measurement> =
+            run.results.iter().filter(|m| crate::crosscheck::is_row(m)).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let mut t = crate::crosscheck::table();
+        for m in &rows {
+            t.row(crate::crosscheck::cells(m));
+        }
+        let owned: Vec<Measurement> = rows.iter().map(|m| (*m).clone()).collect();
+        let inner = format!(
+            "<div class=\"scroll\">{}</div>\n<pre>{}</pre>\n",
+            t.to_html("schedlab beside the reference tools", None),
+            escape(&crate::crosscheck::explanation(&owned))
+        );
+        let (id, heading) = match runs.len() {
+            1 => ("crosscheck".to_string(), "Crosscheck".to_string()),
+            _ => (format!("crosscheck-{i}"), format!("Crosscheck of {}", run.meta.display_name())),
+        };
+        section(&mut body, &mut nav, &id, &heading, &inner);
+    }
     if !timelines.is_empty() {
         section(&mut body, &mut nav, "timelines", "Timelines", &timelines_html(runs, timelines));
     }
@@ -278,7 +300,7 @@ fn family(probe: &str) -> &str {
 /// table, each row with its raw samples' plot beside the median.
 fn families_html(run: &Run) -> Vec<(String, String)> {
     let mut families: Vec<&str> = Vec::new();
-    for m in &run.results {
+    for m in run.results.iter().filter(|m| !crate::crosscheck::is_row(m)) {
         let f = family(&m.probe);
         if !families.contains(&f) {
             families.push(f);
@@ -286,8 +308,11 @@ fn families_html(run: &Run) -> Vec<(String, String)> {
     }
     let mut out = Vec::new();
     for f in families {
-        let rows: Vec<&Measurement> =
-            run.results.iter().filter(|m| family(&m.probe) == f).collect();
+        let rows: Vec<&Measurement> = run
+            .results
+            .iter()
+            .filter(|m| family(&m.probe) == f && !crate::crosscheck::is_row(m))
+            .collect();
         let mut html = match f {
             "threads" => thread_systems_html(run),
             "sched" => sched_html(run),

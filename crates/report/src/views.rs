@@ -329,9 +329,19 @@ pub fn run_text(run: &Run) -> String {
         text.push('\n');
     }
     text.push('\n');
-    match crate::crosscheck::text(run) {
-        Some(t) => text.push_str(&t),
-        None => text.push_str(&run_table(run).to_terminal()),
+    if run.meta.suite == schedlab_probes::crosscheck::SUITE {
+        text.push_str(&crate::crosscheck::text(run).unwrap_or_default());
+    } else {
+        // A study holds crosscheck rows among its results: they get their own table.
+        let mut t = result_table();
+        for m in run.results.iter().filter(|m| !crate::crosscheck::is_row(m)) {
+            t.row(result_cells(m));
+        }
+        text.push_str(&t.to_terminal());
+        if let Some(c) = crate::crosscheck::text(run) {
+            text.push_str("\ncrosscheck:\n");
+            text.push_str(&c);
+        }
     }
     if let Some(t) = crate::coop::text(run) {
         text.push_str(&t);
