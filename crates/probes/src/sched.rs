@@ -224,7 +224,7 @@ impl Probe for BackgroundBudget {
     fn info(&self) -> Info {
         Info {
             id: BUDGET_ID,
-            doc: "Seed 001's goal: a main loop due every 20 ms doing ~4 ms of cache-resident work beside a background loader that always has work (reads and checksums a file, updates a 64 MiB array), held back by the variant's policy; frame time from due to done, median per sample, p99/max/missed frames and the loader's CPU share and throughput in notes",
+            doc: "Seed 001's goal: a main loop due every 20 ms doing ~4 ms of cache-resident work beside a background loader that always has work (reads and checksums a file, updates a 64 MiB array), held back by the variant's policy; frame time from due to done, median per sample, p99/max/missed frames and the loader's CPU share and throughput in notes; verdict = pass when the loader took at most 10% ± 1 of a CPU and the frame p99 stayed within 1 ms of loader=none's",
             unit: Unit::Nanos,
             mirrors: "- (seed 001 Tests 8-9: a background thread held to ~10% of the CPU beside a 50 FPS loop)",
             requires: "loader=deadline: root, and cpus=2 on a machine whose CPUs are all usable (SCHED_DEADLINE admits a thread only with every CPU of its root domain); loader=cgroup: root and a cgroup hierarchy with the cpu controller",

@@ -115,7 +115,7 @@ impl Probe for CoopVsPreempt {
     fn info(&self) -> Info {
         Info {
             id: "sched.coop_vs_preempt",
-            doc: "Seed 000's table: a fixed Dhrystone-like calculation (work_ms, 100 ms alone by default) under cooperative user threads (never yielding, every 4096 passes, every 20 ms by the clock, Yielder), preemptive ones (10 ms, 1 ms quanta) and an OS thread, beside an idle event loop (fg), at nice 10 against a competing spinner (bg) or beside a busy main loop (worst), one CPU; time to finish, score = paired ratio to the work alone",
+            doc: "Seed 000's table: a fixed Dhrystone-like calculation (work_ms, 100 ms alone by default) under cooperative user threads (never yielding, every 4096 passes, every 20 ms by the clock, Yielder), preemptive ones (10 ms, 1 ms quanta) and an OS thread, beside an idle event loop (fg), at nice 10 against a competing spinner (bg) or beside a busy main loop (worst), one CPU; time to finish, score = paired ratio to the work alone; event_p50_us/event_p99_us = how long an event arriving every 1 ms waited for the main loop",
             unit: Unit::Nanos,
             mirrors: "- (seed 000: Thread Manager cooperative vs preemptive, foreground/background, worst case)",
             requires: "-",
