@@ -135,6 +135,10 @@ pub enum SuiteArg {
     Quick,
     /// Every parameter set, 15 samples each.
     Full,
+    /// The whole study in one run: the quick suite, the seed experiments (`sched.*`) in
+    /// every variant, the seed's timelines and the crosscheck (3 pairs a row); with
+    /// --report one page with all of it.
+    Study,
 }
 
 /// `schedlab run`.

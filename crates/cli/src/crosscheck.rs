@@ -178,10 +178,10 @@ fn list_text(rows: &[&Row], tools: &Tools) -> String {
 
 /// The store as the crosscheck's sink: each row committed as it ends, and kept for the
 /// final table.
-struct Sink<'a> {
-    store: &'a mut Store,
-    run_id: i64,
-    results: Vec<Measurement>,
+pub(crate) struct Sink<'a> {
+    pub(crate) store: &'a mut Store,
+    pub(crate) run_id: i64,
+    pub(crate) results: Vec<Measurement>,
 }
 
 impl schedlab_probes::runner::RunSink for Sink<'_> {
@@ -196,8 +196,8 @@ impl schedlab_probes::runner::RunSink for Sink<'_> {
 
 /// A progress bar on stderr (no ticker thread: the probes need a single-threaded process)
 /// and a line per finished row on stdout.
-struct Terminal {
-    pb: ProgressBar,
+pub(crate) struct Terminal {
+    pub(crate) pb: ProgressBar,
     table: schedlab_report::table::Table,
     pairs: usize,
     done: usize,
@@ -207,7 +207,7 @@ struct Terminal {
 const LIVE_WIDTHS: &[usize] = &[28, 18, 22, 11, 11, 7, 30, 0];
 
 impl Terminal {
-    fn new(rows: usize, pairs: usize) -> Terminal {
+    pub(crate) fn new(rows: usize, pairs: usize) -> Terminal {
         let pb = ProgressBar::with_draw_target(
             Some((rows * pairs * 2) as u64),
             ProgressDrawTarget::stderr(),

@@ -25,6 +25,7 @@ mod reference;
 mod run;
 mod settings;
 mod stop;
+mod study;
 mod timeline;
 
 use std::io::{self, Write};

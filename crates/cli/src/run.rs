@@ -60,10 +60,8 @@ fn sweep_line(id: &str, results: &[Measurement]) -> String {
 pub fn run(plan: RunPlan, store: &mut Store, db: &Location) -> Result<(i64, ExitCode)> {
     let all = catalog();
     let selected = select(&all, &plan.filters).map_err(|e| UsageError(e.to_string()))?;
-    let work: Vec<(&dyn Probe, Params)> = selected
-        .iter()
-        .flat_map(|p| p.variants(plan.suite).into_iter().map(move |v| (*p, v)))
-        .collect();
+    let work: Vec<(&dyn Probe, Params)> =
+        selected.iter().flat_map(|p| plan.variants(*p).into_iter().map(move |v| (*p, v))).collect();
 
     let flag = interrupt::flag();
     crate::stop::install(&flag, true)?;
@@ -75,7 +73,7 @@ pub fn run(plan: RunPlan, store: &mut Store, db: &Location) -> Result<(i64, Exit
     machine.others_at_start = schedlab_measure::noise::others_share(Duration::from_millis(250));
     let cal = Calibration::measure();
     let mut meta = RunMeta::starting(
-        plan.suite.name(),
+        plan.suite_name(),
         machine.clone(),
         (env!("CARGO_PKG_VERSION"), env!("SCHEDLAB_GIT_REV")),
     );
@@ -120,7 +118,15 @@ pub fn run(plan: RunPlan, store: &mut Store, db: &Location) -> Result<(i64, Exit
     );
     terminal.pb.finish_and_clear();
     let store = sink.store;
-    let report = outcome.map_err(|e| storage_failed(store, run_id, e))?;
+    let mut report = outcome.map_err(|e| storage_failed(store, run_id, e))?;
+    if plan.study && !report.interrupted {
+        // The rest of the study goes into the same run: the timelines, then the crosscheck.
+        let more = crate::study::rest(store, run_id, &plan, &cal)
+            .map_err(|e| storage_failed(store, run_id, e))?;
+        report.failed += more.failed;
+        report.interrupted |= more.interrupted;
+        report.warnings.extend(more.warnings);
+    }
     let mut all_warnings = warnings::machine_warnings(&machine);
     all_warnings.extend(report.warnings);
     let (failed, interrupted) = (report.failed, report.interrupted);

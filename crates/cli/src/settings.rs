@@ -52,6 +52,9 @@ pub struct RunPlan {
     pub ctx: Context,
     /// `--report`: where to write the HTML report at the end.
     pub report: Option<crate::output::Output>,
+    /// `--suite study`: the quick suite's settings, the seed experiments in every variant,
+    /// then the timelines and the crosscheck into the same run (`crate::study`).
+    pub study: bool,
 }
 
 impl RunPlan {
@@ -76,7 +79,7 @@ impl RunPlan {
     pub fn from_args(args: &RunArgs) -> Result<RunPlan> {
         let suite = match args.suite {
             SuiteArg::Smoke => Suite::Smoke,
-            SuiteArg::Quick => Suite::Quick,
+            SuiteArg::Quick | SuiteArg::Study => Suite::Quick,
             SuiteArg::Full => Suite::Full,
         };
         let sampling = match suite {
@@ -130,7 +133,30 @@ impl RunPlan {
                 exec_helper: exe.map(|e| (e, vec![crate::EXEC_HELPER_ARG.to_string()])),
             },
             report,
+            study: args.suite == SuiteArg::Study,
         })
+    }
+
+    /// The suite's name as stored: `study` for the study, else the probes' suite.
+    pub fn suite_name(&self) -> &'static str {
+        if self.study {
+            crate::study::SUITE
+        } else {
+            self.suite.name()
+        }
+    }
+
+    /// The parameter sets of `probe` this plan measures: the suite's, and for the study the
+    /// seed experiments' every variant.
+    pub fn variants(
+        &self,
+        probe: &dyn schedlab_probes::Probe,
+    ) -> Vec<schedlab_measure::model::Params> {
+        if self.study && crate::study::is_seed_experiment(probe.info().id) {
+            probe.variants(Suite::Full)
+        } else {
+            probe.variants(self.suite)
+        }
     }
 }
 

@@ -572,3 +572,36 @@ fn rounds_keep_one_result_per_probe_from_every_round() {
     let o = run(&db, &["run", "--suite", "smoke", "--filter", "os.syscall.null", "--rounds", "0"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
 }
+
+#[test]
+fn the_study_stores_wakeups_and_crosscheck_rows_in_one_run_and_one_page() {
+    // The study narrowed to one seed experiment (every variant, two samples each), with no
+    // reference tool on PATH: its cyclictest rows are stored as skipped with the reason,
+    // beside the probe's own results. (Seed 001's verdicts have their unit tests; its probe
+    // takes too long for this one.)
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let page = dir.path().join("study.html");
+    let empty = dir.path().join("bin");
+    std::fs::create_dir(&empty).unwrap();
+    let o = bin()
+        .env("PATH", &empty)
+        .arg("--db")
+        .arg(&db)
+        .args(["run", "--suite", "study", "--samples", "2", "--target-ms", "1"])
+        .args(["--filter", "sched.wakeup_latency", "--report"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    let stdout = ok(&o);
+    assert!(stdout.contains("timelines: none with --filter"), "{stdout}");
+    assert!(stdout.contains("cyclictest not found on PATH"), "{stdout}");
+    let shown = text(&run(&db, &["show", "latest"]).stdout);
+    assert!(shown.contains("study suite") || shown.contains("study"), "{shown}");
+    assert!(shown.contains("wake-up latency (sched.wakeup_latency)"), "{shown}");
+    assert!(shown.contains("\ncrosscheck:\n"), "{shown}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    for part in ["Wake-up latency", "id=\"crosscheck\"", "cyclictest.fifo"] {
+        assert!(html.contains(part), "{part}");
+    }
+}

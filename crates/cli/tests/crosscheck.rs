@@ -145,9 +145,11 @@ fn absent_tools_are_skipped_and_a_failing_tool_fails_only_its_row() {
         stdout.contains("lmbench.lat_syscall.null: skipped: lmbench lat_syscall not found on PATH"),
         "{stdout}"
     );
+    // The three cyclictest rows (SCHED_OTHER, FIFO, dma0), each skipped with the reason.
     assert!(stdout.contains("cyclictest: skipped: cyclictest not found on PATH"), "{stdout}");
+    assert!(stdout.contains("cyclictest.fifo: skipped: cyclictest not found"), "{stdout}");
     assert!(
-        stdout.contains("0 agree within 15%") && stdout.contains("2 skipped, 4 failed"),
+        stdout.contains("0 agree within 15%") && stdout.contains("4 skipped, 4 failed"),
         "{stdout}"
     );
 }

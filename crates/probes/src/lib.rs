@@ -130,6 +130,18 @@ pub trait Probe: Send + Sync {
         default.clone()
     }
 
+    /// Judges `m`, this probe's result, against the results of the same run kept before it
+    /// (`earlier`, in the order kept), adding what it finds to `m`'s notes before `m` is
+    /// stored: for a verdict that needs another variant, as seed 001's goal needs the
+    /// unloaded run. Nothing by default.
+    fn judge(
+        &self,
+        m: &mut schedlab_measure::model::Measurement,
+        earlier: &[schedlab_measure::model::Measurement],
+    ) {
+        let _ = (m, earlier);
+    }
+
     /// Sets the probe up for `params` (not timed).
     ///
     /// # Errors

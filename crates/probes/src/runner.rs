@@ -207,14 +207,19 @@ pub fn run_rounds<S: RunSink>(
     let mut got: Vec<Vec<Measurement>> = vec![Vec::new(); n];
     let mut drifted: Vec<Option<f64>> = vec![None; n];
     let mut saved = vec![false; n];
+    // Every result kept so far, for the verdicts that judge one against another
+    // (`Probe::judge`).
+    let mut kept: Vec<Measurement> = Vec::new();
     let mut done = 0;
     let keep = |i: usize,
                 got: &[Vec<Measurement>],
                 drifted: &[Option<f64>],
                 report: &mut RunReport,
+                kept: &mut Vec<Measurement>,
                 sink: &mut S|
      -> Result<(), S::Error> {
-        let m = merge_rounds(&got[i], rounds, drifted[i]);
+        let mut m = merge_rounds(&got[i], rounds, drifted[i]);
+        work[i].0.judge(&mut m, kept);
         sink.save(&m)?;
         report.results += 1;
         if let Outcome::Failed(_) = m.outcome {
@@ -229,6 +234,7 @@ pub fn run_rounds<S: RunSink>(
                 report.warnings.push(w);
             }
         }
+        kept.push(m);
         Ok(())
     };
     'rounds: for r in 0..rounds {
@@ -255,7 +261,7 @@ pub fn run_rounds<S: RunSink>(
             let stop = m.outcome == Outcome::Interrupted;
             got[i].push(m);
             if r == rounds - 1 || stop {
-                keep(i, &got, &drifted, &mut report, sink)?;
+                keep(i, &got, &drifted, &mut report, &mut kept, sink)?;
                 saved[i] = true;
             }
             let last = got[i].last().expect("just pushed");
@@ -268,7 +274,7 @@ pub fn run_rounds<S: RunSink>(
     }
     for i in 0..n {
         if !saved[i] && !got[i].is_empty() {
-            keep(i, &got, &drifted, &mut report, sink)?;
+            keep(i, &got, &drifted, &mut report, &mut kept, sink)?;
         }
     }
     report.interrupted |= interrupt::requested();

@@ -31,6 +31,16 @@
 //! measured, the frames missed (work not done by the next frame's due time), the loader's
 //! CPU share (its thread's CPU clock; for `rt`, the runtime's own charge, which counts the
 //! wall time the loader is current on a processor) and its throughput.
+//!
+//! **The verdict** ([`budget_verdict`], issue 25): a method meets the goal when its loader
+//! took at most 10% of a CPU give or take one point (share ≤ [`GOAL`] + [`SHARE_TOLERANCE`])
+//! while doing some work, and the frame p99 stayed within [`P99_TOLERANCE`] (1 ms) of the
+//! unloaded run's (`loader=none` with the same `cpus`, measured in the same run). The run
+//! loop hands each result the ones kept before it ([`Probe::judge`]), so the verdict is
+//! stored with the result (`verdict`, `verdict_why`, `baseline_p99_us`); a result kept
+//! before its baseline (a rotated `--rounds` order, a filter without `loader=none`) is
+//! stored `unjudged`, and `show`, `compare` and the report judge every result again from
+//! its stored notes and the run's baseline with this same function.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -38,7 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use schedlab_measure::model::{Metric, Params, Unit};
+use schedlab_measure::model::{Measurement, Metric, Outcome, Params, Unit};
 use schedlab_measure::placement::Party;
 use schedlab_measure::sampler::Settings;
 use schedlab_measure::stats;
@@ -49,10 +59,16 @@ use crate::{Context, Info, Instance, Probe, Suite};
 
 mod cgroup;
 mod coop;
+// Issue 25, wake-up latency (branch wakeup):
+pub mod wakeup;
 
 /// The sched probes, in catalog order.
 pub fn probes() -> Vec<Box<dyn Probe>> {
-    vec![Box::new(BackgroundBudget), Box::new(coop::CoopVsPreempt)]
+    let mut all: Vec<Box<dyn Probe>> =
+        vec![Box::new(BackgroundBudget), Box::new(coop::CoopVsPreempt)];
+    // Issue 25, wake-up latency (branch wakeup):
+    all.push(Box::new(wakeup::WakeupLatency));
+    all
 }
 
 /// The frame period: 50 frames a second.
@@ -73,7 +89,120 @@ const LOADER_SET: usize = 64 << 20;
 const LINES_PER_PIECE: usize = 1024;
 
 /// The share of the CPU the seed allows the loader.
-const GOAL: f64 = 0.10;
+pub const GOAL: f64 = 0.10;
+
+/// How far above [`GOAL`] a loader's share may be and still meet it: one point of a CPU (the
+/// runtime's budget accounting is per 20 ms period, and a share is measured over whole
+/// samples, so 10.5% is on target).
+pub const SHARE_TOLERANCE: f64 = 0.01;
+
+/// How far above the unloaded run's frame p99 a method's may be and still meet the goal.
+pub const P99_TOLERANCE: Duration = Duration::from_millis(1);
+
+/// The probe's id.
+pub const BUDGET_ID: &str = "sched.background_budget";
+
+/// Seed 001's goal judged for one method (see the module doc).
+#[derive(Debug, Clone, PartialEq)]
+pub enum BudgetVerdict {
+    /// Both conditions hold; the text says by how much.
+    Pass(String),
+    /// At least one fails; the text names which and by how much.
+    Fail(String),
+    /// Not judged: the baseline (or a figure) is missing; the text says which.
+    Unjudged(String),
+}
+
+impl BudgetVerdict {
+    /// `pass`, `fail` or `unjudged`: the stored `verdict` note.
+    pub fn key(&self) -> &'static str {
+        match self {
+            BudgetVerdict::Pass(_) => "pass",
+            BudgetVerdict::Fail(_) => "fail",
+            BudgetVerdict::Unjudged(_) => "unjudged",
+        }
+    }
+
+    /// The explanation (`verdict_why`).
+    pub fn why(&self) -> &str {
+        match self {
+            BudgetVerdict::Pass(w) | BudgetVerdict::Fail(w) | BudgetVerdict::Unjudged(w) => w,
+        }
+    }
+}
+
+/// Seed 001's verdict for a method whose loader took `share` of a CPU (`None`: it made no
+/// progress) with frame p99 `p99_us`, against the unloaded run's `baseline_p99_us` (`None`:
+/// not measured). Pure: the run loop, `show`, `compare` and the report all call this.
+pub fn budget_verdict(
+    share: Option<f64>,
+    p99_us: Option<f64>,
+    baseline_p99_us: Option<f64>,
+) -> BudgetVerdict {
+    let (Some(p99), Some(base)) = (p99_us, baseline_p99_us) else {
+        return BudgetVerdict::Unjudged(match p99_us {
+            None => "no frame p99 stored".into(),
+            Some(_) => {
+                "no unloaded run (loader=none, same cpus) to judge the frames against".into()
+            }
+        });
+    };
+    let limit_share = GOAL + SHARE_TOLERANCE;
+    let limit_p99 = base + P99_TOLERANCE.as_secs_f64() * 1e6;
+    let mut failed = Vec::new();
+    let share_text = match share {
+        // A loader that did nothing held itself back by not loading: not the goal.
+        None => {
+            failed.push("the loader made no progress".to_string());
+            "loader share -".to_string()
+        }
+        // Shares are stored with three decimals; compare in tenths of a point so 0.110
+        // read back as 0.10999… is not a failure.
+        Some(s) if (s * 1000.0).round() > (limit_share * 1000.0).round() => {
+            failed.push(format!("loader share {:.1}% > {:.0}%", s * 100.0, limit_share * 100.0));
+            String::new()
+        }
+        Some(s) => format!("loader share {:.1}% ≤ {:.0}%", s * 100.0, limit_share * 100.0),
+    };
+    let p99_ms = |us: f64| format!("{:.2} ms", us / 1e3);
+    if p99.round() > limit_p99.round() {
+        failed.push(format!("frame p99 {} > {} + 1 ms unloaded", p99_ms(p99), p99_ms(base)));
+        return BudgetVerdict::Fail(failed.join("; "));
+    }
+    if !failed.is_empty() {
+        return BudgetVerdict::Fail(failed.join("; "));
+    }
+    BudgetVerdict::Pass(format!(
+        "{share_text}; frame p99 {} ≤ {} + 1 ms unloaded",
+        p99_ms(p99),
+        p99_ms(base)
+    ))
+}
+
+/// The verdict of stored result `m` of [`BUDGET_ID`] among `run` (the results of its run):
+/// `None` for the baseline itself and for results that are not measured.
+pub fn budget_verdict_of(m: &Measurement, run: &[Measurement]) -> Option<BudgetVerdict> {
+    if m.probe != BUDGET_ID || m.outcome != Outcome::Ok {
+        return None;
+    }
+    let loader = m.params.get("loader").unwrap_or("none");
+    if loader == "none" {
+        return None;
+    }
+    let cpus = m.params.get("cpus").unwrap_or("1");
+    let num = |m: &Measurement, k: &str| m.notes.get(k).and_then(|v| v.parse::<f64>().ok());
+    let baseline = run.iter().find(|b| {
+        b.probe == BUDGET_ID
+            && b.outcome == Outcome::Ok
+            && b.params.get("loader") == Some("none")
+            && b.params.get("cpus").unwrap_or("1") == cpus
+    });
+    Some(budget_verdict(
+        num(m, "loader_share"),
+        num(m, "p99_us"),
+        baseline.and_then(|b| num(b, "p99_us")),
+    ))
+}
 
 const LOADERS: &[&str] = &[
     "none",
@@ -94,8 +223,8 @@ struct BackgroundBudget;
 impl Probe for BackgroundBudget {
     fn info(&self) -> Info {
         Info {
-            id: "sched.background_budget",
-            doc: "Seed 001's goal: a main loop due every 20 ms doing ~4 ms of cache-resident work beside a background loader that always has work (reads and checksums a file, updates a 64 MiB array), held back by the variant's policy; frame time from due to done, median per sample, p99/max/missed frames and the loader's CPU share and throughput in notes",
+            id: BUDGET_ID,
+            doc: "Seed 001's goal: a main loop due every 20 ms doing ~4 ms of cache-resident work beside a background loader that always has work (reads and checksums a file, updates a 64 MiB array), held back by the variant's policy; frame time from due to done, median per sample, p99/max/missed frames and the loader's CPU share and throughput in notes; verdict = pass when the loader took at most 10% ± 1 of a CPU and the frame p99 stayed within 1 ms of loader=none's",
             unit: Unit::Nanos,
             mirrors: "- (seed 001 Tests 8-9: a background thread held to ~10% of the CPU beside a 50 FPS loop)",
             requires: "loader=deadline: root, and cpus=2 on a machine whose CPUs are all usable (SCHED_DEADLINE admits a thread only with every CPU of its root domain); loader=cgroup: root and a cgroup hierarchy with the cpu controller",
@@ -125,6 +254,22 @@ impl Probe for BackgroundBudget {
             s.warmup = FRAME * 5;
         }
         s
+    }
+
+    fn judge(&self, m: &mut Measurement, earlier: &[Measurement]) {
+        let Some(v) = budget_verdict_of(m, earlier) else { return };
+        let cpus = m.params.get("cpus").unwrap_or("1").to_string();
+        if let Some(b) = earlier.iter().find(|b| {
+            b.probe == BUDGET_ID
+                && b.params.get("loader") == Some("none")
+                && b.params.get("cpus").unwrap_or("1") == cpus
+        }) {
+            if let Some(p) = b.notes.get("p99_us") {
+                m.notes.set("baseline_p99_us", p);
+            }
+        }
+        m.notes.set("verdict", v.key());
+        m.notes.set("verdict_why", v.why());
     }
 
     fn setup(&self, params: &Params, ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
@@ -700,6 +845,74 @@ mod tests {
         assert!(t.iter().all(|&x| x >= period * 5 / 2));
         assert_eq!(missed, covered(&t), "frame times {t:?}");
         assert!(missed >= 4, "each frame done 2.5 periods after it was due: {missed}");
+    }
+
+    #[test]
+    fn the_verdict_holds_at_its_boundaries_and_fails_just_past_them() {
+        let base = Some(4000.0);
+        // Exactly at both limits: 11% of a CPU, p99 1 ms above the unloaded run's.
+        let v = budget_verdict(Some(0.110), Some(5000.0), base);
+        assert_eq!(v.key(), "pass", "{v:?}");
+        assert!(v.why().contains("11.0% ≤ 11%") && v.why().contains("5.00 ms ≤ 4.00 ms"), "{v:?}");
+        // A tenth of a point over the share.
+        let v = budget_verdict(Some(0.111), Some(4100.0), base);
+        assert_eq!(v.key(), "fail");
+        assert!(v.why().contains("loader share 11.1% > 11%"), "{v:?}");
+        // A microsecond over the frame limit.
+        let v = budget_verdict(Some(0.05), Some(5001.0), base);
+        assert_eq!(v.key(), "fail");
+        assert!(v.why().contains("frame p99 5.00 ms > 4.00 ms + 1 ms"), "{v:?}");
+        // Both over: both named.
+        let v = budget_verdict(Some(0.65), Some(9000.0), base);
+        assert!(v.why().contains("share 65.0%") && v.why().contains("p99 9.00 ms"), "{v:?}");
+        // A loader that did nothing does not meet the goal by doing nothing.
+        let v = budget_verdict(None, Some(4000.0), base);
+        assert_eq!(v.key(), "fail");
+        assert!(v.why().contains("no progress"), "{v:?}");
+        // No baseline, no verdict.
+        let v = budget_verdict(Some(0.1), Some(4000.0), None);
+        assert_eq!(v.key(), "unjudged");
+        assert!(v.why().contains("loader=none"), "{v:?}");
+    }
+
+    #[test]
+    fn the_run_loop_stores_the_verdict_against_the_same_cpus_baseline() {
+        let result = |loader: &str, cpus: &str, p99: &str, share: Option<&str>| {
+            let mut m = Measurement::of_samples(
+                BUDGET_ID,
+                Params::new().with("loader", loader).with("cpus", cpus),
+                Unit::Nanos,
+                vec![schedlab_measure::model::Sample {
+                    iters: 1,
+                    elapsed_ns: 1,
+                    value: 4e6,
+                    other_cpu_ns: None,
+                    migrated: false,
+                }],
+                1.0,
+            );
+            m.notes.set("p99_us", p99);
+            if let Some(s) = share {
+                m.notes.set("loader_share", s);
+            }
+            m
+        };
+        let earlier = vec![result("none", "1", "4100", None), result("none", "2", "9000", None)];
+        // 5.5 ms is more than 1 ms above cpus=1's 4.1 ms, within 1 ms of cpus=2's 9 ms.
+        let mut one = result("rt", "1", "5500", Some("0.105"));
+        BackgroundBudget.judge(&mut one, &earlier);
+        assert_eq!(one.notes.get("verdict"), Some("fail"), "{}", one.notes);
+        assert_eq!(one.notes.get("baseline_p99_us"), Some("4100"));
+        let mut two = result("rt", "2", "5500", Some("0.105"));
+        BackgroundBudget.judge(&mut two, &earlier);
+        assert_eq!(two.notes.get("verdict"), Some("pass"), "{}", two.notes);
+        // The baseline itself is not judged; a result before any baseline is unjudged.
+        let mut none = result("none", "1", "4100", None);
+        BackgroundBudget.judge(&mut none, &earlier);
+        assert_eq!(none.notes.get("verdict"), None);
+        let mut early = result("os", "1", "4100", Some("0.5"));
+        BackgroundBudget.judge(&mut early, &[]);
+        assert_eq!(early.notes.get("verdict"), Some("unjudged"));
     }
 
     #[test]

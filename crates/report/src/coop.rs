@@ -35,6 +35,8 @@ pub struct Cell {
     pub n: usize,
     /// The busy main loop's share of the passes (`worst` only).
     pub main_share: Option<f64>,
+    /// How long an event waited for the main loop: median and p99, µs (issue 25).
+    pub event_us: Option<(f64, f64)>,
 }
 
 /// A run's table: methods in the order the run measured them, and a cell per method and
@@ -85,6 +87,7 @@ pub fn analyse(run: &Run) -> Option<CoopTable> {
                 max,
                 n: m.summary.as_ref().map_or(0, |s| s.n),
                 main_share: num("main_share"),
+                event_us: num("event_p50_us").zip(num("event_p99_us")),
             });
         }
     }
@@ -100,8 +103,17 @@ pub fn table(t: &CoopTable) -> Table {
         ("background", Align::Right),
         ("worst case", Align::Right),
         ("main loop's share", Align::Right),
+        ("event wait fg", Align::Right),
+        ("event wait bg", Align::Right),
+        ("event wait worst", Align::Right),
         ("n", Align::Right),
     ]);
+    // An event's wait for the main loop, p50 / p99, in ms: the responsiveness beside the
+    // throughput.
+    let wait = |c: &Option<Cell>| {
+        c.and_then(|c| c.event_us)
+            .map_or("-".to_string(), |(p50, p99)| format!("{:.1} / {:.1} ms", p50 / 1e3, p99 / 1e3))
+    };
     for (method, cells) in t.methods.iter().zip(&t.cells) {
         let text = |c: &Option<Cell>| {
             c.map_or("-".to_string(), |c| format!("{:.3} ({:.2}–{:.2})", c.score, c.min, c.max))
@@ -116,6 +128,9 @@ pub fn table(t: &CoopTable) -> Table {
             text(&cells[1]),
             text(&cells[2]),
             share,
+            wait(&cells[0]),
+            wait(&cells[1]),
+            wait(&cells[2]),
             n.to_string(),
         ]);
     }
@@ -127,7 +142,8 @@ pub const LEGEND: &str = "score = time to finish the work under the method / tim
     work alone just before it (median over the samples, range in parentheses); 1.0 is a \
     cooperative thread that never yields. foreground: beside an idle event loop; background: \
     at nice 10 while another process spins on the CPU; worst case: beside a busy main loop \
-    doing the same work, where an even split scores 2.0.";
+    doing the same work, where an even split scores 2.0. event wait: how long an event \
+    arriving every 1 ms while the work ran waited for the main loop, p50 / p99.";
 
 /// The table for a terminal, under a heading, or nothing when the run has no such results.
 pub fn text(run: &Run) -> Option<String> {

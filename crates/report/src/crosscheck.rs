@@ -109,13 +109,21 @@ pub fn summary(results: &[Measurement]) -> String {
     )
 }
 
+/// Whether `m` is a crosscheck row's result (its params name the row: `vs=ROW`), as a
+/// crosscheck run and a study run (`schedlab run --suite study`) store them.
+pub fn is_row(m: &Measurement) -> bool {
+    m.params.get("vs").is_some()
+}
+
 /// The whole text: table, how to read it, summary, footnotes. `None` for a run that is not a
-/// crosscheck.
+/// crosscheck and holds no crosscheck rows; for a run that holds rows among its other
+/// results (a study), those rows.
 pub fn text(run: &Run) -> Option<String> {
-    if run.meta.suite != schedlab_probes::crosscheck::SUITE {
-        return None;
+    if run.meta.suite == schedlab_probes::crosscheck::SUITE {
+        return Some(results_text(&run.results));
     }
-    Some(results_text(&run.results))
+    let rows: Vec<Measurement> = run.results.iter().filter(|m| is_row(m)).cloned().collect();
+    (!rows.is_empty()).then(|| results_text(&rows))
 }
 
 /// [`text`] for a list of results.

@@ -105,6 +105,14 @@ pub fn page_against(
     }
     if runs.len() >= 2 {
         section(&mut body, &mut nav, "comparison", "Comparison", &comparison_html(runs, baseline));
+        if let Some(t) = crate::sched::verdicts_across(runs) {
+            let inner = format!(
+                "<p>{}</p>\n<div class=\"scroll\">{}</div>\n",
+                escape(crate::sched::DEFINITION),
+                t.to_html("Seed 001's verdicts, run by run", None)
+            );
+            section(&mut body, &mut nav, "verdicts", "Seed 001's verdicts, run by run", &inner);
+        }
     }
     for (i, run) in runs.iter().enumerate() {
         for (f, inner) in families_html(run) {
@@ -132,6 +140,28 @@ pub fn page_against(
             "Cooperative against preemptive, runs compared",
             &inner,
         );
+    }
+    for (i, run) in runs.iter().enumerate() {
+        let rows: Vec<&Measurement> =
+            run.results.iter().filter(|m| crate::crosscheck::is_row(m)).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let mut t = crate::crosscheck::table();
+        for m in &rows {
+            t.row(crate::crosscheck::cells(m));
+        }
+        let owned: Vec<Measurement> = rows.iter().map(|m| (*m).clone()).collect();
+        let inner = format!(
+            "<div class=\"scroll\">{}</div>\n<pre>{}</pre>\n",
+            t.to_html("schedlab beside the reference tools", None),
+            escape(&crate::crosscheck::explanation(&owned))
+        );
+        let (id, heading) = match runs.len() {
+            1 => ("crosscheck".to_string(), "Crosscheck".to_string()),
+            _ => (format!("crosscheck-{i}"), format!("Crosscheck of {}", run.meta.display_name())),
+        };
+        section(&mut body, &mut nav, &id, &heading, &inner);
     }
     if !timelines.is_empty() {
         section(&mut body, &mut nav, "timelines", "Timelines", &timelines_html(runs, timelines));
@@ -287,7 +317,7 @@ fn family(probe: &str) -> &str {
 /// table, each row with its raw samples' plot beside the median.
 fn families_html(run: &Run) -> Vec<(String, String)> {
     let mut families: Vec<&str> = Vec::new();
-    for m in &run.results {
+    for m in run.results.iter().filter(|m| !crate::crosscheck::is_row(m)) {
         let f = family(&m.probe);
         if !families.contains(&f) {
             families.push(f);
@@ -295,11 +325,14 @@ fn families_html(run: &Run) -> Vec<(String, String)> {
     }
     let mut out = Vec::new();
     for f in families {
-        let rows: Vec<&Measurement> =
-            run.results.iter().filter(|m| family(&m.probe) == f).collect();
+        let rows: Vec<&Measurement> = run
+            .results
+            .iter()
+            .filter(|m| family(&m.probe) == f && !crate::crosscheck::is_row(m))
+            .collect();
         let mut html = match f {
             "threads" => thread_systems_html(run),
-            "sched" => coop_html(run),
+            "sched" => sched_html(run),
             "mem" => memory_html(run),
             _ => family_chart(f, &rows, &run.meta.display_name()),
         }
@@ -459,6 +492,32 @@ fn thread_systems_html(run: &Run) -> Option<String> {
 
 /// Seed 000's table and its Figures 1 and 3, for a run that measured
 /// `sched.coop_vs_preempt`.
+fn sched_html(run: &Run) -> Option<String> {
+    let mut out = coop_html(run).unwrap_or_default();
+    let judged = crate::sched::judged(run);
+    if !judged.is_empty() {
+        out.push_str(&format!("<p>{}</p>\n", escape(crate::sched::DEFINITION)));
+        out.push_str("<div class=\"scroll\">");
+        out.push_str(
+            &crate::sched::verdict_table(&judged).to_html("Seed 001's verdicts, per method", None),
+        );
+        out.push_str("</div>\n");
+    }
+    if let (Some(chart), Some(t)) =
+        (crate::sched::wakeup_chart(run), crate::sched::wakeup_table(run))
+    {
+        out.push_str(&format!(
+            "<figure>{chart}<figcaption>Wake-up latency of {}: how late a thread woken every 1 ms \
+             runs (cyclictest's question; the crosscheck compares its mean)</figcaption></figure>\n",
+            escape(&run.meta.display_name())
+        ));
+        out.push_str("<div class=\"scroll\">");
+        out.push_str(&t.to_html("Wake-up latency", None));
+        out.push_str("</div>\n");
+    }
+    (!out.is_empty()).then_some(out)
+}
+
 fn coop_html(run: &Run) -> Option<String> {
     let t = crate::coop::analyse(run)?;
     let mut out = format!("<p>{}</p>\n", escape(crate::coop::LEGEND));

@@ -36,6 +36,7 @@ pub mod interchange;
 pub mod lanes;
 pub mod mem;
 pub mod reference;
+pub mod sched;
 pub mod suites;
 pub mod summary;
 pub mod svg;

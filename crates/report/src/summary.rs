@@ -231,42 +231,28 @@ fn published_values(run: &Run) -> Vec<(&'static str, &'static str, Published)> {
     out
 }
 
-/// Seed 001's goal (a background loader held to 10% of the CPU beside a 50 FPS loop, no
-/// frame missed) in a sentence: which loaders met it on one CPU. A loader meets it when its
-/// share is within a tenth of the goal (the runtime's budget accounting is per 20 ms
-/// period, so 10.5% is on target) and no frame was missed.
+/// Seed 001's goal in a sentence: which methods met it on one CPU, by the verdict
+/// [`crate::sched::judged`] computes (the loader at most 10% ± 1 point of a CPU, frame p99
+/// within 1 ms of the unloaded run's).
 fn seed001(run: &Run) -> Option<String> {
-    let rows: Vec<&Measurement> = run
-        .results
-        .iter()
-        .filter(|m| m.probe == "sched.background_budget" && m.outcome == Outcome::Ok)
-        .filter(|m| m.params.get("cpus").unwrap_or("1") == "1")
-        .filter(|m| m.params.get("loader").is_some_and(|l| l != "none"))
-        .collect();
+    let rows: Vec<crate::sched::Judged> =
+        crate::sched::judged(run).into_iter().filter(|j| j.cpus == "1").collect();
     if rows.is_empty() {
         return None;
     }
-    let num = |m: &Measurement, k: &str| m.notes.get(k).and_then(|v| v.parse::<f64>().ok());
     let (mut met, mut not) = (Vec::new(), Vec::new());
-    for m in rows {
-        let loader = m.params.get("loader").unwrap_or("?");
-        let goal = num(m, "loader_goal").unwrap_or(0.10);
-        let (Some(share), Some(missed)) = (num(m, "loader_share"), num(m, "missed")) else {
-            continue;
-        };
-        let text = match missed {
-            0.0 => format!("{loader} {:.1}%", share * 100.0),
-            _ => format!("{loader} {:.1}% with {missed:.0} missed", share * 100.0),
-        };
-        if share <= goal * 1.1 && missed == 0.0 {
-            met.push(text);
-        } else {
-            not.push(text);
+    for j in rows {
+        let share = j.share.map_or("no progress".into(), |s| format!("{:.1}%", s * 100.0));
+        let p99 = j.p99_us.map_or(String::new(), |p| format!(" p99 {:.1} ms", p / 1e3));
+        let text = format!("{} {share}{p99}", j.loader);
+        match j.verdict {
+            schedlab_probes::sched::BudgetVerdict::Pass(_) => met.push(text),
+            _ => not.push(text),
         }
     }
     let list = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
     Some(format!(
-        "seed 001 (a loader held to 10% of one CPU beside a 50 FPS loop, no frame missed): met by {}; not by {}",
+        "seed 001 (a loader held to 10% ± 1 of one CPU beside a 50 FPS loop, frame p99 within 1 ms of the unloaded run): met by {}; not by {}",
         list(&met),
         list(&not)
     ))
@@ -490,7 +476,7 @@ mod tests {
     #[test]
     fn the_seed_experiments_are_a_sentence_each() {
         let mut r = run(1, 100.0);
-        let budget = |loader: &str, share: &str, missed: &str| {
+        let budget = |loader: &str, share: &str, p99: &str| {
             let mut m = result(
                 "sched.background_budget",
                 Params::new().with("loader", loader).with("cpus", 1),
@@ -498,19 +484,19 @@ mod tests {
                 4e6,
             );
             m.notes.set("loader_share", share);
-            m.notes.set("missed", missed);
+            m.notes.set("p99_us", p99);
             m.notes.set("loader_goal", 0.1);
             m
         };
-        r.results.push(budget("none", "0", "0"));
-        r.results.push(budget("os", "0.650", "0"));
-        r.results.push(budget("rt", "0.105", "0"));
-        r.results.push(budget("rt-budget", "0.106", "1"));
+        r.results.push(budget("none", "0", "4000"));
+        r.results.push(budget("os", "0.650", "4100"));
+        r.results.push(budget("rt", "0.105", "4900"));
+        r.results.push(budget("rt-budget", "0.106", "5100"));
         let s = summarise(&r, None);
         assert_eq!(s.verdicts.len(), 1);
         let v = &s.verdicts[0];
         assert!(
-            v.contains("met by rt 10.5%; not by os 65.0%, rt-budget 10.6% with 1 missed"),
+            v.contains("met by rt 10.5% p99 4.9 ms; not by os 65.0% p99 4.1 ms, rt-budget 10.6% p99 5.1 ms"),
             "{v}"
         );
     }

@@ -335,12 +335,32 @@ pub fn run_text(run: &Run) -> String {
         text.push('\n');
     }
     text.push('\n');
-    match crate::crosscheck::text(run) {
-        Some(t) => text.push_str(&t),
-        None => text.push_str(&run_table(run).to_terminal()),
+    if run.meta.suite == schedlab_probes::crosscheck::SUITE {
+        text.push_str(&crate::crosscheck::text(run).unwrap_or_default());
+    } else {
+        // A study holds crosscheck rows among its results: they get their own table.
+        let mut t = result_table();
+        for m in run.results.iter().filter(|m| !crate::crosscheck::is_row(m)) {
+            t.row(result_cells(m));
+        }
+        text.push_str(&t.to_terminal());
+        if let Some(c) = crate::crosscheck::text(run) {
+            text.push_str("\ncrosscheck:\n");
+            text.push_str(&c);
+        }
     }
     if let Some(t) = crate::coop::text(run) {
         text.push_str(&t);
+    }
+    if let Some(t) = crate::sched::verdict_text(run) {
+        text.push_str(&t);
+    }
+    if let Some(t) = crate::sched::wakeup_table(run) {
+        text.push_str(&format!(
+            "\nwake-up latency ({}):\n{}",
+            schedlab_probes::sched::wakeup::ID,
+            t.to_terminal()
+        ));
     }
     if !run.warnings.is_empty() {
         text.push_str("\nwarnings:\n");
@@ -398,6 +418,12 @@ pub fn compare_text_only(
     text.push_str(
         "\nmedian ± half-width of its 95% interval; ratio = run / baseline; \"within noise\" when the intervals overlap\n",
     );
+    if let Some(t) = crate::sched::verdicts_across(runs) {
+        text.push_str("\nseed 001's verdicts, run by run:\n");
+        text.push_str(&if markdown { t.to_markdown() } else { t.to_terminal() });
+        text.push_str(&crate::table::wrap(crate::sched::DEFINITION, 100));
+        text.push('\n');
+    }
     for line in unlike_lines(runs, baseline) {
         text.push_str(&escape(&line));
         text.push('\n');

@@ -51,9 +51,9 @@ fn timeline_meta(label: Option<&str>) -> RunMeta {
 
 /// The store as a recording's sink: each result committed as it comes, each timeline as
 /// JSON in the `timelines` table.
-struct StoreSink<'a> {
-    store: &'a mut Store,
-    run_id: i64,
+pub(crate) struct StoreSink<'a> {
+    pub(crate) store: &'a mut Store,
+    pub(crate) run_id: i64,
 }
 
 impl TimelineSink for StoreSink<'_> {

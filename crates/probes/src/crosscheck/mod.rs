@@ -21,7 +21,8 @@
 //! The result of a row is one [`Measurement`] of the probe, with every pair's samples pooled
 //! and the tool's figures, the pair ratios, the verdict and the definition in its notes; its
 //! params are the probe's plus `vs=<row id>`, so two rows on one probe stay apart. A row
-//! without a probe (cyclictest) is stored as `crosscheck.<row id>` with the tool's figures as
+//! without a probe (none today; cyclictest had none before sched.wakeup_latency) is stored as
+//! `crosscheck.<row id>` with the tool's figures as
 //! its samples. A tool that fails or prints something unreadable fails its row, with the
 //! reason, and the next row goes on. A stop request (Ctrl-C) kills the running tool; a row
 //! with a complete pair keeps its pairs (noted `pairs=2/5`).

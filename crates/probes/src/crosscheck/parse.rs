@@ -50,6 +50,9 @@ pub enum Parser {
     LatMmap,
     /// cyclictest's `Avg:` of its first thread, µs.
     CyclictestAvg,
+    /// cyclictest's `Avg:` of its first thread, ns (`-N`: its µs are whole numbers, too
+    /// coarse for a 15% comparison of a few µs under `SCHED_FIFO`).
+    CyclictestAvgNs,
 }
 
 impl Parser {
@@ -94,17 +97,21 @@ impl Parser {
                 .next_back()
                 .map(|us| Reading::Time { ns: us * 1e3 })
                 .ok_or_else(|| missing("a `MB µs` line", text)),
-            Parser::CyclictestAvg => text
-                .lines()
-                .find(|l| l.trim_start().starts_with("T:"))
-                .and_then(|l| {
-                    let rest = &l[l.find("Avg:")? + 4..];
-                    rest.split_whitespace().next()?.parse::<f64>().ok()
-                })
+            Parser::CyclictestAvg => cyclictest_avg(text)
                 .map(|us| Reading::Time { ns: us * 1e3 })
+                .ok_or_else(|| missing("a `T: ... Avg: N` line", text)),
+            Parser::CyclictestAvgNs => cyclictest_avg(text)
+                .map(|ns| Reading::Time { ns })
                 .ok_or_else(|| missing("a `T: ... Avg: N` line", text)),
         }
     }
+}
+
+/// The `Avg:` figure of cyclictest's first thread line, in the unit it printed.
+fn cyclictest_avg(text: &str) -> Option<f64> {
+    let l = text.lines().find(|l| l.trim_start().starts_with("T:"))?;
+    let rest = &l[l.find("Avg:")? + 4..];
+    rest.split_whitespace().next()?.parse::<f64>().ok()
 }
 
 /// The number right before `unit` on the last line that has one.
@@ -260,6 +267,12 @@ mod tests {
     fn cyclictest_average_is_read_in_microseconds() {
         let text = "# /dev/cpu_dma_latency set to 0us\nT: 0 (24125) P: 0 I:1000 C:   1988 Min:     48 Act:   68 Avg:   87 Max:    5307\n";
         assert!(close(ns(Parser::CyclictestAvg.parse(text)), 87_000.0));
+    }
+
+    #[test]
+    fn cyclictest_average_with_nsecs_is_read_in_nanoseconds() {
+        let text = "WARN: not setting cpu_dma_latency to save battery power\nT: 0 (17061) P:80 I:1000 C:    300 Min:  18317 Act:   28728 Avg:   30613 Max:   86202\n";
+        assert!(close(ns(Parser::CyclictestAvgNs.parse(text)), 30_613.0));
     }
 
     #[test]

@@ -30,6 +30,17 @@
 //! The article's table is the `score` column of the `fg` and `bg` rows, its Figure 3 the
 //! `worst` rows; `main_share` there is the main loop's share of the passes while the worker
 //! ran (0.5 is an even split, 0 a starved main loop).
+//!
+//! **Responsiveness, not only throughput** (issue 25): the article's main loop exists to
+//! answer the user, so each method is also judged by how long an event waits for it. Events
+//! arrive every [`EVENT_EVERY`] (1 ms) while the worker runs; the main loop (the idle event
+//! loop of `fg`/`bg`, the busy one of `worst`) handles every event that has arrived each
+//! time it gets the CPU — after each yield, or after each pass of its own work — and an
+//! event's latency is from its arrival to that moment. Events that arrive after the worker
+//! is done are not counted; one still waiting then is handled, and counted, when the main
+//! loop next runs. The notes give the nearest-rank `event_p50_us` and `event_p99_us` over
+//! every event of every sample (`events`): a cooperative worker that never yields makes an
+//! event wait for the whole calculation, a 1 ms quantum about a millisecond.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,6 +61,47 @@ const WORK_MS: u64 = 100;
 /// yields per quantum of today's schedulers.
 const INTERVAL: Duration = Duration::from_millis(20);
 
+/// How often an event arrives for the main loop while the worker runs.
+pub const EVENT_EVERY: Duration = Duration::from_millis(1);
+
+/// The events of one run of the worker: they arrive every [`EVENT_EVERY`] from `start`
+/// until `end` (set when the worker is done); [`Events::handle`] is the main loop's check.
+struct Events {
+    start: u64,
+    end: Arc<AtomicU64>,
+    next: u64,
+    latencies: Vec<u64>,
+}
+
+impl Events {
+    /// Events from `start`, taken before the worker starts: the main loop may first run
+    /// only when the worker is done (a cooperative worker that never yields), and its events
+    /// waited from their arrival all the same.
+    fn new(start: u64, end: Arc<AtomicU64>) -> Events {
+        Events { start, end, next: 0, latencies: Vec::new() }
+    }
+
+    /// Handles every event that has arrived by now (and before the worker's end), recording
+    /// how long each waited.
+    #[inline]
+    fn handle(&mut self) {
+        self.handle_at(sys::now_ns());
+    }
+
+    fn handle_at(&mut self, now: u64) {
+        let end = self.end.load(Ordering::Relaxed);
+        let every = EVENT_EVERY.as_nanos() as u64;
+        loop {
+            let at = self.start + (self.next + 1) * every;
+            if at > now || (end != 0 && at > end) {
+                break;
+            }
+            self.latencies.push(now - at);
+            self.next += 1;
+        }
+    }
+}
+
 const METHODS: &[&str] =
     &["coop-never", "coop-4096", "coop-20ms", "yielder", "preempt-10ms", "preempt-1ms", "os"];
 const MODES: &[&str] = &["fg", "bg", "worst"];
@@ -63,7 +115,7 @@ impl Probe for CoopVsPreempt {
     fn info(&self) -> Info {
         Info {
             id: "sched.coop_vs_preempt",
-            doc: "Seed 000's table: a fixed Dhrystone-like calculation (work_ms, 100 ms alone by default) under cooperative user threads (never yielding, every 4096 passes, every 20 ms by the clock, Yielder), preemptive ones (10 ms, 1 ms quanta) and an OS thread, beside an idle event loop (fg), at nice 10 against a competing spinner (bg) or beside a busy main loop (worst), one CPU; time to finish, score = paired ratio to the work alone",
+            doc: "Seed 000's table: a fixed Dhrystone-like calculation (work_ms, 100 ms alone by default) under cooperative user threads (never yielding, every 4096 passes, every 20 ms by the clock, Yielder), preemptive ones (10 ms, 1 ms quanta) and an OS thread, beside an idle event loop (fg), at nice 10 against a competing spinner (bg) or beside a busy main loop (worst), one CPU; time to finish, score = paired ratio to the work alone; event_p50_us/event_p99_us = how long an event arriving every 1 ms waited for the main loop",
             unit: Unit::Nanos,
             mirrors: "- (seed 000: Thread Manager cooperative vs preemptive, foreground/background, worst case)",
             requires: "-",
@@ -226,6 +278,8 @@ fn build_runtime(method: Method, mode: Mode) -> Result<schedlab_rt::Runtime, Pro
 struct Live {
     scores: Vec<f64>,
     shares: Vec<f64>,
+    /// Every event's wait for the main loop, ns.
+    events: Vec<u64>,
 }
 
 struct Run {
@@ -253,8 +307,9 @@ impl Workload for Run {
             if let Some(c) = &self.competitor {
                 c.set(false);
             }
-            let (u, share) = r?;
+            let (u, share, events) = r?;
             let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            live.events.extend_from_slice(&events);
             live.scores.push(u.as_secs_f64() / a.as_secs_f64().max(1e-9));
             if let Some(s) = share {
                 live.shares.push(s);
@@ -267,46 +322,62 @@ impl Workload for Run {
 }
 
 impl Run {
-    /// The work under the method and mode: its time and, in `worst`, the main loop's share.
-    fn under(&self) -> Result<(Duration, Option<f64>), ProbeError> {
+    /// The work under the method and mode: its time, in `worst` the main loop's share, and
+    /// how long each event waited for the main loop.
+    fn under(&self) -> Result<(Duration, Option<f64>, Vec<u64>), ProbeError> {
         let (passes, method, mode) = (self.passes, self.method, self.mode);
         match &self.rt {
             Some(rt) => rt
                 .block_on(move || {
                     let stop = Arc::new(AtomicBool::new(false));
                     let main_passes = Arc::new(AtomicU64::new(0));
-                    let (s, m) = (stop.clone(), main_passes.clone());
-                    let companion = schedlab_rt::spawn(move || match mode {
-                        Mode::Fg | Mode::Bg => {
-                            while !s.load(Ordering::Relaxed) {
-                                schedlab_rt::yield_now();
+                    let end = Arc::new(AtomicU64::new(0));
+                    let (s, m, e) = (stop.clone(), main_passes.clone(), end.clone());
+                    let start = sys::now_ns();
+                    let companion = schedlab_rt::spawn(move || {
+                        let mut ev = Events::new(start, e);
+                        match mode {
+                            Mode::Fg | Mode::Bg => {
+                                while !s.load(Ordering::Relaxed) {
+                                    ev.handle();
+                                    schedlab_rt::yield_now();
+                                }
                             }
+                            Mode::Worst => busy_main(method, &s, &m, &mut ev),
                         }
-                        Mode::Worst => busy_main(method, &s, &m),
+                        ev.handle();
+                        ev.latencies
                     });
                     let t = Instant::now();
                     work(method, passes);
                     let took = t.elapsed();
+                    end.store(sys::now_ns(), Ordering::Relaxed);
                     stop.store(true, Ordering::Relaxed);
-                    let _ = companion.join();
-                    (took, share(mode, passes, main_passes.load(Ordering::Relaxed)))
+                    let events = companion.join().unwrap_or_default();
+                    (took, share(mode, passes, main_passes.load(Ordering::Relaxed)), events)
                 })
                 .map_err(|d| ProbeError::Failed(d.to_string())),
             None => {
                 let stop = Arc::new(AtomicBool::new(false));
                 let main_passes = Arc::new(AtomicU64::new(0));
-                let (s, m) = (stop.clone(), main_passes.clone());
+                let end = Arc::new(AtomicU64::new(0));
+                let (s, m, e) = (stop.clone(), main_passes.clone(), end.clone());
                 let nice = if mode == Mode::Bg { BG_NICE } else { 0 };
+                let start = sys::now_ns();
                 let companion = std::thread::spawn(move || {
                     let _ = sys::set_nice(nice);
+                    let mut ev = Events::new(start, e);
                     match mode {
                         Mode::Fg | Mode::Bg => {
                             while !s.load(Ordering::Relaxed) {
+                                ev.handle();
                                 std::thread::yield_now();
                             }
                         }
-                        Mode::Worst => busy_main(Method::Os, &s, &m),
+                        Mode::Worst => busy_main(Method::Os, &s, &m, &mut ev),
                     }
+                    ev.handle();
+                    ev.latencies
                 });
                 let worker = std::thread::spawn(move || {
                     let _ = sys::set_nice(nice);
@@ -315,10 +386,11 @@ impl Run {
                     t.elapsed()
                 });
                 let took = worker.join();
+                end.store(sys::now_ns(), Ordering::Relaxed);
                 stop.store(true, Ordering::Relaxed);
-                let _ = companion.join();
+                let events = companion.join().unwrap_or_default();
                 let took = took.map_err(|_| ProbeError::Failed("worker panicked".into()))?;
-                Ok((took, share(mode, passes, main_passes.load(Ordering::Relaxed))))
+                Ok((took, share(mode, passes, main_passes.load(Ordering::Relaxed)), events))
             }
         }
     }
@@ -343,6 +415,13 @@ impl Instance for Run {
             n.set("score_min", format!("{:.3}", s[0]));
             n.set("score_max", format!("{:.3}", s[s.len() - 1]));
         }
+        if !live.events.is_empty() {
+            let mut e = live.events.clone();
+            e.sort_unstable();
+            n.set("events", e.len());
+            n.set("event_p50_us", format!("{:.0}", stats::nearest_rank(&e, 50.0) as f64 / 1e3));
+            n.set("event_p99_us", format!("{:.0}", stats::nearest_rank(&e, 99.0) as f64 / 1e3));
+        }
         if !live.shares.is_empty() {
             let mut s = live.shares.clone();
             s.sort_by(f64::total_cmp);
@@ -361,12 +440,13 @@ impl Drop for Run {
 
 /// The busy main loop of `worst`: the same kernel, yielding by the same method, until the
 /// worker is done.
-fn busy_main(method: Method, stop: &AtomicBool, passes: &AtomicU64) {
+fn busy_main(method: Method, stop: &AtomicBool, passes: &AtomicU64, events: &mut Events) {
     let mut st = KState::new();
     let mut y = Yield::new(method);
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
         kernel(&mut st);
+        events.handle();
         n += 1;
         if n.is_multiple_of(64) {
             passes.store(n, Ordering::Relaxed);
@@ -764,6 +844,30 @@ mod smoke {
                 .unwrap_or_else(|| panic!("[{params}] skipped"));
             let notes = inst.notes();
             eprintln!("  {notes}");
+            // The work lasts 2 ms or more, so at least one event (due at 1 ms) arrived
+            // while it ran, whatever the method (a worker that never yields included).
+            assert!(notes.get("event_p99_us").is_some(), "[{params}] no event: {notes}");
         }
+    }
+
+    #[test]
+    fn an_event_waits_from_its_arrival_until_the_main_loop_runs_and_none_after_the_work() {
+        let ms = 1_000_000;
+        let end = Arc::new(AtomicU64::new(0));
+        let mut ev = Events::new(10 * ms, end.clone());
+        // Before the first arrival: nothing.
+        ev.handle_at(10 * ms + ms / 2);
+        assert!(ev.latencies.is_empty());
+        // The main loop first runs 3.5 ms in (a worker that kept the CPU): three events,
+        // waiting 2.5, 1.5 and 0.5 ms.
+        ev.handle_at(13 * ms + ms / 2);
+        assert_eq!(ev.latencies, [5 * ms / 2, 3 * ms / 2, ms / 2]);
+        // The worker ends at 14.2 ms; at 20 ms only the event of 14 ms is still counted.
+        end.store(14 * ms + ms / 5, Ordering::Relaxed);
+        ev.handle_at(20 * ms);
+        assert_eq!(ev.latencies.len(), 4);
+        assert_eq!(ev.latencies[3], 6 * ms);
+        ev.handle_at(30 * ms);
+        assert_eq!(ev.latencies.len(), 4, "no event after the work");
     }
 }
