@@ -49,10 +49,24 @@ use crate::{Context, Info, Instance, Probe, Suite};
 
 mod cgroup;
 mod coop;
+// Issue 25, the loader's other disturbances and the locks (one file per probe).
+mod fairness;
+mod inversion;
+mod pressure;
+mod storm;
 
 /// The sched probes, in catalog order.
 pub fn probes() -> Vec<Box<dyn Probe>> {
-    vec![Box::new(BackgroundBudget), Box::new(coop::CoopVsPreempt)]
+    let mut all: Vec<Box<dyn Probe>> =
+        vec![Box::new(BackgroundBudget), Box::new(coop::CoopVsPreempt)];
+    // Issue 25: locks, loaders and the semaphore storm (not in the quick suite).
+    all.extend([
+        Box::new(inversion::PriorityInversion) as Box<dyn Probe>,
+        Box::new(pressure::MemoryPressure),
+        Box::new(fairness::LockFairness),
+        Box::new(storm::SemaphoreStorm),
+    ]);
+    all
 }
 
 /// The frame period: 50 frames a second.

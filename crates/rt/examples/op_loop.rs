@@ -83,7 +83,9 @@ fn main() {
             }
         }
         other => {
-            eprintln!("op_loop: unknown operation {other:?} (yield, spawn, channel, mutex, mutex-levels)");
+            eprintln!(
+                "op_loop: unknown operation {other:?} (yield, spawn, channel, mutex, mutex-levels)"
+            );
             std::process::exit(2);
         }
     })

@@ -733,7 +733,6 @@ impl Task {
         }
     }
 
-
     /// Marks the task as taken for a turn (`priority.rs`, "Aging"), by the
     /// processor about to run it.
     pub(crate) fn give_turn(&self) {

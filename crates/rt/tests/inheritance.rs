@@ -72,12 +72,7 @@ fn a_low_holder_runs_at_its_high_waiters_level_until_it_unlocks() {
     });
     assert_eq!(
         log,
-        [
-            "loader holds at High",
-            "frame got the lock",
-            "hog done",
-            "loader released at Low",
-        ],
+        ["loader holds at High", "frame got the lock", "hog done", "loader released at Low",],
         "the loader ran at the frame's level until it released the lock, before the hog"
     );
 }
