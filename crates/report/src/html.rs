@@ -282,7 +282,7 @@ fn families_html(run: &Run) -> Vec<(String, String)> {
             run.results.iter().filter(|m| family(&m.probe) == f).collect();
         let mut html = match f {
             "threads" => thread_systems_html(run),
-            "sched" => coop_html(run),
+            "sched" => sched_html(run),
             "mem" => memory_html(run),
             _ => family_chart(f, &rows, &run.meta.display_name()),
         }
@@ -420,6 +420,14 @@ fn thread_systems_html(run: &Run) -> Option<String> {
          unmeasured row (its reason is in the results table).</p>\n<figure>{chart}<figcaption>Thread systems of {}</figcaption></figure>\n",
         escape(&run.meta.display_name())
     ))
+}
+
+/// The sched family's pictures: seed 000's table ([`coop_html`]), then issue 25's locks and
+/// loaders (`locks.rs`).
+fn sched_html(run: &Run) -> Option<String> {
+    let parts: Vec<String> =
+        [coop_html(run), crate::locks::html(run)].into_iter().flatten().collect();
+    (!parts.is_empty()).then(|| parts.concat())
 }
 
 /// Seed 000's table and its Figures 1 and 3, for a run that measured

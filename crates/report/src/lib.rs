@@ -27,6 +27,8 @@ pub mod doctor;
 pub mod export;
 pub mod html;
 pub mod lanes;
+/// Issue 25's lock and loader probes: their sentences and charts.
+pub mod locks;
 pub mod mem;
 pub mod reference;
 pub mod suites;

@@ -10,6 +10,11 @@
 //! lines of a 64 MiB array (`random`: last-level cache and TLB misses). The value is the
 //! frame's work time; the loader's rate is in the notes. Its ratio to `loader=none` is the
 //! slowdown the loader causes without ever taking the frame's CPU.
+//!
+//! `cpus=cores` puts the two on CPUs of different cores; `cpus=siblings` on two SMT
+//! siblings of one core (seed 001's part three: HyperThreading), which share the core's
+//! execution units and its L1/L2 too. Where no two usable CPUs are siblings, that variant
+//! skips with what `schedlab doctor` reads of SMT.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -36,18 +41,22 @@ impl Probe for MemoryPressure {
     fn info(&self) -> Info {
         Info {
             id: "sched.memory_pressure",
-            doc: "Seed 001's loader flushing the frame's caches from another CPU: a frame's fixed work over a 2 MiB working set, timed while a loader on a second CPU idles, streams 64 MiB copies or updates random lines of 64 MiB (the loader's rate in notes)",
+            doc: "Seed 001's loader flushing the frame's caches from another CPU: a frame's fixed work over a 2 MiB working set, timed while a loader on a second CPU idles, streams 64 MiB copies or updates random lines of 64 MiB, on another core or an SMT sibling (the loader's rate in notes)",
             unit: Unit::Nanos,
             mirrors: "- (seed 001's closing section: the loader flushes the processor cache)",
-            requires: "2 usable CPUs",
+            requires: "2 usable CPUs; cpus=siblings: two of them SMT siblings",
         }
     }
 
     fn variants(&self, suite: Suite) -> Vec<Params> {
+        let v = |l: &str, c: &str| Params::new().with("loader", l).with("cpus", c);
         match suite {
             // The quick suite is at its time budget: one variant, briefly (`sampling`).
-            Suite::Smoke | Suite::Quick => vec![Params::new().with("loader", "stream")],
-            Suite::Full => LOADERS.iter().map(|l| Params::new().with("loader", l)).collect(),
+            Suite::Smoke | Suite::Quick => vec![v("stream", "cores")],
+            Suite::Full => ["cores", "siblings"]
+                .iter()
+                .flat_map(|c| LOADERS.iter().map(move |l| v(l, c)))
+                .collect(),
         }
     }
 
@@ -71,13 +80,15 @@ impl Probe for MemoryPressure {
                 LOADERS.join(", ")
             )));
         }
-        let cpus = sys::allowed_cpus();
-        if cpus.len() < 2 {
-            return Err(ProbeError::Skip(
-                "needs 2 usable CPUs (the loader runs on the second)".into(),
-            ));
-        }
-        let (frame_cpu, loader_cpu) = (cpus[0], cpus[1]);
+        let siblings = match params.get("cpus").unwrap_or("cores") {
+            "cores" => false,
+            "siblings" => true,
+            other => return Err(ProbeError::Failed(format!("cpus={other}: cores or siblings"))),
+        };
+        let (frame_cpu, loader_cpu) = cpu_pair(&sys::allowed_cpus(), siblings, &|c| {
+            let p = format!("/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list");
+            std::fs::read_to_string(p).ok().map(|t| parse_cpu_list(&t))
+        })?;
         let pin = PinGuard::pin(frame_cpu)?;
         let bytes = Arc::new(AtomicU64::new(0));
         let mut threads = Threads::new();
@@ -136,6 +147,47 @@ impl Probe for MemoryPressure {
             _pin: pin,
         }))
     }
+}
+
+/// Two usable CPUs for the frame and the loader: SMT siblings of one core, or CPUs of two
+/// cores (`siblings_of(cpu)`: the CPU's siblings, itself included, when known).
+fn cpu_pair(
+    cpus: &[usize],
+    siblings: bool,
+    siblings_of: &dyn Fn(usize) -> Option<Vec<usize>>,
+) -> Result<(usize, usize), ProbeError> {
+    if cpus.len() < 2 {
+        return Err(ProbeError::Skip("needs 2 usable CPUs (the loader runs on the second)".into()));
+    }
+    for &a in cpus {
+        let sib = siblings_of(a).unwrap_or_else(|| vec![a]);
+        if let Some(&b) = cpus.iter().find(|&&b| b != a && sib.contains(&b) == siblings) {
+            return Ok((a, b));
+        }
+    }
+    let smt = schedlab_measure::doctor::collect()
+        .into_iter()
+        .find(|f| f.key == "smt")
+        .map_or_else(|| "not read".to_string(), |f| f.reading.text());
+    Err(ProbeError::Skip(if siblings {
+        format!("no two usable CPUs are SMT siblings (doctor: SMT {smt})")
+    } else {
+        format!("every two usable CPUs are SMT siblings of one core (doctor: SMT {smt})")
+    }))
+}
+
+/// The CPUs of a kernel CPU list (`0-3,8,10-11`).
+fn parse_cpu_list(text: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let mut ends = part.splitn(2, '-').map(|n| n.trim().parse::<usize>());
+        match (ends.next(), ends.next()) {
+            (Some(Ok(a)), None) => out.push(a),
+            (Some(Ok(a)), Some(Ok(b))) if a <= b => out.extend(a..=b),
+            _ => {}
+        }
+    }
+    out
 }
 
 struct Run {
@@ -203,11 +255,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cpu_lists_and_pairs_follow_the_topology() {
+        assert_eq!(parse_cpu_list("0-2,5\n"), [0, 1, 2, 5]);
+        assert_eq!(parse_cpu_list(""), Vec::<usize>::new());
+        // Two cores of two siblings each: 0,2 and 1,3.
+        let topo = |c: usize| Some(if c % 2 == 0 { vec![0, 2] } else { vec![1, 3] });
+        assert_eq!(cpu_pair(&[0, 1, 2, 3], true, &topo).unwrap(), (0, 2));
+        assert_eq!(cpu_pair(&[0, 1, 2, 3], false, &topo).unwrap(), (0, 1));
+        // No SMT: every CPU its own core.
+        let none = |c: usize| Some(vec![c]);
+        assert_eq!(cpu_pair(&[0, 1], false, &none).unwrap(), (0, 1));
+        match cpu_pair(&[0, 1], true, &none) {
+            Err(ProbeError::Skip(why)) => assert!(why.contains("doctor: SMT"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn the_loaders_run_in_smoke_settings_or_skip_on_one_cpu() {
         let ctx = Context::for_tests();
         let p = MemoryPressure;
         for loader in LOADERS {
-            let params = Params::new().with("loader", loader);
+            let params = Params::new().with("loader", loader).with("cpus", "cores");
             let Some(inst) = crate::testkit::smoke_one(&p, &params, &ctx) else { continue };
             let n = inst.notes();
             // A smoke sample may be shorter than one of the loader's rounds: only the
