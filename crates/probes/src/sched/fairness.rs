@@ -7,7 +7,8 @@
 //! futex mutex, schedlab-rt's `Mutex`) keeps its holder running and its waiters parked — a
 //! convoy in reverse, fast and unfair; one that hands it to the first waiter (tokio's FIFO
 //! `Mutex`) pays a wake-up per acquisition and is fair. The sample's value is the worst
-//! wait of any contender for the lock over the sample; the notes give the acquisitions per
+//! wait of any contender for the lock over the sample (one that never got it waited from its
+//! first request to the sample's end); the notes give the acquisitions per
 //! second, each contender's share (as the smallest and largest, and Jain's index: 1 is
 //! even, 1/n is one thread taking everything), the hand-offs (acquisitions by a thread
 //! other than the last holder, as a share), the wait's p50/p99, and the *resume* time of a
@@ -15,7 +16,7 @@
 //! parked waiter is the cost of waking it.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
@@ -25,7 +26,7 @@ use schedlab_measure::sampler::Settings;
 use schedlab_measure::sys::now_ns;
 use schedlab_measure::{ProbeError, Timing, Workload};
 
-use super::inversion::{tail_notes, worst_timing, PthreadMutex, Work};
+use super::inversion::{tail_notes, PthreadMutex, Work};
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// Contenders for the lock.
@@ -169,21 +170,25 @@ struct Run {
 }
 
 /// A contender's loop over a lock reached through `with`: asks, holds for `HOLD`, releases
-/// and asks again at once, until the sample's acquisitions are spent.
+/// and asks again at once, until the sample's acquisitions are spent. Its wait for each
+/// acquisition runs from its previous release, or for the first from the sample's start.
 fn contend(
     me: usize,
     work: Work,
+    began: &AtomicU64,
     with: &dyn Fn(&mut dyn FnMut(&mut Inner) -> bool) -> bool,
 ) -> Mine {
     let mut mine = Mine::default();
+    let mut asked = sample_start(began);
     loop {
-        let asked = now_ns();
         let go_on = with(&mut |inner: &mut Inner| {
             let got = now_ns();
+            // Counted even for the acquisition that finds the sample over: a thread
+            // starved for the whole sample waited that long.
+            mine.waits.push(got - asked);
             if !inner.acquired(me, got) {
                 return false;
             }
-            mine.waits.push(got - asked);
             mine.count += 1;
             work.run(HOLD);
             inner.released_at = now_ns();
@@ -192,6 +197,20 @@ fn contend(
         if !go_on {
             return mine;
         }
+        asked = now_ns();
+    }
+}
+
+/// When the sample began (set by the measuring thread once every contender is ready): a
+/// contender's first request counts from there, so one that waits for a CPU before it can
+/// even ask is seen waiting too.
+fn sample_start(began: &AtomicU64) -> u64 {
+    loop {
+        let t = began.load(Ordering::Acquire);
+        if t != 0 {
+            return t;
+        }
+        std::hint::spin_loop();
     }
 }
 
@@ -208,6 +227,7 @@ impl Run {
     fn sample(&mut self, iters: u64) -> Result<(Vec<Mine>, Inner, u64), ProbeError> {
         let work = self.work;
         let start = Arc::new(Barrier::new(CONTENDERS + 1));
+        let began = Arc::new(AtomicU64::new(0));
         let died = || ProbeError::Failed("a contender panicked".into());
         let t0;
         let (mines, inner) = match (&self.side, self.lock.as_str()) {
@@ -215,10 +235,10 @@ impl Run {
                 let m = Arc::new(std::sync::Mutex::new(Inner::new(iters)));
                 let hs: Vec<_> = (0..CONTENDERS)
                     .map(|i| {
-                        let (m, start) = (m.clone(), start.clone());
+                        let (m, start, began) = (m.clone(), start.clone(), began.clone());
                         std::thread::spawn(move || {
                             start.wait();
-                            contend(i, work, &|f| {
+                            contend(i, work, &began, &|f| {
                                 f(&mut m.lock().unwrap_or_else(|e| e.into_inner()))
                             })
                         })
@@ -226,6 +246,7 @@ impl Run {
                     .collect();
                 start.wait();
                 t0 = now_ns();
+                began.store(t0, Ordering::Release);
                 let mines =
                     hs.into_iter()
                         .map(|h| h.join().map_err(|_| died()))
@@ -241,10 +262,10 @@ impl Run {
                 });
                 let hs: Vec<_> = (0..CONTENDERS)
                     .map(|i| {
-                        let (m, start) = (m.clone(), start.clone());
+                        let (m, start, began) = (m.clone(), start.clone(), began.clone());
                         std::thread::spawn(move || {
                             start.wait();
-                            contend(i, work, &|f| {
+                            contend(i, work, &began, &|f| {
                                 m.m.lock();
                                 // SAFETY: the mutex is held.
                                 let r = f(unsafe { &mut *m.data.get() });
@@ -256,6 +277,7 @@ impl Run {
                     .collect();
                 start.wait();
                 t0 = now_ns();
+                began.store(t0, Ordering::Release);
                 let mines =
                     hs.into_iter()
                         .map(|h| h.join().map_err(|_| died()))
@@ -269,15 +291,16 @@ impl Run {
                 let start = Arc::new(schedlab_rt::sync::Barrier::new(CONTENDERS + 1));
                 let hs: Vec<_> = (0..CONTENDERS)
                     .map(|i| {
-                        let (m, start) = (m.clone(), start.clone());
+                        let (m, start, began) = (m.clone(), start.clone(), began.clone());
                         rt.spawn(move || {
                             start.wait();
-                            contend(i, work, &|f| f(&mut m.lock()))
+                            contend(i, work, &began, &|f| f(&mut m.lock()))
                         })
                     })
                     .collect();
                 start.wait();
                 t0 = now_ns();
+                began.store(t0, Ordering::Release);
                 let mines =
                     hs.into_iter()
                         .map(|h| h.join().map_err(|_| died()))
@@ -290,28 +313,31 @@ impl Run {
                 let go = Arc::new(AtomicBool::new(false));
                 let hs: Vec<_> = (0..CONTENDERS)
                     .map(|me| {
-                        let (m, go) = (m.clone(), go.clone());
+                        let (m, go, began) = (m.clone(), go.clone(), began.clone());
                         rt.spawn(async move {
                             while !go.load(Ordering::Acquire) {
                                 tokio::task::yield_now().await;
                             }
                             let mut mine = Mine::default();
+                            let mut asked = sample_start(&began);
                             loop {
-                                let asked = now_ns();
                                 let mut g = m.lock().await;
                                 let got = now_ns();
+                                mine.waits.push(got - asked);
                                 if !g.acquired(me, got) {
                                     return mine;
                                 }
-                                mine.waits.push(got - asked);
                                 mine.count += 1;
                                 work.run(HOLD);
                                 g.released_at = now_ns();
+                                drop(g);
+                                asked = now_ns();
                             }
                         })
                     })
                     .collect();
                 t0 = now_ns();
+                began.store(t0, Ordering::Release);
                 go.store(true, Ordering::Release);
                 let mines = rt.block_on(async {
                     let mut out = Vec::new();
@@ -341,7 +367,16 @@ impl Workload for Run {
         t.handoffs += inner.handoffs;
         t.acquisitions += mines.iter().map(|m| m.count).sum::<u64>();
         t.wall_ns += wall;
-        Ok(worst_timing(&waits, Duration::from_nanos(wall)))
+        // One wait per acquisition, plus each contender's last (the one that found the
+        // sample over): the value is the worst, once per acquisition.
+        let worst = waits.iter().copied().max().unwrap_or(0);
+        let value = Duration::from_nanos(worst.saturating_mul(iters.max(1)));
+        let wall = Duration::from_nanos(wall);
+        Ok(Timing {
+            elapsed: wall.max(value),
+            migrated: false,
+            overhead: wall.saturating_sub(value),
+        })
     }
 
     fn parties(&self) -> Vec<Party> {
