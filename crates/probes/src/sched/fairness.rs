@@ -169,15 +169,13 @@ struct Run {
     notes: Params,
 }
 
+/// Runs the closure with the lock held, on what it protects; gives back its answer.
+type WithLock<'a> = dyn Fn(&mut dyn FnMut(&mut Inner) -> bool) -> bool + 'a;
+
 /// A contender's loop over a lock reached through `with`: asks, holds for `HOLD`, releases
 /// and asks again at once, until the sample's acquisitions are spent. Its wait for each
 /// acquisition runs from its previous release, or for the first from the sample's start.
-fn contend(
-    me: usize,
-    work: Work,
-    began: &AtomicU64,
-    with: &dyn Fn(&mut dyn FnMut(&mut Inner) -> bool) -> bool,
-) -> Mine {
+fn contend(me: usize, work: Work, began: &AtomicU64, with: &WithLock) -> Mine {
     let mut mine = Mine::default();
     let mut asked = sample_start(began);
     loop {

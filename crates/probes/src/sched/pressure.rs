@@ -259,7 +259,7 @@ mod tests {
         assert_eq!(parse_cpu_list("0-2,5\n"), [0, 1, 2, 5]);
         assert_eq!(parse_cpu_list(""), Vec::<usize>::new());
         // Two cores of two siblings each: 0,2 and 1,3.
-        let topo = |c: usize| Some(if c % 2 == 0 { vec![0, 2] } else { vec![1, 3] });
+        let topo = |c: usize| Some(if c.is_multiple_of(2) { vec![0, 2] } else { vec![1, 3] });
         assert_eq!(cpu_pair(&[0, 1, 2, 3], true, &topo).unwrap(), (0, 2));
         assert_eq!(cpu_pair(&[0, 1, 2, 3], false, &topo).unwrap(), (0, 1));
         // No SMT: every CPU its own core.

@@ -138,7 +138,7 @@ trait Forks: Send + Sync {
 /// back, until `stop`.
 fn dine(seat: usize, forks: &dyn Forks, work: Work, meals: &AtomicU64, stop: &AtomicBool) {
     let (left, right) = (seat, (seat + 1) % SEATS);
-    let (first, second) = if seat % 2 == 0 { (left, right) } else { (right, left) };
+    let (first, second) = if seat.is_multiple_of(2) { (left, right) } else { (right, left) };
     while !stop.load(Ordering::Relaxed) {
         work.run(THINK);
         if !forks.take(first) {
