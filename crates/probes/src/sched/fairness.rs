@@ -60,12 +60,15 @@ impl Probe for LockFairness {
     }
 
     fn sampling(&self, suite: Suite, default: &Settings) -> Settings {
+        // A fixed count of acquisitions per sample: the value (the worst wait, charged once
+        // per acquisition) is no time per iteration a calibration could aim with, and a
+        // sample sized by it would end before a starved contender's wait shows.
         let mut s = default.clone();
         if suite == Suite::Quick {
-            s.target = Duration::from_millis(100);
+            s.fixed_iters = Some(20_000);
             s.samples = 2;
         } else if suite != Suite::Smoke {
-            s.target = Duration::from_millis(500);
+            s.fixed_iters = Some(200_000);
             s.samples = 5;
         }
         s
