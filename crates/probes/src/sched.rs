@@ -59,15 +59,26 @@ use crate::{Context, Info, Instance, Probe, Suite};
 
 mod cgroup;
 mod coop;
-// Issue 25, wake-up latency (branch wakeup):
+// The loader's other disturbances and the locks (one file per probe).
+mod fairness;
+mod inversion;
+mod pressure;
+mod storm;
+// Wake-up latency, the real-time row.
 pub mod wakeup;
 
 /// The sched probes, in catalog order.
 pub fn probes() -> Vec<Box<dyn Probe>> {
     let mut all: Vec<Box<dyn Probe>> =
         vec![Box::new(BackgroundBudget), Box::new(coop::CoopVsPreempt)];
-    // Issue 25, wake-up latency (branch wakeup):
     all.push(Box::new(wakeup::WakeupLatency));
+    // Locks, loaders and the semaphore storm.
+    all.extend([
+        Box::new(inversion::PriorityInversion) as Box<dyn Probe>,
+        Box::new(pressure::MemoryPressure),
+        Box::new(fairness::LockFairness),
+        Box::new(storm::SemaphoreStorm),
+    ]);
     all
 }
 

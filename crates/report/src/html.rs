@@ -490,8 +490,8 @@ fn thread_systems_html(run: &Run) -> Option<String> {
     ))
 }
 
-/// Seed 000's table and its Figures 1 and 3, for a run that measured
-/// `sched.coop_vs_preempt`.
+/// The sched family's pictures: seed 000's table and its Figures 1 and 3 ([`coop_html`]),
+/// seed 001's verdicts, the wake-up latency, then the locks and loaders (`locks.rs`).
 fn sched_html(run: &Run) -> Option<String> {
     let mut out = coop_html(run).unwrap_or_default();
     let judged = crate::sched::judged(run);
@@ -514,6 +514,9 @@ fn sched_html(run: &Run) -> Option<String> {
         out.push_str("<div class=\"scroll\">");
         out.push_str(&t.to_html("Wake-up latency", None));
         out.push_str("</div>\n");
+    }
+    if let Some(locks) = crate::locks::html(run) {
+        out.push_str(&locks);
     }
     (!out.is_empty()).then_some(out)
 }

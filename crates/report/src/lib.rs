@@ -34,6 +34,8 @@ pub mod history;
 pub mod html;
 pub mod interchange;
 pub mod lanes;
+/// Issue 25's lock and loader probes: their sentences and charts.
+pub mod locks;
 pub mod mem;
 pub mod reference;
 pub mod sched;

@@ -208,7 +208,9 @@ pub fn summarise<'a>(run: &'a Run, previous: Option<&'a Run>) -> Summary<'a> {
             Some(Figure { headline: *hl, result, published, previous })
         })
         .collect();
-    let verdicts = [seed001(run), seed000(run)].into_iter().flatten().collect();
+    let mut verdicts: Vec<String> = [seed001(run), seed000(run)].into_iter().flatten().collect();
+    // Issue 25's locks and loaders: a sentence per probe measured.
+    verdicts.extend(crate::locks::lines(run));
     Summary { run, figures, verdicts, noise: noise(run) }
 }
 

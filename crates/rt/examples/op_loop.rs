@@ -10,13 +10,16 @@
 //! ```
 //!
 //! Operations: `yield` (one switch between two yielding threads), `spawn` (spawn
-//! and join one thread), `channel` (one hand-off through a one-slot channel).
+//! and join one thread), `channel` (one hand-off through a one-slot channel),
+//! `mutex` (an uncontended `sync::Mutex` lock and unlock) and `mutex-levels` (the
+//! same once a thread with a level was spawned, so the lock records its holder
+//! for priority inheritance).
 //! `--cooperative` and `--no-transparent` turn preemption and transparent
 //! blocking detection off, to see what each costs. It prints the wall time per
 //! operation too, a rough figure: `cargo bench -p schedlab-rt` is the measurement.
 
-use schedlab_rt::sync::channel;
-use schedlab_rt::{spawn, yield_now, Preemption, Runtime};
+use schedlab_rt::sync::{channel, Mutex};
+use schedlab_rt::{spawn, yield_now, Builder, Preemption, Priority, Runtime};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -70,8 +73,19 @@ fn main() {
             drop(to_echo);
             echo.join().unwrap();
         }
+        "mutex" | "mutex-levels" => {
+            if op == "mutex-levels" {
+                Builder::new().priority(Priority::Low).spawn(|| ()).unwrap().join().unwrap();
+            }
+            let m = Mutex::new(0u64);
+            for _ in 0..n {
+                *black_box(&m).lock() += 1;
+            }
+        }
         other => {
-            eprintln!("op_loop: unknown operation {other:?} (yield, spawn, channel)");
+            eprintln!(
+                "op_loop: unknown operation {other:?} (yield, spawn, channel, mutex, mutex-levels)"
+            );
             std::process::exit(2);
         }
     })
@@ -80,6 +94,8 @@ fn main() {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: op_loop yield|spawn|channel N [--cooperative] [--no-transparent]");
+    eprintln!(
+        "usage: op_loop yield|spawn|channel|mutex|mutex-levels N [--cooperative] [--no-transparent]"
+    );
     std::process::exit(2);
 }

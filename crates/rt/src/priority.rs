@@ -54,6 +54,40 @@
 //! looked (up to `AGING`), while with two spinners an aged thread put among the `Normal`
 //! work was sent back to its level at the next decision and never ran.
 
+//! # Inheritance
+//!
+//! A thread waiting on a [`Mutex`](crate::sync::Mutex) lends its level to the holder
+//! (seed 001's closing warning: the loader "captures objects required by the first
+//! thread"; the Mars Pathfinder's inversion). Without it a `Low` holder under saturating
+//! `Normal` threads keeps a `High` waiter waiting until aging gives it a turn ([`AGING`]
+//! plus a quantum), and a `Normal` one until the `Normal` threads before it have had their
+//! quanta. With it:
+//!
+//! 1. A parking waiter whose level is higher than the holder's raises the holder's
+//!    effective level to its own (`Task::inherit`; the holder's own level is kept beside
+//!    it), under the mutex's queue lock. If the holder waits in the `Low` or aged queue it
+//!    is moved to its new level's queue at once ([`inherit`]); a holder that is running
+//!    keeps running, and one queued on a processor (a `Normal` holder) runs at the new
+//!    level from its next switch. A level the holder inherits while it is being queued is
+//!    seen under the `Low` queue's lock ([`PrioQueues::push`]), so it is never left there.
+//! 2. A thread that takes a mutex with higher-level waiters still queued inherits at once
+//!    (the next holder of a contended lock), so the lock's waiters are never behind it.
+//! 3. The unlock gives the level back (`Task::disinherit`) *before* it wakes the first
+//!    waiter, so the waker, now at its own level again, is preempted at the end of its
+//!    runtime section by the higher-level thread it woke (the rule above).
+//!
+//! The mutex must know its holder, and its uncontended path must not pay for that: the
+//! holder is recorded (a counted reference, under the queue lock) only once a runtime of
+//! the process has levels ([`LEVELS`], one load of a flag that is never cleared on the
+//! lock's fast path; without levels the lock is otherwise unchanged: 15 instructions per
+//! uncontended lock and unlock against 11 before). With levels that record costs ~95
+//! instructions more per pair (docs/PERFORMANCE.md, "Locks and loaders"). A lock taken before the first
+//! thread with a level was spawned has no recorded holder, and lends nothing until it is
+//! taken again. Limits: inheritance is not transitive (a holder that itself waits on a
+//! second lock does not pass the level on), and a thread holding two contended locks
+//! gives back its inherited level when it releases the first (Linux's `rt_mutex` keeps a
+//! tree of each task's waiters for both; here locks are expected to be held briefly).
+
 //! # Where the levels live
 //!
 //! `Normal` threads live where every thread lived before priorities: the per-processor
@@ -67,9 +101,9 @@
 //! (`task::TURN`) from the decision to its first switch, where its processor publishes
 //! the stint as a turn for the monitor (`Processor::cur_prio`).
 
-use crate::task::TaskRef;
+use crate::task::{Task, TaskRef};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -78,6 +112,31 @@ use std::time::Duration;
 /// `Normal` ones starts within `AGING` plus a quantum and gets at least a quantum per
 /// `AGING` plus two quanta; see `priority.rs`, "What aging guarantees".
 pub const AGING: Duration = Duration::from_millis(100);
+
+/// Set (for good) once any runtime of the process has spawned a thread with a level other
+/// than `Normal`: from then on a `Mutex` records its holder, for inheritance ("Inheritance").
+pub(crate) static LEVELS: AtomicBool = AtomicBool::new(false);
+
+/// Whether mutexes record their holders now ([`LEVELS`]).
+#[inline(always)]
+pub(crate) fn levels_in_use() -> bool {
+    LEVELS.load(Ordering::Relaxed)
+}
+
+/// Step 1 of "Inheritance": raises `holder`'s effective level to `to` and, if it waits in
+/// the `Low` or aged queue, moves it to the queue of that level (or to its runtime's
+/// injection queue, for `Normal`). Whether its level changed.
+pub(crate) fn inherit(holder: &Task, to: Priority) -> bool {
+    if !holder.inherit(to) {
+        return false;
+    }
+    let shared = &**holder.shared;
+    if let Some(t) = shared.prio.take_low(holder) {
+        // Routed by its level, which is now `to`.
+        shared.inject(t);
+    }
+    true
+}
 
 /// The scheduling level of a user thread ([`crate::Builder::priority`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -137,6 +196,13 @@ impl PrioQueues {
             }
             Priority::Low => {
                 let mut q = lock(&self.low);
+                if t.priority() != Priority::Low {
+                    // It inherited a level since its caller looked ("Inheritance", step 1):
+                    // `inherit` may have searched this queue before it arrived. (A `Normal`
+                    // one runs at `High` for this stint rather than wait here.)
+                    drop(q);
+                    return self.push(t, Priority::High, now);
+                }
                 q.push_back((t, now));
                 self.low_len.store(q.len(), Ordering::Release);
             }
@@ -211,6 +277,24 @@ impl PrioQueues {
         }
         self.low_len.store(low.len(), Ordering::Release);
         (moved, low.front().map(|(_, at)| *at))
+    }
+
+    /// Takes `t` out of the `Low` or the aged queue, if it waits in one ("Inheritance").
+    pub(crate) fn take_low(&self, t: &Task) -> Option<TaskRef> {
+        let is_t = |r: &TaskRef| std::ptr::eq(&**r, t);
+        {
+            let mut low = lock(&self.low);
+            if let Some(i) = low.iter().position(|(r, _)| is_t(r)) {
+                let taken = low.remove(i).map(|(r, _)| r);
+                self.low_len.store(low.len(), Ordering::Release);
+                return taken;
+            }
+        }
+        let mut aged = lock(&self.aged);
+        let i = aged.iter().position(is_t)?;
+        let taken = aged.remove(i);
+        self.aged_len.store(aged.len(), Ordering::Release);
+        taken
     }
 
     /// Every queued thread (at shutdown).

@@ -296,6 +296,19 @@ pub(crate) type LocalMap = Option<Box<Vec<(usize, Box<dyn Any>)>>>;
 /// (`priority.rs`, "Aging"), above every level's value.
 pub(crate) const TURN: u8 = 0x80;
 
+/// The bit of `Task::priority` that marks a level inherited from a waiter on a
+/// `Mutex` the thread holds (`priority.rs`, "Inheritance"); the thread's own
+/// level is then kept in the [`BASE`] bits.
+pub(crate) const BOOSTED: u8 = 0x40;
+
+/// The bits of `Task::priority` holding the effective level (the one every
+/// scheduling path reads).
+const LEVEL: u8 = 0x03;
+
+/// Where `Task::priority` keeps the thread's own level while [`BOOSTED`].
+const BASE_SHIFT: u32 = 2;
+const BASE: u8 = LEVEL << BASE_SHIFT;
+
 /// A user thread: the header of its allocation (the typed body follows it).
 #[repr(C)]
 pub(crate) struct Task {
@@ -668,10 +681,56 @@ impl Task {
         self.priority.store(p.as_u8(), Ordering::Relaxed);
     }
 
-    /// The task's level.
+    /// The task's level: its own, or the one it inherited while it holds a
+    /// `Mutex` a thread of a higher level waits on.
     #[inline]
     pub(crate) fn priority(&self) -> crate::Priority {
-        crate::Priority::from_u8(self.priority.load(Ordering::Relaxed) & !TURN)
+        crate::Priority::from_u8(self.priority.load(Ordering::Relaxed) & LEVEL)
+    }
+
+    /// Raises the task's level to `to` for as long as it holds a lock a thread
+    /// of that level waits on (`priority.rs`, "Inheritance"); keeps its own
+    /// level to come back to. Whether the level changed (it was lower).
+    pub(crate) fn inherit(&self, to: crate::Priority) -> bool {
+        let mut cur = self.priority.load(Ordering::Relaxed);
+        loop {
+            let level = cur & LEVEL;
+            if to.as_u8() >= level {
+                return false;
+            }
+            let base = if cur & BOOSTED != 0 { cur & BASE } else { level << BASE_SHIFT };
+            let new = (cur & TURN) | BOOSTED | base | to.as_u8();
+            match self.priority.compare_exchange_weak(
+                cur,
+                new,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Gives an inherited level back: the task runs at its own level again.
+    /// Whether it had one.
+    pub(crate) fn disinherit(&self) -> bool {
+        let mut cur = self.priority.load(Ordering::Relaxed);
+        loop {
+            if cur & BOOSTED == 0 {
+                return false;
+            }
+            let new = (cur & TURN) | ((cur & BASE) >> BASE_SHIFT);
+            match self.priority.compare_exchange_weak(
+                cur,
+                new,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
     }
 
     /// Marks the task as taken for a turn (`priority.rs`, "Aging"), by the

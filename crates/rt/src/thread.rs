@@ -41,7 +41,9 @@ impl Thread {
         self.task.stack_size.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The thread's scheduling level.
+    /// The thread's scheduling level: its own, or, while it holds a
+    /// [`Mutex`](crate::sync::Mutex) that a thread of a higher level waits on,
+    /// that thread's level (priority inheritance, `priority.rs`).
     pub fn priority(&self) -> crate::Priority {
         self.task.priority()
     }

@@ -22,7 +22,7 @@ use schedlab_measure::units::human_ns;
 use schedlab_report::table::wrap;
 use schedlab_report::views;
 use schedlab_store::Location;
-use schedlab_trace::scenario::{self, Scenario};
+use schedlab_trace::scenario::{self, Hog, Scenario};
 use schedlab_trace::session::{self, ScenarioOutcome, ScenarioRecording};
 use schedlab_trace::{perfetto, results, term};
 
@@ -115,8 +115,13 @@ fn header(s: &Scenario) -> String {
     if let Some(rt) = &s.rt {
         text.push_str(&format!("  {}\n", rt.detail()));
     }
-    if s.hog {
-        text.push_str("  (hog process)  a forked child spinning on the same CPU\n");
+    match s.hog {
+        Hog::None => {}
+        Hog::Process => text.push_str("  (hog process)  a forked child spinning on the same CPU\n"),
+        Hog::Group { processes, own_session } => text.push_str(&format!(
+            "  (hog processes)  {processes} forked processes spinning on the same CPU, {}\n",
+            if own_session { "in a session of their own" } else { "in our session" }
+        )),
     }
     let recorder = if s.rt.is_some() { "the runtime's events" } else { "the sampling recorder" };
     text.push_str(&format!("recording {} ms with {recorder}...\n\n", s.window_ms));

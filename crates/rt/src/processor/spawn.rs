@@ -231,6 +231,10 @@ fn apply_policies(
     };
     if priority != crate::Priority::Normal {
         task.set_priority(priority);
+        if !crate::priority::LEVELS.load(Ordering::Relaxed) {
+            // Mutexes record their holders from now on (`priority.rs`, "Inheritance").
+            crate::priority::LEVELS.store(true, Ordering::Relaxed);
+        }
         if !shared.prios.swap(true, Ordering::Relaxed) {
             each_processor(&|p| {
                 p.prios.store(true, Ordering::Relaxed);

@@ -8,6 +8,7 @@
 //! | `LOCKED`          | locked, nobody queued                           |
 //! | `LOCKED \| PARKED` | locked, waiters queued                          |
 //! | `PARKED`          | unlocked, waiters queued (one was just woken)   |
+//! | `\| OWNED`        | with `LOCKED`: the holder is recorded (below)   |
 //!
 //! The uncontended paths are one compare-and-swap each (`0 -> LOCKED`,
 //! `LOCKED -> 0`). Those two locked instructions are the whole cost of an
@@ -57,9 +58,24 @@
 //! No waiter sleeps through an unlock: a waiter queues itself only while
 //! `LOCKED | PARKED` holds (step 2, under the queue lock), so that unlock
 //! must take the slow path, which cannot run before the queue lock is free.
+//!
+//! # The holder, for priority inheritance
+//!
+//! Once a runtime of the process has levels (`priority.rs`, "Inheritance"),
+//! a thread that takes the lock records itself as its holder: a counted
+//! reference in the queue (under the queue lock) and `OWNED` in the state, so
+//! that its unlock fails the fast compare-and-swap and releases the reference
+//! under the queue lock too. A waiter reads the holder under that lock while
+//! `LOCKED` holds (the holder cannot finish its unlock meanwhile), so the
+//! task it lends its level to is alive. Each waiter is queued with its level;
+//! a holder that records itself while higher-level waiters are queued
+//! inherits their level at once. Before levels exist the lock's fast paths
+//! are as above plus one load of a flag (`priority::LEVELS`); the unlock's is
+//! unchanged.
 
+use crate::priority::{levels_in_use, Priority};
 use crate::spin::SpinLock;
-use crate::task::WaitReason;
+use crate::task::{TaskRef, WaitReason};
 use crate::wait::{Waiter, WaiterRef};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
@@ -69,6 +85,38 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 const LOCKED: u8 = 1;
 const PARKED: u8 = 2;
+const OWNED: u8 = 4;
+
+/// A waiter's level in the queue: a user thread's `Priority::as_u8`, or this for an OS
+/// thread, which lends none.
+const NO_LEVEL: u8 = u8::MAX;
+
+/// What the queue lock guards: the waiters, and the holder once levels exist.
+struct Queue {
+    /// Each waiter with its level when it queued.
+    waiters: VecDeque<(WaiterRef, u8)>,
+    /// The holder, while `OWNED` (module docs).
+    owner: Option<TaskRef>,
+    /// The holder runs at a level it inherited through this mutex.
+    lent: bool,
+}
+
+impl Queue {
+    /// The highest level among the waiters (the lowest value), if a user thread waits.
+    fn top_level(&self) -> Option<Priority> {
+        let l = self.waiters.iter().map(|(_, l)| *l).min()?;
+        (l != NO_LEVEL).then(|| Priority::from_u8(l))
+    }
+
+    /// Lends the holder `level` if that is higher than its own ("Inheritance", step 1).
+    fn lend(&mut self, level: Priority) {
+        if let Some(o) = &self.owner {
+            if crate::priority::inherit(o, level) {
+                self.lent = true;
+            }
+        }
+    }
+}
 
 /// Rounds of the spin before parking; round `k` pauses `SPIN_PAUSES << k`
 /// times, then looks at the lock and at whether its holder may still run.
@@ -82,7 +130,7 @@ pub struct Mutex<T> {
     /// Rounds spun, for the tests of the spin's bounds.
     #[cfg(test)]
     spun: std::sync::atomic::AtomicU32,
-    queue: SpinLock<VecDeque<WaiterRef>>,
+    queue: SpinLock<Queue>,
     value: UnsafeCell<T>,
 }
 
@@ -113,7 +161,7 @@ impl<T> Mutex<T> {
             state: AtomicU8::new(0),
             #[cfg(test)]
             spun: std::sync::atomic::AtomicU32::new(0),
-            queue: SpinLock::new(VecDeque::new()),
+            queue: SpinLock::new(Queue { waiters: VecDeque::new(), owner: None, lent: false }),
             value: UnsafeCell::new(value),
         }
     }
@@ -127,8 +175,25 @@ impl<T> Mutex<T> {
             .is_err()
         {
             self.lock_slow();
+        } else if levels_in_use() {
+            self.own();
         }
         MutexGuard { mutex: self }
+    }
+
+    /// Records the calling user thread as the holder, which it just became, and
+    /// lends it the level of the highest waiter still queued ("The holder").
+    #[cold]
+    #[inline(never)]
+    fn own(&self) {
+        let Some(me) = crate::processor::current_task_ref() else { return };
+        let mut q = self.queue.lock();
+        // Ours until our unlock, which `OWNED` sends to the slow path.
+        self.state.fetch_or(OWNED, Ordering::Relaxed);
+        q.owner = Some(me);
+        if let Some(level) = q.top_level() {
+            q.lend(level);
+        }
     }
 
     /// Locks if that needs no waiting.
@@ -142,7 +207,12 @@ impl<T> Mutex<T> {
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Some(MutexGuard { mutex: self }),
+                Ok(_) => {
+                    if levels_in_use() {
+                        self.own();
+                    }
+                    return Some(MutexGuard { mutex: self });
+                }
                 Err(now) => s = now,
             }
         }
@@ -161,6 +231,7 @@ impl<T> Mutex<T> {
                 return;
             }
             let waiter = Waiter::new();
+            let level = if levels_in_use() { my_level() } else { NO_LEVEL };
             {
                 // Step 1.
                 let mut q = self.queue.lock();
@@ -176,7 +247,10 @@ impl<T> Mutex<T> {
                 {
                     continue;
                 }
-                q.push_back(waiter.as_ref());
+                q.waiters.push_back((waiter.as_ref(), level));
+                if level != NO_LEVEL {
+                    q.lend(Priority::from_u8(level));
+                }
                 waiter.wait_unlocking(q, WaitReason::Mutex(self as *const Self as usize));
             }
             // Step 3: go round again.
@@ -225,9 +299,18 @@ impl<T> Mutex<T> {
     #[cold]
     fn unlock_slow(&self) {
         let mut q = self.queue.lock();
-        let w = q.pop_front();
-        self.state.store(if q.is_empty() { 0 } else { PARKED }, Ordering::Release);
+        let w = q.waiters.pop_front().map(|(w, _)| w);
+        let owner = q.owner.take();
+        let lent = std::mem::take(&mut q.lent);
+        self.state.store(if q.waiters.is_empty() { 0 } else { PARKED }, Ordering::Release);
         drop(q);
+        if lent {
+            // "Inheritance", step 3: back to its own level before the wake-up.
+            if let Some(o) = &owner {
+                o.disinherit();
+            }
+        }
+        drop(owner);
         if let Some(w) = w {
             // SAFETY: dequeued under the lock: woken only here, wait in progress.
             unsafe { w.wake() };
@@ -243,6 +326,15 @@ impl<T> Mutex<T> {
     pub fn into_inner(self) -> T {
         self.value.into_inner()
     }
+}
+
+/// The calling thread's level as a waiter records it: a user thread's effective level,
+/// [`NO_LEVEL`] for an OS thread.
+fn my_level() -> u8 {
+    crate::processor::current_task_ptr().map_or(NO_LEVEL, |t| {
+        // SAFETY: the calling thread's own task, alive while it runs.
+        unsafe { t.as_ref() }.priority().as_u8()
+    })
 }
 
 /// Holds a [`Mutex`] locked; unlocks on drop.

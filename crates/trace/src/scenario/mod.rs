@@ -24,6 +24,8 @@ use crate::Timeline;
 mod os_threads;
 mod rt_threads;
 mod run;
+// Issue 25: seed 001's Figure 5, the application in the background (autogroup).
+mod session;
 
 pub use run::{record, record_at, record_with};
 
@@ -138,6 +140,24 @@ impl ThreadSpec {
     }
 }
 
+/// A CPU-burning process beside a scenario's threads, on their CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hog {
+    /// Nothing else.
+    None,
+    /// A forked child spinning, in our session and process group.
+    Process,
+    /// `processes` forked children spinning, in a process group of their own, and in a
+    /// session of their own when `own_session` (`setsid`: with autogroup, a scheduling
+    /// group of its own, as a program started from another terminal).
+    Group {
+        /// Spinning processes.
+        processes: usize,
+        /// In a new session rather than ours.
+        own_session: bool,
+    },
+}
+
 /// A scenario's judge: the result of one recording in words, from the timeline and its
 /// per-thread statistics (in lane order).
 pub type Verdict = fn(&Timeline, &[ThreadStats]) -> String;
@@ -153,8 +173,8 @@ pub struct Scenario {
     pub title: &'static str,
     /// How long the threads run, ms.
     pub window_ms: u64,
-    /// A CPU-burning child process on the same CPU.
-    pub hog: bool,
+    /// A CPU-burning process beside the threads, on the same CPU.
+    pub hog: Hog,
     /// Needs root (SCHED_FIFO).
     pub needs_root: bool,
     /// Also worth measuring what recording costs ([`crate::sampling::overhead`]): the
@@ -184,6 +204,7 @@ pub fn scenarios() -> Vec<Scenario> {
     let mut all = os_threads::scenarios();
     all.extend(rt_threads::scenarios());
     all.extend(os_threads::later());
+    all.extend(session::scenarios());
     all
 }
 

@@ -5,7 +5,7 @@
 
 use schedlab_measure::units::human_ns;
 
-use super::{pct, shares, Blocker, BudgetSetup, RtSetup, Scenario};
+use super::{pct, shares, Blocker, BudgetSetup, Hog, RtSetup, Scenario};
 use crate::stats::ThreadStats;
 use crate::Timeline;
 
@@ -17,7 +17,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
             name: "rt-coop",
             title: "11. schedlab-rt: three user threads on one virtual processor, cooperative",
             window_ms: 300,
-            hog: false,
+            hog: Hog::None,
             needs_root: false,
             measures_overhead: false,
             rt: Some(RtSetup::cooperative(3)),
@@ -55,7 +55,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
             name: "rt-preempt-10ms",
             title: "12. schedlab-rt: three user threads that never yield, preempted every 10 ms",
             window_ms: 300,
-            hog: false,
+            hog: Hog::None,
             needs_root: false,
             measures_overhead: false,
             rt: Some(RtSetup::preemptive(3, 10_000)),
@@ -74,7 +74,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
             name: "rt-preempt-1ms",
             title: "13. schedlab-rt: three user threads that never yield, preempted every 1 ms",
             window_ms: 300,
-            hog: false,
+            hog: Hog::None,
             needs_root: false,
             measures_overhead: false,
             rt: Some(RtSetup::preemptive(3, 1_000)),
@@ -89,7 +89,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
             name: "rt-blocking-handoff",
             title: "14. schedlab-rt: a user thread that blocks in the kernel, with hand-off",
             window_ms: 300,
-            hog: false,
+            hog: Hog::None,
             needs_root: false,
             measures_overhead: false,
             rt: Some(RtSetup {
@@ -114,7 +114,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
             name: "rt-blocking-no-handoff",
             title: "15. schedlab-rt: a user thread that blocks in the kernel, no hand-off",
             window_ms: 300,
-            hog: false,
+            hog: Hog::None,
             needs_root: false,
             measures_overhead: false,
             rt: Some(RtSetup {
@@ -137,7 +137,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
             name: "rt-budget",
             title: "16. schedlab-rt: a background thread held to 10% of the processor",
             window_ms: 300,
-            hog: false,
+            hog: Hog::None,
             needs_root: false,
             measures_overhead: false,
             rt: Some(RtSetup {

@@ -21,7 +21,7 @@ use std::thread;
 use schedlab_measure::sys::{self, Child};
 use schedlab_measure::ProbeError;
 
-use super::{Behaviour, Policy, Scenario, ThreadSpec};
+use super::{Behaviour, Hog, Policy, Scenario, ThreadSpec};
 use crate::model::{Lane, Mark, Span, Timeline};
 use crate::sampling::{self, derive_runs, now_ns, Recorder, INTERVAL_NS, THRESHOLD_NS};
 
@@ -182,14 +182,27 @@ pub fn record_at(scenario: &Scenario, threshold_ns: u64) -> Result<(Timeline, u6
     let cpu = *sys::allowed_cpus().last().expect("a process may run on at least one CPU");
     let batch = sampling::calibrate_batch();
     let window_ns = scenario.window_ms * 1_000_000;
-    let _hog = if scenario.hog {
-        let h = hog(cpu).map_err(|e| format!("starting the hog process: {e}"))?;
+    let _hog = match scenario.hog {
+        Hog::None => None,
+        Hog::Process => Some(HogProcess {
+            child: hog(cpu).map_err(|e| format!("starting the hog process: {e}"))?,
+            group: false,
+        }),
+        Hog::Group { processes, own_session } => {
+            if own_session {
+                autogroup_applies()?;
+            }
+            Some(HogProcess {
+                child: hog_group(cpu, processes, own_session)
+                    .map_err(|e| format!("starting the hog processes: {e}"))?,
+                group: true,
+            })
+        }
+    };
+    if _hog.is_some() {
         // Let it get going, so the scenario starts with it runnable.
         std::thread::sleep(std::time::Duration::from_millis(20));
-        Some(h)
-    } else {
-        None
-    };
+    }
     let n = scenario.threads.len();
     let barrier = Arc::new(Barrier::new(n + 1));
     let origin = Arc::new(AtomicU64::new(0));
@@ -273,6 +286,105 @@ fn hog(cpu: usize) -> Result<Child, ProbeError> {
     })
 }
 
+/// The hog, killed (with its whole process group, for [`Hog::Group`]) and reaped when
+/// dropped.
+struct HogProcess {
+    child: Child,
+    group: bool,
+}
+
+impl Drop for HogProcess {
+    fn drop(&mut self) {
+        if self.group {
+            // SAFETY: signals the hog's own process group (its leader is our child, so the
+            // group exists until we reap it below).
+            unsafe { libc::kill(-self.child.pid(), libc::SIGKILL) };
+        }
+    }
+}
+
+/// `processes` spinning processes on `cpu` in a new process group, and a new session when
+/// `own_session`; the first is our child and the group's leader, the others its children,
+/// each dying with its parent.
+fn hog_group(cpu: usize, processes: usize, own_session: bool) -> Result<Child, ProbeError> {
+    Child::fork(Some(cpu), move || {
+        // SAFETY: setsid and setpgid are async-signal-safe and touch no memory; the child
+        // is not a group leader yet, so both succeed.
+        let ok = unsafe {
+            if own_session {
+                libc::setsid() >= 0
+            } else {
+                libc::setpgid(0, 0) == 0
+            }
+        };
+        if !ok {
+            return 3;
+        }
+        for _ in 1..processes {
+            // SAFETY: fork from a single-threaded child; the grandchild only spins.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                // SAFETY: as in `Child::fork`.
+                unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+                break;
+            }
+        }
+        let mut x = 0u64;
+        loop {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    })
+}
+
+/// Whether a new session gets a scheduling group of its own here (seed 001's Figure 5,
+/// scenario 19): autogroup on, and this process in the root of the `cpu` controller (a
+/// task in any other cgroup is grouped by its cgroup, not its session).
+fn autogroup_applies() -> Result<(), String> {
+    const KNOB: &str = "/proc/sys/kernel/sched_autogroup_enabled";
+    match std::fs::read_to_string(KNOB) {
+        Ok(v) if v.trim() == "1" => {}
+        Ok(v) => {
+            return Err(format!(
+                "autogroup is off ({KNOB} = {}): every session shares one group, so another \
+                 session's load weighs as its threads do (scenario 20 shows that case)",
+                v.trim()
+            ))
+        }
+        Err(_) => {
+            return Err(format!(
+                "the kernel has no autogroup ({KNOB} is missing: CONFIG_SCHED_AUTOGROUP off)"
+            ))
+        }
+    }
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    if let Some(path) = cpu_cgroup(&cgroups) {
+        if path != "/" {
+            return Err(format!(
+                "this process is in the cpu cgroup {path}, where the kernel groups tasks by \
+                 cgroup, not by session (autogroup applies only in the root cgroup)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The path of the `cpu` controller's cgroup in a `/proc/PID/cgroup` text: the v1 line
+/// that names `cpu`, else the v2 line (`0::`).
+fn cpu_cgroup(text: &str) -> Option<&str> {
+    let mut v2 = None;
+    for line in text.lines() {
+        let mut f = line.splitn(3, ':');
+        let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+        if ctrls.split(',').any(|c| c == "cpu") {
+            return Some(path);
+        }
+        if ctrls.is_empty() {
+            v2 = Some(path);
+        }
+    }
+    v2
+}
+
 /// Turns a worker's record into a lane, clamped to the window.
 fn build_lane(spec: &ThreadSpec, o: WorkerOut, t0: u64, window: u64, threshold: u64) -> Lane {
     let mut lane = Lane::new(spec.name, &spec.detail());
@@ -335,6 +447,18 @@ mod tests {
     use super::*;
     use crate::scenario::find;
 
+    #[test]
+    fn the_cpu_cgroup_is_the_v1_cpu_line_else_the_v2_one() {
+        let v1 = "4:memory:/a\n2:cpuacct,cpu:/user.slice\n0::/\n";
+        assert_eq!(cpu_cgroup(v1), Some("/user.slice"));
+        assert_eq!(cpu_cgroup("1:cpu:/\n0::/x\n"), Some("/"));
+        assert_eq!(
+            cpu_cgroup("0::/user.slice/session-3.scope\n"),
+            Some("/user.slice/session-3.scope")
+        );
+        assert_eq!(cpu_cgroup(""), None);
+    }
+
     /// The issue's test: a worker that sleeps 5 ms is seen by the sampling recorder as a
     /// 5 ± 1 ms gap. The gap is measured from the recorded timestamps themselves; the sleep
     /// runs on its own CPU and to an absolute deadline, so only the wakeup latency adds to it.
@@ -345,7 +469,7 @@ mod tests {
             name: "gap",
             title: "induced gap",
             window_ms: 100,
-            hog: false,
+            hog: Hog::None,
             needs_root: false,
             measures_overhead: false,
             rt: None,
