@@ -195,8 +195,12 @@ fn stress_ng_pthread() {
 fn stress_ng_mutex() {
     // One instance: its threads ask for random real-time priorities, and with more
     // instances this machine refused every thread of one now and then ("could not create
-    // any pthreads", exit 3) on glibc's threads too.
-    stress_ng("mutex", "1", "20000");
+    // any pthreads", exit 3) on glibc's threads too. Enough operations that the first
+    // thread cannot finish them all before its creator looks again: stress-ng 0.15 counts a
+    // thread as created only if the run is still going after its pthread_create, and under
+    // the library the first thread did 20,000 in the moment between (exit 3 again, 1 run
+    // in 25). The run's 5 s timeout still bounds it.
+    stress_ng("mutex", "1", "500000");
 }
 
 #[test]
