@@ -47,6 +47,45 @@ fn mutex_excludes_across_processors() {
     });
 }
 
+/// A thread that releases the mutex and takes it again at once, yielding while it holds
+/// it, once beat a waiter on the same processor every time: the waiter, woken by the
+/// unlock, ran only while the lock was held again, and parked again, forever. Past 1 ms of
+/// that the mutex hands the lock to the waiter ("Starvation" in `sync/mutex.rs`).
+#[test]
+fn a_waiter_beaten_for_a_millisecond_is_handed_the_lock() {
+    let rt = Runtime::builder()
+        .processors(1)
+        .preemption(schedlab_rt::Preemption::Cooperative)
+        .build()
+        .unwrap();
+    let got = rt
+        .block_on(|| {
+            let m = Arc::new(Mutex::new(()));
+            let done = Arc::new(AtomicBool::new(false));
+            let (m2, done2) = (m.clone(), done.clone());
+            let hog = spawn(move || {
+                // A hang guard, not a time limit: ten million rounds is seconds.
+                let mut rounds = 0u64;
+                while !done2.load(Ordering::Relaxed) && rounds < 10_000_000 {
+                    let g = m2.lock();
+                    yield_now();
+                    drop(g);
+                    rounds += 1;
+                }
+                rounds
+            });
+            // Let the hog take the lock first.
+            yield_now();
+            let g = m.lock();
+            done.store(true, Ordering::Relaxed);
+            drop(g);
+            let rounds = hog.join().unwrap();
+            rounds < 10_000_000
+        })
+        .unwrap();
+    assert!(got, "the waiter never got the lock from a thread that re-takes it at once");
+}
+
 #[test]
 fn try_lock_fails_while_locked() {
     let m = Mutex::new(1);
