@@ -137,6 +137,10 @@ pub(crate) struct ThreadData {
     /// when it starts (0, 0 before), for `pthread_getattr_np`.
     stack_low: AtomicUsize,
     stack_len: AtomicUsize,
+    /// For a thread on the caller's memory (`pthread_attr_setstack`): raised
+    /// once nothing runs on it, which `pthread_join` waits for, so that the
+    /// caller may reuse the memory when the join returns.
+    stack_released: Option<schedlab_rt::StackReleased>,
     /// Cancellation: state, type and pending bits (`cancel.rs`).
     pub(crate) cancel: AtomicU32,
     /// The innermost C cleanup buffer (`cancel.rs`).
@@ -199,6 +203,7 @@ impl ThreadData {
             guard_size,
             stack_low: AtomicUsize::new(0),
             stack_len: AtomicUsize::new(0),
+            stack_released: None,
             cancel: AtomicU32::new(0),
             cleanup: Cell::new(std::ptr::null_mut()),
             keys: UnsafeCell::new(Vec::new()),
@@ -491,7 +496,11 @@ pub unsafe extern "C-unwind" fn pthread_create(
     let Some(tcb) = crate::glibc::new_tcb(0x4000_0000 | id as i32) else {
         return libc::EAGAIN;
     };
-    let data = Box::into_raw(ThreadData::new(Kind::User, id, tcb, a.stack_size, a.guard_size));
+    let mut data = ThreadData::new(Kind::User, id, tcb, a.stack_size, a.guard_size);
+    if a.stack_base.is_some() {
+        data.stack_released = Some(schedlab_rt::StackReleased::new());
+    }
+    let data = Box::into_raw(data);
     let sched = match a.sched {
         Some((policy, prio)) => crate::schedparam::pack(policy, prio),
         None => inherited_sched(),
@@ -512,9 +521,11 @@ pub unsafe extern "C-unwind" fn pthread_create(
             .signal_mask(schedlab_rt::shared::signal_mask())
     };
     if let Some(base) = a.stack_base {
+        // SAFETY: ours until the thread is spawned below.
+        let released = unsafe { (*data).stack_released.clone() }.expect("made above");
         // SAFETY: POSIX: the caller's stack is the thread's until it is
         // joined or, detached, has exited; nothing else may use it.
-        builder = unsafe { builder.stack_memory(base as *mut u8, a.stack_size) };
+        builder = unsafe { builder.stack_memory(base as *mut u8, a.stack_size, released) };
     }
     LIVE.fetch_add(1, Ordering::Relaxed);
     let spawned = if on_user_thread() {
@@ -637,6 +648,11 @@ pub unsafe extern "C-unwind" fn pthread_join(t: libc::pthread_t, ret: *mut *mut 
     let h = d.handle.lock().unwrap().take();
     if let Some(h) = h {
         let _ = h.join();
+    }
+    if let Some(released) = &d.stack_released {
+        // The caller's stack is the caller's again only once the exit has
+        // switched away from it, a moment after the join.
+        released.wait();
     }
     if !ret.is_null() {
         // SAFETY: the caller's out-parameter.

@@ -212,7 +212,7 @@ pub use crate::{
         Cancelled, Deadlock, Runtime, RuntimeBuilder, DEFAULT_SPIN, DEFAULT_STACK_SIZE, MAX_SPIN,
     },
     scope::{scope, Scope, ScopedJoinHandle},
-    stack::{StackStats, MAX_STACK_SIZE, MIN_STACK_SIZE},
+    stack::{StackReleased, StackStats, MAX_STACK_SIZE, MIN_STACK_SIZE},
     task::{ThreadId, WaitReason},
     thread::{
         current, park, park_timeout, sleep, spawn, stack_bounds, stack_usage, try_current,

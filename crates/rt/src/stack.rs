@@ -123,15 +123,49 @@ pub struct Stack {
 }
 
 /// Whose memory a [`Stack`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 enum Memory {
     /// A mapping of its own, unmapped when the stack drops.
     Mapped,
     /// A slot of a [`Depot`]'s reservation, which the depot unmaps when it drops.
     Depot,
     /// Memory the spawner lent ([`Stack::lent`], POSIX's
-    /// `pthread_attr_setstack`): never unmapped, never pooled for another thread.
-    Lent,
+    /// `pthread_attr_setstack`): never unmapped, never pooled for another
+    /// thread; the flag is raised when the stack drops, which is after the
+    /// thread's last switch away from it.
+    Lent(StackReleased),
+}
+
+/// Raised once a thread's lent stack ([`crate::Builder::stack_memory`]) is no
+/// longer used: after the thread's last switch away from it, which comes
+/// after its join returns (the exit wakes the joiner before it switches), so
+/// a spawner that reuses the memory for another thread waits for this first.
+#[derive(Debug, Clone, Default)]
+pub struct StackReleased(std::sync::Arc<AtomicBool>);
+
+impl StackReleased {
+    /// A flag not raised yet.
+    pub fn new() -> StackReleased {
+        StackReleased::default()
+    }
+
+    /// Whether the stack is released.
+    pub fn is_released(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Waits until the stack is released: the rest of an exit, a few hundred
+    /// nanoseconds unless the kernel preempts its kernel thread, so a user
+    /// thread yields and an OS thread yields its CPU meanwhile.
+    pub fn wait(&self) {
+        while !self.is_released() {
+            if crate::try_current().is_some() {
+                crate::yield_now();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
 }
 
 // SAFETY: a Stack is an owned region of memory with no thread affinity; the
@@ -159,6 +193,7 @@ impl Stack {
     /// guard page (the caller's memory is what it is) and nothing unmapped
     /// when the stack drops. Its top is rounded down to 16 bytes, as the
     /// ABI wants it. Returns `None` when less than [`MIN_STACK_SIZE`] remains.
+    /// `released` is raised when the stack drops.
     ///
     /// # Safety
     ///
@@ -166,7 +201,11 @@ impl Stack {
     /// until the stack has dropped (its thread has exited and switched away
     /// for good).
     #[cfg_attr(not(feature = "shared-library"), allow(dead_code))]
-    pub(crate) unsafe fn lent(base: NonNull<u8>, len: usize) -> Option<Stack> {
+    pub(crate) unsafe fn lent(
+        base: NonNull<u8>,
+        len: usize,
+        released: StackReleased,
+    ) -> Option<Stack> {
         let top = (base.as_ptr() as usize).checked_add(len)? & !15;
         let len = top - base.as_ptr() as usize;
         (len >= MIN_STACK_SIZE).then_some(Stack {
@@ -174,13 +213,13 @@ impl Stack {
             len,
             guard: 0,
             slot: None,
-            memory: Memory::Lent,
+            memory: Memory::Lent(released),
         })
     }
 
     /// Whether a later thread may run on this stack (not lent memory).
     pub(crate) fn reusable(&self) -> bool {
-        self.memory != Memory::Lent
+        !matches!(self.memory, Memory::Lent(_))
     }
 
     /// [`Stack::new`], registered in `registry` (see `registry.rs`).
@@ -293,7 +332,11 @@ impl Drop for Stack {
             // registry alive; the slot dies with the stack.
             unsafe { Registry::unregister(slot) };
         }
-        if self.memory == Memory::Mapped {
+        if let Memory::Lent(released) = &self.memory {
+            // Nobody runs on it any more: the memory is its owner's again.
+            released.0.store(true, Ordering::Release);
+        }
+        if matches!(self.memory, Memory::Mapped) {
             // SAFETY: we own the whole mapping and nobody runs on it any more
             // (a stack is only dropped once its thread has switched away for good).
             let rc = unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
@@ -823,11 +866,16 @@ mod tests {
         assert!(depot.take_other(MIN_STACK_SIZE).is_none());
         let mut mem = vec![0u8; 2 * MIN_STACK_SIZE];
         // SAFETY: our vector, alive past the stack, which nothing runs on.
-        let lent = unsafe { Stack::lent(NonNull::new(mem.as_mut_ptr()).unwrap(), mem.len()) };
+        let released = StackReleased::new();
+        let lent = unsafe {
+            Stack::lent(NonNull::new(mem.as_mut_ptr()).unwrap(), mem.len(), released.clone())
+        };
         let lent = lent.expect("enough memory");
         let lent_size = lent.size();
+        assert!(!released.is_released());
         depot.keep_other(lent);
         assert!(depot.take_other(lent_size).is_none(), "lent memory goes back to its owner");
+        assert!(released.is_released(), "and its owner is told");
         // Past the bound, the oldest go.
         let big = OTHER_SIZES_BYTES / 4;
         let tops: Vec<_> = (0..5)

@@ -254,9 +254,19 @@ impl Builder {
     /// until the thread has completed (its join returned or, detached, its
     /// closure returned and a moment passed), as for
     /// [`thread_pointer`](Builder::thread_pointer).
+    ///
+    /// `released` is raised once nothing runs on the memory any more, after
+    /// the thread's last switch away from it: later than its join returns, so
+    /// a spawner that reuses the memory waits for it first
+    /// ([`StackReleased::wait`](crate::StackReleased::wait)).
     #[cfg(feature = "shared-library")]
-    pub unsafe fn stack_memory(mut self, base: *mut u8, len: usize) -> Builder {
-        self.opts.lent_stack = Some((base as usize, len));
+    pub unsafe fn stack_memory(
+        mut self,
+        base: *mut u8,
+        len: usize,
+        released: crate::StackReleased,
+    ) -> Builder {
+        self.opts.lent_stack = Some((base as usize, len, released));
         self
     }
 

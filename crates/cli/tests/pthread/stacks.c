@@ -2,9 +2,12 @@
 /* Stacks: a thread given its own memory (pthread_attr_setstack) runs on it, and
  * pthread_getattr_np tells every thread the stack it runs on, as garbage collectors and
  * stack-overflow checkers read it. Memory lent to threads that were joined is the
- * caller's again: a second wave of threads runs on the same memory. */
+ * caller's again: a second wave of threads runs on the same memory, and a thread created
+ * on the memory of the one joined a moment ago, thousands of times over, while two
+ * processors run both. */
 #include "check.h"
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -64,6 +67,37 @@ static void *on_default(void *arg) {
     return NULL;
 }
 
+static volatile int finishing;
+
+static void *brief(void *arg) {
+    volatile char frame[2048];
+    memset((char *)frame, (int)(long)arg, sizeof frame);
+    sched_yield();
+    finishing = 1; /* its creator, spinning on the other processor, joins now */
+    return (void *)(long)(frame[0] + frame[2047]);
+}
+
+/* Creates and joins a thread on the same memory, again and again, from a created thread
+ * (so that the exits run on the other processor while the next create follows). */
+static void *reuse(void *arg) {
+    char *mem = arg;
+    for (int i = 0; i < 3000; i++) {
+        pthread_attr_t a;
+        pthread_t t;
+        void *r;
+        PT(pthread_attr_init(&a));
+        PT(pthread_attr_setstack(&a, mem, BIG));
+        finishing = 0;
+        PT(pthread_create(&t, &a, brief, (void *)(long)(i & 63)));
+        PT(pthread_attr_destroy(&a));
+        while (!finishing)
+            ;
+        PT(pthread_join(t, &r));
+        CHECK((long)r == 2 * (i & 63), "round %d returned %ld", i, (long)r);
+    }
+    return NULL;
+}
+
 int main(void) {
     /* A thread on the library's stack knows where its stack is. */
     int ok = 0;
@@ -100,6 +134,13 @@ int main(void) {
         memset(mem, 0xa5, total);
     }
     munmap(mem, total);
+
+    char *one = mmap(NULL, BIG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(one != MAP_FAILED, "mmap");
+    pthread_t r;
+    PT(pthread_create(&r, NULL, reuse, one));
+    PT(pthread_join(r, NULL));
+    munmap(one, BIG);
     printf("ok\n");
     return 0;
 }

@@ -32,7 +32,7 @@ pub(crate) struct SpawnOptions {
     /// `Builder::stack_memory` (`shared-library` build): the lent stack's
     /// base address and length.
     #[cfg(feature = "shared-library")]
-    pub(crate) lent_stack: Option<(usize, usize)>,
+    pub(crate) lent_stack: Option<(usize, usize, crate::StackReleased)>,
 }
 
 /// Which runtime a new user thread joins.
@@ -100,9 +100,9 @@ where
     #[cfg(feature = "shared-library")]
     let lent = match opts.lent_stack {
         // SAFETY: `Builder::stack_memory`'s contract.
-        Some((base, len)) => Some(
+        Some((base, len, released)) => Some(
             std::ptr::NonNull::new(base as *mut u8)
-                .and_then(|base| unsafe { Stack::lent(base, len) })
+                .and_then(|base| unsafe { Stack::lent(base, len, released) })
                 .ok_or_else(|| {
                     io::Error::new(
                         io::ErrorKind::InvalidInput,
