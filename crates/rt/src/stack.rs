@@ -865,8 +865,8 @@ mod tests {
         depot.keep_other(Stack::new(MIN_STACK_SIZE).unwrap());
         assert!(depot.take_other(MIN_STACK_SIZE).is_none());
         let mut mem = vec![0u8; 2 * MIN_STACK_SIZE];
-        // SAFETY: our vector, alive past the stack, which nothing runs on.
         let released = StackReleased::new();
+        // SAFETY: our vector, alive past the stack, which nothing runs on.
         let lent = unsafe {
             Stack::lent(NonNull::new(mem.as_mut_ptr()).unwrap(), mem.len(), released.clone())
         };
