@@ -226,6 +226,9 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
     // to the µs rather than the default 50 µs.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
     ask_to_run_promptly();
+    // Whatever `ask_to_run_promptly` got, the monitor must not spin on a
+    // lock a processor of its CPU holds (`spin.rs`, `give_way`).
+    crate::spin::raised_priority();
     let procs = shared.processors();
     let quantum = match shared.preemption {
         Preemption::Quantum(q) => Some(q),
@@ -283,7 +286,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             // polls the network when nobody has for 10 ms. The woken
             // threads are injected, so the monitor preempts for them.
             if let Some(p) = crate::poll::active() {
-                p.poll_busy();
+                p.poll_busy(crate::poll::MONITOR_POLL);
                 want(now + crate::poll::MONITOR_POLL);
             }
         }

@@ -632,15 +632,18 @@ mod imp {
             self.poll(Some(Duration::ZERO))
         }
 
-        /// A busy processor's maintenance: a non-blocking look at most
-        /// every [`POLL_EVERY`].
-        pub(crate) fn poll_busy(&self) {
+        /// A non-blocking look if nobody looked for `every`: a busy
+        /// processor's maintenance ([`POLL_EVERY`]), the monitor's
+        /// ([`MONITOR_POLL`]: only when no processor has looked for that
+        /// long; it runs ahead of the processors on their CPU, and a look
+        /// of its own preempts one of them to deliver what that processor
+        /// would have seen at its next decision).
+        pub(crate) fn poll_busy(&self, every: Duration) {
             if self.blocked.load(Ordering::Relaxed) {
                 return;
             }
             let now = self.epoch.elapsed().as_nanos() as u64;
-            if now.saturating_sub(self.last_poll.load(Ordering::Relaxed))
-                < POLL_EVERY.as_nanos() as u64
+            if now.saturating_sub(self.last_poll.load(Ordering::Relaxed)) < every.as_nanos() as u64
             {
                 return;
             }
