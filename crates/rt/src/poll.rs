@@ -10,9 +10,9 @@
 //! thread first waits on it; [`Poller::forget`] (the owner's `close`)
 //! removes it. The readiness side ([`Poller::poll`]) runs on processors: a
 //! non-blocking poll when one looks for work (`Processor::steal_round`),
-//! every [`POLL_EVERY`] at a busy one's maintenance, every [`MONITOR_POLL`]
-//! by the monitor while every processor runs (a thread that computes makes
-//! no decisions: Go's sysmon), and a blocking one by
+//! every [`POLL_EVERY`] at a busy one's maintenance, by the monitor while
+//! every processor runs and none has polled for [`MONITOR_POLL`] (a thread
+//! that computes makes no decisions: Go's sysmon), and a blocking one by
 //! at most one processor that goes to sleep while threads wait on I/O
 //! (`Poller::sleep`): it sleeps in `epoll_wait` instead of on its futex,
 //! and its parker's `unpark` writes the eventfd (`idle.rs`, `Parker`), so a
@@ -742,6 +742,13 @@ mod imp {
             }
         }
         parker.park(timeout);
+    }
+
+    /// Waiting step 1 for [`crate::io::snapshot`]: the counters of `fd`
+    /// if the poller was made (`None`: the wait then looks at the level).
+    #[inline]
+    pub(crate) fn seen_if_made(fd: i32) -> Option<[u32; 2]> {
+        made().and_then(|p| p.seen(fd))
     }
 
     /// [`Poller::forget`] on the poller if it was made (a descriptor's
