@@ -30,7 +30,12 @@
 //! doubling intervals up to [`MAX_POLL`] while the thread keeps running: a
 //! thread that blocks soon after it got the CPU (the usual case: it was woken
 //! to do I/O) is found within tens of µs; one that blocks after computing for
-//! a long time, within [`MAX_POLL`]. The time a processor's thread started is
+//! a long time, within [`MAX_POLL`]. While kernel threads block, that first
+//! look comes `threshold` after the switch; after 50 looks in a row that
+//! found none blocked it comes twice as late at each look, up to
+//! [`MAX_POLL`] ([`Calm`]), so a processor switching thousands of times a
+//! second with nothing blocking (a server on `schedlab_rt::net`) is not
+//! preempted by the monitor at every `threshold`. The time a processor's thread started is
 //! when the monitor first saw its decision counter change (`Processor::switches`,
 //! which every scheduling decision and every switch moves), as in Go. For the
 //! quantum it is earlier and exact in the common case: a thread that starts
