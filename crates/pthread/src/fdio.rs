@@ -58,7 +58,7 @@
 //! `fread` calls glibc's private `__read`) are glibc's, unchanged.
 
 use crate::thread::{current, on_user_thread};
-use schedlab_rt::io::Interest;
+use schedlab_rt::io::{snapshot, Interest, Snapshot};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -107,7 +107,9 @@ enum Next {
 
 /// The wait after an `EAGAIN` on `fd` (module docs). `dontwait`: the
 /// program asked for a non-blocking call itself (`MSG_DONTWAIT`).
-fn after_eagain(fd: c_int, interest: Interest, dontwait: bool) -> Next {
+/// `before`: the descriptor's readiness counters taken before the call, so
+/// the wait needs no `poll(2)` of its own (`schedlab_rt::io::wait_since`).
+fn after_eagain(fd: c_int, before: Snapshot, interest: Interest, dontwait: bool) -> Next {
     // SAFETY: fcntl on a descriptor number; a bad one answers EBADF.
     let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     if dontwait || (fl != -1 && fl & libc::O_NONBLOCK != 0) {
@@ -120,7 +122,7 @@ fn after_eagain(fd: c_int, interest: Interest, dontwait: bool) -> Next {
     // can only make the first difference below smaller.
     let restart = d.signals_restart.load(Ordering::Acquire);
     let seen = d.signals_seen.load(Ordering::Acquire);
-    let waited = schedlab_rt::io::wait(fd, interest, deadline);
+    let waited = schedlab_rt::io::wait_since(before, interest, deadline);
     let seen = d.signals_seen.load(Ordering::Acquire).wrapping_sub(seen);
     if seen > d.signals_restart.load(Ordering::Acquire).wrapping_sub(restart) {
         // A handler without SA_RESTART ran meanwhile.
@@ -170,6 +172,7 @@ fn transfer(
     crate::cancel::test();
     let mut done = 0usize;
     loop {
+        let before = snapshot(fd);
         let r = call(done);
         if r >= 0 {
             done += r as usize;
@@ -186,7 +189,7 @@ fn transfer(
             libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS if !dontwait => return plain(done),
             _ => return if done > 0 { done as isize } else { -1 },
         }
-        match after_eagain(fd, interest, dontwait) {
+        match after_eagain(fd, before, interest, dontwait) {
             Next::Again => {}
             Next::Fail(e) => {
                 if done > 0 {
@@ -606,12 +609,13 @@ pub unsafe extern "C-unwind" fn accept4(
     if on_user_thread() {
         crate::cancel::test();
         loop {
+            let before = snapshot(fd);
             let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
             // SAFETY: one pollfd of ours; glibc's poll (ours would retry).
             if unsafe { crate::io::real_poll(&mut p, 1, 0) } != 0 {
                 break;
             }
-            match after_eagain(fd, Interest::READ, false) {
+            match after_eagain(fd, before, Interest::READ, false) {
                 Next::Again => {}
                 Next::Fail(e) => {
                     set_errno(e);

@@ -25,6 +25,32 @@
 //! # }
 //! ```
 //!
+//! [`wait`] cannot know whether readiness came between the call's `EAGAIN`
+//! and the wait, so it asks the kernel once more (a `poll(2)`) after
+//! listing the thread. A caller that takes a [`snapshot`] *before* each
+//! call and waits with [`wait_since`] saves that system call: the
+//! snapshot's readiness counters say whether an edge came since (the
+//! protocol's step 1, `poll.rs`), as `schedlab_rt::net` does:
+//!
+//! ```no_run
+//! use schedlab_rt::io::{snapshot, wait_since, Interest};
+//! # fn read_some(fd: i32, buf: &mut [u8]) -> std::io::Result<usize> {
+//! loop {
+//!     let before = snapshot(fd);
+//!     // SAFETY: `buf` is valid for writes of its length.
+//!     let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+//!     if n >= 0 {
+//!         return Ok(n as usize);
+//!     }
+//!     let e = std::io::Error::last_os_error();
+//!     if e.kind() != std::io::ErrorKind::WouldBlock {
+//!         return Err(e);
+//!     }
+//!     wait_since(before, Interest::READ, None)?;
+//! }
+//! # }
+//! ```
+//!
 //! The first [`wait`] on a descriptor registers it with the process's poller
 //! (epoll, edge-triggered); [`forget`] must be called before the descriptor
 //! is closed (C programs reuse numbers: a registration left behind would
@@ -101,6 +127,46 @@ pub fn wait(fd: RawFd, interest: Interest, deadline: Option<Instant>) -> io::Res
         ));
     };
     match crate::poll::poller()?.wait(fd, interest.bits(), None, deadline, None, &task)? {
+        crate::poll::Woke::Ready(d) => Ok(Readiness(d)),
+        crate::poll::Woke::TimedOut => Err(timed_out(fd)),
+    }
+}
+
+/// A descriptor's readiness counters at a moment before a call, for
+/// [`wait_since`]. Taking one makes no system call (a load of the poller's
+/// table), and none at all before the process's first wait.
+#[derive(Clone, Copy, Debug)]
+pub struct Snapshot {
+    fd: RawFd,
+    seen: Option<[u32; 2]>,
+}
+
+/// The readiness counters of `fd` now: take it before the call that may
+/// return `EAGAIN`, then [`wait_since`] it.
+#[inline]
+pub fn snapshot(fd: RawFd) -> Snapshot {
+    Snapshot { fd, seen: crate::poll::seen_if_made(fd) }
+}
+
+/// [`wait`], for a caller that took `before` ([`snapshot`]) before the call
+/// that returned `EAGAIN`: returns at once if the descriptor turned ready
+/// since, and otherwise parks with no further system call (`wait` makes a
+/// `poll(2)` to learn what came between the call and the wait). Same
+/// errors as [`wait`]; a snapshot taken before the process's first wait, or
+/// of a descriptor numbered past the table, waits as [`wait`] does.
+pub fn wait_since(
+    before: Snapshot,
+    interest: Interest,
+    deadline: Option<Instant>,
+) -> io::Result<Readiness> {
+    let fd = before.fd;
+    let Some(task) = crate::processor::current_task_ref() else {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("schedlab_rt::io::wait_since on descriptor {fd} outside a user thread"),
+        ));
+    };
+    match crate::poll::poller()?.wait(fd, interest.bits(), before.seen, deadline, None, &task)? {
         crate::poll::Woke::Ready(d) => Ok(Readiness(d)),
         crate::poll::Woke::TimedOut => Err(timed_out(fd)),
     }

@@ -30,7 +30,12 @@
 //! doubling intervals up to [`MAX_POLL`] while the thread keeps running: a
 //! thread that blocks soon after it got the CPU (the usual case: it was woken
 //! to do I/O) is found within tens of µs; one that blocks after computing for
-//! a long time, within [`MAX_POLL`]. The time a processor's thread started is
+//! a long time, within [`MAX_POLL`]. While kernel threads block, that first
+//! look comes `threshold` after the switch; after 50 looks in a row that
+//! found none blocked it comes twice as late at each look, up to
+//! [`MAX_POLL`] ([`Calm`]), so a processor switching thousands of times a
+//! second with nothing blocking (a server on `schedlab_rt::net`) is not
+//! preempted by the monitor at every `threshold`. The time a processor's thread started is
 //! when the monitor first saw its decision counter change (`Processor::switches`,
 //! which every scheduling decision and every switch moves), as in Go. For the
 //! quantum it is earlier and exact in the common case: a thread that starts
@@ -112,6 +117,120 @@ const SCAVENGE_BATCH: usize = 4096;
 /// The scavenging period (`stack.rs`, `Depot`): idle stacks past the bound
 /// that stay idle this long give their memory back.
 const SCAVENGE_EVERY: Duration = Duration::from_millis(100);
+
+/// The scan of detached kernel threads for ones running again waits at
+/// least this many times its own duration for the next, so that with
+/// thousands of them it takes at most a small share of its CPU.
+const SCAN_SHARE: u32 = 20;
+
+/// Looks in a row that found no blocked kernel thread before the first
+/// look after a switch backs off ([`Calm`]; Go's sysmon: 50 idle cycles).
+const CALM_AFTER: u32 = 50;
+
+/// When the monitor first looks for a blocked kernel thread after a
+/// processor's switch. `threshold` after it while kernel threads block;
+/// after [`CALM_AFTER`] looks that found none, twice as late at every
+/// further look, up to [`MAX_POLL`]; back to `threshold` at the next one
+/// found. Without it a processor that switches thousands of times a second
+/// and never blocks (a server on `schedlab_rt::net`) had the monitor, which
+/// runs ahead of it on its CPU, look every `threshold` (20,000 times a
+/// second at 50 µs): each look two context switches of that CPU. Go's sysmon
+/// backs off the same way (`runtime/proc.go`, `sysmon`: its delay doubles
+/// after 50 cycles with nothing to do).
+struct Calm {
+    threshold: Duration,
+    first: Duration,
+    looks: u32,
+}
+
+impl Calm {
+    fn new(threshold: Duration) -> Calm {
+        Calm { threshold, first: threshold, looks: 0 }
+    }
+
+    /// How long after a switch to look first.
+    fn first_look(&self) -> Duration {
+        self.first
+    }
+
+    /// A look ended.
+    fn look(&mut self) {
+        self.looks = self.looks.saturating_add(1);
+        if self.looks > CALM_AFTER {
+            self.first = (self.first * 2).min(MAX_POLL.max(self.threshold));
+        }
+    }
+
+    /// A blocked kernel thread was found (or a processor released).
+    fn found(&mut self) {
+        self.looks = 0;
+        self.first = self.threshold;
+    }
+}
+
+/// What the monitor knows of the detached kernel threads (`blocking.rs`):
+/// each one's CPU time at the last look, and when it was last asked to
+/// rejoin. Keyed by machine address; O(1) per kernel thread and look (it
+/// was a list searched for every kernel thread: with 2,000 connections
+/// each blocked in `read` on its own kernel thread, 4 million comparisons
+/// per look, every 100 µs).
+#[derive(Default)]
+struct Detached {
+    map: std::collections::HashMap<usize, DetachedSeen>,
+    /// The current look's number.
+    look: u64,
+}
+
+struct DetachedSeen {
+    cpu: u64,
+    asked: Option<Instant>,
+    /// The last look that saw it detached.
+    look: u64,
+}
+
+impl Detached {
+    /// `key` is detached with CPU time `cpu`. Returns `true` if it ran
+    /// since the last look (it returned from the kernel to user code with
+    /// no processor) and should be asked to rejoin (at most every
+    /// [`RETRY`]).
+    fn see(&mut self, key: usize, cpu: u64, now: Instant) -> bool {
+        let look = self.look;
+        match self.map.entry(key) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(DetachedSeen { cpu, asked: None, look });
+                false
+            }
+            std::collections::hash_map::Entry::Occupied(o) => {
+                let d = o.into_mut();
+                let ask = cpu > d.cpu && d.asked.is_none_or(|t| now - t >= RETRY);
+                if ask {
+                    d.asked = Some(now);
+                }
+                d.cpu = cpu;
+                d.look = look;
+                ask
+            }
+        }
+    }
+
+    /// `key` is not detached (any more).
+    fn forget(&mut self, key: usize) {
+        self.map.remove(&key);
+    }
+
+    /// The look is over: kernel threads it did not see detached (exited,
+    /// or no CPU clock) are forgotten.
+    fn end_look(&mut self) {
+        let look = self.look;
+        self.map.retain(|_, d| d.look == look);
+        self.look += 1;
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
 
 /// Default threshold for declaring a kernel thread blocked.
 pub const DEFAULT_BLOCK_THRESHOLD: Duration = Duration::from_micros(50);
@@ -226,6 +345,9 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
     // to the µs rather than the default 50 µs.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
     ask_to_run_promptly();
+    // Whatever `ask_to_run_promptly` got, the monitor must not spin on a
+    // lock a processor of its CPU holds (`spin.rs`, `give_way`).
+    crate::spin::raised_priority();
     let procs = shared.processors();
     let quantum = match shared.preemption {
         Preemption::Quantum(q) => Some(q),
@@ -252,7 +374,10 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
     // Per processor, for the levels (`priority.rs`): since when it has run
     // `High` threads, and the signal the monitor sent it for a level in this stint.
     let mut prio_seen: Vec<(Option<Instant>, Option<Sent>)> = vec![(None, None); procs.len()];
-    let mut detached: Vec<(usize, u64, Instant, Option<Instant>)> = Vec::new();
+    let mut detached = Detached::default();
+    // The first look for a blocked kernel thread after a switch
+    // (`threshold`, stretched while nothing blocks: `Calm`).
+    let mut calm = Calm::new(threshold);
     let mut last_waiting = start;
     let mut last_handoff: Option<Instant> = None;
     shared.depot.scavenge_in_background();
@@ -283,7 +408,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             // polls the network when nobody has for 10 ms. The woken
             // threads are injected, so the monitor preempts for them.
             if let Some(p) = crate::poll::active() {
-                p.poll_busy();
+                p.poll_busy(crate::poll::MONITOR_POLL);
                 want(now + crate::poll::MONITOR_POLL);
             }
         }
@@ -454,6 +579,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                             emit_blocked(&shared, vp, Detection::Explicit);
                             blocking::hand_off(&shared, *p);
                             last_handoff = Some(now);
+                            calm.found();
                         }
                     } else {
                         want(s.since + threshold);
@@ -462,6 +588,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                 RELEASED if stealable || removed => {
                     blocking::hand_off(&shared, *p);
                     last_handoff = Some(now);
+                    calm.found();
                 }
                 RUNNING if (stealable || removed) && vp.in_user.load(Ordering::Relaxed) => {
                     let m = vp.machine.load(Ordering::Relaxed);
@@ -496,7 +623,8 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                     }
                     // Blocked with work waiting anywhere: release it.
                     if transparent {
-                        if ran >= threshold {
+                        let first = calm.first_look();
+                        if ran >= first {
                             let cpu = m.cpu_time_ns();
                             match (s.cpu, cpu) {
                                 (Some((c0, t0)), Some(c))
@@ -516,6 +644,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                                         // Its CPU clock stood still: blocked.
                                         m.request.store(REQ_RELEASE, Ordering::Release);
                                         signal_thread(tid);
+                                        calm.found();
                                         s.cpu = Some((c, now));
                                         want(now + RETRY);
                                     }
@@ -537,7 +666,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                                 _ => {}
                             }
                         } else {
-                            want(s.since + threshold);
+                            want(s.since + first);
                         }
                     }
                 }
@@ -545,36 +674,34 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             }
         }
         // Detached kernel threads running user code again: ask them to
-        // rejoin, so the kernel threads running user code stay P.
-        detached.retain(|d| shared.machines.contains(d.0));
+        // rejoin, so the kernel threads running user code stay P. One
+        // clock read per detached kernel thread: with thousands of them
+        // (a thread per connection on plain `std::net`) the scan itself
+        // takes a while, and the next one waits [`SCAN_SHARE`] times that.
+        let scan_start = Instant::now();
+        let mut any_detached = false;
         shared.machines.for_each(|m| {
-            let key = m as *const Machine as usize;
             let det = !m.detached.load(Ordering::Relaxed).is_null()
                 && m.processor().is_null()
                 && !m.explicit.load(Ordering::Relaxed);
-            let pos = detached.iter().position(|d| d.0 == key);
+            let key = m as *const Machine as usize;
             if !det {
-                if let Some(i) = pos {
-                    detached.swap_remove(i);
-                }
+                detached.forget(key);
                 return;
             }
+            any_detached = true;
             let Some(cpu) = m.cpu_time_ns() else { return };
-            match pos {
-                None => detached.push((key, cpu, now, None)),
-                Some(i) => {
-                    let d = &mut detached[i];
-                    if cpu > d.1 && d.3.is_none_or(|t| now - t >= RETRY) {
-                        m.request.store(REQ_REJOIN, Ordering::Release);
-                        signal_thread(m.tid.load(Ordering::Relaxed));
-                        d.3 = Some(now);
-                    }
-                    d.1 = cpu;
-                    d.2 = now;
-                }
+            if detached.see(key, cpu, now) {
+                m.request.store(REQ_REJOIN, Ordering::Release);
+                signal_thread(m.tid.load(Ordering::Relaxed));
             }
-            want(now + threshold.max(Duration::from_micros(100)));
         });
+        detached.end_look();
+        if any_detached {
+            let scan = scan_start.elapsed();
+            want(now + threshold.max(Duration::from_micros(100)).max(scan * SCAN_SHARE));
+        }
+        calm.look();
         if stale {
             shared.notify();
         }
@@ -729,5 +856,76 @@ fn emit_blocked(shared: &Shared, vp: &crate::processor::Processor, how: Detectio
         if let Some(thread) = crate::task::ThreadId::from_u64(id) {
             h(&Event::Blocked { thread, processor: vp.index, detection: how });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_detached_thread_that_ran_is_asked_to_rejoin_once_per_retry() {
+        let mut d = Detached::default();
+        let t0 = Instant::now();
+        assert!(!d.see(1, 100, t0), "first sight: nothing to compare with");
+        d.end_look();
+        assert!(!d.see(1, 100, t0 + RETRY), "its clock stood still: still in the kernel");
+        d.end_look();
+        assert!(d.see(1, 150, t0 + RETRY * 2), "it ran: back in user code");
+        d.end_look();
+        assert!(!d.see(1, 200, t0 + RETRY * 2), "asked a moment ago");
+        d.end_look();
+        assert!(d.see(1, 250, t0 + RETRY * 3), "asked again after RETRY");
+    }
+
+    #[test]
+    fn detached_threads_not_seen_in_a_look_are_forgotten() {
+        let mut d = Detached::default();
+        let t0 = Instant::now();
+        for k in 0..3 {
+            d.see(k, 10, t0);
+        }
+        d.end_look();
+        d.see(0, 10, t0);
+        d.forget(1);
+        d.end_look();
+        assert_eq!(d.len(), 1, "1 rejoined, 2 exited");
+        // Seen again later: a fresh entry, not the old clock.
+        assert!(!d.see(2, 5, t0 + RETRY));
+    }
+
+    /// Thousands of kernel threads blocked each on its own connection (a
+    /// thread per connection on plain `std::net`): a look is linear in
+    /// their number. Before, each one was searched for in a list of all
+    /// of them (and each listed one in the machine set): 200,000 here made
+    /// 2·10^10 comparisons per look, minutes; now a few milliseconds.
+    #[test]
+    fn a_look_at_many_detached_threads_is_linear() {
+        let mut d = Detached::default();
+        let t0 = Instant::now();
+        const N: usize = 200_000;
+        for look in 0..3u64 {
+            for k in 0..N {
+                d.see(k * 64, look * 1000, t0 + RETRY * look as u32);
+            }
+            d.end_look();
+        }
+        assert_eq!(d.len(), N);
+    }
+
+    #[test]
+    fn the_first_look_backs_off_while_nothing_blocks() {
+        let threshold = Duration::from_micros(50);
+        let mut c = Calm::new(threshold);
+        for _ in 0..CALM_AFTER {
+            c.look();
+        }
+        assert_eq!(c.first_look(), threshold, "blocking was seen recently enough");
+        for _ in 0..20 {
+            c.look();
+        }
+        assert_eq!(c.first_look(), MAX_POLL, "calm: at most MAX_POLL");
+        c.found();
+        assert_eq!(c.first_look(), threshold, "a blocked thread: back to the threshold");
     }
 }

@@ -10,9 +10,9 @@
 //! thread first waits on it; [`Poller::forget`] (the owner's `close`)
 //! removes it. The readiness side ([`Poller::poll`]) runs on processors: a
 //! non-blocking poll when one looks for work (`Processor::steal_round`),
-//! every [`POLL_EVERY`] at a busy one's maintenance, every [`MONITOR_POLL`]
-//! by the monitor while every processor runs (a thread that computes makes
-//! no decisions: Go's sysmon), and a blocking one by
+//! every [`POLL_EVERY`] at a busy one's maintenance, by the monitor while
+//! every processor runs and none has polled for [`MONITOR_POLL`] (a thread
+//! that computes makes no decisions: Go's sysmon), and a blocking one by
 //! at most one processor that goes to sleep while threads wait on I/O
 //! (`Poller::sleep`): it sleeps in `epoll_wait` instead of on its futex,
 //! and its parker's `unpark` writes the eventfd (`idle.rs`, `Parker`), so a
@@ -133,8 +133,12 @@ mod imp {
     /// sooner, since it is already at a decision).
     pub(crate) const POLL_EVERY: Duration = Duration::from_micros(200);
     /// How often the monitor polls while every processor is busy and
-    /// threads wait on I/O (`monitor.rs`).
-    pub(crate) const MONITOR_POLL: Duration = Duration::from_millis(1);
+    /// threads wait on I/O (`monitor.rs`), if no processor did: Go's sysmon
+    /// polls after 10 ms without a poll too. Only a processor that runs a
+    /// thread computing without a decision for that long leaves it to the
+    /// monitor; at 1 ms the monitor woke 1,000 times a second beside a busy
+    /// echo server, each time preempting it on its CPU.
+    pub(crate) const MONITOR_POLL: Duration = Duration::from_millis(10);
 
     /// A waiting thread, listed in a slot.
     struct Entry {
@@ -632,15 +636,18 @@ mod imp {
             self.poll(Some(Duration::ZERO))
         }
 
-        /// A busy processor's maintenance: a non-blocking look at most
-        /// every [`POLL_EVERY`].
-        pub(crate) fn poll_busy(&self) {
+        /// A non-blocking look if nobody looked for `every`: a busy
+        /// processor's maintenance ([`POLL_EVERY`]), the monitor's
+        /// ([`MONITOR_POLL`]: only when no processor has looked for that
+        /// long; it runs ahead of the processors on their CPU, and a look
+        /// of its own preempts one of them to deliver what that processor
+        /// would have seen at its next decision).
+        pub(crate) fn poll_busy(&self, every: Duration) {
             if self.blocked.load(Ordering::Relaxed) {
                 return;
             }
             let now = self.epoch.elapsed().as_nanos() as u64;
-            if now.saturating_sub(self.last_poll.load(Ordering::Relaxed))
-                < POLL_EVERY.as_nanos() as u64
+            if now.saturating_sub(self.last_poll.load(Ordering::Relaxed)) < every.as_nanos() as u64
             {
                 return;
             }
@@ -739,6 +746,13 @@ mod imp {
             }
         }
         parker.park(timeout);
+    }
+
+    /// Waiting step 1 for [`crate::io::snapshot`]: the counters of `fd`
+    /// if the poller was made (`None`: the wait then looks at the level).
+    #[inline]
+    pub(crate) fn seen_if_made(fd: i32) -> Option<[u32; 2]> {
+        made().and_then(|p| p.seen(fd))
     }
 
     /// [`Poller::forget`] on the poller if it was made (a descriptor's

@@ -760,10 +760,6 @@ impl MachineSet {
         self.list.lock().unwrap().retain(|&k| k != key);
     }
 
-    pub(crate) fn contains(&self, key: usize) -> bool {
-        self.list.lock().unwrap().contains(&key)
-    }
-
     pub(crate) fn len(&self) -> usize {
         self.list.lock().unwrap().len()
     }

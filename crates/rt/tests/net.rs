@@ -269,6 +269,61 @@ fn io_wait_parks_until_a_pipe_is_readable_and_forget_wakes_a_waiter() {
     });
 }
 
+/// `io::snapshot` + `io::wait_since`, the pthread library's path: pipes
+/// whose readers take the snapshot before each non-blocking read and wait
+/// with no `poll(2)` of their own, while writers write at random moments,
+/// on 1 and 2 processors; every byte is read (a lost wake-up hangs, and
+/// the watchdog fails the test).
+#[test]
+fn io_wait_since_a_snapshot_loses_no_wake_up() {
+    use schedlab_rt::io::{snapshot, wait_since};
+    for procs in [1, 2] {
+        watchdog(60, move || {
+            let rt = runtime(procs);
+            rt.block_on(|| {
+                let mut threads = Vec::new();
+                for i in 0..16u64 {
+                    let (r, w) = std::io::pipe().unwrap();
+                    let fd = r.as_raw_fd();
+                    // SAFETY: fcntl on our descriptor.
+                    unsafe { libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) };
+                    const N: usize = 300;
+                    threads.push(schedlab_rt::spawn(move || {
+                        let mut got = 0;
+                        while got < N {
+                            let before = snapshot(fd);
+                            let mut b = [0u8; 64];
+                            match (&r).read(&mut b) {
+                                Ok(n) => got += n,
+                                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                                    wait_since(before, Interest::READ, None).unwrap();
+                                }
+                                Err(e) => panic!("read: {e}"),
+                            }
+                        }
+                        schedlab_rt::io::forget(fd);
+                        got
+                    }));
+                    threads.push(schedlab_rt::spawn(move || {
+                        let mut next = rng(i + 11);
+                        for _ in 0..N {
+                            if next().is_multiple_of(2) {
+                                schedlab_rt::yield_now();
+                            }
+                            (&w).write_all(b"y").unwrap();
+                        }
+                        N
+                    }));
+                }
+                for t in threads {
+                    assert_eq!(t.join().unwrap(), 300);
+                }
+            })
+            .unwrap();
+        });
+    }
+}
+
 #[test]
 fn a_reused_descriptor_number_is_not_woken_by_its_old_registration() {
     watchdog(30, || {

@@ -896,7 +896,7 @@ impl Processor {
         if let Some(p) = crate::poll::active() {
             // A busy processor still sees I/O readiness (at most every
             // `poll::POLL_EVERY`) when none sleeps in `epoll_wait`.
-            p.poll_busy();
+            p.poll_busy(crate::poll::POLL_EVERY);
         }
         if !self.shared.injector.is_empty() {
             if let Some(t) = self.pull_injector() {
