@@ -1,5 +1,5 @@
 //! Issue 25's lock and loader probes as people read them: one sentence each for `show` and
-//! the page's first screen ([`lines`]), and one bar chart each for the page ([`html`]).
+//! the page's first screen (`lines`), and one bar chart each for the page (`html`).
 //!
 //! - `sched.priority_inversion`: the frame's worst wait for the loader's lock, plain against
 //!   inheriting, per side and policy;

@@ -136,7 +136,7 @@ enum Memory {
     Lent(StackReleased),
 }
 
-/// Raised once a thread's lent stack ([`crate::Builder::stack_memory`]) is no
+/// Raised once a thread's lent stack (`Builder::stack_memory`, `shared-library` build) is no
 /// longer used: after the thread's last switch away from it, which comes
 /// after its join returns (the exit wakes the joiner before it switches), so
 /// a spawner that reuses the memory for another thread waits for this first.

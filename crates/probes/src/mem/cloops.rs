@@ -45,7 +45,7 @@ const NAMES: [&str; 12] = [
     "c_word_clang_o3",
 ];
 
-/// A compiled loop: an index into [`BUILT`].
+/// A compiled loop: an index into `BUILT`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CLoop(pub u8);
 

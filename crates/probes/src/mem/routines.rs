@@ -435,7 +435,7 @@ fn hybrid_wide() -> ClearFn {
 
 /// The hybrid the seed's thread proposed ("a clear length threshold, anything higher enters
 /// a highly optimized clearer, anything shorter uses the original low-overhead version"):
-/// [`u64x8`]'s loop inline below [`HYBRID_BELOW`] bytes, [`hybrid_wide`] from there.
+/// [`u64x8`]'s loop inline below [`HYBRID_BELOW`] bytes, `hybrid_wide` from there.
 ///
 /// # Safety
 /// `p` valid for writes of `len` bytes.
