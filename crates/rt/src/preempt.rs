@@ -476,8 +476,26 @@ pub(crate) fn preempted() {
                     return vp.yield_to_scheduler();
                 }
             }
+            // The task's own record, alive while it runs, across the switch
+            // (after which `vp` may be another processor's).
+            let me = vp.current_task().map(|t| t as *const crate::task::Task);
+            // SAFETY: as above; the calling task itself.
+            let me = me.map(|t| unsafe { &*t });
+            if me.is_some_and(|t| t.preempting.load(Ordering::Relaxed)) {
+                // Resumed from a preemption with another already asked for:
+                // taken here it would nest (`Task::preempting`); dropped, the
+                // monitor asks again.
+                vp.machine().lower_quietly();
+                return;
+            }
+            if let Some(t) = me {
+                t.preempting.store(true, Ordering::Relaxed);
+            }
             vp.machine().lower_quietly();
             processor::yield_current();
+            if let Some(t) = me {
+                t.preempting.store(false, Ordering::Relaxed);
+            }
             // A request of the library's (`shared::interrupt`) that found
             // nothing else to run: its hook runs here.
             #[cfg(feature = "shared-library")]

@@ -318,8 +318,10 @@ impl Shared {
 
     /// Queues `t` from outside the runtime's processors.
     pub(crate) fn inject(&self, t: TaskRef) {
-        if self.prios.load(Ordering::Relaxed) && t.priority() != crate::Priority::Normal {
-            let p = t.priority();
+        // One read of the level: an inherited one may be given back meanwhile
+        // (`priority.rs`, "Inheritance"), and a second read could say `Normal`.
+        let p = t.priority();
+        if self.prios.load(Ordering::Relaxed) && p != crate::Priority::Normal {
             self.prio.push(t, p, self.timers.now());
             self.notify();
             self.monitor.poke();

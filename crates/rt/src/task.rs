@@ -360,6 +360,13 @@ pub(crate) struct Task {
     /// when a preemption arrived inside one. Touched only by the task itself
     /// and the signal handler interrupting it.
     region: AtomicU32,
+    /// The task is inside a preemption's yield (`preempt::preempted`): a
+    /// request deferred to the end of the section its resume ends is dropped,
+    /// not taken inside it, which would nest one yield in the other's frame
+    /// for every preemption in a row (seen: a thread preempted a thousand
+    /// times before it ran again, under priority hand-offs, overflowed its
+    /// stack). Touched only by the task itself.
+    pub(crate) preempting: AtomicBool,
     wait_arg: AtomicU64,
     /// User-thread-local values.
     pub(crate) locals: UnsafeCell<LocalMap>,
@@ -604,6 +611,7 @@ impl Task {
                     external_wait: AtomicBool::new(false),
                     cancelled: AtomicBool::new(false),
                     region: AtomicU32::new(0),
+                    preempting: AtomicBool::new(false),
                     wait_arg: AtomicU64::new(0),
                     locals: UnsafeCell::new(None),
                     budget: AtomicPtr::new(std::ptr::null_mut()),

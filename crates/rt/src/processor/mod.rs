@@ -741,17 +741,23 @@ impl Processor {
     /// its runtime section if `t` is of a higher level.
     #[inline(always)]
     pub(crate) fn divert(&self, t: TaskRef, woken: bool) -> Option<TaskRef> {
-        if !self.prios.load(Ordering::Relaxed) || t.priority() == crate::Priority::Normal {
+        if !self.prios.load(Ordering::Relaxed) {
             return Some(t);
         }
-        self.divert_slow(t, woken);
+        // One read of the level: an inherited one may be given back meanwhile
+        // (`priority.rs`, "Inheritance"), and a second read could say `Normal`,
+        // which the levels' queues do not hold.
+        let p = t.priority();
+        if p == crate::Priority::Normal {
+            return Some(t);
+        }
+        self.divert_slow(t, p, woken);
         None
     }
 
     #[cold]
     #[inline(never)]
-    fn divert_slow(&self, t: TaskRef, woken: bool) {
-        let p = t.priority();
+    fn divert_slow(&self, t: TaskRef, p: crate::Priority, woken: bool) {
         if woken
             && !self.on_turn()
             && self.current_task().is_some_and(|c| c.priority() > p && c.preemptible())
