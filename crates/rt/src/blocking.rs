@@ -64,10 +64,10 @@
 //! is a processor the kernel took away (`ProcessorLost`), not a blocked one.
 
 use crate::event::{Detection, Event};
+use crate::hooks::Shared;
 use crate::machine::Machine;
 use crate::park::Kind;
 use crate::processor::{self, bind, complete_leave, Pending, ProcPtr, Processor};
-use crate::runtime::Shared;
 use crate::stack::Stack;
 use crate::task::{Task, TaskRef, WaitReason};
 use std::ptr::NonNull;
