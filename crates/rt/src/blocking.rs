@@ -64,7 +64,7 @@
 //! is a processor the kernel took away (`ProcessorLost`), not a blocked one.
 
 use crate::event::{Detection, Event};
-use crate::hooks::Shared;
+use crate::state::Shared;
 use crate::machine::Machine;
 use crate::park::Kind;
 use crate::processor::{self, bind, complete_leave, Pending, ProcPtr, Processor};

@@ -16,7 +16,7 @@
 //! instruction runs again. The handler only reads memory and calls
 //! `write`, `abort` and `sigaction`, which are async-signal-safe.
 
-use crate::hooks;
+use crate::processor;
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
@@ -62,7 +62,7 @@ unsafe extern "C" fn handler(
     // A kernel thread without a runtime block (`shared-library` build) runs
     // no user thread: the fault is not a user thread's overflow.
     let ours = crate::arch::thread_block_present();
-    if let Some((guard, name, size, id)) = hooks::overflow_info().filter(|_| ours) {
+    if let Some((guard, name, size, id)) = processor::overflow_info().filter(|_| ours) {
         // Rust's stack probes touch every page on the way down, so an
         // overflow faults inside the guard page, not beyond it.
         if guard.contains(&addr) {

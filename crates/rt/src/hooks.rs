@@ -5,12 +5,12 @@
 //! and the table in `tests/layers.rs`, which keeps it):
 //!
 //! ```text
-//! api        thread sync scope local net io runtime yielder lib
-//! policy     hooks preempt blocking budget monitor poll shared
-//! processor  processor machine
-//! data       task lifecycle park slot handoff queue priority wait timer spin
-//!            registry event idle
-//! machine    loom futex arch stack guard
+//! api        thread sync scope local net io runtime yielder (lib.rs)
+//! policy     hooks preempt blocking monitor poll shared
+//! processor  processor machine state guard
+//! data       task lifecycle park slot handoff queue priority budget wait
+//!            timer spin registry event idle
+//! machine    loom futex arch stack
 //! ```
 //!
 //! A file imports files of its own layer and of the layers below it. What a
@@ -27,13 +27,11 @@
 //! loop, the switches and the waits generic; a table of function pointers
 //! would cost an indirect call on every switch.
 
-// The machine-dependent layer (`arch`, `stack`, `guard`).
+// The machine-dependent layer (`arch`, `stack`).
 #[cfg(not(loom))]
 pub(crate) use crate::machine::Machine;
 #[cfg(not(loom))]
 pub(crate) use crate::preempt::schedlab_rt_preempted;
-#[cfg(not(loom))]
-pub(crate) use crate::processor::overflow_info;
 #[cfg(not(loom))]
 pub(crate) use crate::registry::{set_owner, Registry, Slot};
 #[cfg(not(loom))]
@@ -44,8 +42,6 @@ pub(crate) use crate::thread::{try_current, yield_now};
 // The data layer: a task's release and panic report, a wait list's or a
 // timer's wake-up, a spin lock's yield, an idle processor's wake-up of the
 // poller's sleeper.
-#[cfg(not(loom))]
-pub(crate) use crate::budget::Budget;
 #[cfg(not(loom))]
 pub(crate) use crate::machine::DEFERRED;
 #[cfg(not(loom))]
@@ -58,10 +54,10 @@ pub(crate) use crate::processor::{
     yield_if_free,
 };
 #[cfg(not(loom))]
-pub(crate) use crate::runtime::{Shared, SharedRef};
+pub(crate) use crate::state::SharedRef;
 
 // The processor layer: the policies its loop and switches call (blocking
-// hand-off of a detached kernel thread, budgets, preemption's per-thread
+// hand-off of a detached kernel thread, preemption's per-thread
 // setup, the poller, the shared-library build's resume hooks), and what a
 // spawn returns and a thread's exit runs.
 #[cfg(not(loom))]
@@ -69,8 +65,6 @@ pub(crate) use crate::blocking::{
     after_detached_leave, detached_join, detached_park, detached_park_unlocking, exit_detached,
     rejoin, rejoin_in, take_detached, wait_as_spare,
 };
-#[cfg(not(loom))]
-pub(crate) use crate::budget::check as check_budget;
 #[cfg(not(loom))]
 pub(crate) use crate::local::destroy_all as destroy_locals;
 #[cfg(not(loom))]

@@ -169,6 +169,8 @@ mod registry;
 #[cfg(not(loom))]
 mod runtime;
 #[cfg(not(loom))]
+mod state;
+#[cfg(not(loom))]
 mod scope;
 #[cfg(all(feature = "shared-library", not(loom)))]
 pub mod shared;

@@ -136,7 +136,7 @@ pub(crate) struct Machine {
     pub(crate) counted: AtomicBool,
     /// The runtime of a detached thread that is exiting (`Arc::into_raw`),
     /// for its native context to uncount it once the exit is complete.
-    pub(crate) exit_shared: AtomicPtr<crate::hooks::Shared>,
+    pub(crate) exit_shared: AtomicPtr<crate::state::Shared>,
     /// The kernel thread's own thread pointer (`shared-library` build, where
     /// each user thread has its own): what an exiting user thread switches
     /// to before it completes, so its TLS block can be freed at once. 0 in

@@ -672,7 +672,7 @@ mod imp {
         /// listed here will never run; delist them, and close the `net`
         /// descriptors they waited on (telling each object, so its drop, if
         /// it ever comes, does not close the number again).
-        pub(crate) fn cancel_runtime(&self, shared: &crate::hooks::Shared) {
+        pub(crate) fn cancel_runtime(&self, shared: &crate::state::Shared) {
             for cell in self.pages.iter() {
                 let page = cell.load(Ordering::Acquire);
                 if page.is_null() {
@@ -726,7 +726,7 @@ mod imp {
     }
 
     /// [`Poller::cancel_runtime`] on the poller if it was made.
-    pub(crate) fn cancel_runtime(shared: &crate::hooks::Shared) {
+    pub(crate) fn cancel_runtime(shared: &crate::state::Shared) {
         if let Some(p) = made() {
             p.cancel_runtime(shared);
         }

@@ -25,7 +25,7 @@
 //! its `stack` cell for the while, and names the joiner in `host`.
 
 use crate::arch::StackPointer;
-use crate::hooks::Budget;
+use crate::budget::Budget;
 use crate::hooks::SharedRef;
 use crate::lifecycle::TaskState;
 use crate::park::ParkState;

@@ -61,7 +61,7 @@ pub(crate) use self::switch::{
 
 use crate::arch::{self, StackPointer};
 use crate::event::{Event, Hook};
-use crate::hooks::{Shared, SharedRef};
+use crate::state::{Shared, SharedRef};
 use crate::machine::Machine;
 use crate::queue::{LifoSlot, RunQueue, MAX_LIFO_STREAK};
 use crate::stack::{Stack, StackPool};

@@ -6,7 +6,7 @@ use super::{Here, Processor};
 use crate::arch;
 use crate::event::Event;
 use crate::hooks::JoinHandle;
-use crate::hooks::{Shared, SharedRef};
+use crate::state::{Shared, SharedRef};
 use crate::stack::Stack;
 use crate::task::{self, Task, ThreadId};
 use std::io;
@@ -205,7 +205,7 @@ impl SpawnOptions {
 #[inline(never)]
 fn check_policies(opts: &SpawnOptions) -> io::Result<()> {
     if let Some((fraction, period)) = opts.budget {
-        crate::hooks::check_budget(fraction, period)
+        crate::budget::check(fraction, period)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     }
     Ok(())
@@ -243,7 +243,7 @@ fn apply_policies(
         }
     }
     if let Some((fraction, period)) = budget {
-        task.set_budget(Box::new(crate::hooks::Budget::new(fraction, period)));
+        task.set_budget(Box::new(crate::budget::Budget::new(fraction, period)));
         if !shared.budgets.swap(true, Ordering::Relaxed) {
             each_processor(&|p| {
                 p.budgets.store(true, Ordering::Relaxed);
