@@ -2,10 +2,12 @@
 //! closure to completion with [`Runtime::block_on`], deadlock reports, and
 //! shutting down in `Drop`.
 //!
-//! [`Shared`] is the state all processors of one runtime share: the
-//! injection queue, the stealers of every processor's queue, the idle set and
-//! parkers, timers, the registry of stacks (through which the deadlock
-//! detector finds live threads), and the configuration.
+//! The state all processors of one runtime share (`Shared`: the injection
+//! queue, the stealers of every processor's queue, the idle set and parkers,
+//! timers, the registry of stacks through which the deadlock detector finds
+//! live threads, and the configuration) is defined in `state.rs`, in the
+//! processor layer; this file, in the API layer, builds it. The protocols
+//! below (deadlock detection, resizing) are the runtime's as a whole.
 //!
 //! # Deadlock detection
 //!
