@@ -64,11 +64,11 @@
 //! is a processor the kernel took away (`ProcessorLost`), not a blocked one.
 
 use crate::event::{Detection, Event};
-use crate::state::Shared;
 use crate::machine::Machine;
 use crate::park::Kind;
 use crate::processor::{self, bind, complete_leave, Pending, ProcPtr, Processor};
 use crate::stack::Stack;
+use crate::state::Shared;
 use crate::task::{Task, TaskRef, WaitReason};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -169,8 +169,6 @@ mod registry;
 #[cfg(not(loom))]
 mod runtime;
 #[cfg(not(loom))]
-mod state;
-#[cfg(not(loom))]
 mod scope;
 #[cfg(all(feature = "shared-library", not(loom)))]
 pub mod shared;
@@ -178,6 +176,8 @@ pub mod shared;
 mod spin;
 #[cfg(not(loom))]
 mod stack;
+#[cfg(not(loom))]
+mod state;
 #[cfg(not(loom))]
 pub mod sync;
 #[cfg(not(loom))]

@@ -74,10 +74,10 @@
 
 use crate::blocking::{self, RELEASED, RUNNING, SYSCALL};
 use crate::event::{Detection, Event};
-use crate::state::Shared;
 use crate::machine::{Machine, REQ_PREEMPT, REQ_REJOIN, REQ_RELEASE};
 use crate::preempt::{signal_thread, Preemption};
 use crate::priority::{Priority, AGING};
+use crate::state::Shared;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

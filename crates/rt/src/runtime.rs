@@ -110,12 +110,12 @@
 use crate::event::{Event, Hook};
 use crate::idle::{CheckGate, Idle, Parker};
 use crate::monitor::DEFAULT_BLOCK_THRESHOLD;
-use crate::state::MonitorCtl;
 use crate::preempt::Preemption;
 use crate::processor::{self, ProcPtr, Processor, SpawnOptions, Target};
 use crate::queue::{LifoSlot, QueueStealer, RunQueue};
 use crate::registry::{ParkedThread, Registry};
 use crate::stack::Depot;
+use crate::state::MonitorCtl;
 use crate::state::{Blocking, MachineSet, Shared, Spares};
 use crate::thread::JoinHandle;
 use crate::timer::Timers;

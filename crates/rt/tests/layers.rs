@@ -38,16 +38,8 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("processor", &["processor", "machine", "state", "guard"]),
-    (
-        "policy",
-        &["hooks", "preempt", "blocking", "monitor", "poll", "shared"],
-    ),
-    (
-        "api",
-        &[
-            "thread", "sync", "scope", "local", "net", "io", "runtime", "yielder", "lib",
-        ],
-    ),
+    ("policy", &["hooks", "preempt", "blocking", "monitor", "poll", "shared"]),
+    ("api", &["thread", "sync", "scope", "local", "net", "io", "runtime", "yielder", "lib"]),
 ];
 
 /// The one module through which a lower layer names something above it.
@@ -215,10 +207,7 @@ fn reexports(lib: &str) -> BTreeMap<String, String> {
 fn imports(src: &Path) -> (BTreeSet<String>, Vec<Import>) {
     let files = sources(src);
     let units: BTreeSet<String> = files.iter().map(|(r, _)| unit_of(r)).collect();
-    let lib = files
-        .iter()
-        .find(|(r, _)| r == "lib.rs")
-        .expect("src/lib.rs");
+    let lib = files.iter().find(|(r, _)| r == "lib.rs").expect("src/lib.rs");
     let reexp = reexports(&lib.1);
     let resolve = |name: &str| -> String {
         if units.contains(name) {
@@ -233,11 +222,7 @@ fn imports(src: &Path) -> (BTreeSet<String>, Vec<Import>) {
         let code = code_of(text);
         let mut push = |text: String, to: String| {
             if to != from {
-                out.push(Import {
-                    file: format!("crates/rt/src/{rel}"),
-                    text,
-                    to,
-                });
+                out.push(Import { file: format!("crates/rt/src/{rel}"), text, to });
             }
         };
         for end in occurrences(&code, "crate::") {
@@ -270,9 +255,8 @@ fn imports(src: &Path) -> (BTreeSet<String>, Vec<Import>) {
                 if head.is_empty() {
                     continue;
                 }
-                let path_end = rest
-                    .find(|c: char| !(is_ident(c) || c == ':'))
-                    .unwrap_or(rest.len());
+                let path_end =
+                    rest.find(|c: char| !(is_ident(c) || c == ':')).unwrap_or(rest.len());
                 let path = rest[..path_end].trim_end_matches(':');
                 push(format!("crate::{path}"), resolve(head));
             }
@@ -283,11 +267,7 @@ fn imports(src: &Path) -> (BTreeSet<String>, Vec<Import>) {
                 if head.is_empty() {
                     continue;
                 }
-                let to = if units.contains(head) {
-                    head.to_string()
-                } else {
-                    "lib".to_string()
-                };
+                let to = if units.contains(head) { head.to_string() } else { "lib".to_string() };
                 push(format!("super::{head}"), to);
             }
         }
@@ -296,7 +276,10 @@ fn imports(src: &Path) -> (BTreeSet<String>, Vec<Import>) {
 }
 
 /// The strongly connected components of `edges` with more than one unit.
-fn circles(units: &BTreeSet<String>, edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+fn circles(
+    units: &BTreeSet<String>,
+    edges: &BTreeMap<String, BTreeSet<String>>,
+) -> Vec<Vec<String>> {
     // Kosaraju: finish order on the graph, then components on its reverse.
     fn finish(
         v: &str,
@@ -340,10 +323,7 @@ fn layer_of() -> BTreeMap<&'static str, (usize, &'static str)> {
     let mut map = BTreeMap::new();
     for (i, (name, units)) in LAYERS.iter().enumerate() {
         for u in *units {
-            assert!(
-                map.insert(*u, (i, *name)).is_none(),
-                "{u} is in two layers of LAYERS"
-            );
+            assert!(map.insert(*u, (i, *name)).is_none(), "{u} is in two layers of LAYERS");
         }
     }
     map
@@ -418,16 +398,15 @@ fn check(src: &Path) -> Result<String, Vec<String>> {
         }
     }
     if !item.trim().is_empty() {
-        errors.push(format!(
-            "crates/rt/src/{INTERFACE}.rs: `{}` is not a re-export",
-            item.trim()
-        ));
+        errors.push(format!("crates/rt/src/{INTERFACE}.rs: `{}` is not a re-export", item.trim()));
     }
     let all = circles(&units, &edges);
     let without: BTreeMap<String, BTreeSet<String>> = edges
         .iter()
         .filter(|(a, _)| a.as_str() != INTERFACE)
-        .map(|(a, bs)| (a.clone(), bs.iter().filter(|b| b.as_str() != INTERFACE).cloned().collect()))
+        .map(|(a, bs)| {
+            (a.clone(), bs.iter().filter(|b| b.as_str() != INTERFACE).cloned().collect())
+        })
         .collect();
     let inner = circles(&units, &without);
     for c in &inner {
@@ -481,7 +460,8 @@ fn every_import_goes_down_or_through_the_interface() {
 
 /// A copy of `src` with one file's text changed, in a fresh directory.
 fn altered_copy(name: &str, file: &str, edit: impl FnOnce(String) -> String) -> PathBuf {
-    let dst = std::env::temp_dir().join(format!("schedlab-rt-layers-{}-{name}", std::process::id()));
+    let dst =
+        std::env::temp_dir().join(format!("schedlab-rt-layers-{}-{name}", std::process::id()));
     let _ = fs::remove_dir_all(&dst);
     let src = src_dir();
     let mut edit = Some(edit);
@@ -508,8 +488,10 @@ fn an_import_up_past_the_interface_is_named_with_its_file() {
     let errors = check(&dir).expect_err("an upward import must fail the check");
     let _ = fs::remove_dir_all(&dir);
     assert!(
-        errors.iter().any(|e| e.starts_with("crates/rt/src/timer.rs: `crate::processor::unpark_user`")
-            && e.contains("data layer")),
+        errors
+            .iter()
+            .any(|e| e.starts_with("crates/rt/src/timer.rs: `crate::processor::unpark_user`")
+                && e.contains("data layer")),
         "{errors:#?}"
     );
 }
@@ -520,7 +502,10 @@ fn a_file_in_no_layer_and_code_in_the_interface_are_reported() {
     fs::write(dir.join("newcomer.rs"), "//! A file nobody placed.\n").unwrap();
     let errors = check(&dir).expect_err("an unplaced file must fail the check");
     let _ = fs::remove_dir_all(&dir);
-    assert!(errors.iter().any(|e| e.starts_with("crates/rt/src/newcomer: a unit in no layer")), "{errors:#?}");
+    assert!(
+        errors.iter().any(|e| e.starts_with("crates/rt/src/newcomer: a unit in no layer")),
+        "{errors:#?}"
+    );
     assert!(errors.iter().any(|e| e.contains("is not a re-export")), "{errors:#?}");
 }
 

@@ -61,10 +61,10 @@ pub(crate) use self::switch::{
 
 use crate::arch::{self, StackPointer};
 use crate::event::{Event, Hook};
-use crate::state::{Shared, SharedRef};
 use crate::machine::Machine;
 use crate::queue::{LifoSlot, RunQueue, MAX_LIFO_STREAK};
 use crate::stack::{Stack, StackPool};
+use crate::state::{Shared, SharedRef};
 use crate::task::{self, BlockCache, Task, TaskRef, ThreadId, ID_BLOCK};
 use crossbeam_deque::Steal;
 use std::cell::{Cell, UnsafeCell};
