@@ -43,8 +43,6 @@ pub(crate) use crate::thread::{try_current, yield_now};
 // timer's wake-up, a spin lock's yield, an idle processor's wake-up of the
 // poller's sleeper.
 #[cfg(not(loom))]
-pub(crate) use crate::machine::DEFERRED;
-#[cfg(not(loom))]
 pub(crate) use crate::poll::interrupt as interrupt_poller;
 #[cfg(not(loom))]
 pub(crate) use crate::preempt::explain_panic;

@@ -82,9 +82,7 @@ fn lower_deferred() {
     }
 }
 
-/// Set in `Machine::guard` when a preemption request arrived inside a
-/// runtime section; taken when the counter returns to zero.
-pub(crate) const DEFERRED: u32 = 1 << 31;
+pub(crate) use crate::arch::DEFERRED;
 
 /// No request pending ([`Machine::request`]).
 pub(crate) const REQ_NONE: u8 = 0;

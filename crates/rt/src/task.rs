@@ -768,14 +768,14 @@ impl Task {
     /// Whether the task is inside a `no_preempt` region.
     #[inline]
     pub(crate) fn in_no_preempt(&self) -> bool {
-        self.region.load(Ordering::Relaxed) & !crate::hooks::DEFERRED != 0
+        self.region.load(Ordering::Relaxed) & !crate::arch::DEFERRED != 0
     }
 
     /// Remembers a preemption for the end of the region (signal handler).
     #[inline]
     pub(crate) fn defer_preemption(&self) {
         let r = self.region.load(Ordering::Relaxed);
-        self.region.store(r | crate::hooks::DEFERRED, Ordering::Relaxed);
+        self.region.store(r | crate::arch::DEFERRED, Ordering::Relaxed);
     }
 
     /// Enters a `no_preempt` region (the task itself).
@@ -792,7 +792,7 @@ impl Task {
     pub(crate) fn leave_no_preempt(&self) -> bool {
         std::sync::atomic::compiler_fence(Ordering::SeqCst);
         let r = self.region.load(Ordering::Relaxed) - 1;
-        if r == crate::hooks::DEFERRED {
+        if r == crate::arch::DEFERRED {
             self.region.store(0, Ordering::Relaxed);
             return true;
         }
