@@ -74,9 +74,7 @@ pub(crate) use crate::shared::{before_idle_sleep, resumed, run_hook};
 #[cfg(not(loom))]
 pub(crate) use crate::thread::JoinHandle;
 
-// The policy layer: the API's thread handle and park, which the poller and
-// the shared-library build use.
-#[cfg(not(loom))]
-pub(crate) use crate::thread::park;
+// The policy layer: the API's thread handle, which the shared-library
+// build's `interrupt` and `kernel_thread_of` take.
 #[cfg(all(feature = "shared-library", not(loom)))]
 pub(crate) use crate::Thread;

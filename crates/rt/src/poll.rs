@@ -460,11 +460,17 @@ mod imp {
                             let _section = crate::processor::here();
                             task.shared.timers.insert_unpark(d - now, task.clone())
                         };
-                        crate::hooks::park();
+                        crate::processor::park_current(
+                            crate::park::Kind::User,
+                            crate::task::WaitReason::Park,
+                        );
                         let _section = crate::processor::here();
                         task.shared.timers.cancel(key);
                     }
-                    None => crate::hooks::park(),
+                    None => crate::processor::park_current(
+                        crate::park::Kind::User,
+                        crate::task::WaitReason::Park,
+                    ),
                 }
                 let _section = crate::processor::here();
                 let st = slot.state.lock();
