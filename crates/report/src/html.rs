@@ -174,13 +174,20 @@ pub fn page_against(
 /// [`section`] makes them), the styles and the script.
 pub(crate) fn wrap(title: &str, nav: &[String], body: &str, version: &str) -> String {
     TEMPLATE
-        .replace("{{style}}", STYLE)
+        .replace("{{style}}", &style())
         .replace("{{script}}", &script())
         .replace("{{nav}}", &nav.concat())
         .replace("{{version}}", &escape(version))
         .replace("{{title}}", &escape(title))
         // Last: the body may hold anything, including text that looks like a placeholder.
         .replace("{{body}}", body)
+}
+
+/// The page's styles, given the strip plots' size from [`svg`] for the boxes they are drawn
+/// into.
+fn style() -> String {
+    let (w, h, _) = svg::STRIP_SIZE;
+    STYLE.replace("{{strip_w}}", &w.to_string()).replace("{{strip_h}}", &h.to_string())
 }
 
 /// The page's script, given the strip plots' alphabet and size from [`svg`] so that the
@@ -802,7 +809,8 @@ mod tests {
         let quoted = format!("var ALPHABET = \"{}\";", svg::STRIP_CODE_ALPHABET);
         assert!(html.contains(&quoted), "the page's script says {quoted}");
         assert!(html.contains("var SIZE = \"160 18 4\""), "and the strips' size");
-        assert!(!html.contains("{{"), "every placeholder of the script is filled");
+        assert!(html.contains("width: 160px; height: 18px; contain: strict;"), "their boxes");
+        assert!(!html.contains("{{"), "every placeholder of the script and styles is filled");
     }
 
     #[test]

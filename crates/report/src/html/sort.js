@@ -94,7 +94,9 @@
     var g = el("g", { fill: "#333", "fill-opacity": "0.6" }, svg);
     x.slice(3).forEach(function (cx) { el("circle", { cx: cx, cy: h / 2, r: 1.6 }, g); });
     el("rect", { x: (x[2] - 1).toFixed(1), y: 0, width: 2, height: h, fill: "#d62728" }, svg);
-    holder.replaceWith(svg);
+    // Into the box, whose size the page fixed: the table around it needs no new layout.
+    holder.removeAttribute("data-s");
+    holder.appendChild(svg);
   }
   // An open table's plots now; a folded table's when it is first opened.
   Array.prototype.forEach.call(document.querySelectorAll("i[data-s]"), function (i) {
