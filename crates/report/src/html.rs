@@ -411,9 +411,10 @@ fn family_table(f: &str, rows: &[&Measurement]) -> String {
     for (probe, notes) in &shared {
         let notes: Vec<String> = notes.iter().map(|(k, v)| format!("{k}={v}")).collect();
         out.push_str(&format!(
-            "<p class=\"key\">Notes of every measured {} row below: {}</p>\n",
-            escape(probe),
-            escape(&notes.join(" "))
+            "<p class=\"key\" data-probe=\"{p}\" data-notes=\"{n}\">Notes of every measured {p} \
+             row below: {n}</p>\n",
+            p = escape(probe),
+            n = escape(&notes.join(" "))
         ));
     }
     // The plot right after the median and its interval, where the eye is.
@@ -841,7 +842,9 @@ mod tests {
         assert!(!os.contains("<details"), "a short family is open");
         assert!(!os.contains("<svg class=\"strip\"") && !os.contains("<circle"), "{os}");
         assert_eq!(os.matches("<i data-s=\"").count(), views::SHARED_NOTES_FROM, "a code a row");
-        assert_eq!(os.matches("cpu=0 thp=madvise").count(), 1, "the shared notes once: {os}");
+        // Once for the reader, once as data for the row filter (sort.js), none on the rows.
+        assert_eq!(os.matches("cpu=0 thp=madvise").count(), 2, "the shared notes once: {os}");
+        assert!(os.contains("data-probe=\"os.pipe\" data-notes=\"cpu=0 thp=madvise\""));
         assert!(os.contains("Notes of every measured os.pipe row below: cpu=0 thp=madvise"));
         // Without the script the page says what it is missing.
         assert!(html.contains("<noscript>") && html.contains("raw-sample plot"));

@@ -45,13 +45,21 @@
     input.className = "filter";
     input.placeholder = "filter rows";
     input.setAttribute("aria-label", "filter the rows of the table below");
+    var holder = table.closest(".scroll") || table;
+    // The notes every row of a probe shares are said once above the table (p.key with
+    // data-probe and data-notes); a row still matches them, as it did when each row said them.
+    var shared = {};
+    for (var k = holder.previousElementSibling; k && k.matches("p.key[data-probe]");
+         k = k.previousElementSibling) {
+      shared[k.getAttribute("data-probe")] = " " + k.getAttribute("data-notes").toLowerCase();
+    }
     input.addEventListener("input", function () {
       var q = input.value.toLowerCase();
       Array.prototype.forEach.call(table.tBodies[0].rows, function (r) {
-        r.hidden = q !== "" && r.textContent.toLowerCase().indexOf(q) < 0;
+        var text = r.textContent.toLowerCase() + (shared[r.cells[0].textContent] || "");
+        r.hidden = q !== "" && text.indexOf(q) < 0;
       });
     });
-    var holder = table.closest(".scroll") || table;
     holder.parentNode.insertBefore(input, holder);
   });
   // A link can carry an ordering: #sort=TABLE,COLUMN,asc|desc (tables counted from 0 in
