@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::alive::abandoned;
 use crate::columns::*;
-use crate::db::{insert_many, Row};
+use crate::db::{insert_many, Row, V};
 use crate::error::{Result, StoreError};
 use crate::intern::Interner;
 use crate::{door, Store};
@@ -126,6 +126,9 @@ impl Store {
             let mut ids = HashMap::new();
             let mut names = Interner::default();
             names.load_series(c)?;
+            let logical: Vec<&[V]> = results.iter().map(|r| &r[1..]).collect();
+            let advised: Vec<&[V]> = warnings.iter().map(Vec::as_slice).collect();
+            names.prepare(c, &logical, &advised)?;
             let sql = format!(
                 "INSERT INTO results (run_id, {}) VALUES ($1, {}) RETURNING id",
                 STORED_RESULT_COLS.join(", "),

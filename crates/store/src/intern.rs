@@ -9,7 +9,12 @@
 //!
 //! Two writers may create the same series or text at once (two machines pushing to a new
 //! fleet): the insert does nothing on the unique index's conflict and the id is read again,
-//! so each is stored once.
+//! so each is stored once. In PostgreSQL the second insert waits for the first writer's
+//! transaction to end; two transactions each waiting for a row the other created would
+//! deadlock, so every transaction creates what it needs in one order: its series, sorted,
+//! then its texts, sorted ([`Interner::prepare`]; a single result needs one series, then
+//! one text). A transaction creating texts then no longer waits for any series, and within
+//! either kind the sorted order allows no cycle.
 
 use std::collections::HashMap;
 
@@ -34,6 +39,39 @@ impl Interner {
     pub(crate) fn load_series(&mut self, c: &mut Conn) -> Result<(), DbError> {
         for r in c.query(&format!("SELECT id, {SERIES_COLS} FROM series"), &[])? {
             self.series.insert([r[1].t(), r[2].t(), r[3].t(), r[4].t(), r[5].t()], r[0].i());
+        }
+        Ok(())
+    }
+
+    /// Finds or creates, in the one order every writer uses (series sorted, then texts
+    /// sorted), everything `results` and `warnings` (rows as `RESULT_COLS` and
+    /// `WARNING_COLS` list them) need, so that storing them creates nothing more.
+    pub(crate) fn prepare(
+        &mut self,
+        c: &mut Conn,
+        results: &[&[V]],
+        warnings: &[&[V]],
+    ) -> Result<(), DbError> {
+        let col =
+            |cols: &[&str], name: &str| cols.iter().position(|c| *c == name).expect("a column");
+        let key_cols =
+            ["probe", "params", "params_json", "unit", "better"].map(|n| col(RESULT_COLS, n));
+        let mut keys: Vec<SeriesKey> = results.iter().map(|r| key_cols.map(|i| r[i].t())).collect();
+        keys.sort();
+        keys.dedup();
+        for key in keys {
+            self.series(c, key)?;
+        }
+        let (notes, advice) = (col(RESULT_COLS, "notes"), col(WARNING_COLS, "advice"));
+        let mut texts: Vec<String> = results
+            .iter()
+            .map(|r| r[notes].t())
+            .chain(warnings.iter().map(|w| w[advice].t()))
+            .collect();
+        texts.sort();
+        texts.dedup();
+        for text in texts {
+            self.text(c, &text)?;
         }
         Ok(())
     }

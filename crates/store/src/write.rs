@@ -163,6 +163,8 @@ impl Store {
             .collect();
         self.tx(|c| {
             let mut names = Interner::default();
+            let refs: Vec<&[V]> = rows.iter().map(Vec::as_slice).collect();
+            names.prepare(c, &[], &refs)?;
             let rows = rows
                 .iter()
                 .map(|w| names.stored_warning(c, w))
