@@ -328,12 +328,15 @@ const PG: Dialect = Dialect {
         ("{time}", "::timestamptz"),
         ("{cascade}", " CASCADE"),
         // A reference names a table by its oid here: dropping the old `results` dropped
-        // `raw_samples`' reference (CASCADE), so it is made again to the rebuilt one; the ids
+        // `raw_samples`' reference (CASCADE), so it is made again to the rebuilt one (NOT
+        // VALID: checking a fleet's rows would be one statement longer than the server's
+        // timeout, and the rows kept their ids; it holds for every later row and cascades
+        // deletes as before); the ids
         // copied with their rows move the identity past them; the indexes get the names the
         // original table's had.
         (
             "{pg_after_rebuild}",
-            "ALTER TABLE raw_samples ADD FOREIGN KEY (result_id) REFERENCES results (id) ON DELETE CASCADE;
+            "ALTER TABLE raw_samples ADD FOREIGN KEY (result_id) REFERENCES results (id) ON DELETE CASCADE NOT VALID;
              SELECT setval(pg_get_serial_sequence('results', 'id'), coalesce(max(id), 0) + 1, false) FROM results;
              SELECT setval(pg_get_serial_sequence('warnings', 'id'), coalesce(max(id), 0) + 1, false) FROM warnings;
              ALTER INDEX results_v6_pkey RENAME TO results_pkey;
@@ -378,6 +381,7 @@ const STEPS: &[&str] = &[
     // back in their old shape, column for column, for every reader. The UNIQUE (run_id,
     // probe, params) becomes (run_id, series_id) — a run's results by run, and one series in
     // a run — and `results_probe` (probe, params) becomes `results_series` (series_id).
+    // `{fill}` is where `fill_v6` copies the rows, a range of ids per statement.
     r#"
     CREATE TABLE series (
         id           {id},
@@ -393,10 +397,6 @@ const STEPS: &[&str] = &[
         text  TEXT NOT NULL
     );
     CREATE UNIQUE INDEX texts_text ON texts ({text_key});
-    INSERT INTO series (probe, params, params_json, unit, better)
-        SELECT probe, params, params_json, unit, better FROM results
-        GROUP BY probe, params, params_json, unit, better ORDER BY probe, params;
-    INSERT INTO texts (text) SELECT notes FROM results UNION SELECT advice FROM warnings;
     DROP VIEW fleet_results;
     DROP VIEW result_view;
     CREATE TABLE results_v6 (
@@ -429,17 +429,7 @@ const STEPS: &[&str] = &[
         measured_at          TEXT NOT NULL,
         UNIQUE (run_id, series_id)
     );
-    INSERT INTO results_v6 (id, run_id, series_id, notes_id, seq, iters_per_sample, n, outliers,
-            window_ns, other_cpu_ns, steal_ns, overhead_ns_per_iter, median, min, max, mean, stddev,
-            p5, p95, ci_low, ci_high, ci_level, cv, wall_s, status, reason, measured_at)
-        SELECT x.id, x.run_id, s.id, t.id, x.seq, x.iters_per_sample, x.n, x.outliers, x.window_ns,
-            x.other_cpu_ns, x.steal_ns, x.overhead_ns_per_iter, x.median, x.min, x.max, x.mean,
-            x.stddev, x.p5, x.p95, x.ci_low, x.ci_high, x.ci_level, x.cv, x.wall_s, x.status,
-            x.reason, x.measured_at
-        FROM results x
-        JOIN series s ON s.probe = x.probe AND s.params = x.params AND s.params_json = x.params_json
-            AND s.unit = x.unit AND s.better = x.better
-        JOIN texts t ON t.text = x.notes;
+    CREATE INDEX results_series ON results_v6 (series_id);
     CREATE TABLE warnings_v6 (
         id         {id},
         run_id     {int} NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
@@ -449,16 +439,13 @@ const STEPS: &[&str] = &[
         severity   TEXT NOT NULL CHECK (severity IN ('info', 'warn')),
         message    TEXT NOT NULL
     );
-    INSERT INTO warnings_v6 (id, run_id, advice_id, kind, probe, severity, message)
-        SELECT w.id, w.run_id, t.id, w.kind, w.probe, w.severity, w.message
-        FROM warnings w JOIN texts t ON t.text = w.advice;
+    CREATE INDEX warnings_run ON warnings_v6 (run_id);
+    {fill}
     DROP TABLE results{cascade};
     ALTER TABLE results_v6 RENAME TO results;
     DROP TABLE warnings;
     ALTER TABLE warnings_v6 RENAME TO warnings;
     {pg_after_rebuild}
-    CREATE INDEX results_series ON results (series_id);
-    CREATE INDEX warnings_run ON warnings (run_id);
     CREATE VIEW result_rows AS
         SELECT x.id, x.run_id, x.seq, s.probe, s.params, s.params_json, s.unit, s.better, x.status,
                x.reason, t.text AS notes, x.iters_per_sample, x.overhead_ns_per_iter, x.n, x.median,
@@ -484,13 +471,116 @@ const STEPS: &[&str] = &[
     "#,
 ];
 
-/// The SQL of the step that takes a database to version `to`, in `conn`'s dialect.
-fn step_sql(conn: &Conn, to: i64) -> String {
+/// The SQL of the step that takes a database to version `to`, in `conn`'s dialect: what runs
+/// before the step's rows are copied (`fill`), and what runs after.
+fn step_sql(conn: &Conn, to: i64) -> (String, String) {
     let i = (to - 1) as usize;
     match MIGRATIONS.get(i) {
-        Some(sqlite) => (if conn.is_pg() { PG_MIGRATIONS[i] } else { sqlite }).to_string(),
-        None => Dialect::of(conn).render(STEPS[i - MIGRATIONS.len()]),
+        Some(sqlite) => {
+            ((if conn.is_pg() { PG_MIGRATIONS[i] } else { sqlite }).to_string(), String::new())
+        }
+        None => {
+            let sql =
+                Dialect::of(conn).render(&STEPS[i - MIGRATIONS.len()].replace("{fill}", "\u{0}"));
+            let (before, after) = sql.split_once('\u{0}').unwrap_or((&sql, ""));
+            (before.to_string(), after.to_string())
+        }
     }
+}
+
+/// How many rows one statement of a step's copy takes: a fleet's 25 million results in one
+/// statement would outlast the server's statement timeout (60 s unless the URL says
+/// otherwise) and the client's wait.
+const FILL_CHUNK: i64 = 20_000;
+
+/// Calls `each(lo, hi)` for consecutive ranges `(lo, hi]` of `table`'s ids, covering them all.
+fn by_id_ranges(
+    conn: &mut Conn,
+    table: &str,
+    mut each: impl FnMut(&mut Conn, i64, i64) -> Result<(), DbError>,
+) -> Result<(), DbError> {
+    let Some(r) = conn.row(&format!("SELECT min(id), max(id) FROM {table}"), &[])? else {
+        return Ok(());
+    };
+    let (Some(first), Some(last)) = (r[0].oi(), r[1].oi()) else { return Ok(()) };
+    let mut lo = first - 1;
+    while lo < last {
+        let hi = lo.saturating_add(FILL_CHUNK).min(last);
+        each(conn, lo, hi)?;
+        lo = hi;
+    }
+    Ok(())
+}
+
+/// Version 6's copy, a range of ids at a time: each result's series and notes and each
+/// warning's advice stored once (a series or text an earlier range stored is kept: `ON
+/// CONFLICT DO NOTHING`), then the rows under their ids with the text's ids in its place.
+fn fill_v6(conn: &mut Conn) -> Result<(), DbError> {
+    // SQLite reads `ON CONFLICT` after a SELECT as a join's unless a WHERE comes first.
+    by_id_ranges(conn, "results", |c, lo, hi| {
+        let range = [V::I(lo), V::I(hi)];
+        c.exec(
+            "INSERT INTO series (probe, params, params_json, unit, better)
+             SELECT DISTINCT probe, params, params_json, unit, better FROM results
+             WHERE id > $1 AND id <= $2 ON CONFLICT DO NOTHING",
+            &range,
+        )?;
+        c.exec(
+            "INSERT INTO texts (text) SELECT DISTINCT notes FROM results
+             WHERE id > $1 AND id <= $2 ON CONFLICT DO NOTHING",
+            &range,
+        )?;
+        let copied = c.exec(
+            "INSERT INTO results_v6 (id, run_id, series_id, notes_id, seq, iters_per_sample, n,
+                outliers, window_ns, other_cpu_ns, steal_ns, overhead_ns_per_iter, median, min, max,
+                mean, stddev, p5, p95, ci_low, ci_high, ci_level, cv, wall_s, status, reason,
+                measured_at)
+             SELECT x.id, x.run_id, s.id, t.id, x.seq, x.iters_per_sample, x.n, x.outliers,
+                x.window_ns, x.other_cpu_ns, x.steal_ns, x.overhead_ns_per_iter, x.median, x.min,
+                x.max, x.mean, x.stddev, x.p5, x.p95, x.ci_low, x.ci_high, x.ci_level, x.cv,
+                x.wall_s, x.status, x.reason, x.measured_at
+             FROM results x
+             JOIN series s ON s.probe = x.probe AND s.params = x.params
+                AND s.params_json = x.params_json AND s.unit = x.unit AND s.better = x.better
+             JOIN texts t ON t.text = x.notes
+             WHERE x.id > $1 AND x.id <= $2",
+            &range,
+        )?;
+        all_copied(c, "results", lo, hi, copied)
+    })?;
+    by_id_ranges(conn, "warnings", |c, lo, hi| {
+        let range = [V::I(lo), V::I(hi)];
+        c.exec(
+            "INSERT INTO texts (text) SELECT DISTINCT advice FROM warnings
+             WHERE id > $1 AND id <= $2 ON CONFLICT DO NOTHING",
+            &range,
+        )?;
+        let copied = c.exec(
+            "INSERT INTO warnings_v6 (id, run_id, advice_id, kind, probe, severity, message)
+             SELECT w.id, w.run_id, t.id, w.kind, w.probe, w.severity, w.message
+             FROM warnings w JOIN texts t ON t.text = w.advice
+             WHERE w.id > $1 AND w.id <= $2",
+            &range,
+        )?;
+        all_copied(c, "warnings", lo, hi, copied)
+    })
+}
+
+/// Whether the copy of `table`'s ids `(lo, hi]` took every row: one left out (its text not
+/// found: another text with the same md5, made to) fails the step, which is rolled back.
+fn all_copied(c: &mut Conn, table: &str, lo: i64, hi: i64, copied: u64) -> Result<(), DbError> {
+    let there = c
+        .row(
+            &format!("SELECT count(*) FROM {table} WHERE id > $1 AND id <= $2"),
+            &[V::I(lo), V::I(hi)],
+        )?
+        .map_or(0, |r| r[0].i());
+    if there != copied as i64 {
+        return Err(DbError::Conflict(format!(
+            "{table} {lo}..{hi}: {copied} of {there} rows found their series and texts"
+        )));
+    }
+    Ok(())
 }
 
 /// The steps that rebuild a table others refer to (SQLite runs them with foreign keys off,
@@ -645,7 +735,14 @@ pub fn migrate(conn: &mut Conn, from: i64) -> Result<(), DbError> {
             if now >= to {
                 return Ok(());
             }
-            c.batch(&step_sql(c, to))?;
+            let (before, after) = step_sql(c, to);
+            c.batch(&before)?;
+            if to == 6 {
+                fill_v6(c)?;
+            }
+            if !after.trim().is_empty() {
+                c.batch(&after)?;
+            }
             after_step(c, to)?;
             if !pg && rebuilds_tables(to) {
                 // What the foreign keys would have checked: every reference still resolves.

@@ -412,15 +412,31 @@ fn a_version_5_database_is_normalised_keeping_every_value_bit_for_bit() {
     drop(store);
     downgrade_to_version_5(&path);
     let v5 = rusqlite::Connection::open(&path).unwrap();
+    // And more results and warnings than the migration copies in one statement (20,000 ids),
+    // under ids with gaps, so that every range is seen to be copied whole.
+    v5.execute_batch(
+        "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 45000)
+         INSERT INTO results (id, run_id, seq, probe, params, params_json, unit, better, status,
+            notes, iters_per_sample, overhead_ns_per_iter, n, median, wall_s, measured_at)
+         SELECT 100 + 3 * i, 2, 10 + i, 'os.bulk', 'i=' || i, '{\"i\":\"' || i || '\"}', 'ns',
+            'lower', 'ok', '{\"k\":\"' || (i % 7) || '\"}', i, 0.5, 3, i * 0.1, 1.0,
+            '2026-11-21T05:00:00Z' FROM k;
+         WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 25000)
+         INSERT INTO warnings (id, run_id, kind, probe, severity, message, advice)
+         SELECT 100 + 2 * i, 2, 'drift', 'os.bulk', 'info', 'm' || i, 'a' || (i % 5) FROM k;",
+    )
+    .unwrap();
     let results = rows(&v5, "SELECT * FROM results ORDER BY id");
     let warnings = rows(&v5, "SELECT * FROM warnings ORDER BY id");
     let raw = rows(&v5, "SELECT * FROM raw_samples ORDER BY result_id");
-    assert_eq!((results.len(), warnings.len(), raw.len()), (4, 4, 2));
+    assert_eq!((results.len(), warnings.len(), raw.len()), (45_004, 25_004, 2));
     drop(v5);
 
     let store = Store::open(&path).unwrap();
     let after: Vec<_> = runs.iter().map(|&r| store.load_run(r).unwrap()).collect();
-    assert_eq!(after, before, "every run reads as it did");
+    assert_eq!(after[0], before[0], "every run reads as it did");
+    assert_eq!(after[1].results.len(), 45_002);
+    assert_eq!(after[1].results[..2], before[1].results[..]);
     drop(store);
     let v6 = rusqlite::Connection::open(&path).unwrap();
     let version: i64 = v6.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
@@ -440,16 +456,24 @@ fn a_version_5_database_is_normalised_keeping_every_value_bit_for_bit() {
     assert_eq!(rows(&v6, "SELECT * FROM raw_samples ORDER BY result_id"), raw);
     // What repeats is stored once: two series, the notes of a and b, one advice.
     let count = |sql: &str| -> i64 { v6.query_row(sql, [], |r| r.get(0)).unwrap() };
-    assert_eq!(count("SELECT count(*) FROM series"), 2);
-    assert_eq!(count("SELECT count(*) FROM texts"), 4, "{{cpus}}, {{cpus,size}}, {{}}, advice");
+    assert_eq!(count("SELECT count(*) FROM series"), 2 + 45_000);
+    assert_eq!(
+        count("SELECT count(*) FROM texts"),
+        4 + 7 + 5,
+        "{{cpus}}, {{cpus,size}}, {{}}, the advice, and the bulk's 7 notes and 5 advice texts"
+    );
     let fk: i64 = count("SELECT count(*) FROM pragma_foreign_key_check");
     assert_eq!(fk, 0);
     // The raw samples still belong to their results: deleting a run takes them along.
     let store = Store::open(&path).unwrap();
     store.delete_run(runs[0]).unwrap();
     assert_eq!(count("SELECT count(*) FROM raw_samples"), 1);
-    assert_eq!(count("SELECT count(*) FROM warnings"), 2);
-    assert_eq!(store.probe_ids().unwrap(), vec!["os.pipe.latency".to_string()]);
+    assert_eq!(count("SELECT count(*) FROM warnings"), 2 + 25_000);
+    assert_eq!(store.probe_ids().unwrap(), vec!["os.bulk".to_string(), "os.pipe.latency".into()]);
+    // A series outlives its results; a probe is listed only while a result refers to it.
+    store.delete_run(runs[1]).unwrap();
+    assert!(store.probe_ids().unwrap().is_empty());
+    assert_eq!(count("SELECT count(*) FROM series"), 2 + 45_000);
 }
 
 /// Turns a current database back into a version 1 file, as an older schedlab left it.
