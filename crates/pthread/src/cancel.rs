@@ -158,6 +158,9 @@ pub unsafe extern "C-unwind" fn pthread_cancel(t: libc::pthread_t) -> c_int {
                 interrupt(d);
             }
             crate::thread::unpark(d);
+            if was & DISABLED == 0 {
+                crate::cond::wake_shared_waiter(d);
+            }
         }
     }
     0

@@ -159,6 +159,12 @@ pub(crate) struct ThreadData {
     /// Of those, the ones whose handler asked for `SA_RESTART` (or that had
     /// none): a blocking call they come during goes on (`fdio.rs`).
     pub(crate) signals_restart: AtomicU32,
+    /// The process-shared (glibc's) condition variable and mutex the thread
+    /// waits on now, or null (`cond.rs`, "Cancelling a process-shared wait").
+    pub(crate) shared_cond: AtomicPtr<libc::pthread_cond_t>,
+    pub(crate) shared_mutex: AtomicPtr<libc::pthread_mutex_t>,
+    /// Cancellers broadcasting on `shared_cond` now.
+    pub(crate) shared_waking: AtomicU32,
 }
 
 // SAFETY: the cells (`kind`, `cleanup`, `keys`) are touched only by the
@@ -211,6 +217,9 @@ impl ThreadData {
             sigwait_set: std::sync::atomic::AtomicU64::new(0),
             signals_seen: AtomicU32::new(0),
             signals_restart: AtomicU32::new(0),
+            shared_cond: AtomicPtr::new(std::ptr::null_mut()),
+            shared_mutex: AtomicPtr::new(std::ptr::null_mut()),
+            shared_waking: AtomicU32::new(0),
             sched: std::sync::atomic::AtomicI32::new(0),
         })
     }
