@@ -284,7 +284,9 @@ fn shared_wait(
 fn forget_shared_wait(d: &crate::thread::ThreadData) {
     d.shared_cond.store(std::ptr::null_mut(), Ordering::SeqCst);
     while d.shared_waking.load(Ordering::SeqCst) != 0 {
-        std::hint::spin_loop();
+        // A canceller may sleep between its broadcasts (up to 4 ms): give
+        // the processor away meanwhile (the library's `sched_yield`).
+        std::thread::yield_now();
     }
 }
 
