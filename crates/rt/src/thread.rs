@@ -341,7 +341,9 @@ pub fn stack_usage() -> Option<(usize, usize)> {
     // SAFETY: the calling thread's own stack, which it runs on: it is not
     // freed or replaced while the thread runs.
     let stack = unsafe { (*task.stack.get()).as_ref() }?;
-    Some((stack.touched(), stack.size()))
+    // A stack whose pages were given back while the thread waited on I/O
+    // (`reclaim.rs`) held at most `peak` then.
+    Some((stack.touched().max(task.idle.peak()), stack.size()))
 }
 
 /// The address range of the calling user thread's usable stack, the memory it runs
