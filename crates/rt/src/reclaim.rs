@@ -292,14 +292,25 @@ unsafe fn give_back(t: &Task, live: bool) -> bool {
         return false;
     }
     let page = crate::stack::page_size();
-    let touched = stack.touched();
-    if touched == 0 {
+    let len = top - sp;
+    let live_too = live && len <= MAX_LIVE;
+    // The pages to give back: below the page of the stack pointer (dead),
+    // or all of them when the live part is copied out.
+    let end = if live_too { top } else { sp & !(page - 1) };
+    // Most idle threads never went deeper than their live frames: one
+    // `mincore` finds that, and spares the `madvise`.
+    let dead = resident_bytes(low, end, page);
+    if dead == 0 && !live_too {
         return true;
     }
-    let peak = t.idle.peak.load(Ordering::Relaxed).max(u32::try_from(touched).unwrap_or(u32::MAX));
-    t.idle.peak.store(peak, Ordering::Relaxed);
-    let len = top - sp;
-    let end = if live && len <= MAX_LIVE {
+    // What the stack held, for `stack_usage`: the dead pages resident and
+    // the pages of the live part.
+    let held = dead + if live_too { 0 } else { top - end };
+    let held = u32::try_from(held).unwrap_or(u32::MAX);
+    if held > t.idle.peak.load(Ordering::Relaxed) {
+        t.idle.peak.store(held, Ordering::Relaxed);
+    }
+    if live_too {
         // SAFETY: `sp..top` is the thread's own stack, mapped and not
         // running (contract).
         let bytes = unsafe { std::slice::from_raw_parts(sp as *const u8, len) };
@@ -307,10 +318,7 @@ unsafe fn give_back(t: &Task, live: bool) -> bool {
         // SAFETY: owned (contract). A null context sends the next resume
         // through `restore`.
         unsafe { *t.ctx.get() = std::ptr::null_mut() };
-        top
-    } else {
-        sp & !(page - 1)
-    };
+    }
     if end > low {
         // SAFETY: `low..end` is in the thread's own mapping, page aligned;
         // nothing lives below its stack pointer, and what lives above it
@@ -319,6 +327,26 @@ unsafe fn give_back(t: &Task, live: bool) -> bool {
         debug_assert_eq!(rc, 0, "madvise(MADV_DONTNEED) of an idle stack failed");
     }
     true
+}
+
+/// Bytes of `low..end` (page aligned) whose pages are resident, with no
+/// allocation (a few `mincore` calls of 64 pages each).
+fn resident_bytes(low: usize, end: usize, page: usize) -> usize {
+    let mut v = [0u8; 64];
+    let mut at = low;
+    let mut n = 0;
+    while at < end {
+        let len = (end - at).min(v.len() * page);
+        // SAFETY: `at..at + len` is in a mapping of ours, page aligned; `v`
+        // has a byte for each of its pages.
+        if unsafe { libc::mincore(at as *mut libc::c_void, len, v.as_mut_ptr()) } != 0 {
+            // Unknown: count it all, so the caller gives it back.
+            return end - low;
+        }
+        n += v[..len / page].iter().filter(|&&b| b & 1 == 1).count();
+        at += len;
+    }
+    n * page
 }
 
 /// Puts back the live part of a reclaimed thread's stack and returns its

@@ -226,9 +226,10 @@ fn kind_of(params: &Params) -> Result<Kind, ProbeError> {
         (Backend::Tokio, None) => Ok(Kind::Tokio),
         (Backend::Rt, None | Some("std")) => Ok(Kind::RtStd),
         (Backend::Rt, Some("net")) => Ok(Kind::RtNet),
-        (Backend::Rt, Some(other)) => {
-            Err(ProbeError::Failed(format!("io={other:?}: backend=rt has io=std or io=net")))
-        }
+        (Backend::Rt, Some("net-live")) => Ok(Kind::RtNetLive),
+        (Backend::Rt, Some(other)) => Err(ProbeError::Failed(format!(
+            "io={other:?}: backend=rt has io=std, io=net or io=net-live"
+        ))),
         (b, Some(io)) => Err(ProbeError::Failed(format!(
             "io={io:?}: only backend=rt has an io parameter, not backend={}",
             b.key()
