@@ -183,6 +183,10 @@ fn enlist(task: &TaskRef) {
     task.idle.listed.store(true, Ordering::Relaxed);
     let r = &task.shared.reclaim;
     let first = {
+        // In a runtime section: preempted holding the lock, this thread
+        // would leave it to the next thread of its kernel thread (and to the
+        // monitor), as `poll.rs` says of its slot locks.
+        let _section = crate::processor::here();
         let mut inbox = r.inbox.lock().unwrap_or_else(|e| e.into_inner());
         inbox.push(task.clone());
         inbox.len() == 1
