@@ -44,14 +44,21 @@
 //! looks only while the list is not empty, so a server whose connections
 //! all went idle lets it sleep again.
 //!
-//! Why 10 ms: a reclaim costs a `mincore` and a `madvise` (a few µs) and,
-//! in the live mode, the thread's next resume a page fault and a copy of a
-//! few hundred bytes (about 1 µs). A connection idle for 10 ms between
-//! requests pays at most 1 µs in 10 ms (0.01%), while one in a
-//! request/response exchange (tens of µs between reads) is never touched.
-//! It is also the period the monitor already polls the network at while
-//! processors are busy (`poll.rs`, `MONITOR_POLL`), and Go's sysmon sleeps
-//! up to 10 ms between its looks.
+//! Why 1 s by default: each reclaim costs the monitor a compare-and-swap
+//! pair and a `mincore` (and a `madvise` when there is something to give),
+//! on the CPU of the processors it preempts, and a thread reclaimed in the
+//! live mode pays a page fault and a copy at its next resume. With the
+//! threshold at 10 ms (the first choice: Go's sysmon and our monitor's
+//! network poll run at that period), an echo server of 2,000 busy
+//! connections on one CPU, each waiting ~60 ms between its bytes, had every
+//! connection reclaimed at every wait, for nothing (an echo thread has no
+//! dead page): a median of 0.58× the round trips of the build before, on a
+//! machine so loaded that the same comparison at 1 s swung 0.46–1.44×
+//! (docs/PERFORMANCE.md) — not proof, but a cost with no return. A connection idle for
+//! a second is idle in any server's terms, and no busy one waits that long
+//! between requests, so the cost is paid only by threads whose memory is
+//! worth taking; a program that wants the memory sooner sets the
+//! threshold (the echo probe's `io=net-live` uses 10 ms).
 //!
 //! # The race with a wake-up
 //!
@@ -89,8 +96,8 @@ use std::time::{Duration, Instant};
 
 /// How long a user thread waits on I/O before its stack's memory is given
 /// back, by default ([`RuntimeBuilder::idle_stack_reclaim`](crate::RuntimeBuilder::idle_stack_reclaim)).
-/// The module docs of `reclaim.rs` say why 10 ms.
-pub const DEFAULT_IDLE_RECLAIM: Duration = Duration::from_millis(10);
+/// The module docs of `reclaim.rs` say why 1 s.
+pub const DEFAULT_IDLE_RECLAIM: Duration = Duration::from_secs(1);
 
 /// The shortest threshold taken: below it the monitor would wake more often
 /// than its other work needs.
@@ -372,4 +379,19 @@ pub(crate) unsafe fn restore(t: &Task) -> Option<StackPointer> {
     // copied from; nothing runs on it.
     unsafe { std::ptr::copy_nonoverlapping(saved.as_ptr(), sp as *mut u8, saved.len()) };
     Some(sp as StackPointer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_with_a_few_captured_words_still_fits_a_recycled_block() {
+        // The state costs 32 bytes of the task header; a spawn whose closure
+        // captures a few words must still get a processor's recycled block
+        // (`task.rs`, `BLOCK`), not a call to the allocator.
+        let header = std::mem::size_of::<Task>();
+        assert_eq!(std::mem::size_of::<IdleStack>(), 32);
+        assert!(header + 64 <= crate::task::BLOCK.size(), "task header {header} bytes");
+    }
 }

@@ -607,7 +607,7 @@ impl RuntimeBuilder {
     /// `io` readiness wait) gives its stack's memory back: the pages below
     /// its live frames, and with [`idle_stack_reclaim_live`](Self::idle_stack_reclaim_live)
     /// every page. `None` turns it off. Default
-    /// [`DEFAULT_IDLE_RECLAIM`](crate::DEFAULT_IDLE_RECLAIM) (10 ms);
+    /// [`DEFAULT_IDLE_RECLAIM`](crate::DEFAULT_IDLE_RECLAIM) (1 s);
     /// saturates at 1 ms below and a day above. The thread's stack keeps its
     /// addresses; it costs the thread's next resume a page fault.
     pub fn idle_stack_reclaim(mut self, after: Option<Duration>) -> Self {

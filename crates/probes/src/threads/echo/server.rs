@@ -317,6 +317,10 @@ fn on_rt(
     // SAFETY: `live` only for `io=net-live`, whose connection threads share no
     // stack memory with other threads (each owns its stream; `echo_blocking`).
     let builder = unsafe { schedlab_rt::Runtime::builder().idle_stack_reclaim_live(live) };
+    // The live mode at 10 ms, so the memory read after `SETTLE` (100 ms) shows it;
+    // the others at the default threshold.
+    let builder =
+        if live { builder.idle_stack_reclaim(Some(Duration::from_millis(10))) } else { builder };
     let rt = builder.processors(1).build().map_err(|e| format!("schedlab-rt runtime: {e}"))?;
     let (addr_tx, shared) = (addr_tx.clone(), shared.clone());
     rt.block_on(move || server(&addr_tx, &shared)).map_err(|d| format!("schedlab-rt: {d}"))?
