@@ -275,3 +275,39 @@ fn random_wakes_around_the_threshold_lose_nothing_on_two_processors() {
 fn random_wakes_around_the_threshold_lose_nothing_on_four_processors() {
     stress(4);
 }
+
+/// The default mode is sound for a local another thread uses while its
+/// owner waits on I/O (the reason the live mode is an `unsafe` opt-in): a
+/// scoped thread counts on the blocked reader's stack across many periods.
+#[test]
+fn a_local_borrowed_by_a_scoped_thread_survives_the_default_mode() {
+    watchdog(60, || {
+        let _one = serial();
+        let rt = Runtime::builder()
+            .processors(2)
+            .idle_stack_reclaim(Some(Duration::from_millis(1)))
+            .build()
+            .unwrap();
+        let (mut a, mut b) = UnixStream::pair().unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let reader = rt.spawn(move || {
+            std::hint::black_box(go_deep(6));
+            let counter = std::sync::atomic::AtomicUsize::new(0);
+            schedlab_rt::scope(|s| {
+                s.spawn(|| {
+                    for _ in 0..40 {
+                        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        schedlab_rt::sleep(Duration::from_millis(1));
+                    }
+                    done_tx.send(()).unwrap();
+                });
+                let mut byte = [0u8; 1];
+                a.read_exact(&mut byte).unwrap();
+            });
+            counter.into_inner()
+        });
+        done_rx.recv().unwrap();
+        b.write_all(&[1]).unwrap();
+        assert_eq!(reader.join().unwrap(), 40, "every increment on the reader's stack kept");
+    });
+}
