@@ -9,7 +9,8 @@
 #
 #   sh peers/echo-table.sh [ROUNDS] [SERVERS]    from the repository's root
 #
-# ROUNDS defaults to 2; SERVERS to "os rt-std rt-net tokio go"; COUNTS=... in the
+# ROUNDS defaults to 2; SERVERS to "os rt-std rt-net tokio go" (rt-live: rt-net with
+# idle stacks' live frames reclaimed too, io=net-live); COUNTS=... in the
 # environment replaces "16 256 2000".
 # Needs cargo and Go (/usr/local/go/bin/go, or go on PATH); Go builds offline (standard
 # library only). Go's binary and the server's output go to a temporary directory that is
@@ -48,6 +49,7 @@ while [ "$round" -le "$rounds" ]; do
             os) "$client" "connections=$n,backend=os" || true ;;
             rt-std) "$client" "connections=$n,backend=rt,io=std" || true ;;
             rt-net) "$client" "connections=$n,backend=rt,io=net" || true ;;
+            rt-live) "$client" "connections=$n,backend=rt,io=net-live" || true ;;
             tokio) "$client" "connections=$n,backend=tokio" || true ;;
             go)
                 out=$tmp/go.out
@@ -61,7 +63,7 @@ while [ "$round" -le "$rounds" ]; do
                 pid=
                 rm -f "$out"
                 ;;
-            *) echo "unknown server $s (os, rt-std, rt-net, tokio, go)" >&2; exit 2 ;;
+            *) echo "unknown server $s (os, rt-std, rt-net, rt-live, tokio, go)" >&2; exit 2 ;;
             esac
         done
     done
