@@ -7,7 +7,7 @@
 //! runtime's `shared-library` feature must never reach this workspace's build of it), so
 //! no dependency edge can build it: this script runs
 //! `cargo build --release --manifest-path crates/pthread/Cargo.toml --target-dir
-//! <target dir>/pthread` and copies the `.so` into `OUT_DIR`, where `exec.rs` takes it
+//! <target dir>/pthread` and copies the `.so` into `OUT_DIR`, where `library.rs` takes it
 //! with `include_bytes!`. Always `--release`, whatever the outer profile: a debug runtime
 //! under a real program would measure nothing worth having; debug and release builds of
 //! schedlab share the one nested build.

@@ -248,6 +248,9 @@ fn bench(bin: &Path, template: &Path, target: &str, runs: i64, hosts: i64) {
     let mut db = Db::open(target);
     let t: i64 = db.rows("SELECT max(id) FROM runs", &[])[0][0].parse().unwrap();
     let v5 = db.has_table("raw_samples");
+    // Version 6 names a result's series and notes, and a warning's advice, by id.
+    let v6 = db.has_table("series");
+    let results = if v6 { "result_rows" } else { "results" };
     let counts = if v5 { ", results_ok, results_skipped, results_failed" } else { "" };
     let started = Instant::now();
     let year = 365 * 86_400;
@@ -277,21 +280,29 @@ fn bench(bin: &Path, template: &Path, target: &str, runs: i64, hosts: i64) {
             .parse()
             .unwrap();
         let f = "(1 + ((seq * 7919 + $4) % 2001 - 1000) / CAST(100000.0 AS DOUBLE PRECISION))";
+        let named = if v6 {
+            "series_id, notes_id"
+        } else {
+            "probe, params, params_json, unit, better, notes"
+        };
         db.exec(
             &format!(
-                "INSERT INTO results (run_id, seq, probe, params, params_json, unit, better, status,
-                    reason, notes, iters_per_sample, overhead_ns_per_iter, n, median, min, max, mean,
-                    stddev, p5, p95, ci_low, ci_high, ci_level, cv, outliers, window_ns, other_cpu_ns,
-                    steal_ns, wall_s, measured_at)
-                 SELECT $1, seq, probe, params, params_json, unit, better, status, reason, notes,
-                    iters_per_sample, overhead_ns_per_iter, n, median * {f}, min, max, mean, stddev,
-                    p5, p95, ci_low * {f}, ci_high * {f}, ci_level, cv, outliers, window_ns,
-                    other_cpu_ns, steal_ns, wall_s, $2
+                "INSERT INTO results (run_id, seq, {named}, status, reason, iters_per_sample,
+                    overhead_ns_per_iter, n, median, min, max, mean, stddev, p5, p95, ci_low, ci_high,
+                    ci_level, cv, outliers, window_ns, other_cpu_ns, steal_ns, wall_s, measured_at)
+                 SELECT $1, seq, {named}, status, reason, iters_per_sample, overhead_ns_per_iter, n,
+                    median * {f}, min, max, mean, stddev, p5, p95, ci_low * {f}, ci_high * {f},
+                    ci_level, cv, outliers, window_ns, other_cpu_ns, steal_ns, wall_s, $2
                  FROM results WHERE run_id = $3"
             ),
             &[P::I(new), P::T(when), P::I(t), P::I(k * 104_729)],
         );
-        let raw = if v5 {
+        let raw = if v6 {
+            "INSERT INTO raw_samples (result_id, n, data) SELECT nx.id, s.n, s.data
+             FROM raw_samples s JOIN results tx ON tx.id = s.result_id
+             JOIN results nx ON nx.run_id = $1 AND nx.series_id = tx.series_id
+             WHERE tx.run_id = $2"
+        } else if v5 {
             "INSERT INTO raw_samples (result_id, n, data) SELECT nx.id, s.n, s.data
              FROM raw_samples s JOIN results tx ON tx.id = s.result_id
              JOIN results nx ON nx.run_id = $1 AND nx.probe = tx.probe AND nx.params = tx.params
@@ -304,9 +315,12 @@ fn bench(bin: &Path, template: &Path, target: &str, runs: i64, hosts: i64) {
              WHERE tx.run_id = $2"
         };
         db.exec(raw, &[P::I(new), P::I(t)]);
+        let advice = if v6 { "advice_id" } else { "advice" };
         db.exec(
-            "INSERT INTO warnings (run_id, kind, probe, severity, message, advice)
-             SELECT $1, kind, probe, severity, message, advice FROM warnings WHERE run_id = $2",
+            &format!(
+                "INSERT INTO warnings (run_id, kind, probe, severity, message, {advice})
+                 SELECT $1, kind, probe, severity, message, {advice} FROM warnings WHERE run_id = $2"
+            ),
             &[P::I(new), P::I(t)],
         );
         db.exec("COMMIT", &[]);
@@ -334,27 +348,47 @@ fn bench(bin: &Path, template: &Path, target: &str, runs: i64, hosts: i64) {
     };
     let per_run = bytes as f64 / runs as f64 / 1_048_576.0;
     println!("space: {:.1} MiB in all, {per_run:.2} MiB per run", bytes as f64 / 1_048_576.0);
+    if db.is_pg() {
+        // Where the bytes are: each table and index (a table's TOAST with its table).
+        println!("by relation (bytes per run):");
+        for r in db.rows(
+            "SELECT c.relname, CAST(CASE WHEN c.relkind = 'r' THEN pg_table_size(c.oid)
+                                    ELSE pg_relation_size(c.oid) END AS BIGINT)
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i') ORDER BY 2 DESC",
+            &[],
+        ) {
+            let b: i64 = r[1].parse().unwrap();
+            println!("    {:<40} {:>10}", r[0], b / runs);
+        }
+    }
 
     // The history query of Store::history (the history engineer's), for one host.
     let probe = db.rows(
-        "SELECT probe FROM results WHERE run_id = $1 AND status = 'ok' ORDER BY seq LIMIT 1",
+        &format!(
+            "SELECT probe FROM {results} WHERE run_id = $1 AND status = 'ok' ORDER BY seq LIMIT 1"
+        ),
         &[P::I(t)],
     )[0][0]
         .clone();
-    let history = "SELECT r.id, r.uuid, r.label, r.started_at, r.host, r.machine_id, r.kernel,
+    let history = &format!(
+        "SELECT r.id, r.uuid, r.label, r.started_at, r.host, r.machine_id, r.kernel,
                     r.version, r.git_rev, x.params, x.unit, x.better, x.n, x.median, x.ci_low, x.ci_high
-             FROM results x JOIN runs r ON r.id = x.run_id
+             FROM {results} x JOIN runs r ON r.id = x.run_id
              WHERE x.probe = $1 AND x.status = 'ok' AND x.median IS NOT NULL
                AND r.suite <> 'published' AND (r.host = $2)
-             ORDER BY r.started_at, r.id, x.seq";
+             ORDER BY r.started_at, r.id, x.seq"
+    );
     let hp = || [P::T(probe.clone()), P::T("host-007".into())];
     let explain = if db.is_pg() { "EXPLAIN (ANALYZE, BUFFERS) " } else { "EXPLAIN QUERY PLAN " };
     println!("history of {probe} on host-007, its plan:");
     for line in db.rows(&format!("{explain}{history}"), &hp()) {
         println!("    {}", line.join(" | "));
     }
-    let load = "SELECT id, probe, params, unit, better, status, reason, notes, iters_per_sample,
-                    overhead_ns_per_iter, n, median FROM results WHERE run_id = $1 ORDER BY seq";
+    let load = format!(
+        "SELECT id, probe, params, unit, better, status, reason, notes, iters_per_sample,
+                    overhead_ns_per_iter, n, median FROM {results} WHERE run_id = $1 ORDER BY seq"
+    );
     println!("a run's results (show, compare), its plan:");
     for line in db.rows(&format!("{explain}{load}"), &[P::I(t)]) {
         println!("    {}", line.join(" | "));

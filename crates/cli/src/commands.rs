@@ -1,6 +1,7 @@
-//! The subcommands other than `run`: catalog, runs, show, export, compare (its CI gate in
-//! `gate.rs`; `history` in `history.rs`). Each reads the
-//! store, asks `report` for a rendering and prints it.
+//! The parsed command line dispatched to its command, and the small commands that read the
+//! store, ask `report` for a rendering and print it: catalog, runs, show, export, report,
+//! compare (its CI gate in `gate.rs`) and doctor. `run`'s loop is `run.rs`'s, which `mem`
+//! calls too.
 
 use std::process::ExitCode;
 
@@ -12,13 +13,14 @@ use schedlab_report::html::{page_against, RunTimeline};
 use schedlab_report::interchange::{Bencher, Conbench};
 use schedlab_report::table::{Align, Table};
 use schedlab_report::{catalog, views};
-use schedlab_store::{Location, Store, StoreError};
+use schedlab_store::{Location, Store};
 
 use crate::args::{
     Cli, Command, CompareArgs, DoctorArgs, ExportArgs, FormatArg, ListArgs, ReportArgs, RunsArgs,
     ViewArg,
 };
 use crate::output::Output;
+use crate::runs::{load, resolve, RunFilter};
 use crate::settings::{db_path, RunPlan};
 use crate::{out, UsageError};
 
@@ -95,33 +97,6 @@ fn open(db: &Location) -> Result<Store> {
     Ok(Store::open_existing_at(db)?)
 }
 
-/// Loads the run a RUN argument names; an unknown run is a usage error.
-pub(crate) fn load(store: &Store, spec: &str) -> Result<Run> {
-    Ok(store.load_run(resolve(store, spec, None)?)?)
-}
-
-/// The id a RUN argument names, among the runs of `host` only when given (a label then means
-/// that host's most recent run with it); an unknown run is a usage error.
-fn resolve(store: &Store, spec: &str, host: Option<&str>) -> Result<i64> {
-    let usage = |e: StoreError| match e {
-        StoreError::NoSuchRun(..) => anyhow::Error::new(UsageError(e.to_string())),
-        other => other.into(),
-    };
-    let Some(host) = host else { return store.resolve(spec).map_err(usage) };
-    let filter = crate::fleet::RunFilter { hosts: vec![host.to_string()], ..Default::default() };
-    let on_host = filter.apply(store.runs()?);
-    let by_label = on_host.iter().rev().find(|r| r.label.as_deref() == Some(spec));
-    if let Some(r) = by_label {
-        return Ok(r.id);
-    }
-    let id = store.resolve(spec).map_err(usage)?;
-    if on_host.iter().any(|r| r.id == id) {
-        Ok(id)
-    } else {
-        Err(UsageError(format!("no run of host {host:?} matches {spec:?} in {}; `schedlab runs --host {host}` lists them", store.path().display())).into())
-    }
-}
-
 /// `schedlab doctor`: reads this machine, needs no database.
 fn doctor(args: &DoctorArgs) -> Result<ExitCode> {
     let findings = schedlab_measure::doctor::collect();
@@ -155,7 +130,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
 fn runs(store: &Store, args: &RunsArgs) -> Result<ExitCode> {
     let all = store.runs()?;
     let total = all.len();
-    let list = crate::fleet::RunFilter::from_args(&args.filter)?.apply(all);
+    let list = RunFilter::from_args(&args.filter)?.apply(all);
     if list.is_empty() {
         if total == 0 {
             out(&format!("no runs yet in {}; `schedlab run` makes one\n", store.path().display()))?;
@@ -370,7 +345,7 @@ fn latest_comparable(store: &Store, others: &[&Run], host: Option<&str>) -> Resu
     let names: Vec<String> = others.iter().map(|r| r.meta.display_name()).collect();
     let mut candidates = store.runs()?;
     if let Some(h) = host {
-        let filter = crate::fleet::RunFilter { hosts: vec![h.to_string()], ..Default::default() };
+        let filter = RunFilter { hosts: vec![h.to_string()], ..Default::default() };
         candidates = filter.apply(candidates);
     }
     for c in candidates.iter().rev() {

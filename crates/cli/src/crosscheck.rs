@@ -13,16 +13,17 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use schedlab_measure::clock::Calibration;
 use schedlab_measure::machine::Machine;
-use schedlab_measure::model::{Measurement, Params, RunMeta};
+use schedlab_measure::model::{Params, RunMeta};
 use schedlab_measure::{interrupt, warnings};
-use schedlab_probes::crosscheck::{self as cc, Row, Side, Tools};
+use schedlab_probes::crosscheck::{self as cc, Row, Tools};
 use schedlab_report::{crosscheck as view, views};
 use schedlab_store::{Location, Store};
 
 use crate::args::{CrosscheckArgs, RunArgs, SuiteArg};
+use crate::live::CrosscheckTerminal;
+use crate::record::StoreSink;
 use crate::settings::RunPlan;
 use crate::{out, UsageError};
 
@@ -105,8 +106,8 @@ pub fn crosscheck(args: &CrosscheckArgs, db: &Location) -> Result<ExitCode> {
         cal: &cal,
         env,
     };
-    let mut terminal = Terminal::new(rows.len(), pairs);
-    let mut sink = Sink { store: &mut store, run_id, results: Vec::new() };
+    let mut terminal = CrosscheckTerminal::new(rows.len(), pairs);
+    let mut sink = StoreSink::keeping(&mut store, run_id);
     let outcome = cc::run_rows(&rows, &setup, &mut sink, &mut terminal);
     terminal.pb.finish_and_clear();
     let results = std::mem::take(&mut sink.results);
@@ -126,7 +127,7 @@ pub fn crosscheck(args: &CrosscheckArgs, db: &Location) -> Result<ExitCode> {
     store
         .save_warnings(run_id, &all_warnings)
         .context("storing the run's warnings")
-        .and_then(|()| crate::run::finish(&store, run_id, report.interrupted))?;
+        .and_then(|()| crate::record::finish(&store, run_id, report.interrupted))?;
 
     let _ = out(&view::explanation(&results));
     let db = store.path().display();
@@ -174,70 +175,4 @@ fn list_text(rows: &[&Row], tools: &Tools) -> String {
         t.row(vec![r.id.into(), r.command("FILE"), probe, def.into(), found]);
     }
     t.to_terminal()
-}
-
-/// The store as the crosscheck's sink: each row committed as it ends, and kept for the
-/// final table.
-pub(crate) struct Sink<'a> {
-    pub(crate) store: &'a mut Store,
-    pub(crate) run_id: i64,
-    pub(crate) results: Vec<Measurement>,
-}
-
-impl schedlab_probes::runner::RunSink for Sink<'_> {
-    type Error = anyhow::Error;
-
-    fn save(&mut self, m: &Measurement) -> Result<()> {
-        self.store.save_result(self.run_id, m).with_context(|| format!("storing {}", m.probe))?;
-        self.results.push(m.clone());
-        Ok(())
-    }
-}
-
-/// A progress bar on stderr (no ticker thread: the probes need a single-threaded process)
-/// and a line per finished row on stdout.
-pub(crate) struct Terminal {
-    pub(crate) pb: ProgressBar,
-    table: schedlab_report::table::Table,
-    pairs: usize,
-    done: usize,
-}
-
-/// Widths of the live lines (the table is printed whole at the end).
-const LIVE_WIDTHS: &[usize] = &[28, 18, 22, 11, 11, 7, 30, 0];
-
-impl Terminal {
-    pub(crate) fn new(rows: usize, pairs: usize) -> Terminal {
-        let pb = ProgressBar::with_draw_target(
-            Some((rows * pairs * 2) as u64),
-            ProgressDrawTarget::stderr(),
-        );
-        pb.set_style(
-            ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
-                .expect("static template is valid"),
-        );
-        let table = view::table();
-        let header: Vec<String> = view::COLUMNS.iter().map(|c| c.0.to_string()).collect();
-        let _ = pb.suspend(|| out(&format!("{}\n", table.terminal_line(&header, LIVE_WIDTHS))));
-        Terminal { pb, table, pairs, done: 0 }
-    }
-}
-
-impl cc::Observer for Terminal {
-    fn step(&mut self, row: &Row, index: usize, _total: usize, pair: usize, side: Side) {
-        let what = match side {
-            Side::Probe => row.probe.map_or("probe", |p| p.0),
-            Side::Tool => row.program,
-        };
-        let first = (side == Side::Probe) == pair.is_multiple_of(2);
-        self.pb.set_position(((index * self.pairs + pair) * 2 + usize::from(!first)) as u64);
-        self.pb.set_message(format!("{} pair {}: {what}", row.id, pair + 1));
-    }
-
-    fn done(&mut self, _row: &Row, m: &Measurement) {
-        let line = self.table.terminal_line(&view::cells(m), LIVE_WIDTHS);
-        let _ = self.pb.suspend(|| out(&format!("{line}\n")));
-        self.done += 1;
-        self.pb.set_position((self.done * self.pairs * 2) as u64);
-    }
 }

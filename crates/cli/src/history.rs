@@ -14,12 +14,13 @@ use schedlab_store::{HistoryPoint, HistoryQuery, Store};
 
 use crate::args::{HistoryArgs, RunFilterArgs};
 use crate::output::Output;
+use crate::runs::RunFilter;
 use crate::{out, UsageError};
 
 /// Runs `schedlab history`.
 pub fn history(store: &Store, args: &HistoryArgs) -> Result<ExitCode> {
     // Everything the user typed is checked before the database is read.
-    let filter = crate::fleet::RunFilter::from_args(&RunFilterArgs {
+    let filter = RunFilter::from_args(&RunFilterArgs {
         host: args.host.clone(),
         label: Vec::new(),
         since: args.since.clone(),
@@ -111,7 +112,7 @@ fn param_keys(points: &[HistoryPoint]) -> Vec<String> {
 /// Why there is nothing to show: an unknown probe or host is a usage error (exit 2) naming
 /// the closest probe ids or how to list the hosts; a probe of the catalog never measured
 /// here is a failure (exit 1); nothing since `--since` is said, and is no failure (exit 0).
-fn nothing_found(store: &Store, probe: &str, filter: &crate::fleet::RunFilter) -> Result<ExitCode> {
+fn nothing_found(store: &Store, probe: &str, filter: &RunFilter) -> Result<ExitCode> {
     let db = store.path().display().to_string();
     let stored = store.probe_ids()?;
     let in_catalog = schedlab_probes::catalog().iter().any(|p| p.info().id == probe);

@@ -12,7 +12,11 @@
 //! renderings escape line breaks inside stored text too, so no row is forged; this last
 //! guard keeps the line breaks of our own text.)
 
-mod args;
+// The modules in two layers; imports run only downward (from a command to the shared
+// modules, never between commands nor back up).
+//
+// The commands, dispatched by `commands.rs` (which also holds the small ones that read the
+// store and print a rendering):
 mod commands;
 mod crosscheck;
 mod exec;
@@ -20,13 +24,21 @@ mod fleet;
 mod gate;
 mod history;
 mod mem;
-mod output;
 mod reference;
+mod timeline;
+// What the commands share: arguments and settings, output files, stop signals, which runs
+// a RUN argument or a filter means, the run loop wired to the store (with the study's rest),
+// the store as each loop's sink, the terminal while measuring, the embedded library.
+mod args;
+mod library;
+mod live;
+mod output;
+mod record;
 mod run;
+mod runs;
 mod settings;
 mod stop;
 mod study;
-mod timeline;
 
 use std::io::{self, Write};
 use std::process::ExitCode;

@@ -40,7 +40,7 @@ pub fn mem(args: &MemArgs, db: &Location) -> Result<ExitCode> {
     let (run, code) = match &args.run {
         Some(spec) => {
             let store = Store::open_existing_at(db)?;
-            (crate::commands::load(&store, spec)?, ExitCode::SUCCESS)
+            (crate::runs::load(&store, spec)?, ExitCode::SUCCESS)
         }
         None => measure(args, db)?,
     };

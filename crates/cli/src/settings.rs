@@ -140,7 +140,7 @@ impl RunPlan {
     /// The suite's name as stored: `study` for the study, else the probes' suite.
     pub fn suite_name(&self) -> &'static str {
         if self.study {
-            crate::study::SUITE
+            STUDY_SUITE
         } else {
             self.suite.name()
         }
@@ -152,12 +152,20 @@ impl RunPlan {
         &self,
         probe: &dyn schedlab_probes::Probe,
     ) -> Vec<schedlab_measure::model::Params> {
-        if self.study && crate::study::is_seed_experiment(probe.info().id) {
+        if self.study && is_seed_experiment(probe.info().id) {
             probe.variants(Suite::Full)
         } else {
             probe.variants(self.suite)
         }
     }
+}
+
+/// The stored suite name of a study run.
+pub const STUDY_SUITE: &str = "study";
+
+/// The probes the study runs in every variant: the seeds' experiments.
+pub fn is_seed_experiment(id: &str) -> bool {
+    id.starts_with("sched.")
 }
 
 fn check_writable_dir(dir: &Path) -> Result<()> {
@@ -255,5 +263,18 @@ impl ExecPlan {
             program: program.clone(),
             args: rest.to_vec(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seed_experiments_are_the_sched_family() {
+        assert!(is_seed_experiment("sched.background_budget"));
+        assert!(is_seed_experiment("sched.wakeup_latency"));
+        assert!(!is_seed_experiment("os.pipe.latency"));
+        assert!(!is_seed_experiment("scheduler.x"));
     }
 }

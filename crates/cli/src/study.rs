@@ -2,7 +2,8 @@
 //!
 //! 1. The characterisation and the seed experiments: `run.rs`'s loop over the quick suite,
 //!    with every `sched.*` probe (seed 000's table, seed 001's background budget and its
-//!    verdicts, the wake-up latency) in all its variants ([`is_seed_experiment`]).
+//!    verdicts, the wake-up latency) in all its variants
+//!    ([`crate::settings::is_seed_experiment`]).
 //! 2. The seed's timelines: every ThreadTest scenario recorded by sampling
 //!    (`schedlab_trace::session`, as `schedlab timeline N` without `--kernel`), its
 //!    per-thread results and its timeline stored in the same run.
@@ -27,20 +28,14 @@ use schedlab_store::Store;
 use schedlab_trace::scenario;
 use schedlab_trace::session::{self, ScenarioOutcome, TimelineSink as _};
 
+use crate::live::CrosscheckTerminal;
 use crate::out;
+use crate::record::StoreSink;
 use crate::settings::RunPlan;
-
-/// The stored suite name of a study run.
-pub const SUITE: &str = "study";
 
 /// Crosscheck pairs per row in the study: three pairs give a median ratio that one slow
 /// pair cannot move, in three fifths of `schedlab crosscheck`'s default time.
 pub const PAIRS: usize = 3;
-
-/// The probes the study runs in every variant: the seeds' experiments.
-pub fn is_seed_experiment(id: &str) -> bool {
-    id.starts_with("sched.")
-}
 
 /// What the timelines and the crosscheck added to the run.
 #[derive(Debug, Default)]
@@ -70,7 +65,7 @@ pub fn rest(store: &mut Store, run_id: i64, plan: &RunPlan, cal: &Calibration) -
             more.interrupted = true;
             return Ok(more);
         }
-        let mut sink = crate::timeline::StoreSink { store, run_id };
+        let mut sink = StoreSink::new(store, run_id);
         match session::record_scenario(s, false) {
             ScenarioOutcome::Recorded(r) => {
                 r.keep(&mut sink)?;
@@ -109,8 +104,8 @@ pub fn rest(store: &mut Store, run_id: i64, plan: &RunPlan, cal: &Calibration) -
         cal,
         env: cc::default_env(),
     };
-    let mut terminal = crate::crosscheck::Terminal::new(rows.len(), PAIRS);
-    let mut sink = crate::crosscheck::Sink { store, run_id, results: Vec::new() };
+    let mut terminal = CrosscheckTerminal::new(rows.len(), PAIRS);
+    let mut sink = StoreSink::keeping(store, run_id);
     let report = cc::run_rows(&rows, &setup, &mut sink, &mut terminal);
     terminal.pb.finish_and_clear();
     let report = report?;
@@ -121,17 +116,4 @@ pub fn rest(store: &mut Store, run_id: i64, plan: &RunPlan, cal: &Calibration) -
     more.failed += report.failed;
     more.interrupted |= report.interrupted;
     Ok(more)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_seed_experiments_are_the_sched_family() {
-        assert!(is_seed_experiment("sched.background_budget"));
-        assert!(is_seed_experiment("sched.wakeup_latency"));
-        assert!(!is_seed_experiment("os.pipe.latency"));
-        assert!(!is_seed_experiment("scheduler.x"));
-    }
 }

@@ -336,6 +336,23 @@ fn the_report_works_in_headless_chromium() {
         assert!(dom.contains("</html>"));
         times.push(t.elapsed().as_secs_f64());
     }
+    // Every open table's rows have their plots drawn by the script from their codes as the
+    // page opens (40 os rows, 60 thread rows); the folded table's wait for it to be opened.
+    let (dom, _) = headless(&chrome, &["--dump-dom"], &format!("file://{}", big.display()));
+    for (family, rows) in [("os (", 40), ("threads (", 60)] {
+        let table = dom
+            .split("<table class=\"results sortable")
+            .nth(table_index(&dom, family, 0) + 1)
+            .unwrap()
+            .split("</table>")
+            .next()
+            .unwrap();
+        assert_eq!(table.matches("<svg").count(), rows, "plots drawn in the {family}) table");
+        assert_eq!(table.matches("<circle").count(), rows * 11, "a dot per sample");
+        assert!(!table.contains("data-s="), "every code of the {family}) table was drawn");
+    }
+    let folded = dom.split("<details class=\"lazy\"").nth(1).expect("a folded family");
+    assert!(!folded.contains("<svg"), "a folded table's plots wait for it to be opened");
     // The memory family's folded table draws its 2,308 rows' plots when opened.
     let opened = dir.path().join("quick-sized-opened.html");
     let page = quick_sized_page().replace(

@@ -451,7 +451,7 @@ fn report_writes_one_safe_page_for_runs_and_fails_early_on_a_bad_path() {
     let page = std::fs::read_to_string(&first).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
     assert!(!page.contains(evil) && page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
-    assert!(page.contains("os.syscall.null") && page.contains("class=\"strip\""));
+    assert!(page.contains("os.syscall.null") && page.contains("<i data-s=\""), "a plot code");
 
     smoke(&db, "os.syscall.null", "second");
     let both = dir.path().join("both.html");

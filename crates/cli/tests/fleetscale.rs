@@ -70,6 +70,113 @@ fn a_version_4_file_reads_byte_for_byte_as_before_once_its_samples_are_encoded()
     assert_reads_as_version_4_did(path);
 }
 
+/// The columns of `results` at version 5, in its order: what `result_rows` gives back since.
+const V5_RESULT_COLS: &str = "id, run_id, seq, probe, params, params_json, unit, better, status,
+    reason, notes, iters_per_sample, overhead_ns_per_iter, n, median, min, max, mean, stddev, p5,
+    p95, ci_low, ci_high, ci_level, cv, outliers, window_ns, other_cpu_ns, steal_ns, wall_s,
+    measured_at";
+
+/// Every row of a query, each value exactly as SQLite holds it (a REAL's bits, a TEXT's bytes).
+fn sqlite_rows(c: &rusqlite::Connection, sql: &str) -> Vec<Vec<rusqlite::types::Value>> {
+    let mut st = c.prepare(sql).unwrap();
+    let n = st.column_count();
+    st.query_map([], |r| (0..n).map(|i| r.get::<_, rusqlite::types::Value>(i)).collect())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A version 5 file (`data/v5/`: the version 4 fixture as the version 5 build converted it)
+/// becomes version 6 with every result, warning and raw sample as it was, bit for bit, and
+/// every command prints what the older builds printed.
+#[test]
+fn a_version_5_file_is_normalised_keeping_every_value_and_reads_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("v5.db");
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v5/v5.db"), &db).unwrap();
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, 5, "the fixture is a version 5 file");
+    let results = sqlite_rows(&c, &format!("SELECT {V5_RESULT_COLS} FROM results ORDER BY id"));
+    let warnings = sqlite_rows(&c, "SELECT * FROM warnings ORDER BY id");
+    let raw = sqlite_rows(&c, "SELECT * FROM raw_samples ORDER BY result_id");
+    assert_eq!((results.len(), raw.len()), (8, 8));
+    assert!(!warnings.is_empty());
+    drop(c);
+
+    let path = db.to_str().unwrap();
+    assert_reads_as_version_4_did(path);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, schedlab_store::SCHEMA_VERSION);
+    let now = sqlite_rows(&c, &format!("SELECT {V5_RESULT_COLS} FROM result_rows ORDER BY id"));
+    assert_eq!(now, results, "every result, value for value");
+    assert_eq!(sqlite_rows(&c, "SELECT * FROM warning_rows ORDER BY id"), warnings);
+    assert_eq!(sqlite_rows(&c, "SELECT * FROM raw_samples ORDER BY result_id"), raw);
+    let series: i64 = c.query_row("SELECT count(*) FROM series", [], |r| r.get(0)).unwrap();
+    assert_eq!(series, 4, "two runs of the same 4 series: each stored once");
+    assert_reads_as_version_4_did(path);
+}
+
+/// The same from the version 5 build's PostgreSQL database (`data/v5/v5.pg.sql`), values
+/// compared as the server writes them (a float8 as its shortest exact text).
+#[test]
+fn a_version_5_postgresql_database_is_normalised_keeping_every_value() {
+    let Some(server) =
+        pg::server_or_skip("a_version_5_postgresql_database_is_normalised_keeping_every_value")
+    else {
+        return;
+    };
+    let url = server.create_db("v5");
+    let dump = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v5/v5.pg.sql"),
+    )
+    .unwrap();
+    // A client of its own: the dump empties its session's search_path.
+    server.client("v5").batch_execute(&dump).expect("the version 5 dump loads");
+    let mut c = server.client("v5");
+    let rows = |c: &mut postgres::Client, sql: &str| -> Vec<String> {
+        c.query(&format!("SELECT row_to_json(x)::text FROM ({sql}) x"), &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    };
+    let results = rows(&mut c, &format!("SELECT {V5_RESULT_COLS} FROM results ORDER BY id"));
+    let warnings = rows(&mut c, "SELECT * FROM warnings ORDER BY id");
+    let raw = rows(&mut c, "SELECT * FROM raw_samples ORDER BY result_id");
+    assert_eq!(results.len(), 8);
+
+    assert_reads_as_version_4_did(&url);
+    let version: i64 = c.query_one("SELECT schema_version FROM schedlab_meta", &[]).unwrap().get(0);
+    assert_eq!(version, schedlab_store::SCHEMA_VERSION);
+    assert_eq!(
+        rows(&mut c, &format!("SELECT {V5_RESULT_COLS} FROM result_rows ORDER BY id")),
+        results
+    );
+    assert_eq!(rows(&mut c, "SELECT * FROM warning_rows ORDER BY id"), warnings);
+    assert_eq!(rows(&mut c, "SELECT * FROM raw_samples ORDER BY result_id"), raw);
+    // New results get new ids past the copied ones, and deleting a run takes its raw
+    // samples along (the reference made again to the rebuilt table).
+    c.batch_execute(
+        "INSERT INTO series (probe, params, params_json, unit, better)
+            VALUES ('t.new', '', '{}', 'ns', 'lower');
+         INSERT INTO results (run_id, series_id, notes_id, seq, iters_per_sample,
+                overhead_ns_per_iter, wall_s, status, measured_at)
+            SELECT run_id, (SELECT id FROM series WHERE probe = 't.new'), notes_id, 99, 1, 0, 0,
+                'ok', measured_at FROM results
+            WHERE run_id = (SELECT id FROM runs WHERE label = 'v4-a') ORDER BY id LIMIT 1;
+         INSERT INTO warnings (run_id, advice_id, kind, severity, message)
+            SELECT run_id, advice_id, 'other', 'info', 'new' FROM warnings ORDER BY id LIMIT 1;",
+    )
+    .expect("new rows get ids past the copied ones");
+    c.batch_execute("DELETE FROM runs WHERE label = 'v4-a'").unwrap();
+    let left: i64 = c.query_one("SELECT count(*) FROM raw_samples", &[]).unwrap().get(0);
+    assert_eq!(left, 4);
+    let results: i64 = c.query_one("SELECT count(*) FROM results", &[]).unwrap().get(0);
+    assert_eq!(results, 4, "v4-a's 4 and the new one went with it");
+}
+
 #[test]
 fn prune_drops_raw_samples_and_never_results() {
     let dir = tempfile::tempdir().unwrap();

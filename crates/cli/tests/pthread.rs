@@ -19,6 +19,7 @@ use common::{exec, output_within, text};
 const TESTS: &[&str] = &[
     "migration",
     "cancel",
+    "async_cancel",
     "keys",
     "fork",
     "initializers",
@@ -102,6 +103,11 @@ fn errno_and_thread_locals_survive_migration() {
 #[test]
 fn cancellation_runs_cleanup_handlers_innermost_first() {
     check("cancel");
+}
+
+#[test]
+fn asynchronous_cancellation_stops_a_thread_that_only_computes() {
+    check("async_cancel");
 }
 
 #[test]

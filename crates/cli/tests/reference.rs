@@ -98,7 +98,7 @@ fn import_replaces_a_run_stored_with_an_older_conversion() {
     let first = ok(&run(&db, &["reference", "import", "seed002"]));
     assert!(first.contains("5 runs stored"), "{first}");
     let c = rusqlite::Connection::open(&db).unwrap();
-    let which = "(SELECT x.id FROM results x JOIN runs r ON r.id = x.run_id
+    let which = "(SELECT x.id FROM result_rows x JOIN runs r ON r.id = x.run_id
                   WHERE r.label = 'seed002:linux-imac' AND x.probe = 'os.pipe.bandwidth')";
     let blob: Vec<u8> = c
         .query_row(&format!("SELECT data FROM raw_samples WHERE result_id IN {which}"), [], |r| {

@@ -120,8 +120,11 @@ fn crafted_run(db: &Path, suite: &str, field: Field) -> i64 {
         .unwrap();
     }
     if field == Field::Warning {
+        // The advice is a row of `texts` (schema version 6), referred to by id.
+        c.execute("INSERT OR IGNORE INTO texts (text) VALUES (?1)", [hostile("advice")]).unwrap();
         c.execute(
-            "UPDATE warnings SET message = ?1, advice = ?2 WHERE run_id = ?3",
+            "UPDATE warnings SET message = ?1, advice_id = (SELECT id FROM texts WHERE text = ?2)
+             WHERE run_id = ?3",
             (hostile("message"), hostile("advice"), id),
         )
         .unwrap();

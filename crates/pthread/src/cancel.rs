@@ -32,10 +32,21 @@
 //! wait's relock of its mutex is never cut short: POSIX has the cancelled
 //! waiter hold the mutex again before its handlers run.
 //!
-//! Not done: asynchronous cancellation of a user thread that computes without
-//! reaching the library (it acts at its next cancellation point or wait), and
-//! cancelling a user thread blocked in a system call (`read`...), which
-//! finishes the call first.
+//! A thread that computes without calling the library is stopped where it
+//! is, as glibc's cancellation signal stops it: `pthread_cancel` sends the
+//! runtime's preemption request to its kernel thread
+//! (`schedlab_rt::shared::interrupt`); at the safe point the request
+//! reaches — an instruction of the program or of its libraries, never of
+//! the C library, the loader or this library (`crates/rt/src/preempt.rs`,
+//! safe point 3) — the thread runs the runtime's preemption hook,
+//! [`at_preemption`], which acts: the cleanup handlers by `longjmp`, or the
+//! unwind to the base through the preemption trampoline, whose unwind table
+//! makes it a signal frame over the interrupted code (`arch/x86_64.rs`).
+//! A request that lands where the thread may not be stopped (inside the C
+//! library: `memcpy`, `libm`) is taken at its next preemption or wait.
+//!
+//! Not done: cancelling a user thread blocked in a system call (`read`...),
+//! which finishes the call first.
 
 use crate::thread::{current, Kind, ThreadData};
 use std::ffi::{c_int, c_void};
@@ -143,10 +154,35 @@ pub unsafe extern "C-unwind" fn pthread_cancel(t: libc::pthread_t) -> c_int {
                 act();
             }
         } else {
+            if was & (ASYNC | DISABLED) == ASYNC {
+                interrupt(d);
+            }
             crate::thread::unpark(d);
+            if was & DISABLED == 0 {
+                crate::cond::wake_shared_waiter(d);
+            }
         }
     }
     0
+}
+
+/// Asks user thread `d`, which may be computing, to stop at its next safe
+/// point (`at_preemption`): the runtime's preemption request, sent to its
+/// kernel thread if it is running.
+fn interrupt(d: &ThreadData) {
+    crate::runtime::enter();
+    if let Some(t) = d.rt_thread() {
+        schedlab_rt::shared::interrupt(&t);
+    }
+}
+
+/// The runtime's preemption hook (`schedlab_rt::shared::set_preempt_hook`),
+/// run by a user thread preempted in the program's own code: acts on a
+/// pending cancellation there if its type is asynchronous.
+pub(crate) fn at_preemption() {
+    if acts_here(false) {
+        act();
+    }
 }
 
 /// `pthread_testcancel`.

@@ -52,6 +52,32 @@
 //! A woken waiter touches the condition variable no more, so
 //! `pthread_cond_destroy` right after a broadcast is safe; with waiters
 //! still linked it answers `EBUSY`.
+//!
+//! # Cancelling a process-shared wait
+//!
+//! A user thread waiting on a process-shared condition variable waits in
+//! glibc's code, whose cancellation (its `SIGCANCEL` handler and unwinder)
+//! knows nothing of user threads. So the wait is made cancellable from
+//! outside: the waiter records the condition variable and mutex
+//! (`ThreadData::shared_cond`), checks for a pending cancellation, waits in
+//! glibc, clears the record, and acts on a cancellation that came meanwhile
+//! — glibc relocked the mutex, so the cleanup handlers run with it held, as
+//! POSIX says. A canceller that finds the record broadcasts on the
+//! condition variable: the waiter wakes (the other waiters too, a spurious
+//! wake-up POSIX allows them). No cancellation is lost:
+//! 1. The waiter records, then checks; the canceller marks the cancellation
+//!    pending, then reads the record (both sequentially consistent): one of
+//!    them sees the other.
+//! 2. A waiter that saw nothing pending may not be in glibc's queue yet when
+//!    the broadcast comes; it holds the mutex until it is. A canceller that
+//!    holds the mutex itself (glibc's `__owner` is its `tid`) therefore
+//!    broadcasts after that point; any other broadcasts again, after 50 µs,
+//!    200 µs, 0.8 ms and 3.2 ms, until the waiter cleared its record (the
+//!    window is a few instructions of glibc's; longer only if the waiter's
+//!    kernel thread is descheduled inside them).
+//! 3. The waiter clears its record and then waits for the cancellers still
+//!    broadcasting (`shared_waking`), so that none touches a condition
+//!    variable its cleanup handlers may destroy.
 
 use crate::wait::{Cancel, Deadline, Outcome, Queue, Unlinked, Waiter};
 use std::ffi::c_int;
@@ -226,6 +252,75 @@ unsafe fn deadline(clock: libc::clockid_t, at: *const libc::timespec) -> Result<
     }
 }
 
+/// A wait on a process-shared condition variable (glibc's, `wait`), made
+/// cancellable for a user thread (module docs, "Cancelling a process-shared
+/// wait").
+fn shared_wait(
+    c: *mut libc::pthread_cond_t,
+    m: *mut libc::pthread_mutex_t,
+    wait: impl FnOnce() -> c_int,
+) -> c_int {
+    let d = crate::thread::current();
+    if d.kind.get() != crate::thread::Kind::User {
+        return wait();
+    }
+    d.shared_mutex.store(m, Ordering::SeqCst);
+    d.shared_cond.store(c, Ordering::SeqCst);
+    if crate::cancel::cancel_pending(d) {
+        forget_shared_wait(d);
+        crate::cancel::act();
+    }
+    let r = wait();
+    forget_shared_wait(d);
+    // Acted on with the mutex held: glibc relocked it (not so after an
+    // error such as `EPERM`, where the wait never began).
+    if matches!(r, 0 | libc::ETIMEDOUT | libc::EOWNERDEAD) && crate::cancel::cancel_pending(d) {
+        crate::cancel::act();
+    }
+    r
+}
+
+/// Step 3 of "Cancelling a process-shared wait".
+fn forget_shared_wait(d: &crate::thread::ThreadData) {
+    d.shared_cond.store(std::ptr::null_mut(), Ordering::SeqCst);
+    while d.shared_waking.load(Ordering::SeqCst) != 0 {
+        // A canceller may sleep between its broadcasts (up to 4 ms): give
+        // the processor away meanwhile (the library's `sched_yield`).
+        std::thread::yield_now();
+    }
+}
+
+/// For `pthread_cancel` of user thread `d`, its cancellation just marked
+/// pending: wakes it if it waits on a process-shared condition variable
+/// (module docs, "Cancelling a process-shared wait", step 2).
+pub(crate) fn wake_shared_waiter(d: &crate::thread::ThreadData) {
+    d.shared_waking.fetch_add(1, Ordering::SeqCst);
+    let c = d.shared_cond.load(Ordering::SeqCst);
+    if !c.is_null() {
+        let m = d.shared_mutex.load(Ordering::SeqCst);
+        // SAFETY: the waiter's mutex, alive while it waits (it waits for
+        // us before it returns); `__owner` is glibc's third int.
+        let owner = unsafe { (*m.cast::<AtomicU32>().add(2)).load(Ordering::Relaxed) };
+        let mine = owner as i32 == crate::glibc::own_tid();
+        let mut pause_us = 50;
+        loop {
+            // SAFETY: glibc's condition variable, alive as above.
+            unsafe { next::pthread_cond_broadcast()(c) };
+            if mine || pause_us > 3200 || d.shared_cond.load(Ordering::SeqCst) != c {
+                break;
+            }
+            let ts = libc::timespec { tv_sec: 0, tv_nsec: pause_us * 1000 };
+            // SAFETY: the system call itself, not the library's `nanosleep`,
+            // which is a cancellation point: the count above must be dropped.
+            unsafe {
+                libc::syscall(libc::SYS_nanosleep, &ts, std::ptr::null_mut::<libc::timespec>())
+            };
+            pause_us *= 4;
+        }
+    }
+    d.shared_waking.fetch_sub(1, Ordering::SeqCst);
+}
+
 /// `pthread_cond_wait`.
 ///
 /// # Safety
@@ -240,7 +335,7 @@ pub unsafe extern "C-unwind" fn pthread_cond_wait(
     let r = unsafe { raw(c) };
     if r.shared() {
         // SAFETY: glibc's, forwarded unchanged.
-        return unsafe { next::pthread_cond_wait()(c, m) };
+        return shared_wait(c, m, || unsafe { next::pthread_cond_wait()(c, m) });
     }
     finish(wait(r, m, None))
 }
@@ -260,7 +355,7 @@ pub unsafe extern "C-unwind" fn pthread_cond_timedwait(
     let r = unsafe { raw(c) };
     if r.shared() {
         // SAFETY: glibc's, forwarded unchanged.
-        return unsafe { next::pthread_cond_timedwait()(c, m, at) };
+        return shared_wait(c, m, || unsafe { next::pthread_cond_timedwait()(c, m, at) });
     }
     let clock = if r.flags.load(Ordering::Relaxed) & MONOTONIC != 0 {
         libc::CLOCK_MONOTONIC
@@ -290,7 +385,7 @@ pub unsafe extern "C-unwind" fn pthread_cond_clockwait(
     let r = unsafe { raw(c) };
     if r.shared() {
         // SAFETY: glibc's, forwarded unchanged.
-        return unsafe { next::pthread_cond_clockwait()(c, m, clock, at) };
+        return shared_wait(c, m, || unsafe { next::pthread_cond_clockwait()(c, m, clock, at) });
     }
     if clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC {
         return libc::EINVAL;

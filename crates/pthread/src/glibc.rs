@@ -194,6 +194,15 @@ const CACHE_MAX: usize = 4096;
 /// was joined or, detached, has ended" (`thread::gone`).
 pub(crate) const GONE: usize = 1;
 
+/// The calling thread's `tid` as glibc records it in a mutex it locks
+/// (`__data.__owner`): its control block's, which for a user thread is the
+/// number the library gave it (module docs).
+pub(crate) fn own_tid() -> i32 {
+    // SAFETY: pthread_self has no preconditions; its block holds `tid` at
+    // the offset glibc publishes.
+    unsafe { ((libc::pthread_self() as usize + layout().tid) as *const i32).read() }
+}
+
 /// A new thread control block with fresh TLS, as glibc's `pthread_create`
 /// would make, its header copied from the calling thread's (module docs).
 /// Returns the thread pointer, or `None` when out of memory.

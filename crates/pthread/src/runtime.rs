@@ -133,6 +133,7 @@ fn start() -> &'static Runtime {
         Err(e) => crate::fatal(&format!("cannot start the runtime: {e}")),
     };
     schedlab_rt::shared::set_resume_hook(crate::signal::deliver_pending);
+    schedlab_rt::shared::set_preempt_hook(crate::cancel::at_preemption);
     let p = Box::into_raw(Box::new(rt));
     RUNTIME.store(p, Ordering::Release);
     STARTING.store(0, Ordering::Release);

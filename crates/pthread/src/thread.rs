@@ -50,7 +50,7 @@ use crate::wait::{Cancel, Outcome, Queue, Waiter};
 use schedlab_rt::JoinHandle;
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// glibc's definitions of what this file stands in front of.
@@ -159,6 +159,12 @@ pub(crate) struct ThreadData {
     /// Of those, the ones whose handler asked for `SA_RESTART` (or that had
     /// none): a blocking call they come during goes on (`fdio.rs`).
     pub(crate) signals_restart: AtomicU32,
+    /// The process-shared (glibc's) condition variable and mutex the thread
+    /// waits on now, or null (`cond.rs`, "Cancelling a process-shared wait").
+    pub(crate) shared_cond: AtomicPtr<libc::pthread_cond_t>,
+    pub(crate) shared_mutex: AtomicPtr<libc::pthread_mutex_t>,
+    /// Cancellers broadcasting on `shared_cond` now.
+    pub(crate) shared_waking: AtomicU32,
 }
 
 // SAFETY: the cells (`kind`, `cleanup`, `keys`) are touched only by the
@@ -211,6 +217,9 @@ impl ThreadData {
             sigwait_set: std::sync::atomic::AtomicU64::new(0),
             signals_seen: AtomicU32::new(0),
             signals_restart: AtomicU32::new(0),
+            shared_cond: AtomicPtr::new(std::ptr::null_mut()),
+            shared_mutex: AtomicPtr::new(std::ptr::null_mut()),
+            shared_waking: AtomicU32::new(0),
             sched: std::sync::atomic::AtomicI32::new(0),
         })
     }
@@ -294,12 +303,27 @@ static MAIN_EXITED: AtomicU32 = AtomicU32::new(0);
 
 /// Exited detached threads waiting for the runtime to complete them.
 static REAP: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// Whether `REAP` may hold any (written under its lock): every
+/// `pthread_create` reaps, and most find nothing, which this tells without
+/// the lock's two atomic operations.
+static REAP_LISTED: AtomicBool = AtomicBool::new(false);
+
+/// Lists exited detached thread `d` for [`reap`].
+fn list_for_reaping(d: &ThreadData) {
+    let mut list = REAP.lock().unwrap();
+    list.push(d as *const ThreadData as usize);
+    REAP_LISTED.store(true, Ordering::Release);
+}
 
 /// Frees what the reap list holds of threads the runtime has completed.
 pub(crate) fn reap() {
+    if !REAP_LISTED.load(Ordering::Acquire) {
+        return;
+    }
     let done: Vec<usize> = {
         let Ok(mut list) = REAP.try_lock() else { return };
         if list.is_empty() {
+            REAP_LISTED.store(false, Ordering::Release);
             return;
         }
         let mut done = Vec::new();
@@ -312,6 +336,7 @@ pub(crate) fn reap() {
             }
             !finished
         });
+        REAP_LISTED.store(!list.is_empty(), Ordering::Release);
         done
     };
     for p in done {
@@ -588,7 +613,7 @@ fn finish(d: &ThreadData) {
     crate::mutex::release_robust(d);
     let was = d.state.fetch_or(EXITED, Ordering::AcqRel);
     if was & DETACHED != 0 {
-        REAP.lock().unwrap().push(d as *const ThreadData as usize);
+        list_for_reaping(d);
     }
     d.exited.store(1, Ordering::Release);
     // One at a time, each woken after the lock is let go, and nothing
@@ -703,7 +728,7 @@ fn detach(d: &ThreadData) -> c_int {
         }
     }
     if s & EXITED != 0 {
-        REAP.lock().unwrap().push(d as *const ThreadData as usize);
+        list_for_reaping(d);
     }
     0
 }
@@ -924,5 +949,6 @@ pub(crate) fn after_fork_child() {
     MAIN_EXITED.store(0, Ordering::Relaxed);
     if let Ok(mut l) = REAP.try_lock() {
         l.clear();
+        REAP_LISTED.store(false, Ordering::Release);
     }
 }

@@ -5,8 +5,10 @@
 //! timeline lanes), rendered as HTML; the additions are the first screen (`html/first.rs`:
 //! the run's summary, or what changed beyond noise), the raw-sample strip plots and the page
 //! around them. The template (`html/page.html`), its styles (`html/style.css`) and its one
-//! script (`html/sort.js`: sorting, filtering, and drawing the sample plots of a folded
-//! table when it is opened; every other table and picture is there without it) live beside
+//! script (`html/sort.js`: sorting, filtering, and drawing every results table's raw-sample
+//! plots from the codes in their cells — a folded table's when it is first opened; every
+//! other table and picture is there without it, and the page says so when scripts are off)
+//! live beside
 //! this file as readable files and are embedded at build time: the page needs no network and
 //! no files beside it.
 //!
@@ -17,7 +19,7 @@ use base64::Engine as _;
 use schedlab_measure::model::{Measurement, Outcome, Run};
 use schedlab_trace::Timeline;
 
-use crate::svg::{self, escape, strip};
+use crate::svg::{self, escape};
 use crate::units::human;
 use crate::{lanes, mem, summary, views};
 
@@ -30,9 +32,8 @@ const STYLE: &str = include_str!("html/style.css");
 const SCRIPT: &str = include_str!("html/sort.js");
 
 /// Above this many results a family's table starts folded (`<details>`), and its rows'
-/// sample plots are drawn by the script when it is opened, from a code of each plot kept in
-/// its cell ([`lazy_plot`]): the memory lab's 2,000-point sweep as drawn plots would weigh
-/// more than the rest of the page.
+/// sample plots (codes in their cells, [`plot_code`]) are drawn by the script when it is
+/// first opened rather than when the page opens: the memory lab's 2,400-row sweep.
 const FOLD_ABOVE: usize = 200;
 
 /// A stored timeline of one of the runs.
@@ -173,13 +174,29 @@ pub fn page_against(
 /// [`section`] makes them), the styles and the script.
 pub(crate) fn wrap(title: &str, nav: &[String], body: &str, version: &str) -> String {
     TEMPLATE
-        .replace("{{style}}", STYLE)
-        .replace("{{script}}", SCRIPT)
+        .replace("{{style}}", &style())
+        .replace("{{script}}", &script())
         .replace("{{nav}}", &nav.concat())
         .replace("{{version}}", &escape(version))
         .replace("{{title}}", &escape(title))
         // Last: the body may hold anything, including text that looks like a placeholder.
         .replace("{{body}}", body)
+}
+
+/// The page's styles, given the strip plots' size from [`svg`] for the boxes they are drawn
+/// into.
+fn style() -> String {
+    let (w, h, _) = svg::STRIP_SIZE;
+    STYLE.replace("{{strip_w}}", &w.to_string()).replace("{{strip_h}}", &h.to_string())
+}
+
+/// The page's script, given the strip plots' alphabet and size from [`svg`] so that the
+/// codes and their drawing share one definition.
+fn script() -> String {
+    let (w, h, pad) = svg::STRIP_SIZE;
+    SCRIPT
+        .replace("{{strip_alphabet}}", svg::STRIP_CODE_ALPHABET)
+        .replace("{{strip_size}}", &format!("{w} {h} {pad}"))
 }
 
 /// Appends a section with `id`, `heading` and the HTML `inner` to `body`, and its link to
@@ -378,34 +395,48 @@ fn family_chart(f: &str, rows: &[&Measurement], name: &str) -> Option<String> {
     ))
 }
 
-/// A family's results table; above [`FOLD_ABOVE`] rows it starts folded, its plots drawn
-/// by the script when it is opened.
+/// A family's results table, each row's raw-sample plot as a code the script draws
+/// ([`plot_code`]), the notes every row shares said once above it; above [`FOLD_ABOVE`] rows
+/// it starts folded, its plots drawn when it is first opened.
 fn family_table(f: &str, rows: &[&Measurement]) -> String {
+    let shared = views::shared_notes(rows);
     let mut t = views::result_table();
     for m in rows {
-        t.row(views::result_cells(m));
+        let notes = shared.iter().find(|(p, _)| *p == m.probe).map_or(&[][..], |s| &s.1);
+        t.row(views::result_cells_except(m, notes));
     }
     let caption = format!("{f} ({} results)", rows.len());
+    let plots: Vec<String> = rows.iter().map(|m| plot_code(m)).collect();
+    let mut out = String::new();
+    for (probe, notes) in &shared {
+        let notes: Vec<String> = notes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        out.push_str(&format!(
+            "<p class=\"key\" data-probe=\"{p}\" data-notes=\"{n}\">Notes of every measured {p} \
+             row below: {n}</p>\n",
+            p = escape(probe),
+            n = escape(&notes.join(" "))
+        ));
+    }
+    // The plot right after the median and its interval, where the eye is.
+    out.push_str(&format!(
+        "<div class=\"scroll\">{}</div>",
+        t.to_html(&caption, Some(("raw samples", &plots, 4)))
+    ));
     if rows.len() > FOLD_ABOVE {
-        let plots: Vec<String> = rows.iter().map(|m| lazy_plot(m)).collect();
         return format!(
-            "<details class=\"lazy\"><summary>{} — folded: {} rows</summary><div class=\"scroll\">{}</div></details>\n",
+            "<details class=\"lazy\"><summary>{} — folded: {} rows</summary>{out}</details>\n",
             escape(f),
             rows.len(),
-            t.to_html(&caption, Some(("raw samples", &plots, 4)))
         );
     }
-    let plots: Vec<String> = rows.iter().map(|m| sample_plot(m)).collect();
-    // The plot right after the median and its interval, where the eye is.
-    format!(
-        "<div class=\"scroll\">{}</div>\n",
-        t.to_html(&caption, Some(("raw samples", &plots, 4)))
-    )
+    out.push('\n');
+    out
 }
 
-/// A folded row's plot for the script to draw ([`svg::strip_code`] in `data-s`). Empty
-/// when the result has no samples.
-fn lazy_plot(m: &Measurement) -> String {
+/// A row's raw-sample plot for the page's script to draw ([`svg::strip_code`] in `data-s`;
+/// its accessible name is made from the row's probe, parameters and median). Empty when the
+/// result has no samples.
+fn plot_code(m: &Measurement) -> String {
     match (&m.outcome, &m.summary) {
         (Outcome::Ok, Some(s)) => {
             let values: Vec<f64> = m.samples.iter().map(|x| x.value).collect();
@@ -414,24 +445,6 @@ fn lazy_plot(m: &Measurement) -> String {
                 return code;
             }
             format!("<i data-s=\"{}\"></i>", escape(&code))
-        }
-        _ => String::new(),
-    }
-}
-
-/// The strip plot of one result's raw samples (empty when it has none).
-fn sample_plot(m: &Measurement) -> String {
-    match (&m.outcome, &m.summary) {
-        (Outcome::Ok, Some(s)) => {
-            let values: Vec<f64> = m.samples.iter().map(|x| x.value).collect();
-            let title = format!(
-                "{} {}: {} samples, median {}",
-                m.probe,
-                m.params.key(),
-                values.len(),
-                crate::units::human(s.median, m.unit)
-            );
-            strip(&values, s.median, (s.ci_low, s.ci_high), &title)
         }
         _ => String::new(),
     }
@@ -695,12 +708,10 @@ mod tests {
             );
         }
         assert!(html.contains("id=\"comparison\""));
-        assert_eq!(
-            html.matches("class=\"strip\"").count(),
-            2,
-            "one plot per measured result per run"
-        );
-        assert_eq!(html.matches("<circle").count(), 22, "one dot per raw sample");
+        let codes: Vec<&str> =
+            html.split("<i data-s=\"").skip(1).map(|d| &d[..d.find('"').unwrap()]).collect();
+        assert_eq!(codes.len(), 2, "one plot per measured result per run");
+        assert!(codes.iter().all(|c| c.len() == 3 + 11), "one mark per raw sample: {codes:?}");
     }
 
     #[test]
@@ -733,7 +744,7 @@ mod tests {
         assert!(html.contains("seed 002: 71.00 ns"), "the seed machines beside it");
         // The os family's section: its table (one time row: no chart) after its heading.
         let os = html.split("<section id=\"results-0-os\"").nth(1).unwrap();
-        assert!(os.contains("<table class=\"results sortable n3 n4 n6 n7\">"), "{os}");
+        assert!(os.contains("<table class=\"results sortable n3 n4 p5 n6 n7\">"), "{os}");
     }
 
     #[test]
@@ -794,9 +805,49 @@ mod tests {
     }
 
     #[test]
-    fn the_script_decodes_plots_with_the_alphabet_they_were_coded_in() {
+    fn the_script_decodes_plots_with_the_alphabet_and_size_they_were_coded_in() {
+        let html = page(&[run(1, "a")], 0, &[], "0.1.0");
         let quoted = format!("var ALPHABET = \"{}\";", svg::STRIP_CODE_ALPHABET);
-        assert!(SCRIPT.contains(&quoted), "html/sort.js must say {quoted}");
+        assert!(html.contains(&quoted), "the page's script says {quoted}");
+        assert!(html.contains("var SIZE = \"160 18 4\""), "and the strips' size");
+        assert!(html.contains("width: 160px; height: 18px; contain: strict;"), "their boxes");
+        assert!(!html.contains("{{"), "every placeholder of the script and styles is filled");
+    }
+
+    #[test]
+    fn every_results_table_carries_codes_not_drawn_plots_and_shared_notes_once() {
+        let mut r = run(1, "a");
+        let sample = |v: f64| Sample {
+            iters: 1,
+            elapsed_ns: 1,
+            value: v,
+            other_cpu_ns: None,
+            migrated: false,
+        };
+        r.results = (0..views::SHARED_NOTES_FROM)
+            .map(|i| {
+                let mut m = Measurement::of_samples(
+                    "os.pipe",
+                    Params::new().with("size", i),
+                    Unit::Nanos,
+                    (0..11).map(|k| sample(100.0 + k as f64)).collect(),
+                    0.1,
+                );
+                m.notes = Params::new().with("cpu", 0).with("thp", "madvise");
+                m
+            })
+            .collect();
+        let html = page(&[r], 0, &[], "0.1.0");
+        let os = html.split("<section id=\"results-0-os\"").nth(1).unwrap();
+        assert!(!os.contains("<details"), "a short family is open");
+        assert!(!os.contains("<svg class=\"strip\"") && !os.contains("<circle"), "{os}");
+        assert_eq!(os.matches("<i data-s=\"").count(), views::SHARED_NOTES_FROM, "a code a row");
+        // Once for the reader, once as data for the row filter (sort.js), none on the rows.
+        assert_eq!(os.matches("cpu=0 thp=madvise").count(), 2, "the shared notes once: {os}");
+        assert!(os.contains("data-probe=\"os.pipe\" data-notes=\"cpu=0 thp=madvise\""));
+        assert!(os.contains("Notes of every measured os.pipe row below: cpu=0 thp=madvise"));
+        // Without the script the page says what it is missing.
+        assert!(html.contains("<noscript>") && html.contains("raw-sample plot"));
     }
 
     #[test]
@@ -836,8 +887,8 @@ mod tests {
     #[test]
     fn the_page_grows_with_the_data_not_faster() {
         // A run of n results of 11 samples each: the page is a fixed part plus at most
-        // 2.5 KiB per plotted result, and a folded family (plots drawn by the script from
-        // its samples) far less per row.
+        // half a KiB per result, folded or not: each row's plot is a code the script draws
+        // (a drawn plot of 11 samples alone was 600 bytes).
         let size = |n: usize, probe: &str| {
             let mut r = run(1, "a");
             let sample = |v: f64| Sample {
@@ -863,7 +914,7 @@ mod tests {
         let (empty, hundred) = (size(0, "os.x"), size(100, "os.x"));
         assert!(empty < 32 * 1024, "the page around the data is {empty} bytes");
         assert!(
-            hundred - empty < 100 * 2560,
+            hundred - empty < 100 * 512,
             "{} bytes per plotted result",
             (hundred - empty) / 100
         );

@@ -96,9 +96,13 @@ const RIGHT: f64 = 210.0;
 const TOP: f64 = 70.0;
 const BOTTOM: f64 = 60.0;
 
-/// Where [`strip`] draws things, in pixels from the left of its 160-pixel width: one dot per
-/// sample on a common scale from the smallest to the largest (interval included), the 95%
-/// interval's ends and the median. `None` for no finite sample. Pure.
+/// Where a raw-sample strip plot draws things, in pixels from the left of its 160-pixel
+/// width: one dot per sample on a common scale from the smallest to the largest (interval
+/// included), the 95% interval's ends and the median. `None` for no finite sample. Pure.
+///
+/// The report's script (`html/sort.js`) draws the plot from [`strip_code`] of this
+/// geometry: the one drawing of it, so a table row carries 14 bytes for 11 samples where
+/// the drawn SVG weighed 600 (2.5 KiB for 50 samples).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StripGeometry {
     /// The samples' dots.
@@ -109,7 +113,7 @@ pub struct StripGeometry {
     pub median: f64,
 }
 
-/// The width and height of a [`strip`], and the padding either side of its scale.
+/// The width and height of a strip plot, and the padding either side of its scale.
 pub const STRIP_SIZE: (f64, f64, f64) = (160.0, 18.0, 4.0);
 
 /// [`StripGeometry`] of `samples` with their median and 95% interval.
@@ -130,39 +134,6 @@ pub fn strip_geometry(samples: &[f64], median: f64, ci: (f64, f64)) -> Option<St
     })
 }
 
-/// A small strip plot of raw samples for a table cell ([`strip_geometry`]), so a bimodal
-/// result shows as two clusters instead of one number. `title` becomes the plot's
-/// accessible name. Empty for no samples. Pure. (The report's script draws the same plot
-/// from [`strip_code`] for the rows of a folded table.)
-pub fn strip(samples: &[f64], median: f64, ci: (f64, f64), title: &str) -> String {
-    let Some(g) = strip_geometry(samples, median, ci) else {
-        return String::new();
-    };
-    let (w, h, _) = STRIP_SIZE;
-    let mut s = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" class="strip" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img"><title>{}</title>"#,
-        escape(title)
-    );
-    let _ = write!(
-        s,
-        r##"<rect x="{:.1}" y="2" width="{:.1}" height="{}" fill="#9ecae1"/>"##,
-        g.ci.0,
-        (g.ci.1 - g.ci.0).max(1.0),
-        h - 4.0
-    );
-    // The dots' style once, on their group: a quick-suite page has thousands of them.
-    s.push_str(r##"<g fill="#333" fill-opacity="0.6">"##);
-    for x in &g.dots {
-        let _ = write!(s, r#"<circle cx="{x:.1}" cy="{}" r="1.6"/>"#, h / 2.0);
-    }
-    let _ = write!(
-        s,
-        r##"</g><rect x="{:.1}" y="0" width="2" height="{h}" fill="#d62728"/></svg>"##,
-        g.median - 1.0
-    );
-    s
-}
-
 /// The characters of [`strip_code`], one per position step across a strip's scale:
 /// printable ASCII from `(` on, without `<`, `>` and `\`, so that a code needs no
 /// escaping in an HTML attribute or a JavaScript string.
@@ -171,9 +142,8 @@ pub const STRIP_CODE_ALPHABET: &str =
 
 /// A strip plot in one character per mark — the interval's ends, the median, then every
 /// sample — each a position on the scale ([`strip_geometry`]) rounded to one of
-/// [`STRIP_CODE_ALPHABET`]'s steps (under 2 pixels): what the report's script draws for the
-/// rows of a folded table, at 14 bytes for 11 samples where the drawn plot is 600. Empty for
-/// no samples. Pure.
+/// [`STRIP_CODE_ALPHABET`]'s steps (under 2 pixels): what the report's script draws in every
+/// results table's row. Empty for no samples. Pure.
 pub fn strip_code(samples: &[f64], median: f64, ci: (f64, f64)) -> String {
     let Some(g) = strip_geometry(samples, median, ci) else {
         return String::new();

@@ -128,7 +128,11 @@ impl Table {
     /// An HTML `<table>` (every cell escaped), with number columns right-aligned and
     /// the header cells clickable for sorting when the page has its script. `extra` adds a
     /// column of trusted HTML per row (a plot): its heading, its cells, and the index of the
-    /// column it goes before.
+    /// column it goes before, named on the table as `pK` (the K-th column, counted from 1).
+    ///
+    /// A body row's cells leave out their end tags (`</td>`, `</tr>`), which HTML makes
+    /// optional before the next cell or row: the browser builds the same table, and the
+    /// memory lab's 2,400 rows are 120 KB lighter.
     pub fn to_html(&self, caption: &str, extra: Option<(&str, &[String], usize)>) -> String {
         use crate::svg::escape;
         let at = extra.map_or(usize::MAX, |e| e.2);
@@ -138,10 +142,16 @@ impl Table {
         let mut classes = String::from("results sortable");
         let mut column = 0;
         for (i, a) in self.aligns.iter().enumerate() {
+            if i == at {
+                classes.push_str(&format!(" p{}", column + 1));
+            }
             column += 1 + usize::from(i == at);
             if *a == Align::Right {
                 classes.push_str(&format!(" n{column}"));
             }
+        }
+        if at >= self.headers.len() && extra.is_some() {
+            classes.push_str(&format!(" p{}", column + 1));
         }
         let mut out = format!("<table class=\"{classes}\">\n");
         if !caption.is_empty() {
@@ -165,19 +175,19 @@ impl Table {
         for (row, r) in self.rows.iter().enumerate() {
             let plot = || {
                 let cell = extra.and_then(|e| e.1.get(row)).map_or("", |c| c.as_str());
-                format!("<td class=\"plot\">{cell}</td>")
+                format!("<td>{cell}")
             };
             out.push_str("<tr>");
             for (i, c) in r.iter().enumerate() {
                 if i == at {
                     out.push_str(&plot());
                 }
-                out.push_str(&format!("<td>{}</td>", escape(c)));
+                out.push_str(&format!("<td>{}", escape(c)));
             }
             if at >= self.headers.len() && extra.is_some() {
                 out.push_str(&plot());
             }
-            out.push_str("</tr>\n");
+            out.push('\n');
         }
         out.push_str("</tbody></table>\n");
         out

@@ -9,7 +9,7 @@
 //! policy     hooks preempt blocking monitor poll shared
 //! processor  processor machine state guard
 //! data       task lifecycle park slot handoff queue priority budget wait
-//!            timer spin registry event idle
+//!            timer spin registry event idle reclaim
 //! machine    loom futex arch stack
 //! ```
 //!
@@ -41,15 +41,16 @@ pub(crate) use crate::thread::{try_current, yield_now};
 
 // The data layer: a task's release and panic report, a wait list's or a
 // timer's wake-up, a spin lock's yield, an idle processor's wake-up of the
-// poller's sleeper.
+// poller's sleeper, idle-stack reclaim's runtime section and its return of
+// a taken-over thread to the run queues.
 #[cfg(not(loom))]
 pub(crate) use crate::poll::interrupt as interrupt_poller;
 #[cfg(not(loom))]
 pub(crate) use crate::preempt::explain_panic;
 #[cfg(not(loom))]
 pub(crate) use crate::processor::{
-    current_task_ptr, enter, park_unlocking, release_task_ref, unpark_user, wake_queued,
-    yield_if_free,
+    current_task_ptr, enter, here, make_runnable, park_unlocking, release_task_ref, unpark_user,
+    wake_queued, yield_if_free,
 };
 #[cfg(not(loom))]
 pub(crate) use crate::state::SharedRef;

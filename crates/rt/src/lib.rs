@@ -165,6 +165,8 @@ mod processor;
 #[cfg(not(loom))]
 mod queue;
 #[cfg(not(loom))]
+mod reclaim;
+#[cfg(not(loom))]
 mod registry;
 #[cfg(not(loom))]
 mod runtime;
@@ -210,6 +212,7 @@ pub use crate::{
     monitor::DEFAULT_BLOCK_THRESHOLD,
     preempt::{no_preempt, Preemption, DEFAULT_QUANTUM, MIN_QUANTUM},
     priority::{Priority, AGING},
+    reclaim::DEFAULT_IDLE_RECLAIM,
     registry::ParkedThread,
     runtime::{
         Cancelled, Deadlock, Runtime, RuntimeBuilder, DEFAULT_SPIN, DEFAULT_STACK_SIZE, MAX_SPIN,

@@ -331,6 +331,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
     let mut last_handoff: Option<Instant> = None;
     shared.depot.scavenge_in_background();
     let mut last_scavenge = start;
+    let mut idle_stacks = crate::reclaim::Reclaimer::new(start);
     while !shared.shutdown.load(Ordering::Acquire) {
         let now = Instant::now();
         if shared.depot.has_excess() && now - last_scavenge >= SCAVENGE_EVERY {
@@ -669,6 +670,10 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
         }
         if shared.depot.has_excess() {
             want(last_scavenge + SCAVENGE_EVERY);
+        }
+        // Stacks of threads idle in I/O waits (`reclaim.rs`).
+        if let Some(t) = idle_stacks.tick(&shared.reclaim, now) {
+            want(t);
         }
         let timeout = match next {
             Some(t) if any_waiting || now - last_waiting < IDLE_AFTER => {

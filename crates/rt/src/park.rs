@@ -158,6 +158,31 @@ impl ParkState {
         }
     }
 
+    /// Takes a parked thread over without a token (`reclaim.rs`): if
+    /// `PARKED_kind` is set, clears it and returns `true`; the caller then
+    /// owns the parked reference and the thread's saved context, exactly as
+    /// between steps 2 and 3 of a park, and must end with [`commit`]
+    /// (`Self::commit`), which parks the thread again or, if a token came
+    /// meanwhile, tells the caller to schedule it. An `unpark` in between
+    /// finds no `PARKED_kind`, so it leaves its token (as it does before a
+    /// commit) and never schedules the thread: one party resumes it.
+    #[inline]
+    pub(crate) fn take_parked(&self, kind: Kind) -> bool {
+        let mut s = self.word.load(Ordering::Acquire);
+        while s & kind.parked() != 0 {
+            match self.word.compare_exchange_weak(
+                s,
+                s & !kind.parked(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
+        }
+        false
+    }
+
     /// Whether the thread is parked (for the deadlock detector).
     #[cfg_attr(loom, allow(dead_code))] // used by the runtime, not the models
     pub(crate) fn is_parked(&self) -> bool {
@@ -245,6 +270,48 @@ mod loom_tests {
                 s.join().unwrap();
             }
             assert!(resumed_itself ^ scheduled, "resumed exactly once");
+        });
+    }
+
+    /// Model: a thread parked for a `User` token is taken over by a
+    /// reclaimer (`take_parked`, then it rewrites the saved stack, then
+    /// `commit`) while a waker unparks it. Exactly one party schedules the
+    /// thread; the waker never schedules it while the reclaimer holds it
+    /// (loom reports the stack's cell touched by both at once), and whoever
+    /// schedules it sees the reclaimer's writes.
+    #[test]
+    fn loom_reclaim_races_unpark() {
+        loom::model(|| {
+            let t = Arc::new(Thread { state: ParkState::new(), context: UnsafeCell::new(0) });
+            // Parked: context saved (7), park committed.
+            // SAFETY: before any other thread exists.
+            t.context.with_mut(|c| unsafe { *c = 7 });
+            assert!(t.state.commit(Kind::User));
+            let waker = {
+                let t = t.clone();
+                loom::thread::spawn(move || {
+                    if t.state.unpark(Kind::User) {
+                        // SAFETY: loom checks this read against the reclaimer's writes.
+                        let v = t.context.with(|c| unsafe { *c });
+                        assert!(v == 7 || v == 9, "a whole stack, saved or restored");
+                        true
+                    } else {
+                        false
+                    }
+                })
+            };
+            let mut reclaimer_scheduled = false;
+            if t.state.take_parked(Kind::User) {
+                // The stack copied out and given back, marked reclaimed.
+                // SAFETY: loom checks this write against the waker's read.
+                t.context.with_mut(|c| unsafe { *c = 9 });
+                reclaimer_scheduled = !t.state.commit(Kind::User);
+            }
+            let waker_scheduled = waker.join().unwrap();
+            assert!(
+                reclaimer_scheduled ^ waker_scheduled,
+                "the thread is scheduled exactly once: reclaimer {reclaimer_scheduled}, waker {waker_scheduled}"
+            );
         });
     }
 

@@ -444,6 +444,8 @@ mod imp {
             // in its set). Processors that sleep on their futex poll when
             // they next look, or the blocked one wakes.
             task.external_wait.store(true, Ordering::Relaxed);
+            // Listed for idle-stack reclaim while it waits (`reclaim.rs`).
+            let waiting = crate::reclaim::Waiting::enter(task);
             let woke = loop {
                 match deadline {
                     Some(d) => {
@@ -483,6 +485,7 @@ mod imp {
                     break Woke::Ready(interest);
                 }
             };
+            drop(waiting);
             task.external_wait.store(false, Ordering::Relaxed);
             Ok(woke)
         }

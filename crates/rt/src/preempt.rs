@@ -384,9 +384,13 @@ unsafe fn redirect(m: &Machine, uc: *mut libc::ucontext_t, req: u8) {
 
 /// Called by the trampoline with every register saved: yields the processor
 /// (or, for a detached thread, rejoins one), then returns to be restored.
+/// In the `shared-library` build the library's preemption hook runs last,
+/// and may end the thread by unwinding through here (`C-unwind`).
 #[no_mangle]
-pub(crate) extern "C" fn schedlab_rt_preempted() {
+pub(crate) extern "C-unwind" fn schedlab_rt_preempted() {
     preempted();
+    #[cfg(feature = "shared-library")]
+    crate::shared::run_preempt_hook();
 }
 
 /// The body of a preemption (also for a request deferred to the end of a

@@ -219,6 +219,8 @@ pub struct RuntimeBuilder {
     preemption: Preemption,
     block_threshold: Duration,
     transparent_blocking: bool,
+    idle_reclaim: Option<Duration>,
+    idle_reclaim_live: bool,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -233,6 +235,8 @@ impl fmt::Debug for RuntimeBuilder {
             .field("preemption", &self.preemption)
             .field("block_threshold", &self.block_threshold)
             .field("transparent_blocking", &self.transparent_blocking)
+            .field("idle_reclaim", &self.idle_reclaim)
+            .field("idle_reclaim_live", &self.idle_reclaim_live)
             .finish()
     }
 }
@@ -249,6 +253,8 @@ impl Default for RuntimeBuilder {
             preemption: Preemption::default(),
             block_threshold: DEFAULT_BLOCK_THRESHOLD,
             transparent_blocking: true,
+            idle_reclaim: Some(crate::DEFAULT_IDLE_RECLAIM),
+            idle_reclaim_live: false,
         }
     }
 }
@@ -336,6 +342,37 @@ impl RuntimeBuilder {
         self
     }
 
+    /// After how long a user thread waiting on I/O (a `schedlab_rt::net` or
+    /// `io` readiness wait) gives its stack's memory back: the pages below
+    /// its live frames, and with [`idle_stack_reclaim_live`](Self::idle_stack_reclaim_live)
+    /// every page. `None` turns it off. Default
+    /// [`DEFAULT_IDLE_RECLAIM`](crate::DEFAULT_IDLE_RECLAIM) (1 s);
+    /// saturates at 1 ms below and a day above. The thread's stack keeps its
+    /// addresses; it costs the thread's next resume a page fault.
+    pub fn idle_stack_reclaim(mut self, after: Option<Duration>) -> Self {
+        self.idle_reclaim = after.map(|d| d.clamp(crate::reclaim::MIN_IDLE_RECLAIM, LONGEST_WAIT));
+        self
+    }
+
+    /// Also gives back the page(s) holding the live frames of a thread
+    /// waiting on I/O ([`idle_stack_reclaim`](Self::idle_stack_reclaim)):
+    /// they are copied into a heap buffer of their size (a few hundred bytes
+    /// for a thread in a `read`) and put back at the same addresses before
+    /// the thread runs again. Default off.
+    ///
+    /// # Safety
+    ///
+    /// While a user thread of the runtime waits on I/O, no other thread may
+    /// read or write its stack: no local of a thread that blocks in a
+    /// `net`/`io` call may be borrowed by a thread running meanwhile (a
+    /// scoped thread of `std::thread::scope` or [`scope`](crate::scope)).
+    /// Such a thread would read the local as zeros, and its writes would be
+    /// undone when the owner resumes.
+    pub unsafe fn idle_stack_reclaim_live(mut self, on: bool) -> Self {
+        self.idle_reclaim_live = on;
+        self
+    }
+
     /// Calls `hook` for every scheduling [`Event`]. See [`crate::event`] for
     /// the rules a hook must follow.
     pub fn on_event(mut self, hook: impl Fn(&Event) + Send + Sync + 'static) -> Self {
@@ -403,6 +440,7 @@ impl RuntimeBuilder {
             prio: Default::default(),
             block_threshold: self.block_threshold,
             transparent_blocking: self.transparent_blocking,
+            reclaim: crate::reclaim::Reclaim::new(self.idle_reclaim, self.idle_reclaim_live),
             procs: OnceLock::new(),
             machines: MachineSet::default(),
             spares: Spares::default(),
@@ -756,6 +794,7 @@ impl Drop for Runtime {
             p.return_credits();
         }
         self.shared.timers.clear();
+        self.shared.reclaim.clear();
         for t in self.shared.prio.drain() {
             self.shared.injector.push(t);
         }

@@ -85,6 +85,32 @@ pub fn set_resume_hook(hook: fn()) {
     HOOK.store(hook as usize, std::sync::atomic::Ordering::Release);
 }
 
+/// The library's hook run by a preempted user thread at the safe point
+/// itself, after the switch and back (`preempt.rs`), and nowhere else.
+static PREEMPT_HOOK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sets the hook a preempted user thread runs at its safe point (once,
+/// before any thread runs): in the program's own code, at an instruction
+/// the runtime interrupted, with no runtime section open — where the
+/// library may end the thread (asynchronous cancellation) by a `longjmp`
+/// or an unwind, which the trampoline's unwind table lets pass through it
+/// into the interrupted frame (`arch/x86_64.rs`). A request for a thread
+/// to get there soon is [`interrupt`].
+#[doc(hidden)]
+pub fn set_preempt_hook(hook: fn()) {
+    PREEMPT_HOOK.store(hook as usize, std::sync::atomic::Ordering::Release);
+}
+
+/// Runs the preemption hook, if one is set (`schedlab_rt_preempted`).
+pub(crate) fn run_preempt_hook() {
+    let h = PREEMPT_HOOK.load(std::sync::atomic::Ordering::Acquire);
+    if h != 0 {
+        // SAFETY: set from a `fn()` by `set_preempt_hook`.
+        let h: fn() = unsafe { std::mem::transmute(h) };
+        h();
+    }
+}
+
 /// `rt_sigprocmask` on the calling kernel thread, with the kernel's 8-byte
 /// set. A system call, not libc's `pthread_sigmask`: in this build the
 /// library defines that one, for user threads, and would be called back.

@@ -93,6 +93,8 @@ pub(crate) struct Shared {
     /// Whether the monitor looks for kernel threads blocked outside
     /// [`blocking`](crate::blocking()).
     pub(crate) transparent_blocking: bool,
+    /// Idle-stack reclaim's setting and list (`reclaim.rs`).
+    pub(crate) reclaim: crate::reclaim::Reclaim,
     /// The processors (owned by the `Runtime`, set once at build).
     pub(crate) procs: OnceLock<Box<[ProcPtr]>>,
     /// Every running kernel thread of the runtime, for the monitor.

@@ -376,6 +376,8 @@ pub(crate) struct Task {
     /// The thread's level (`priority.rs`), as `Priority::as_u8`, set at spawn; plus
     /// [`TURN`] from when a processor takes it for a turn to when that turn starts.
     priority: AtomicU8,
+    /// Idle-stack reclaim's state of the thread (`reclaim.rs`).
+    pub(crate) idle: crate::reclaim::IdleStack,
     /// `shared-library` build: the user thread's signal mask (the first 64
     /// signals), applied to whichever kernel thread resumes it
     /// (`shared.rs`, "Signals").
@@ -616,6 +618,7 @@ impl Task {
                     locals: UnsafeCell::new(None),
                     budget: AtomicPtr::new(std::ptr::null_mut()),
                     priority: AtomicU8::new(1),
+                    idle: Default::default(),
                     #[cfg(feature = "shared-library")]
                     sigmask: AtomicU64::new(0),
                     #[cfg(feature = "shared-library")]

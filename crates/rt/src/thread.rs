@@ -336,12 +336,17 @@ pub fn try_current() -> Option<Thread> {
 /// it at the end of a thread's work. A stack is reused by later threads and keeps the pages
 /// earlier ones touched until the runtime gives idle stacks' memory back, so give the
 /// thread under study a stack size no other thread uses (it then gets a fresh stack).
+/// Pages given back while the thread waited on I/O
+/// ([`RuntimeBuilder::idle_stack_reclaim`](crate::RuntimeBuilder::idle_stack_reclaim)) still
+/// count: the figure is at least what the stack held at such a reclaim.
 pub fn stack_usage() -> Option<(usize, usize)> {
     let task = processor::current_task_ref()?;
     // SAFETY: the calling thread's own stack, which it runs on: it is not
     // freed or replaced while the thread runs.
     let stack = unsafe { (*task.stack.get()).as_ref() }?;
-    Some((stack.touched(), stack.size()))
+    // A stack whose pages were given back while the thread waited on I/O
+    // (`reclaim.rs`) held at most `peak` then.
+    Some((stack.touched().max(task.idle.peak()), stack.size()))
 }
 
 /// The address range of the calling user thread's usable stack, the memory it runs

@@ -58,10 +58,45 @@ pub(crate) const RESULT_COLS: &[&str] = &[
     "measured_at",
 ];
 
+/// The columns `results` stores (schema version 6) for [`RESULT_COLS`]: the series (probe,
+/// params, params_json, unit, better) and the notes by id (`intern.rs`). Readers read
+/// [`RESULT_COLS`] from the view `result_rows`.
+pub(crate) const STORED_RESULT_COLS: &[&str] = &[
+    "seq",
+    "series_id",
+    "notes_id",
+    "status",
+    "reason",
+    "iters_per_sample",
+    "overhead_ns_per_iter",
+    "n",
+    "median",
+    "min",
+    "max",
+    "mean",
+    "stddev",
+    "p5",
+    "p95",
+    "ci_low",
+    "ci_high",
+    "ci_level",
+    "cv",
+    "outliers",
+    "window_ns",
+    "other_cpu_ns",
+    "steal_ns",
+    "wall_s",
+    "measured_at",
+];
+
 /// The columns of `raw_samples` (schema version 5): a result's samples as one blob (`raw.rs`).
 pub(crate) const RAW_COLS: &[&str] = &["result_id", "n", "data"];
+/// The columns of a warning (read from the view `warning_rows`).
 pub(crate) const WARNING_COLS: &[&str] =
     &["run_id", "kind", "probe", "severity", "message", "advice"];
+/// The columns `warnings` stores (schema version 6): the advice by id (`intern.rs`).
+pub(crate) const STORED_WARNING_COLS: &[&str] =
+    &["run_id", "kind", "probe", "severity", "message", "advice_id"];
 pub(crate) const TIMELINE_COLS: &[&str] = &["run_id", "scenario", "recorder", "window_ns", "data"];
 
 pub(crate) fn placeholders(from: usize, n: usize) -> String {

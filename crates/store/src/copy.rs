@@ -6,8 +6,9 @@ use std::collections::HashMap;
 
 use crate::alive::abandoned;
 use crate::columns::*;
-use crate::db::{insert_many, Row};
+use crate::db::{insert_many, Row, V};
 use crate::error::{Result, StoreError};
+use crate::intern::Interner;
 use crate::{door, Store};
 
 /// What [`Store::copy_run`] did.
@@ -62,7 +63,7 @@ impl Store {
         let uuid = run[col("uuid")].t();
         let results = self.query(
             &format!(
-                "SELECT id, {} FROM results WHERE run_id = $1 ORDER BY seq",
+                "SELECT id, {} FROM result_rows WHERE run_id = $1 ORDER BY seq",
                 RESULT_COLS.join(", ")
             ),
             &[id.into()],
@@ -77,7 +78,7 @@ impl Store {
         )?;
         let warnings = self.query(
             &format!(
-                "SELECT {} FROM warnings WHERE run_id = $1 ORDER BY id",
+                "SELECT {} FROM warning_rows WHERE run_id = $1 ORDER BY id",
                 WARNING_COLS.join(", ")
             ),
             &[id.into()],
@@ -123,15 +124,20 @@ impl Store {
             };
             let new_run = new[0].clone();
             let mut ids = HashMap::new();
+            let mut names = Interner::default();
+            names.load_series(c)?;
+            let logical: Vec<&[V]> = results.iter().map(|r| &r[1..]).collect();
+            let advised: Vec<&[V]> = warnings.iter().map(Vec::as_slice).collect();
+            names.prepare(c, &logical, &advised)?;
             let sql = format!(
                 "INSERT INTO results (run_id, {}) VALUES ($1, {}) RETURNING id",
-                RESULT_COLS.join(", "),
-                placeholders(2, RESULT_COLS.len())
+                STORED_RESULT_COLS.join(", "),
+                placeholders(2, STORED_RESULT_COLS.len())
             );
             for r in &results {
-                let mut values = Vec::with_capacity(r.len());
+                let mut values = Vec::with_capacity(STORED_RESULT_COLS.len() + 1);
                 values.push(new_run.clone());
-                values.extend(r[1..].iter().cloned());
+                values.extend(names.stored_result(c, &r[1..])?);
                 let row = c.row(&sql, &values)?.expect("INSERT ... RETURNING returns its row");
                 ids.insert(r[0].i(), row[0].clone());
             }
@@ -157,7 +163,11 @@ impl Store {
                     })
                     .collect()
             };
-            insert_many(c, "warnings", WARNING_COLS, &relink(&warnings))?;
+            let warnings = relink(&warnings)
+                .iter()
+                .map(|w| names.stored_warning(c, w))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            insert_many(c, "warnings", STORED_WARNING_COLS, &warnings)?;
             insert_many(c, "timelines", TIMELINE_COLS, &relink(&timelines))?;
             Ok(if replaced { Copied::Replaced } else { Copied::Copied })
         })

@@ -65,7 +65,7 @@ impl Store {
             "SELECT r.id, r.uuid, r.label, r.started_at, r.host, r.machine_id, r.kernel,
                     r.version, r.git_rev, x.params, x.unit, x.better, x.n, x.median, x.ci_low,
                     x.ci_high
-             FROM results x JOIN runs r ON r.id = x.run_id
+             FROM result_rows x JOIN runs r ON r.id = x.run_id
              WHERE x.probe = $1 AND x.status = 'ok' AND x.median IS NOT NULL
                AND r.suite <> 'published'",
         );
@@ -112,10 +112,16 @@ impl Store {
             .collect())
     }
 
-    /// Every probe id with at least one result stored, sorted.
+    /// Every probe id with at least one result stored, sorted. Read from `series` (one row
+    /// per probe and parameter set, schema version 6), each checked for a result by the
+    /// index `results_series`: the fleet's results themselves are not read.
     pub fn probe_ids(&self) -> Result<Vec<String>> {
         Ok(self
-            .query("SELECT DISTINCT probe FROM results ORDER BY probe", &[])?
+            .query(
+                "SELECT DISTINCT s.probe FROM series s
+                 WHERE EXISTS (SELECT 1 FROM results x WHERE x.series_id = s.id) ORDER BY s.probe",
+                &[],
+            )?
             .into_iter()
             .map(|r| r[0].t())
             .collect())

@@ -49,6 +49,7 @@ mod door;
 mod error;
 mod file;
 mod history;
+mod intern;
 mod location;
 mod passfile;
 mod pg;

@@ -211,7 +211,7 @@ impl Store {
             "SELECT id, probe, params, unit, better, status, reason, notes, iters_per_sample,
                     overhead_ns_per_iter, n, median, min, max, mean, stddev, p5, p95, ci_low, ci_high,
                     ci_level, cv, outliers, wall_s, window_ns, other_cpu_ns, steal_ns
-             FROM results WHERE run_id = $1 ORDER BY seq",
+             FROM result_rows WHERE run_id = $1 ORDER BY seq",
             &[id.into()],
         )?;
         let mut index = HashMap::new();
@@ -282,7 +282,7 @@ impl Store {
         }
         let warnings = self
             .query(
-                "SELECT kind, probe, severity, message, advice FROM warnings WHERE run_id = $1 ORDER BY id",
+                "SELECT kind, probe, severity, message, advice FROM warning_rows WHERE run_id = $1 ORDER BY id",
                 &[id.into()],
             )?
             .into_iter()

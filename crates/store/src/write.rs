@@ -11,6 +11,7 @@ use crate::alive::{machine_id, note_end_reason};
 use crate::columns::*;
 use crate::db::{insert_many, DbError, Row, V};
 use crate::error::{Result, StoreError};
+use crate::intern::Interner;
 use crate::read::StoredTimeline;
 use crate::Store;
 
@@ -59,8 +60,9 @@ impl Store {
     pub fn save_result(&mut self, run: i64, m: &Measurement) -> Result<()> {
         let now = schedlab_measure::machine::now_rfc3339();
         let s = m.summary.as_ref();
-        let values: Vec<V> = vec![
-            run.into(),
+        // The row in `RESULT_COLS`' order; `seq` is set in the transaction.
+        let mut values: Vec<V> = vec![
+            V::Null,
             m.probe.clone().into(),
             m.params.key().into(),
             json(&params_object(&m.params)).into(),
@@ -92,19 +94,30 @@ impl Store {
             m.wall_s.into(),
             now.into(),
         ];
+        debug_assert_eq!(values.len(), RESULT_COLS.len());
         self.tx(|c| {
-            let sql = format!(
-                "INSERT INTO results (run_id, {}) VALUES ($1, (SELECT count(*) FROM results WHERE run_id = $1), {})
-                 ON CONFLICT (run_id, probe, params) DO NOTHING RETURNING id",
-                RESULT_COLS.join(", "),
-                placeholders(2, RESULT_COLS.len() - 1)
-            );
-            let Some(row) = c.row(&sql, &values)? else {
+            // One result per probe and parameters in a run (whatever its unit).
+            let taken = c.row(
+                "SELECT 1 FROM results x JOIN series s ON s.id = x.series_id
+                 WHERE x.run_id = $1 AND s.probe = $2 AND s.params = $3",
+                &[run.into(), values[1].clone(), values[2].clone()],
+            )?;
+            if taken.is_some() {
                 return Err(DbError::Conflict(format!(
                     "run {run} already has a result for {} [{}]",
                     m.probe, m.params
                 )));
-            };
+            }
+            let seq = c.row("SELECT count(*) FROM results WHERE run_id = $1", &[run.into()])?;
+            values[0] = V::I(seq.map_or(0, |r| r[0].i()));
+            let mut stored = vec![V::I(run)];
+            stored.extend(Interner::default().stored_result(c, &values)?);
+            let sql = format!(
+                "INSERT INTO results (run_id, {}) VALUES ({}) RETURNING id",
+                STORED_RESULT_COLS.join(", "),
+                placeholders(1, STORED_RESULT_COLS.len() + 1)
+            );
+            let row = c.row(&sql, &stored)?.expect("INSERT ... RETURNING returns its row");
             let result_id = row[0].i();
             let (ok, skipped, failed) = match m.outcome.key() {
                 "ok" => (1, 0, 0),
@@ -148,7 +161,16 @@ impl Store {
                 ]
             })
             .collect();
-        self.tx(|c| insert_many(c, "warnings", WARNING_COLS, &rows))
+        self.tx(|c| {
+            let mut names = Interner::default();
+            let refs: Vec<&[V]> = rows.iter().map(Vec::as_slice).collect();
+            names.prepare(c, &[], &refs)?;
+            let rows = rows
+                .iter()
+                .map(|w| names.stored_warning(c, w))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            insert_many(c, "warnings", STORED_WARNING_COLS, &rows)
+        })
     }
 
     /// Stores a scenario's raw timeline (`data`: the timeline as JSON) with its run.

@@ -551,3 +551,60 @@ fn a_server_that_stops_answering_mid_way_is_given_up() {
     assert_eq!(store.runs().unwrap().len(), 1);
     assert_eq!(store.load_run(run).unwrap().results.len(), 3);
 }
+
+/// Two machines pushing to a new fleet at once, their runs naming the same new series and
+/// notes in opposite orders: each copy creates what it needs in one order (sorted), so
+/// neither waits for a row the other created while the other waits for one of its own
+/// (PostgreSQL would end one copy with "deadlock detected"). Three new databases, so each
+/// round creates every series afresh.
+#[test]
+fn two_pushes_creating_the_same_series_in_opposite_orders_both_succeed() {
+    let Some(server) =
+        pg::server_or_skip("two_pushes_creating_the_same_series_in_opposite_orders_both_succeed")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<std::path::PathBuf> = (0..2)
+        .map(|k| {
+            let path = dir.path().join(format!("m{k}.db"));
+            let mut store = Store::open(&path).unwrap();
+            let run = store.begin_run(&meta(Some(&format!("m{k}")))).unwrap();
+            let mut order: Vec<usize> = (0..300).collect();
+            if k == 1 {
+                order.reverse();
+            }
+            for i in order {
+                let mut m = measurement("os.race", Params::new().with("i", i), &[1.0, 2.0]);
+                m.notes = Params::new().with("i", i);
+                store.save_result(run, &m).unwrap();
+            }
+            store.finish_run(run, RunStatus::Complete).unwrap();
+            path
+        })
+        .collect();
+    for round in 0..3 {
+        let url = server.create_db(&format!("race{round}"));
+        drop(Store::open_at(&Location::Server(url.clone())).unwrap());
+        let start = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let copies: Vec<_> = files
+            .iter()
+            .map(|file| {
+                let (file, url, start) = (file.clone(), url.clone(), start.clone());
+                std::thread::spawn(move || {
+                    let from = Store::open(&file).unwrap();
+                    let to = Store::open_at(&Location::Server(url)).unwrap();
+                    start.wait();
+                    from.copy_run(1, &to).map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        for copy in copies {
+            assert_eq!(copy.join().unwrap(), Ok(Copied::Copied), "round {round}");
+        }
+        let to = Store::open_at(&Location::Server(url)).unwrap();
+        let runs = to.runs().unwrap();
+        assert_eq!(runs.len(), 2);
+        assert!(runs.iter().all(|r| r.ok == 300), "{runs:?}");
+    }
+}

@@ -311,8 +311,174 @@ fn a_timeline_is_stored_with_its_run_and_read_back() {
     assert!(store.timelines(run + 1).unwrap().is_empty());
 }
 
+/// Turns a current database back into a version 5 file, as schedlab 5 left it: each result
+/// and warning with its texts in its own row, under the same ids.
+fn downgrade_to_version_5(path: &std::path::Path) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    // Off, or dropping the old tables would take the raw samples along (rusqlite's SQLite
+    // has them on by default).
+    conn.execute_batch(
+        "PRAGMA foreign_keys = OFF;
+         CREATE TABLE results_v5 (
+            id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL, probe TEXT NOT NULL, params TEXT NOT NULL, params_json TEXT NOT NULL,
+            unit TEXT NOT NULL, better TEXT NOT NULL CHECK (better IN ('lower', 'higher')),
+            status TEXT NOT NULL CHECK (status IN ('ok', 'skipped', 'failed', 'interrupted')),
+            reason TEXT, notes TEXT NOT NULL, iters_per_sample INTEGER NOT NULL,
+            overhead_ns_per_iter REAL NOT NULL, n INTEGER, median REAL, min REAL, max REAL,
+            mean REAL, stddev REAL, p5 REAL, p95 REAL, ci_low REAL, ci_high REAL, ci_level REAL,
+            cv REAL, outliers INTEGER, window_ns INTEGER, other_cpu_ns INTEGER, steal_ns INTEGER,
+            wall_s REAL NOT NULL, measured_at TEXT NOT NULL, UNIQUE (run_id, probe, params));
+         INSERT INTO results_v5 SELECT id, run_id, seq, probe, params, params_json, unit, better,
+            status, reason, notes, iters_per_sample, overhead_ns_per_iter, n, median, min, max, mean,
+            stddev, p5, p95, ci_low, ci_high, ci_level, cv, outliers, window_ns, other_cpu_ns,
+            steal_ns, wall_s, measured_at FROM result_rows;
+         CREATE TABLE warnings_v5 (id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE, kind TEXT NOT NULL,
+            probe TEXT, severity TEXT NOT NULL CHECK (severity IN ('info', 'warn')),
+            message TEXT NOT NULL, advice TEXT NOT NULL);
+         INSERT INTO warnings_v5 SELECT id, run_id, kind, probe, severity, message, advice
+            FROM warning_rows;
+         DROP VIEW fleet_results; DROP VIEW result_view; DROP VIEW result_rows;
+         DROP VIEW warning_rows;
+         DROP TABLE results; DROP TABLE warnings; DROP TABLE series; DROP TABLE texts;
+         ALTER TABLE results_v5 RENAME TO results; ALTER TABLE warnings_v5 RENAME TO warnings;
+         CREATE INDEX results_probe ON results (probe, params);
+         CREATE VIEW result_view AS
+            SELECT r.id AS run_id, coalesce(r.label, r.host || ' ' || r.kernel) AS run, r.started_at,
+                   x.probe, x.params, x.status, x.median, x.ci_low, x.ci_high, x.cv, x.unit, x.better
+            FROM results x JOIN runs r ON r.id = x.run_id;
+         CREATE VIEW fleet_results AS
+            SELECT x.id AS result_id, r.id AS run_id, r.uuid AS run_uuid,
+                   coalesce(r.label, r.host || ' ' || r.kernel) AS run, r.label, r.status AS run_status,
+                   r.host, r.machine_id, r.kernel, r.version AS schedlab_version,
+                   x.probe, x.params, x.params_json, x.status, x.n, x.median, x.ci_low, x.ci_high,
+                   x.ci_level, x.cv, x.unit, x.better, r.started_at AS time, x.measured_at
+            FROM results x JOIN runs r ON r.id = x.run_id;
+         PRAGMA user_version = 5;",
+    )
+    .unwrap();
+}
+
+/// Every row of a table or view, in the order of `order`, each value exactly as SQLite holds
+/// it (a REAL's bits, a TEXT's bytes).
+fn rows(conn: &rusqlite::Connection, sql: &str) -> Vec<Vec<rusqlite::types::Value>> {
+    let mut st = conn.prepare(sql).unwrap();
+    let n = st.column_count();
+    st.query_map([], |r| (0..n).map(|i| r.get::<_, rusqlite::types::Value>(i)).collect())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn a_version_5_database_is_normalised_keeping_every_value_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v5.db");
+    let mut store = Store::open(&path).unwrap();
+    let mut runs = Vec::new();
+    for label in ["a", "b"] {
+        let run = store.begin_run(&meta(Some(label))).unwrap();
+        // Two runs with the same series and notes (stored once), and texts only one has.
+        let mut m = measurement(
+            "os.pipe.latency",
+            Params::new().with("placement", "same"),
+            &[4.0, 4.2 + 1e-13, 3.9, f64::MIN_POSITIVE],
+        );
+        if label == "b" {
+            m.notes = m.notes.with("size", "64k, \"quoted\" é");
+        }
+        store.save_result(run, &m).unwrap();
+        let skipped = Measurement::without_samples(
+            "os.pipe.latency",
+            Params::new().with("placement", "cross"),
+            Unit::Micros,
+            Outcome::Skipped(format!("needs two CPUs ({label})")),
+            0.0,
+        );
+        store.save_result(run, &skipped).unwrap();
+        let w = Warning {
+            kind: "high-variation".into(),
+            probe: Some("os.pipe.latency".into()),
+            severity: Severity::Warn,
+            message: format!("CV 12% in {label}"),
+            advice: "close other programs".into(),
+        };
+        store.save_warnings(run, &[w.clone(), Warning { probe: None, ..w }]).unwrap();
+        store.finish_run(run, RunStatus::Complete).unwrap();
+        runs.push(run);
+    }
+    let before: Vec<_> = runs.iter().map(|&r| store.load_run(r).unwrap()).collect();
+    drop(store);
+    downgrade_to_version_5(&path);
+    let v5 = rusqlite::Connection::open(&path).unwrap();
+    // And more results and warnings than the migration copies in one statement (20,000 ids),
+    // under ids with gaps, so that every range is seen to be copied whole.
+    v5.execute_batch(
+        "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 45000)
+         INSERT INTO results (id, run_id, seq, probe, params, params_json, unit, better, status,
+            notes, iters_per_sample, overhead_ns_per_iter, n, median, wall_s, measured_at)
+         SELECT 100 + 3 * i, 2, 10 + i, 'os.bulk', 'i=' || i, '{\"i\":\"' || i || '\"}', 'ns',
+            'lower', 'ok', '{\"k\":\"' || (i % 7) || '\"}', i, 0.5, 3, i * 0.1, 1.0,
+            '2026-11-21T05:00:00Z' FROM k;
+         WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 25000)
+         INSERT INTO warnings (id, run_id, kind, probe, severity, message, advice)
+         SELECT 100 + 2 * i, 2, 'drift', 'os.bulk', 'info', 'm' || i, 'a' || (i % 5) FROM k;",
+    )
+    .unwrap();
+    let results = rows(&v5, "SELECT * FROM results ORDER BY id");
+    let warnings = rows(&v5, "SELECT * FROM warnings ORDER BY id");
+    let raw = rows(&v5, "SELECT * FROM raw_samples ORDER BY result_id");
+    assert_eq!((results.len(), warnings.len(), raw.len()), (45_004, 25_004, 2));
+    drop(v5);
+
+    let store = Store::open(&path).unwrap();
+    let after: Vec<_> = runs.iter().map(|&r| store.load_run(r).unwrap()).collect();
+    assert_eq!(after[0], before[0], "every run reads as it did");
+    assert_eq!(after[1].results.len(), 45_002);
+    assert_eq!(after[1].results[..2], before[1].results[..]);
+    drop(store);
+    let v6 = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = v6.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    assert_eq!(
+        rows(
+            &v6,
+            "SELECT id, run_id, seq, probe, params, params_json, unit, better, status, reason, notes,
+                iters_per_sample, overhead_ns_per_iter, n, median, min, max, mean, stddev, p5, p95,
+                ci_low, ci_high, ci_level, cv, outliers, window_ns, other_cpu_ns, steal_ns, wall_s,
+                measured_at FROM result_rows ORDER BY id"
+        ),
+        results,
+        "every result, value for value"
+    );
+    assert_eq!(rows(&v6, "SELECT * FROM warning_rows ORDER BY id"), warnings);
+    assert_eq!(rows(&v6, "SELECT * FROM raw_samples ORDER BY result_id"), raw);
+    // What repeats is stored once: two series, the notes of a and b, one advice.
+    let count = |sql: &str| -> i64 { v6.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(count("SELECT count(*) FROM series"), 2 + 45_000);
+    assert_eq!(
+        count("SELECT count(*) FROM texts"),
+        4 + 7 + 5,
+        "{{cpus}}, {{cpus,size}}, {{}}, the advice, and the bulk's 7 notes and 5 advice texts"
+    );
+    let fk: i64 = count("SELECT count(*) FROM pragma_foreign_key_check");
+    assert_eq!(fk, 0);
+    // The raw samples still belong to their results: deleting a run takes them along.
+    let store = Store::open(&path).unwrap();
+    store.delete_run(runs[0]).unwrap();
+    assert_eq!(count("SELECT count(*) FROM raw_samples"), 1);
+    assert_eq!(count("SELECT count(*) FROM warnings"), 2 + 25_000);
+    assert_eq!(store.probe_ids().unwrap(), vec!["os.bulk".to_string(), "os.pipe.latency".into()]);
+    // A series outlives its results; a probe is listed only while a result refers to it.
+    store.delete_run(runs[1]).unwrap();
+    assert!(store.probe_ids().unwrap().is_empty());
+    assert_eq!(count("SELECT count(*) FROM series"), 2 + 45_000);
+}
+
 /// Turns a current database back into a version 1 file, as an older schedlab left it.
 fn downgrade_to_version_1(path: &std::path::Path) {
+    downgrade_to_version_5(path);
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(
         "DROP VIEW fleet_results; DROP INDEX runs_host_started; DROP INDEX runs_started;
@@ -341,7 +507,7 @@ fn a_version_1_database_is_migrated_forward_keeping_its_runs_and_giving_them_an_
     };
     downgrade_to_version_1(&path);
     let store = Store::open_existing(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 5);
+    assert_eq!(SCHEMA_VERSION, 6);
     assert_eq!(store.resolve("old").unwrap(), id);
     assert!(store.timelines(id).unwrap().is_empty());
     let (uuid, machine) = store.identity(id).unwrap();

@@ -15,14 +15,13 @@ mod scenario;
 
 use std::process::ExitCode;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use schedlab_measure::machine::Machine;
-use schedlab_measure::model::{Measurement, RunMeta, RunStatus};
-use schedlab_store::{Location, Store, StoredTimeline};
-use schedlab_trace::session::TimelineSink;
-use schedlab_trace::Timeline;
+use schedlab_measure::model::{RunMeta, RunStatus};
+use schedlab_store::{Location, Store};
 
 use crate::args::TimelineArgs;
+use crate::record::StoreSink;
 
 /// Columns of time in the terminal lanes (plus 12 for names and 6 for the share: 99).
 const COLS: usize = 80;
@@ -49,34 +48,6 @@ fn timeline_meta(label: Option<&str>) -> RunMeta {
     meta
 }
 
-/// The store as a recording's sink: each result committed as it comes, each timeline as
-/// JSON in the `timelines` table.
-pub(crate) struct StoreSink<'a> {
-    pub(crate) store: &'a mut Store,
-    pub(crate) run_id: i64,
-}
-
-impl TimelineSink for StoreSink<'_> {
-    type Error = anyhow::Error;
-
-    fn save(&mut self, m: &Measurement) -> Result<()> {
-        self.store.save_result(self.run_id, m).with_context(|| format!("storing {}", m.probe))
-    }
-
-    fn save_timeline(&mut self, t: &Timeline) -> Result<()> {
-        self.store.save_timeline(
-            self.run_id,
-            &StoredTimeline {
-                scenario: t.scenario.clone(),
-                recorder: t.recorder.clone(),
-                window_ns: t.window_ns,
-                data: serde_json::to_string(t).context("serialising the timeline")?,
-            },
-        )?;
-        Ok(())
-    }
-}
-
 /// Stores a run of `meta` with what `keep` hands the sink, and marks it complete; returns
 /// its id. A storage failure stops there and marks the run interrupted with it (as `run`
 /// does).
@@ -89,10 +60,10 @@ fn store_run(
     let run_id = store.begin_run(meta)?;
     meta.id = run_id;
     let saved = {
-        let mut sink = StoreSink { store: &mut store, run_id };
+        let mut sink = StoreSink::new(&mut store, run_id);
         keep(&mut sink)
     };
     let saved = saved.and_then(|()| Ok(store.finish_run(run_id, RunStatus::Complete)?));
-    saved.map_err(|e| crate::run::storage_failed(&store, run_id, e))?;
+    saved.map_err(|e| crate::record::storage_failed(&store, run_id, e))?;
     Ok(run_id)
 }

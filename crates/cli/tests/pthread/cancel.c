@@ -1,9 +1,13 @@
 /* Deferred cancellation: acted on at pthread_testcancel and in sleep (cancellation points),
  * not before; the cleanup handlers run innermost first; the joiner gets PTHREAD_CANCELED.
- * Asynchronous cancellation of a thread blocked in a mutex lock: acted on at once. */
+ * Asynchronous cancellation of a thread blocked in a mutex lock: acted on at once.
+ * Cancellation of a thread waiting on a process-shared condition variable (glibc's, under
+ * the library), the canceller holding the mutex or not, in pthread_cond_wait and in
+ * pthread_cond_timedwait: acted on, its handler runs holding the mutex. */
 #include "check.h"
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static char order[2][8];
@@ -80,6 +84,75 @@ static void *lock_once(void *arg) {
     return arg;
 }
 
+static pthread_mutex_t sh_mutex;
+static pthread_cond_t sh_cond;
+static volatile int sh_started, sh_cleaned, sh_unlocked;
+
+/* Runs on cancellation: the mutex must be held (an error-checking one unlocks only for its
+ * owner). */
+static void sh_cleanup(void *arg) {
+    (void)arg;
+    sh_unlocked = pthread_mutex_unlock(&sh_mutex) == 0;
+    sh_cleaned = 1;
+}
+
+static void *sh_wait(void *timed) {
+    PT(pthread_mutex_lock(&sh_mutex));
+    pthread_cleanup_push(sh_cleanup, NULL);
+    sh_started = 1;
+    for (;;) {
+        if (timed) {
+            struct timespec at;
+            clock_gettime(CLOCK_REALTIME, &at);
+            at.tv_sec += 100;
+            pthread_cond_timedwait(&sh_cond, &sh_mutex, &at);
+        } else {
+            pthread_cond_wait(&sh_cond, &sh_mutex);
+        }
+    }
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
+/* Cancels a thread waiting on the process-shared condition variable; `hold`: with the mutex
+ * held across the cancel (as the Open POSIX tests do). */
+static void shared_case(int timed, int hold) {
+    pthread_t t;
+    void *r;
+    sh_started = sh_cleaned = sh_unlocked = 0;
+    PT(pthread_create(&t, NULL, sh_wait, timed ? (void *)1L : NULL));
+    while (!sh_started)
+        usleep(100);
+    PT(pthread_mutex_lock(&sh_mutex)); /* it waits now */
+    if (!hold)
+        PT(pthread_mutex_unlock(&sh_mutex));
+    PT(pthread_cancel(t));
+    if (hold)
+        PT(pthread_mutex_unlock(&sh_mutex));
+    for (int i = 0; i < 20000 && !sh_cleaned; i++)
+        usleep(1000);
+    CHECK(sh_cleaned, "a process-shared %s wait (mutex %s) was not cancelled within 20 s",
+          timed ? "timed" : "condition", hold ? "held" : "free");
+    PT(pthread_join(t, &r));
+    CHECK(r == PTHREAD_CANCELED, "join of the process-shared waiter gave %p", r);
+    CHECK(sh_unlocked, "the handler did not hold the mutex");
+}
+
+static void shared_cases(void) {
+    pthread_mutexattr_t ma;
+    pthread_condattr_t ca;
+    PT(pthread_mutexattr_init(&ma));
+    PT(pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED));
+    PT(pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK));
+    PT(pthread_mutex_init(&sh_mutex, &ma));
+    PT(pthread_condattr_init(&ca));
+    PT(pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED));
+    PT(pthread_cond_init(&sh_cond, &ca));
+    for (int timed = 0; timed < 2; timed++)
+        for (int hold = 0; hold < 2; hold++)
+            shared_case(timed, hold);
+}
+
 int main(void) {
     pthread_t a, b, c;
     void *r;
@@ -122,6 +195,7 @@ int main(void) {
     PT(pthread_create(&e, NULL, lock_once, &held)); /* the mutex's queue is whole */
     PT(pthread_join(e, &r));
     CHECK(r == &held, "lock after the cancelled waiter gave %p", r);
+    shared_cases();
     printf("ok\n");
     return 0;
 }

@@ -41,8 +41,8 @@ use schedlab_measure::sampler::Settings;
 use schedlab_measure::{sys, ProbeError, Timing, Workload};
 
 use super::cloops::CLoop;
-use super::routines::{alloc_cycle, escape, ClearFn, Routine};
-use super::{caches_once, calls_for, level_of, minor_faults, thp_mode, x86, Buffer};
+use super::routines::{alloc_cycle, escape, Routine};
+use super::{caches_once, calls_for, level_of, minor_faults, thp_mode, x86, Buffer, ClearFn};
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// Largest size accepted (the full sweep stops at 64 MiB).

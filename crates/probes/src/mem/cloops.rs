@@ -10,7 +10,7 @@
 //! whose notes say the compiler, its version and `calls_memset=yes|no`; one that was not
 //! built is skipped with the reason.
 
-use super::routines::ClearFn;
+use super::ClearFn;
 
 /// One loop of `csrc/clear_loops.c` as built: the compiler, the level and the loop, and
 /// its function with whether it calls `memset`, or why it was not built.

@@ -3,8 +3,10 @@
 //!
 //! - [`routines`] holds the clearing routines (the seed's byte loops, Apple's word loop and
 //!   the unrolled "fancy" routine, plus `write_bytes`/`memset`) and the allocations that
-//!   return zeroed memory; `x86` the run-time-selected x86_64 ones. Both are checked
-//!   byte-exact by property tests.
+//!   return zeroed memory; `x86` the run-time-selected x86_64 ones and [`cloops`] the C
+//!   loops as compilers built them. All are checked byte-exact by property tests. The list
+//!   of routines ([`Routine`]) imports `x86` and `cloops`, never the reverse: both know only
+//!   [`ClearFn`], defined here (`x86` names its own four in `x86::Isa`).
 //! - `clear` is the `mem.clear` probe (params `routine`, `size`, `align`); `copy` holds
 //!   `mem.copy` and `mem.malloc_free` (seed 002's mcopy and mallocMemCopy rows).
 //!
@@ -28,6 +30,12 @@ use schedlab_measure::ProbeError;
 use crate::Probe;
 
 pub use routines::{escape, Routine};
+
+/// A clearing routine: writes zero to every byte of `[p, p+len)` and nothing else.
+///
+/// # Safety
+/// `p` must be valid for writes of `len` bytes.
+pub type ClearFn = unsafe fn(*mut u8, usize);
 
 /// The memory probes, in catalog order.
 pub fn probes() -> Vec<Box<dyn Probe>> {

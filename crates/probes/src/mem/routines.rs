@@ -30,11 +30,9 @@
 
 use std::hint::black_box;
 
-/// A clearing routine: writes zero to every byte of `[p, p+len)` and nothing else.
-///
-/// # Safety
-/// `p` must be valid for writes of `len` bytes.
-pub type ClearFn = unsafe fn(*mut u8, usize);
+use super::cloops::CLoop;
+use super::x86::{self, Isa};
+use super::ClearFn;
 
 /// Every routine the lab measures, in display order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -76,7 +74,7 @@ pub enum Routine {
     /// [`HYBRID_BELOW`] bytes, the best wide routine of this CPU from there ([`hybrid`]).
     Hybrid,
     /// One of `csrc/clear_loops.c`'s loops as a C compiler built it ([`super::cloops`]).
-    C(super::cloops::CLoop),
+    C(CLoop),
 }
 
 impl Routine {
@@ -99,18 +97,18 @@ impl Routine {
         Routine::VecZeroed,
         // Issue 26: the hybrid, and the C loops per compiler and level.
         Routine::Hybrid,
-        Routine::C(super::cloops::CLoop(0)),
-        Routine::C(super::cloops::CLoop(1)),
-        Routine::C(super::cloops::CLoop(2)),
-        Routine::C(super::cloops::CLoop(3)),
-        Routine::C(super::cloops::CLoop(4)),
-        Routine::C(super::cloops::CLoop(5)),
-        Routine::C(super::cloops::CLoop(6)),
-        Routine::C(super::cloops::CLoop(7)),
-        Routine::C(super::cloops::CLoop(8)),
-        Routine::C(super::cloops::CLoop(9)),
-        Routine::C(super::cloops::CLoop(10)),
-        Routine::C(super::cloops::CLoop(11)),
+        Routine::C(CLoop(0)),
+        Routine::C(CLoop(1)),
+        Routine::C(CLoop(2)),
+        Routine::C(CLoop(3)),
+        Routine::C(CLoop(4)),
+        Routine::C(CLoop(5)),
+        Routine::C(CLoop(6)),
+        Routine::C(CLoop(7)),
+        Routine::C(CLoop(8)),
+        Routine::C(CLoop(9)),
+        Routine::C(CLoop(10)),
+        Routine::C(CLoop(11)),
     ];
 
     /// The stable name used as the `routine` parameter.
@@ -123,10 +121,10 @@ impl Routine {
             Routine::U64x8 => "u64x8",
             Routine::WriteBytes => "write_bytes",
             Routine::Memset => "memset",
-            Routine::RepStosb => "rep_stosb",
-            Routine::Avx2 => "avx2",
-            Routine::Avx512 => "avx512",
-            Routine::NonTemporal => "nt",
+            Routine::RepStosb => Isa::RepStosb.name(),
+            Routine::Avx2 => Isa::Avx2.name(),
+            Routine::Avx512 => Isa::Avx512.name(),
+            Routine::NonTemporal => Isa::NonTemporal.name(),
             Routine::Calloc => "calloc",
             Routine::MallocMemset => "malloc_memset",
             Routine::Mmap => "mmap",
@@ -171,12 +169,23 @@ impl Routine {
         }
     }
 
+    /// The x86_64 routine this is, if it is one.
+    fn isa(self) -> Option<Isa> {
+        match self {
+            Routine::RepStosb => Some(Isa::RepStosb),
+            Routine::Avx2 => Some(Isa::Avx2),
+            Routine::Avx512 => Some(Isa::Avx512),
+            Routine::NonTemporal => Some(Isa::NonTemporal),
+            _ => None,
+        }
+    }
+
     /// `Ok` when this routine can run on this CPU, else the reason it cannot.
     pub fn available(self) -> Result<(), String> {
+        if let Some(isa) = self.isa() {
+            return x86::available(isa);
+        }
         match self {
-            Routine::RepStosb | Routine::Avx2 | Routine::Avx512 | Routine::NonTemporal => {
-                super::x86::available(self)
-            }
             Routine::C(c) => c.function().map(|_| ()),
             _ => Ok(()),
         }
@@ -196,7 +205,7 @@ impl Routine {
             Routine::WriteBytes => write_bytes,
             Routine::Memset => memset,
             Routine::RepStosb | Routine::Avx2 | Routine::Avx512 | Routine::NonTemporal => {
-                super::x86::clear_fn(self)?
+                x86::clear_fn(self.isa()?)?
             }
             Routine::Hybrid => hybrid,
             Routine::C(c) => c.clear_fn()?,
@@ -426,10 +435,7 @@ pub const HYBRID_BELOW: usize = 128;
 fn hybrid_wide() -> ClearFn {
     static WIDE: std::sync::OnceLock<ClearFn> = std::sync::OnceLock::new();
     *WIDE.get_or_init(|| {
-        [Routine::Avx512, Routine::Avx2]
-            .into_iter()
-            .find_map(super::x86::clear_fn)
-            .unwrap_or(memset)
+        [Isa::Avx512, Isa::Avx2].into_iter().find_map(x86::clear_fn).unwrap_or(memset)
     })
 }
 

@@ -19,15 +19,41 @@
 //! never mixed with streaming stores on one line. An `sfence` at the end orders the
 //! streaming stores before anything the caller does next.
 
-use super::routines::{ClearFn, Routine};
+use super::ClearFn;
+
+/// The x86_64 routines, as `routines.rs`'s [`super::Routine`] names them (this file does
+/// not import that list: the list imports this file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    /// `rep stosb`.
+    RepStosb,
+    /// AVX2 32-byte stores.
+    Avx2,
+    /// AVX-512F 64-byte stores.
+    Avx512,
+    /// Non-temporal SSE2 stores of whole lines.
+    NonTemporal,
+}
+
+impl Isa {
+    /// The routine's name, the `routine` parameter's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::RepStosb => "rep_stosb",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+            Isa::NonTemporal => "nt",
+        }
+    }
+}
 
 /// `Ok` when `r` can run on this CPU, else why not.
-pub fn available(r: Routine) -> Result<(), String> {
+pub fn available(r: Isa) -> Result<(), String> {
     imp::available(r)
 }
 
 /// The clearing function for an x86 routine that can run here.
-pub fn clear_fn(r: Routine) -> Option<ClearFn> {
+pub fn clear_fn(r: Isa) -> Option<ClearFn> {
     imp::clear_fn(r)
 }
 
@@ -41,11 +67,11 @@ pub fn features() -> Vec<&'static str> {
 mod imp {
     use super::*;
 
-    pub fn available(r: Routine) -> Result<(), String> {
-        Err(format!("{r} is an x86_64 routine; this is {}", std::env::consts::ARCH))
+    pub fn available(r: Isa) -> Result<(), String> {
+        Err(format!("{} is an x86_64 routine; this is {}", r.name(), std::env::consts::ARCH))
     }
 
-    pub fn clear_fn(_: Routine) -> Option<ClearFn> {
+    pub fn clear_fn(_: Isa) -> Option<ClearFn> {
         None
     }
 
@@ -59,26 +85,24 @@ mod imp {
     use super::*;
     use std::arch::x86_64::*;
 
-    pub fn available(r: Routine) -> Result<(), String> {
+    pub fn available(r: Isa) -> Result<(), String> {
         match r {
             // rep stosb and SSE2 are part of every x86_64 CPU (ERMS only makes rep fast).
-            Routine::RepStosb | Routine::NonTemporal => Ok(()),
-            Routine::Avx2 if is_x86_feature_detected!("avx2") => Ok(()),
-            Routine::Avx2 => Err("the CPU lacks AVX2".into()),
-            Routine::Avx512 if is_x86_feature_detected!("avx512f") => Ok(()),
-            Routine::Avx512 => Err("the CPU lacks AVX-512F".into()),
-            other => Err(format!("{other} is not an x86 routine")),
+            Isa::RepStosb | Isa::NonTemporal => Ok(()),
+            Isa::Avx2 if is_x86_feature_detected!("avx2") => Ok(()),
+            Isa::Avx2 => Err("the CPU lacks AVX2".into()),
+            Isa::Avx512 if is_x86_feature_detected!("avx512f") => Ok(()),
+            Isa::Avx512 => Err("the CPU lacks AVX-512F".into()),
         }
     }
 
-    pub fn clear_fn(r: Routine) -> Option<ClearFn> {
+    pub fn clear_fn(r: Isa) -> Option<ClearFn> {
         available(r).ok()?;
         Some(match r {
-            Routine::RepStosb => rep_stosb,
-            Routine::Avx2 => avx2,
-            Routine::Avx512 => avx512,
-            Routine::NonTemporal => non_temporal,
-            _ => return None,
+            Isa::RepStosb => rep_stosb,
+            Isa::Avx2 => avx2,
+            Isa::Avx512 => avx512,
+            Isa::NonTemporal => non_temporal,
         })
     }
 

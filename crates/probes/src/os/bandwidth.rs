@@ -21,14 +21,15 @@
 
 use std::io;
 use std::os::fd::{OwnedFd, RawFd};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use schedlab_measure::model::{Metric, Params, Unit};
 use schedlab_measure::placement::Party;
-use schedlab_measure::sys::{self, raw, Child, PinGuard, Placement};
+use schedlab_measure::sys::{self, raw, Placement};
 use schedlab_measure::{ProbeError, Timing, Workload};
 
-use super::ipc::{get_opt, peer_error, placement_variants, tcp_pair, unix_pair};
+use super::child::{peer_error, placement_variants, Pair};
+use super::ipc::{get_opt, tcp_pair, unix_pair};
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// Bytes per write and per iteration: lmbench's `XFERSIZE`.
@@ -93,7 +94,6 @@ impl Probe for BandwidthProbe {
     }
 
     fn setup(&self, params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
-        let (reader_cpu, writer_cpu) = Placement::from_params(params)?.cpus()?;
         let channel = self.0;
         let mut notes = Params::new();
         // (parent reads, child writes).
@@ -123,16 +123,12 @@ impl Probe for BandwidthProbe {
         let child_buf = vec![0x5au8; XFER];
         let parent_fds = [raw(&data_r), raw(&control_w)];
         let (ctl, out) = (raw(&control_r), raw(&data_w));
-        let child = Child::fork(Some(writer_cpu), || {
-            for fd in parent_fds {
-                // SAFETY: closes the child's copies of the parent's ends; nothing here uses them.
-                unsafe { libc::close(fd) };
-            }
-            writer(ctl, out, &child_buf)
-        })?;
+        let pair =
+            Pair::fork(Placement::from_params(params)?, ["reader", "writer"], &parent_fds, || {
+                writer(ctl, out, &child_buf)
+            })?;
         drop((control_r, data_w, child_buf));
-        let pin = PinGuard::pin(reader_cpu)?;
-        notes.set("cpus", format!("{reader_cpu},{writer_cpu}"));
+        notes.set("cpus", pair.cpus_note());
         notes.set("xfer_bytes", XFER);
 
         let mut inst = Stream {
@@ -140,10 +136,8 @@ impl Probe for BandwidthProbe {
             control: control_w,
             data: data_r,
             buf: vec![0xa5u8; XFER],
-            cpu: reader_cpu,
             notes,
-            _child: child,
-            _pin: pin,
+            pair,
         };
         // One transfer so that both sides are up and the path is warm.
         inst.transfer(XFER as u64)?;
@@ -176,10 +170,9 @@ struct Stream {
     control: OwnedFd,
     data: OwnedFd,
     buf: Vec<u8>,
-    cpu: usize,
     notes: Params,
-    _child: Child,
-    _pin: PinGuard,
+    /// The pinned writer child and the pinned reader.
+    pair: Pair,
 }
 
 impl Stream {
@@ -214,18 +207,11 @@ impl Workload for Stream {
     fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
         let start = Instant::now();
         self.transfer(iters * XFER as u64)?;
-        let elapsed = start.elapsed();
-        Ok(Timing {
-            elapsed,
-            migrated: sys::current_cpu() != Some(self.cpu),
-            overhead: Duration::ZERO,
-        })
+        Ok(self.pair.timing(start))
     }
 
-    /// Both ends are pinned: the sampler checks after each sample that the writer child is
-    /// still on its CPU too.
     fn parties(&self) -> Vec<Party> {
-        vec![Party::caller("reader"), Party::task("writer", self._child.pid())]
+        self.pair.parties()
     }
 }
 
@@ -242,6 +228,7 @@ impl Instance for Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use schedlab_measure::sys::Child;
 
     #[test]
     fn every_channel_runs_in_both_placements_or_skips() {

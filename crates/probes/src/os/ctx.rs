@@ -29,7 +29,7 @@ use schedlab_measure::stats;
 use schedlab_measure::sys::{self, raw, Child, PinGuard};
 use schedlab_measure::{ProbeError, Timing, Workload};
 
-use super::ipc::peer_error;
+use super::child::peer_error;
 use crate::{Context, Info, Instance, Probe, Suite};
 
 struct CtxProbe;

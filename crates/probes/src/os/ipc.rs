@@ -7,10 +7,10 @@
 //!    and nothing can race: two pipes; an `AF_UNIX` stream socketpair; two UDP sockets on
 //!    127.0.0.1 with ephemeral ports, connected to each other; a TCP listener on 127.0.0.1
 //!    port 0, a connection to it and the accepted socket (the listener is closed again).
-//! 2. The child (the echo server), pinned by [`Child::fork`], closes the parent's ends, sends
+//! 2. The child (the echo server), forked and pinned by [`Pair::fork`], closes the parent's ends, sends
 //!    its CPU number once (4 bytes, so setup can record where it really runs), then echoes
 //!    each message back until its input closes.
-//! 3. The parent pins itself for the life of the instance ([`PinGuard`]), reads the child's
+//! 3. The parent pins itself for the life of the instance (the same [`Pair`]), reads the child's
 //!    CPU and does one warm-up round trip. `run(iters)` times `iters` round trips and flags
 //!    the sample as migrated if the parent was not on its CPU at the end.
 //! 4. Teardown is `Drop`: the child is killed and reaped, the descriptors closed, the
@@ -24,13 +24,14 @@
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use schedlab_measure::model::{Metric, Params, Unit};
 use schedlab_measure::placement::Party;
-use schedlab_measure::sys::{self, raw, Child, PinGuard, Placement};
-use schedlab_measure::{interrupt, ProbeError, Timing, Workload};
+use schedlab_measure::sys::{self, raw, Placement};
+use schedlab_measure::{ProbeError, Timing, Workload};
 
+use super::child::{peer_error, placement_variants, Pair};
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// The transports measured, one probe each.
@@ -69,16 +70,6 @@ pub fn probes() -> Vec<Box<dyn Probe>> {
         .into_iter()
         .map(|t| Box::new(LatencyProbe(t)) as Box<dyn Probe>)
         .collect()
-}
-
-/// `placement=same` in the smoke suite, `same` and `cross` otherwise; shared with the
-/// bandwidth probes.
-pub(super) fn placement_variants(suite: Suite) -> Vec<Params> {
-    let names: &[&str] = match suite {
-        Suite::Smoke => &["same"],
-        Suite::Quick | Suite::Full => &["same", "cross"],
-    };
-    names.iter().map(|p| Params::new().with("placement", p)).collect()
 }
 
 impl Probe for LatencyProbe {
@@ -120,7 +111,6 @@ impl Probe for LatencyProbe {
 impl LatencyProbe {
     /// Setup, returning the concrete instance.
     fn start(&self, params: &Params) -> Result<Latency, ProbeError> {
-        let (parent_cpu, child_cpu) = Placement::from_params(params)?.cpus()?;
         let transport = self.0;
         // (parent reads, parent writes, child reads, child writes).
         let (p_rx, p_tx, c_rx, c_tx) = match transport {
@@ -150,28 +140,19 @@ impl LatencyProbe {
         let parent_fds = [raw(&p_rx), raw(&p_tx)];
         let (crx, ctx_fd) = (raw(&c_rx), raw(&c_tx));
         let len = transport.msg_len();
-        let child = Child::fork(Some(child_cpu), move || {
-            for fd in parent_fds {
-                // SAFETY: closes the child's copies of the parent's ends; nothing here uses them.
-                unsafe { libc::close(fd) };
-            }
-            echo(crx, ctx_fd, len)
-        })?;
+        let mut pair = Pair::fork(
+            Placement::from_params(params)?,
+            ["client", "server"],
+            &parent_fds,
+            move || echo(crx, ctx_fd, len),
+        )?;
         drop((c_rx, c_tx));
-        let pin = PinGuard::pin(parent_cpu)?;
 
         let mut cpu = [0u8; 4];
         sys::read_exact(raw(&p_rx), &mut cpu)
             .map_err(|e| peer_error(transport.name(), "read child's cpu", e))?;
-        let mut inst = Latency {
-            transport,
-            rx: p_rx,
-            tx: p_tx,
-            seq: 0,
-            cpus: (parent_cpu, u32::from_ne_bytes(cpu) as usize),
-            _child: child,
-            _pin: pin,
-        };
+        pair.child_reported(u32::from_ne_bytes(cpu));
+        let mut inst = Latency { transport, rx: p_rx, tx: p_tx, seq: 0, pair };
         // One round trip to be sure both processes are up and the path is warm, as lmbench.
         inst.round_trips(1)?;
         Ok(inst)
@@ -204,10 +185,8 @@ struct Latency {
     tx: OwnedFd,
     /// Next UDP sequence number.
     seq: u32,
-    /// (parent, child) CPUs, the child's as it reported.
-    cpus: (usize, usize),
-    _child: Child,
-    _pin: PinGuard,
+    /// The pinned echo child (its CPU as it reported) and the pinned parent.
+    pair: Pair,
 }
 
 impl Latency {
@@ -243,18 +222,11 @@ impl Workload for Latency {
     fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
         let start = Instant::now();
         self.round_trips(iters)?;
-        let elapsed = start.elapsed();
-        Ok(Timing {
-            elapsed,
-            migrated: sys::current_cpu() != Some(self.cpus.0),
-            overhead: Duration::ZERO,
-        })
+        Ok(self.pair.timing(start))
     }
 
-    /// Both ends are pinned: the sampler checks after each sample that the echo child is
-    /// still on its CPU too.
     fn parties(&self) -> Vec<Party> {
-        vec![Party::caller("client"), Party::task("server", self._child.pid())]
+        self.pair.parties()
     }
 }
 
@@ -267,7 +239,7 @@ impl Instance for Latency {
 
     fn notes(&self) -> Params {
         Params::new()
-            .with("cpus", format!("{},{}", self.cpus.0, self.cpus.1))
+            .with("cpus", self.pair.cpus_note())
             .with("msg_bytes", self.transport.msg_len())
     }
 }
@@ -275,23 +247,6 @@ impl Instance for Latency {
 // ---------------------------------------------------------------------------------------
 // Helpers shared with the bandwidth probes. All return owned, close-on-exec descriptors.
 // ---------------------------------------------------------------------------------------
-
-/// The error for a failed read or write on a channel to a helper process: the user's stop
-/// request, a dead peer (EOF, EPIPE, reset) or the OS error, naming the operation.
-pub(super) fn peer_error(what: &str, op: &str, err: io::Error) -> ProbeError {
-    if interrupt::requested() {
-        return ProbeError::Interrupted;
-    }
-    let dead = err.kind() == io::ErrorKind::UnexpectedEof
-        || matches!(err.raw_os_error(), Some(libc::EPIPE | libc::ECONNRESET | libc::ECONNREFUSED));
-    if dead {
-        ProbeError::Failed(format!("{what} {op}: the helper process died ({err})"))
-    } else if matches!(err.raw_os_error(), Some(libc::EAGAIN)) {
-        ProbeError::Failed(format!("{what} {op}: timed out (message lost?)"))
-    } else {
-        ProbeError::Failed(format!("{what} {op}: {err}"))
-    }
-}
 
 /// Wraps a descriptor a system call just returned, or the error naming `op`.
 fn owned(fd: libc::c_int, op: &str) -> Result<OwnedFd, ProbeError> {
@@ -563,7 +518,9 @@ mod tests {
     fn the_child_reports_the_cpu_it_was_pinned_to() {
         let probe = LatencyProbe(Transport::Pipe);
         let inst = Latency::setup_for_test(&probe, "same");
-        assert_eq!(inst.cpus.0, inst.cpus.1);
+        let cpus = inst.pair.cpus_note();
+        let (parent, child) = cpus.split_once(',').expect("two CPUs");
+        assert_eq!(parent, child);
     }
 
     #[test]
@@ -571,7 +528,7 @@ mod tests {
         for t in [Transport::Pipe, Transport::Unix, Transport::Udp, Transport::Tcp] {
             let mut inst = Latency::setup_for_test(&LatencyProbe(t), "same");
             // SAFETY: the pid is our live, unreaped child.
-            unsafe { libc::kill(inst._child.pid(), libc::SIGKILL) };
+            unsafe { libc::kill(inst.pair.pid(), libc::SIGKILL) };
             let err = inst.run(10).unwrap_err();
             // "timed out" for UDP when some other test's child still holds the server socket.
             assert!(

@@ -36,16 +36,17 @@
 use std::ffi::CString;
 use std::io;
 use std::mem::size_of;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use schedlab_measure::model::{Metric, Params, Unit};
 use schedlab_measure::placement::Party;
-use schedlab_measure::sys::{self, raw, Child, PinGuard, Placement};
+use schedlab_measure::sys::{self, raw, Placement};
 use schedlab_measure::{ProbeError, Timing, Workload};
 
-use super::ipc::{peer_error, placement_variants, unix_pair};
+use super::child::{peer_error, placement_variants, Pair};
+use super::ipc::unix_pair;
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// The largest message any channel here carries: Linux's default `msgsize_max` and `msgmax`.
@@ -366,49 +367,16 @@ fn sysv_queue() -> Result<SysVQueue, ProbeError> {
     Ok(SysVQueue(id))
 }
 
-/// A thread blocked in `poll` on a child's pidfd that removes a SysV queue when the child
-/// exits, so a parent blocked in `msgrcv` fails (`EIDRM`) instead of waiting for ever.
-/// Joined on drop, which must come after the child's (the instance's field order).
-struct Watcher(Option<std::thread::JoinHandle<()>>);
-
-impl Watcher {
-    fn start(pid: libc::pid_t, queue: libc::c_int) -> Result<Watcher, ProbeError> {
-        // SAFETY: pidfd_open takes a pid and flags.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
-        if fd < 0 {
-            return Err(ProbeError::last_os("pidfd_open (Linux 5.3)"));
-        }
-        // SAFETY: a fresh descriptor nothing else owns.
-        let pidfd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let handle = std::thread::Builder::new()
-            .name("sysv-watcher".into())
-            .spawn(move || {
-                let mut p =
-                    libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-                // SAFETY: one valid pollfd; -1 waits until the child exits.
-                while unsafe { libc::poll(&mut p, 1, -1) } < 0 {}
-                // SAFETY: IPC_RMID takes no buffer; the queue may already be gone (EINVAL).
-                unsafe { libc::msgctl(queue, libc::IPC_RMID, std::ptr::null_mut()) };
-            })
-            .map_err(|e| ProbeError::io("spawn the sysv watcher", e))?;
-        Ok(Watcher(Some(handle)))
-    }
+/// Removes SysV queue `queue`: what the watcher does when the child exits, so that a parent
+/// blocked in `msgrcv` fails (`EIDRM`) instead of waiting for ever.
+fn remove_queue(queue: libc::c_int) {
+    // SAFETY: IPC_RMID takes no buffer; the queue may already be gone (EINVAL).
+    unsafe { libc::msgctl(queue, libc::IPC_RMID, std::ptr::null_mut()) };
 }
 
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        if let Some(h) = self.0.take() {
-            let _ = h.join();
-        }
-    }
-}
-
-/// Everything a channel's parent side owns; dropped with the instance. Field order is drop
-/// order: the child is killed first, then the watcher (woken by its death) is joined, then
-/// the queues and descriptors go.
+/// Everything a channel's parent side owns; dropped with the instance, after its [`Pair`]
+/// (the child killed, the watcher joined), so the queues and descriptors go last.
 struct Owned {
-    child: Option<Child>,
-    _watcher: Option<Watcher>,
     _mq: Vec<MqQueue>,
     _sysv: Option<SysVQueue>,
     _fds: Vec<OwnedFd>,
@@ -420,14 +388,7 @@ struct Owned {
 /// A channel's two directions: (parent → child, child → parent), and what keeps them open.
 /// `msgsize` is the size of a queue's messages.
 fn channel(kind: Kind, msgsize: usize, maxmsg: usize) -> Result<(End, End, Owned), ProbeError> {
-    let mut owned = Owned {
-        child: None,
-        _watcher: None,
-        _mq: Vec::new(),
-        _sysv: None,
-        _fds: Vec::new(),
-        child_end: None,
-    };
+    let mut owned = Owned { _mq: Vec::new(), _sysv: None, _fds: Vec::new(), child_end: None };
     let (down, up) = match kind {
         Kind::FdPass => {
             let (a, b) = unix_pair()?;
@@ -529,53 +490,46 @@ impl Probe for LatencyProbe {
 impl LatencyProbe {
     /// Setup, returning the concrete instance.
     fn start(&self, params: &Params) -> Result<Latency, ProbeError> {
-        let (parent_cpu, child_cpu) = Placement::from_params(params)?.cpus()?;
         let kind = self.0;
         let len = if kind == Kind::FdPass { 1 } else { WORD };
         let (down, up, mut owned) = channel(kind, WORD, 1)?;
         let (p_rx, c_rx) = receive_ends(down, up);
         let (p_tx, c_tx) = (down, up);
         let mut child_msg = Msg::boxed(0);
-        let child = Child::fork(Some(child_cpu), move || {
-            // Report the CPU, then echo until the parent goes.
-            let cpu = sys::current_cpu().map_or(u32::MAX, |c| c as u32);
-            child_msg.text[..4].copy_from_slice(&cpu.to_ne_bytes());
-            if c_tx.send(&mut child_msg, 4).is_err() {
-                return 1;
-            }
-            loop {
-                if c_rx.recv(&mut child_msg, len, None).is_err() {
-                    return 0;
-                }
-                if c_tx.send(&mut child_msg, len).is_err() {
+        let mut pair =
+            Pair::fork(Placement::from_params(params)?, ["client", "server"], &[], move || {
+                // Report the CPU, then echo until the parent goes.
+                let cpu = sys::current_cpu().map_or(u32::MAX, |c| c as u32);
+                child_msg.text[..4].copy_from_slice(&cpu.to_ne_bytes());
+                if c_tx.send(&mut child_msg, 4).is_err() {
                     return 1;
                 }
-            }
-        })?;
-        let pid = child.pid();
-        owned.child = Some(child);
+                loop {
+                    if c_rx.recv(&mut child_msg, len, None).is_err() {
+                        return 0;
+                    }
+                    if c_tx.send(&mut child_msg, len).is_err() {
+                        return 1;
+                    }
+                }
+            })?;
         owned.child_end = None;
-        if kind == Kind::SysV {
-            if let End::SysV { id, .. } = down {
-                owned._watcher = Some(Watcher::start(pid, id)?);
-            }
+        if let End::SysV { id, .. } = down {
+            pair.watch("sysv-watcher", move || remove_queue(id))?;
         }
-        let pin = PinGuard::pin(parent_cpu)?;
         let mut msg = Msg::boxed(0);
         let deadline = mq_deadline(MQ_DEADLINE);
         p_rx.recv(&mut msg, 4, Some(&deadline))
             .map_err(|e| peer_error(kind.name(), "read child's cpu", e))?;
-        let child_cpu_seen = u32::from_ne_bytes(msg.text[..4].try_into().expect("4 bytes"));
+        pair.child_reported(u32::from_ne_bytes(msg.text[..4].try_into().expect("4 bytes")));
         let mut inst = Latency {
             kind,
             len,
             tx: p_tx,
             rx: p_rx,
             msg,
-            cpus: (parent_cpu, child_cpu_seen as usize),
-            pid,
             patience: MQ_DEADLINE,
-            _pin: pin,
+            pair,
             _owned: owned,
         };
         inst.round_trips(1)?;
@@ -589,11 +543,11 @@ struct Latency {
     tx: End,
     rx: End,
     msg: Box<Msg>,
-    cpus: (usize, usize),
-    pid: libc::pid_t,
     /// How long a POSIX receive waits before the child is called dead.
     patience: Duration,
-    _pin: PinGuard,
+    /// The pinned echo child (its CPU as it reported) and the pinned parent; dropped
+    /// before the channel.
+    pair: Pair,
     _owned: Owned,
 }
 
@@ -621,16 +575,11 @@ impl Workload for Latency {
     fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
         let start = Instant::now();
         self.round_trips(iters)?;
-        let elapsed = start.elapsed();
-        Ok(Timing {
-            elapsed,
-            migrated: sys::current_cpu() != Some(self.cpus.0),
-            overhead: Duration::ZERO,
-        })
+        Ok(self.pair.timing(start))
     }
 
     fn parties(&self) -> Vec<Party> {
-        vec![Party::caller("client"), Party::task("server", self.pid)]
+        self.pair.parties()
     }
 }
 
@@ -640,9 +589,7 @@ impl Instance for Latency {
     }
 
     fn notes(&self) -> Params {
-        let n = Params::new()
-            .with("cpus", format!("{},{}", self.cpus.0, self.cpus.1))
-            .with("msg_bytes", self.len);
+        let n = Params::new().with("cpus", self.pair.cpus_note()).with("msg_bytes", self.len);
         if self.kind == Kind::FdPass {
             n.with("fds_per_round_trip", 2)
         } else {
@@ -689,44 +636,41 @@ impl Probe for BandwidthProbe {
     }
 
     fn setup(&self, params: &Params, _ctx: &Context) -> Result<Box<dyn Instance>, ProbeError> {
-        let (reader_cpu, writer_cpu) = Placement::from_params(params)?.cpus()?;
         let kind = self.0;
-        let (down, _up, mut owned) = channel(kind, MSG_MAX, MQ_DEPTH)?;
+        let (down, _up, owned) = channel(kind, MSG_MAX, MQ_DEPTH)?;
         // Messages flow one way, child to parent: the child sends on `down`'s queue (SysV: its
         // message type) and the parent receives there.
         let (control_r, control_w) = sys::pipe()?;
         let mut child_msg = Msg::boxed(0x5a);
         let (ctl, parent_end) = (raw(&control_r), raw(&control_w));
-        let child = Child::fork(Some(writer_cpu), move || {
-            // SAFETY: the child's copy of the parent's control end; closed so EOF can arrive.
-            unsafe { libc::close(parent_end) };
-            let mut count = [0u8; 8];
-            loop {
-                if sys::read_exact(ctl, &mut count).is_err() {
-                    return 0;
-                }
-                for _ in 0..u64::from_ne_bytes(count) {
-                    if down.send(&mut child_msg, MSG_MAX).is_err() {
-                        return 1;
+        let mut pair = Pair::fork(
+            Placement::from_params(params)?,
+            ["reader", "writer"],
+            &[parent_end],
+            move || {
+                let mut count = [0u8; 8];
+                loop {
+                    if sys::read_exact(ctl, &mut count).is_err() {
+                        return 0;
+                    }
+                    for _ in 0..u64::from_ne_bytes(count) {
+                        if down.send(&mut child_msg, MSG_MAX).is_err() {
+                            return 1;
+                        }
                     }
                 }
-            }
-        })?;
+            },
+        )?;
         drop(control_r);
-        let pid = child.pid();
-        owned.child = Some(child);
         if let End::SysV { id, .. } = down {
-            owned._watcher = Some(Watcher::start(pid, id)?);
+            pair.watch("sysv-watcher", move || remove_queue(id))?;
         }
-        let pin = PinGuard::pin(reader_cpu)?;
         let mut inst = Stream {
             kind,
             control: control_w,
             rx: down,
             msg: Msg::boxed(0xa5),
-            cpus: (reader_cpu, writer_cpu),
-            pid,
-            _pin: pin,
+            pair,
             _owned: owned,
         };
         inst.transfer(1)?;
@@ -745,9 +689,8 @@ struct Stream {
     control: OwnedFd,
     rx: End,
     msg: Box<Msg>,
-    cpus: (usize, usize),
-    pid: libc::pid_t,
-    _pin: PinGuard,
+    /// The pinned writer child and the pinned reader; dropped before the channel.
+    pair: Pair,
     _owned: Owned,
 }
 
@@ -774,16 +717,11 @@ impl Workload for Stream {
     fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
         let start = Instant::now();
         self.transfer(iters)?;
-        let elapsed = start.elapsed();
-        Ok(Timing {
-            elapsed,
-            migrated: sys::current_cpu() != Some(self.cpus.0),
-            overhead: Duration::ZERO,
-        })
+        Ok(self.pair.timing(start))
     }
 
     fn parties(&self) -> Vec<Party> {
-        vec![Party::caller("reader"), Party::task("writer", self.pid)]
+        self.pair.parties()
     }
 }
 
@@ -793,9 +731,7 @@ impl Instance for Stream {
     }
 
     fn notes(&self) -> Params {
-        let n = Params::new()
-            .with("cpus", format!("{},{}", self.cpus.0, self.cpus.1))
-            .with("msg_bytes", MSG_MAX);
+        let n = Params::new().with("cpus", self.pair.cpus_note()).with("msg_bytes", MSG_MAX);
         match self.kind {
             Kind::Mq => n.with("queue_msgs", MQ_DEPTH),
             _ => n,
@@ -871,7 +807,7 @@ mod tests {
             };
             inst.patience = Duration::from_millis(200);
             // SAFETY: the pid is the instance's live, unreaped child.
-            unsafe { libc::kill(inst.pid, libc::SIGKILL) };
+            unsafe { libc::kill(inst.pair.pid(), libc::SIGKILL) };
             if kind == Kind::SysV {
                 // The race that once failed this test: the watcher removes the queue before
                 // the parent's next msgsnd, which then fails with EINVAL, not EIDRM.

@@ -6,6 +6,7 @@
 //! established test it mirrors and any deliberate difference.
 
 mod bandwidth;
+mod child;
 mod ctx;
 mod fs;
 mod ipc;

@@ -31,10 +31,10 @@ use std::{io, ptr};
 use schedlab_measure::model::{Metric, Params, Unit};
 use schedlab_measure::placement::Party;
 use schedlab_measure::sampler::Settings;
-use schedlab_measure::sys::{self, raw, Child, PinGuard, Placement};
+use schedlab_measure::sys::{self, raw, Placement};
 use schedlab_measure::{ProbeError, Timing, Workload};
 
-use super::ipc::peer_error;
+use super::child::{peer_error, Pair};
 use crate::{Context, Info, Instance, Probe, Suite};
 
 /// The ways of moving a buffer.
@@ -266,8 +266,7 @@ fn vm_copy(
 fn start(params: &Params) -> Result<Transfer, ProbeError> {
     let via = Via::from_params(params)?;
     let size = parse_size(params)?;
-    let placement = params.get("placement").unwrap_or("cross");
-    let (parent_cpu, child_cpu) = Placement::parse(Some(placement))?.cpus()?;
+    let placement = Placement::parse(Some(params.get("placement").unwrap_or("cross")))?;
     let (data_r, data_w) = sys::pipe()?;
     let (ctl_r, ctl_w) = sys::pipe()?;
     let shared = match via {
@@ -282,11 +281,7 @@ fn start(params: &Params) -> Result<Transfer, ProbeError> {
     };
     let (ctl, out, parent_ends) = (raw(&ctl_r), raw(&data_w), [raw(&data_r), raw(&ctl_w)]);
     let (src, dst) = (child_buf.ptr, parent_buf.ptr);
-    let child = Child::fork(Some(child_cpu), move || {
-        for fd in parent_ends {
-            // SAFETY: the child's copies of the parent's ends; closed so EOF can arrive.
-            unsafe { libc::close(fd) };
-        }
+    let pair = Pair::fork(placement, ["receiver", "sender"], &parent_ends, move || {
         let mut req = [0u8; 1];
         loop {
             if sys::read_exact(ctl, &mut req).is_err() {
@@ -309,7 +304,6 @@ fn start(params: &Params) -> Result<Transfer, ProbeError> {
         }
     })?;
     drop((ctl_r, data_w));
-    let pin = PinGuard::pin(parent_cpu)?;
     // SAFETY: F_GETPIPE_SZ on an open pipe takes no pointers.
     let pipe_bytes = unsafe { libc::fcntl(raw(&data_r), libc::F_GETPIPE_SZ) };
     let mut t = Transfer {
@@ -319,12 +313,10 @@ fn start(params: &Params) -> Result<Transfer, ProbeError> {
         control: ctl_w,
         buf: parent_buf,
         remote: src,
-        cpus: (parent_cpu, child_cpu),
         pipe_bytes,
         _child_buf: child_buf,
         _shared: shared,
-        child,
-        _pin: pin,
+        pair,
     };
     // One transfer, checked byte for byte (for writev: the child's copy cannot be read
     // here, so the pull of readv checks the path; a refused call skips).
@@ -357,19 +349,18 @@ struct Transfer {
     buf: Map,
     /// The child's buffer's address, the same in both processes (mapped before the fork).
     remote: *mut u8,
-    cpus: (usize, usize),
     pipe_bytes: libc::c_int,
     _child_buf: Map,
     _shared: Option<OwnedFd>,
-    child: Child,
-    _pin: PinGuard,
+    /// The pinned sender child and the pinned receiver.
+    pair: Pair,
 }
 
 impl Transfer {
     /// `iters` transfers, untimed; the caller times them.
     fn transfers(&mut self, iters: u64) -> Result<(), ProbeError> {
         let what = self.via.key();
-        let (ctl, data, pid) = (raw(&self.control), raw(&self.data), self.child.pid());
+        let (ctl, data, pid) = (raw(&self.control), raw(&self.data), self.pair.pid());
         for _ in 0..iters {
             match self.via {
                 Via::Readv | Via::Writev => {
@@ -397,16 +388,11 @@ impl Workload for Transfer {
     fn run(&mut self, iters: u64) -> Result<Timing, ProbeError> {
         let start = Instant::now();
         self.transfers(iters)?;
-        let elapsed = start.elapsed();
-        Ok(Timing {
-            elapsed,
-            migrated: sys::current_cpu() != Some(self.cpus.0),
-            overhead: Duration::ZERO,
-        })
+        Ok(self.pair.timing(start))
     }
 
     fn parties(&self) -> Vec<Party> {
-        vec![Party::caller("receiver"), Party::task("sender", self.child.pid())]
+        self.pair.parties()
     }
 }
 
@@ -417,7 +403,7 @@ impl Instance for Transfer {
 
     fn notes(&self) -> Params {
         let n = Params::new()
-            .with("cpus", format!("{},{}", self.cpus.0, self.cpus.1))
+            .with("cpus", self.pair.cpus_note())
             .with("bytes", self.size)
             .with("child_serves", self.via.served());
         match self.via {

@@ -175,31 +175,53 @@ struct Run {
 /// Runs the closure with the lock held, on what it protects; gives back its answer.
 type WithLock<'a> = dyn Fn(&mut dyn FnMut(&mut Inner) -> bool) -> bool + 'a;
 
+/// One contender's side of the protocol, whatever the lock: what it does while holding the
+/// lock ([`Contender::holding`]) and after releasing it ([`Contender::released`]).
+struct Contender {
+    me: usize,
+    work: Work,
+    mine: Mine,
+    /// When it last asked for the lock.
+    asked: u64,
+}
+
+impl Contender {
+    /// Contender `me`, whose first request counts from the sample's start.
+    fn new(me: usize, work: Work, began: &AtomicU64) -> Contender {
+        Contender { me, work, mine: Mine::default(), asked: sample_start(began) }
+    }
+
+    /// With the lock held: records the wait, takes a step of the sample and holds the lock
+    /// for `HOLD`; false when the sample is over.
+    fn holding(&mut self, inner: &mut Inner) -> bool {
+        let got = now_ns();
+        // Counted even for the acquisition that finds the sample over: a thread starved for
+        // the whole sample waited that long.
+        self.mine.waits.push(got - self.asked);
+        if !inner.acquired(self.me, got) {
+            return false;
+        }
+        self.mine.count += 1;
+        self.work.run(HOLD);
+        inner.released_at = now_ns();
+        true
+    }
+
+    /// Just released: asks again at once.
+    fn released(&mut self) {
+        self.asked = now_ns();
+    }
+}
+
 /// A contender's loop over a lock reached through `with`: asks, holds for `HOLD`, releases
 /// and asks again at once, until the sample's acquisitions are spent. Its wait for each
 /// acquisition runs from its previous release, or for the first from the sample's start.
 fn contend(me: usize, work: Work, began: &AtomicU64, with: &WithLock) -> Mine {
-    let mut mine = Mine::default();
-    let mut asked = sample_start(began);
-    loop {
-        let go_on = with(&mut |inner: &mut Inner| {
-            let got = now_ns();
-            // Counted even for the acquisition that finds the sample over: a thread
-            // starved for the whole sample waited that long.
-            mine.waits.push(got - asked);
-            if !inner.acquired(me, got) {
-                return false;
-            }
-            mine.count += 1;
-            work.run(HOLD);
-            inner.released_at = now_ns();
-            true
-        });
-        if !go_on {
-            return mine;
-        }
-        asked = now_ns();
+    let mut c = Contender::new(me, work, began);
+    while with(&mut |inner: &mut Inner| c.holding(inner)) {
+        c.released();
     }
+    c.mine
 }
 
 /// When the sample began (set by the measuring thread once every contender is ready): a
@@ -224,92 +246,138 @@ struct PLocked {
 // SAFETY: `data` is touched only while `m` is held.
 unsafe impl Sync for PLocked {}
 
+/// A blocking lock the contenders share, whatever its kind: [`sample_with`]'s one loop
+/// runs over each.
+trait Lock: Send + Sync + 'static {
+    /// Runs `f` with the lock held, on what it protects; gives back its answer.
+    fn with(&self, f: &mut dyn FnMut(&mut Inner) -> bool) -> bool;
+    /// What it protected, once the contenders are done; `None` if one panicked holding it.
+    fn into_inner(self) -> Option<Inner>;
+}
+
+/// std's futex mutex (barging).
+impl Lock for std::sync::Mutex<Inner> {
+    fn with(&self, f: &mut dyn FnMut(&mut Inner) -> bool) -> bool {
+        f(&mut self.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn into_inner(self) -> Option<Inner> {
+        std::sync::Mutex::into_inner(self).ok()
+    }
+}
+
+/// glibc's `pthread_mutex_t` (barging).
+impl Lock for PLocked {
+    fn with(&self, f: &mut dyn FnMut(&mut Inner) -> bool) -> bool {
+        self.m.lock();
+        // SAFETY: the mutex is held.
+        let r = f(unsafe { &mut *self.data.get() });
+        self.m.unlock();
+        r
+    }
+
+    fn into_inner(self) -> Option<Inner> {
+        Some(self.data.into_inner())
+    }
+}
+
+/// schedlab-rt's `Mutex` (barging), taken by user threads.
+impl Lock for schedlab_rt::sync::Mutex<Inner> {
+    fn with(&self, f: &mut dyn FnMut(&mut Inner) -> bool) -> bool {
+        f(&mut self.lock())
+    }
+
+    fn into_inner(self) -> Option<Inner> {
+        Some(schedlab_rt::sync::Mutex::into_inner(self))
+    }
+}
+
+/// A contender's body, as handed to the threads that run it.
+type Body = Box<dyn FnOnce() -> Mine + Send>;
+/// Waits for a contender's record; `None` when it panicked.
+type Joiner = Box<dyn FnOnce() -> Option<Mine>>;
+
+/// One sample of `lock` shared by [`CONTENDERS`] contenders that `spawn` starts (OS threads
+/// or user threads), each waiting at `start` (which this thread waits at too) before its
+/// first request. Returns their records, what the lock protected, and when the sample began.
+fn sample_with<L: Lock>(
+    lock: L,
+    start: Arc<dyn Fn() + Send + Sync>,
+    spawn: &dyn Fn(Body) -> Joiner,
+    began: &Arc<AtomicU64>,
+    work: Work,
+) -> Result<(Vec<Mine>, Inner, u64), ProbeError> {
+    let lock = Arc::new(lock);
+    let joins: Vec<Joiner> = (0..CONTENDERS)
+        .map(|i| {
+            let (lock, start, began) = (lock.clone(), start.clone(), began.clone());
+            spawn(Box::new(move || {
+                start();
+                contend(i, work, &began, &|f| lock.with(f))
+            }))
+        })
+        .collect();
+    start();
+    let t0 = now_ns();
+    began.store(t0, Ordering::Release);
+    let mines = joins.into_iter().map(|j| j().ok_or_else(died)).collect::<Result<Vec<_>, _>>()?;
+    let inner = Arc::try_unwrap(lock).map_err(|_| died())?.into_inner().ok_or_else(died)?;
+    Ok((mines, inner, t0))
+}
+
+/// A contender panicked.
+fn died() -> ProbeError {
+    ProbeError::Failed("a contender panicked".into())
+}
+
 impl Run {
     fn sample(&mut self, iters: u64) -> Result<(Vec<Mine>, Inner, u64), ProbeError> {
         let work = self.work;
-        let start = Arc::new(Barrier::new(CONTENDERS + 1));
         let began = Arc::new(AtomicU64::new(0));
-        let died = || ProbeError::Failed("a contender panicked".into());
-        let t0;
-        let (mines, inner) = match (&self.side, self.lock.as_str()) {
-            (Side::Os, "std") => {
-                let m = Arc::new(std::sync::Mutex::new(Inner::new(iters)));
-                let hs: Vec<_> = (0..CONTENDERS)
-                    .map(|i| {
-                        let (m, start, began) = (m.clone(), start.clone(), began.clone());
-                        std::thread::spawn(move || {
-                            start.wait();
-                            contend(i, work, &began, &|f| {
-                                f(&mut m.lock().unwrap_or_else(|e| e.into_inner()))
-                            })
-                        })
-                    })
-                    .collect();
-                start.wait();
-                t0 = now_ns();
-                began.store(t0, Ordering::Release);
-                let mines =
-                    hs.into_iter()
-                        .map(|h| h.join().map_err(|_| died()))
-                        .collect::<Result<Vec<_>, _>>()?;
-                let inner =
-                    Arc::try_unwrap(m).map_err(|_| died())?.into_inner().map_err(|_| died())?;
-                (mines, inner)
-            }
-            (Side::Os, _) => {
-                let m = Arc::new(PLocked {
-                    m: PthreadMutex::new(false)?,
-                    data: UnsafeCell::new(Inner::new(iters)),
-                });
-                let hs: Vec<_> = (0..CONTENDERS)
-                    .map(|i| {
-                        let (m, start, began) = (m.clone(), start.clone(), began.clone());
-                        std::thread::spawn(move || {
-                            start.wait();
-                            contend(i, work, &began, &|f| {
-                                m.m.lock();
-                                // SAFETY: the mutex is held.
-                                let r = f(unsafe { &mut *m.data.get() });
-                                m.m.unlock();
-                                r
-                            })
-                        })
-                    })
-                    .collect();
-                start.wait();
-                t0 = now_ns();
-                began.store(t0, Ordering::Release);
-                let mines =
-                    hs.into_iter()
-                        .map(|h| h.join().map_err(|_| died()))
-                        .collect::<Result<Vec<_>, _>>()?;
-                let inner = Arc::try_unwrap(m).map_err(|_| died())?.data.into_inner();
-                (mines, inner)
-            }
+        let os_start = || -> Arc<dyn Fn() + Send + Sync> {
+            let b = Arc::new(Barrier::new(CONTENDERS + 1));
+            Arc::new(move || {
+                b.wait();
+            })
+        };
+        let os_spawn = |body: Body| -> Joiner {
+            let h = std::thread::spawn(body);
+            Box::new(move || h.join().ok())
+        };
+        let (mines, inner, t0) = match (&self.side, self.lock.as_str()) {
+            (Side::Os, "std") => sample_with(
+                std::sync::Mutex::new(Inner::new(iters)),
+                os_start(),
+                &os_spawn,
+                &began,
+                work,
+            )?,
+            (Side::Os, _) => sample_with(
+                PLocked { m: PthreadMutex::new(false)?, data: UnsafeCell::new(Inner::new(iters)) },
+                os_start(),
+                &os_spawn,
+                &began,
+                work,
+            )?,
             (Side::Rt(rt), _) => {
-                let m = Arc::new(schedlab_rt::sync::Mutex::new(Inner::new(iters)));
                 // The runtime's barrier parks user threads, and this OS thread too.
-                let start = Arc::new(schedlab_rt::sync::Barrier::new(CONTENDERS + 1));
-                let hs: Vec<_> = (0..CONTENDERS)
-                    .map(|i| {
-                        let (m, start, began) = (m.clone(), start.clone(), began.clone());
-                        rt.spawn(move || {
-                            start.wait();
-                            contend(i, work, &began, &|f| f(&mut m.lock()))
-                        })
-                    })
-                    .collect();
-                start.wait();
-                t0 = now_ns();
-                began.store(t0, Ordering::Release);
-                let mines =
-                    hs.into_iter()
-                        .map(|h| h.join().map_err(|_| died()))
-                        .collect::<Result<Vec<_>, _>>()?;
-                let inner = Arc::try_unwrap(m).map_err(|_| died())?.into_inner();
-                (mines, inner)
+                let b = Arc::new(schedlab_rt::sync::Barrier::new(CONTENDERS + 1));
+                let rt_spawn = |body: Body| -> Joiner {
+                    let h = rt.spawn(body);
+                    Box::new(move || h.join().ok())
+                };
+                sample_with(
+                    schedlab_rt::sync::Mutex::new(Inner::new(iters)),
+                    Arc::new(move || {
+                        b.wait();
+                    }),
+                    &rt_spawn,
+                    &began,
+                    work,
+                )?
             }
             (Side::Tokio(rt), _) => {
+                // An async lock: the same protocol ([`Contender`]) in a task's loop.
                 let m = Arc::new(tokio::sync::Mutex::new(Inner::new(iters)));
                 let go = Arc::new(AtomicBool::new(false));
                 let hs: Vec<_> = (0..CONTENDERS)
@@ -319,25 +387,20 @@ impl Run {
                             while !go.load(Ordering::Acquire) {
                                 tokio::task::yield_now().await;
                             }
-                            let mut mine = Mine::default();
-                            let mut asked = sample_start(&began);
+                            let mut c = Contender::new(me, work, &began);
                             loop {
                                 let mut g = m.lock().await;
-                                let got = now_ns();
-                                mine.waits.push(got - asked);
-                                if !g.acquired(me, got) {
-                                    return mine;
-                                }
-                                mine.count += 1;
-                                work.run(HOLD);
-                                g.released_at = now_ns();
+                                let go_on = c.holding(&mut g);
                                 drop(g);
-                                asked = now_ns();
+                                if !go_on {
+                                    return c.mine;
+                                }
+                                c.released();
                             }
                         })
                     })
                     .collect();
-                t0 = now_ns();
+                let t0 = now_ns();
                 began.store(t0, Ordering::Release);
                 go.store(true, Ordering::Release);
                 let mines = rt.block_on(async {
@@ -348,7 +411,7 @@ impl Run {
                     Ok::<_, ProbeError>(out)
                 })?;
                 let inner = Arc::try_unwrap(m).map_err(|_| died())?.into_inner();
-                (mines, inner)
+                (mines, inner, t0)
             }
         };
         Ok((mines, inner, now_ns() - t0))

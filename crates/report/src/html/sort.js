@@ -1,7 +1,8 @@
-// Sorting and filtering of the result tables, and the sample plots of a folded table. The
-// page is complete without this script but for those plots: it adds the ordering a reader
-// asks for, a text filter above each table, and draws a folded table's plots when the table
-// is opened.
+// Sorting and filtering of the result tables, and their raw-sample plots. The page is
+// complete without this script but for those plots (its <noscript> line says so): it adds
+// the ordering a reader asks for, a text filter above each table, and draws each row's plot
+// from the code in its cell — a folded table's when the table is first opened. The report
+// fills in the strips' alphabet and size below from its Rust definitions (html.rs, `script`).
 (function () {
   "use strict";
   // A cell's sort key: the number it starts with, scaled by its unit, else its text.
@@ -44,13 +45,21 @@
     input.className = "filter";
     input.placeholder = "filter rows";
     input.setAttribute("aria-label", "filter the rows of the table below");
+    var holder = table.closest(".scroll") || table;
+    // The notes every row of a probe shares are said once above the table (p.key with
+    // data-probe and data-notes); a row still matches them, as it did when each row said them.
+    var shared = {};
+    for (var k = holder.previousElementSibling; k && k.matches("p.key[data-probe]");
+         k = k.previousElementSibling) {
+      shared[k.getAttribute("data-probe")] = " " + k.getAttribute("data-notes").toLowerCase();
+    }
     input.addEventListener("input", function () {
       var q = input.value.toLowerCase();
       Array.prototype.forEach.call(table.tBodies[0].rows, function (r) {
-        r.hidden = q !== "" && r.textContent.toLowerCase().indexOf(q) < 0;
+        var text = r.textContent.toLowerCase() + (shared[r.cells[0].textContent] || "");
+        r.hidden = q !== "" && text.indexOf(q) < 0;
       });
     });
-    var holder = table.closest(".scroll") || table;
     holder.parentNode.insertBefore(input, holder);
   });
   // A link can carry an ordering: #sort=TABLE,COLUMN,asc|desc (tables counted from 0 in
@@ -63,11 +72,12 @@
       th.click();
     }
   }
-  // A folded table's raw-sample plots, drawn when it is first opened from each cell's
-  // data-s: one character per mark (the interval's ends, the median, then the samples), its
-  // place in ALPHABET the mark's position on the scale, as the report's Rust
-  // `svg::strip_code` wrote it; drawn as `svg::strip` draws the other tables' plots.
-  var ALPHABET = "()*+,-./0123456789:;=?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]^_`abcdefghijklmnopqrstuvwxyz{|}~";
+  // The results tables' raw-sample plots, drawn from each cell's data-s: one character per
+  // mark (the interval's ends, the median, then the samples), its place in ALPHABET the
+  // mark's position on the scale, as the report's Rust `svg::strip_code` wrote it; SIZE is
+  // `svg::STRIP_SIZE` (width, height, padding either side of the scale).
+  var ALPHABET = "{{strip_alphabet}}";
+  var SIZE = "{{strip_size}}".split(" ").map(Number);
   var NS = "http://www.w3.org/2000/svg";
   function el(name, attrs, parent) {
     var e = document.createElementNS(NS, name);
@@ -76,7 +86,7 @@
     return e;
   }
   function strip(holder) {
-    var w = 160, h = 18, pad = 4, step = (w - 2 * pad) / (ALPHABET.length - 1);
+    var w = SIZE[0], h = SIZE[1], pad = SIZE[2], step = (w - 2 * pad) / (ALPHABET.length - 1);
     var x = holder.getAttribute("data-s").split("").map(function (c) {
       return (pad + ALPHABET.indexOf(c) * step).toFixed(1);
     });
@@ -92,8 +102,14 @@
     var g = el("g", { fill: "#333", "fill-opacity": "0.6" }, svg);
     x.slice(3).forEach(function (cx) { el("circle", { cx: cx, cy: h / 2, r: 1.6 }, g); });
     el("rect", { x: (x[2] - 1).toFixed(1), y: 0, width: 2, height: h, fill: "#d62728" }, svg);
-    holder.replaceWith(svg);
+    // Into the box, whose size the page fixed: the table around it needs no new layout.
+    holder.removeAttribute("data-s");
+    holder.appendChild(svg);
   }
+  // An open table's plots now; a folded table's when it is first opened.
+  Array.prototype.forEach.call(document.querySelectorAll("i[data-s]"), function (i) {
+    if (!i.closest("details.lazy")) strip(i);
+  });
   Array.prototype.forEach.call(document.querySelectorAll("details.lazy"), function (d) {
     d.addEventListener("toggle", function draw() {
       if (!d.open) return;

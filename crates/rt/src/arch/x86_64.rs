@@ -603,6 +603,14 @@ pub(crate) unsafe fn switch(save: *mut StackPointer, load: StackPointer, pass: *
 // `ret 128` at the end pops the interrupted rip and skips the red zone, so
 // the thread resumes with every register, the flags and the stack pointer
 // exactly as they were.
+//
+// Its unwind table describes this frame as a signal frame whose caller is
+// the interrupted code, with S as the canonical frame address (the caller's
+// stack pointer) and the callee-saved registers where the pushes put them:
+// `libschedlab_pthread.so` ends an asynchronously cancelled thread from the
+// preemption hook by unwinding through here into the interrupted frames
+// (`shared::set_preempt_hook`), as glibc's cancellation signal unwinds
+// through its signal frame.
 // ---------------------------------------------------------------------------
 
 /// Size of the `xsave` area for the components enabled in XCR0 (CPUID leaf
@@ -616,23 +624,54 @@ global_asm!(
     ".type schedlab_rt_preempt,@function",
     ".p2align 4",
     "schedlab_rt_preempt:",
+    // Unwind table (see above): the canonical frame address is S, where
+    // the interrupted code's stack pointer was; the interrupted rip is the
+    // return address; a signal frame, so the unwinder looks up that rip
+    // itself, not the instruction before it.
+    ".cfi_startproc",
+    ".cfi_signal_frame",
+    ".cfi_def_cfa rsp, 136",
+    ".cfi_offset rip, -136",
     "pushfq",                 // the interrupted flags
+    ".cfi_adjust_cfa_offset 8",
     "push rax",               // every general-purpose register but rsp
+    ".cfi_adjust_cfa_offset 8",
     "push rcx",
+    ".cfi_adjust_cfa_offset 8",
     "push rdx",
+    ".cfi_adjust_cfa_offset 8",
     "push rsi",
+    ".cfi_adjust_cfa_offset 8",
     "push rdi",
+    ".cfi_adjust_cfa_offset 8",
     "push r8",
+    ".cfi_adjust_cfa_offset 8",
     "push r9",
+    ".cfi_adjust_cfa_offset 8",
     "push r10",
+    ".cfi_adjust_cfa_offset 8",
     "push r11",
+    ".cfi_adjust_cfa_offset 8",
     "push r12",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset r12, -224",
     "push r13",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset r13, -232",
     "push r14",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset r14, -240",
     "push r15",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset r15, -248",
     "push rbx",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset rbx, -256",
     "push rbp",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset rbp, -264",
     "mov rbx, rsp",           // rbx (callee-saved) remembers the frame
+    ".cfi_def_cfa_register rbx", // ...and the unwinder finds it from there
     "sub rsp, qword ptr [rip + {bytes}]", // room for the xsave area...
     "and rsp, -64",           // ...64-byte aligned, as xsave requires
     "xor eax, eax",           // xsave leaves the header's reserved bytes as it
@@ -653,23 +692,41 @@ global_asm!(
     "mov edx, -1",
     "xrstor64 [rsp]",         // vector and x87 state, MXCSR included
     "mov rsp, rbx",
+    ".cfi_def_cfa_register rsp",
     "pop rbp",
+    ".cfi_adjust_cfa_offset -8",
     "pop rbx",
+    ".cfi_adjust_cfa_offset -8",
     "pop r15",
+    ".cfi_adjust_cfa_offset -8",
     "pop r14",
+    ".cfi_adjust_cfa_offset -8",
     "pop r13",
+    ".cfi_adjust_cfa_offset -8",
     "pop r12",
+    ".cfi_adjust_cfa_offset -8",
     "pop r11",
+    ".cfi_adjust_cfa_offset -8",
     "pop r10",
+    ".cfi_adjust_cfa_offset -8",
     "pop r9",
+    ".cfi_adjust_cfa_offset -8",
     "pop r8",
+    ".cfi_adjust_cfa_offset -8",
     "pop rdi",
+    ".cfi_adjust_cfa_offset -8",
     "pop rsi",
+    ".cfi_adjust_cfa_offset -8",
     "pop rdx",
+    ".cfi_adjust_cfa_offset -8",
     "pop rcx",
+    ".cfi_adjust_cfa_offset -8",
     "pop rax",
+    ".cfi_adjust_cfa_offset -8",
     "popfq",
+    ".cfi_adjust_cfa_offset -8",
     "ret 128",                // the interrupted rip; rsp back above the red zone
+    ".cfi_endproc",
     ".size schedlab_rt_preempt, . - schedlab_rt_preempt",
     bytes = sym SCHEDLAB_RT_XSAVE_BYTES,
     entry = sym crate::hooks::schedlab_rt_preempted,

@@ -5,7 +5,7 @@ use super::{rw_impls, Io, READ, WRITE};
 use std::io;
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A TCP socket server (`std::net::TcpListener`'s API).
 #[derive(Debug)]
@@ -127,29 +127,87 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     (ss, len as libc::socklen_t)
 }
 
-/// A non-blocking `connect` to `addr`: a user thread parks until it is done.
-fn connect_parking(addr: &SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStream> {
-    let family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
-    // SAFETY: socket(2) with constant arguments.
-    let fd = unsafe {
-        libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0)
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a descriptor we just made and own.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+/// How long a connect without a timeout of its own keeps retrying a `connect(2)` that says
+/// `EAGAIN`: what Linux gives an unanswered SYN by default (`tcp_syn_retries` = 6: 1 + 2 +
+/// 4 + ... + 64 = 127 s), so no longer than std's blocking connect could wait.
+const EAGAIN_PATIENCE: Duration = Duration::from_secs(127);
+/// The first pause before such a retry; each pause doubles, up to [`RETRY_PAUSE_MAX`].
+const RETRY_PAUSE: Duration = Duration::from_millis(1);
+/// The longest pause between retries.
+const RETRY_PAUSE_MAX: Duration = Duration::from_millis(100);
+
+/// One `connect(2)` of socket `fd` to `addr`; the OS error when it fails.
+fn connect_fd(fd: libc::c_int, addr: &SocketAddr) -> io::Result<()> {
     let (ss, len) = sockaddr(addr);
     // SAFETY: `ss` holds a valid address of `len` bytes.
     let r = unsafe { libc::connect(fd, &ss as *const _ as *const libc::sockaddr, len) };
-    let io = Io::new(std::net::TcpStream::from(owned))?;
     if r < 0 {
-        let e = io::Error::last_os_error();
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A non-blocking `connect` to `addr`: a user thread parks until it is done.
+fn connect_parking(addr: &SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStream> {
+    connect_with(addr, timeout, connect_fd)
+}
+
+/// [`connect_parking`] with the `connect(2)` call given (tests make it fail).
+///
+/// A non-blocking `connect(2)` answers `EINPROGRESS` and the thread parks until the
+/// handshake ends, as a blocking connect sleeps in the kernel. Under load it can answer
+/// `EAGAIN` instead (Linux: a transient shortage, "insufficient entries in the routing
+/// cache" for TCP; a full backlog for UNIX sockets), where a blocking connect is not failed
+/// by the same shortage. That is no answer about the peer, so the connect is retried on a
+/// fresh socket after a pause that parks the user thread (1 ms, doubling to 100 ms), until
+/// the timeout (then `TimedOut`, as for a handshake that does not end in time) or, without
+/// one, for [`EAGAIN_PATIENCE`] (then the `EAGAIN`). tokio's and Go's connects return the
+/// error instead; std's blocking connect is the API this type copies.
+fn connect_with(
+    addr: &SocketAddr,
+    timeout: Option<Duration>,
+    call: fn(libc::c_int, &SocketAddr) -> io::Result<()>,
+) -> io::Result<TcpStream> {
+    let family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+    let deadline = Instant::now() + timeout.unwrap_or(EAGAIN_PATIENCE);
+    let mut pause = RETRY_PAUSE;
+    let (owned, r) = loop {
+        // SAFETY: socket(2) with constant arguments.
+        let fd = unsafe {
+            libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0)
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor we just made and own.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        match call(fd, addr) {
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                drop(owned);
+                if Instant::now() + pause >= deadline {
+                    return Err(match timeout {
+                        Some(_) => timed_out(),
+                        None => e,
+                    });
+                }
+                crate::sleep(pause);
+                pause = (pause * 2).min(RETRY_PAUSE_MAX);
+            }
+            r => break (owned, r),
+        }
+    };
+    let io = Io::new(std::net::TcpStream::from(owned))?;
+    if let Err(e) = r {
         if e.raw_os_error() != Some(libc::EINPROGRESS) {
             return Err(e);
         }
+        // What is left of the timeout after any retries.
+        let left = timeout.map(|_| deadline.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|d| d.is_zero()) {
+            return Err(timed_out());
+        }
         // Done when the socket has a peer, or an error (`SO_ERROR`).
-        io.op(WRITE, timeout, |s| match s.peer_addr() {
+        io.op(WRITE, left, |s| match s.peer_addr() {
             Ok(_) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotConnected => match s.take_error()? {
                 Some(e) => Err(e),
@@ -157,15 +215,14 @@ fn connect_parking(addr: &SocketAddr, timeout: Option<Duration>) -> io::Result<T
             },
             Err(e) => Err(e),
         })
-        .map_err(|e| {
-            if e.kind() == io::ErrorKind::WouldBlock {
-                io::Error::new(io::ErrorKind::TimedOut, "connection timed out")
-            } else {
-                e
-            }
-        })?;
+        .map_err(|e| if e.kind() == io::ErrorKind::WouldBlock { timed_out() } else { e })?;
     }
     Ok(TcpStream { io })
+}
+
+/// A connect that did not end within its timeout.
+fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "connection timed out")
 }
 
 fn on_user_thread() -> bool {
@@ -296,5 +353,52 @@ impl From<std::net::TcpStream> for TcpStream {
         let _ = io.set_read_timeout(r);
         let _ = io.set_write_timeout(w);
         TcpStream { io }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Runs `f` on a user thread of a one-processor runtime.
+    fn on_runtime(f: impl FnOnce() + Send + 'static) {
+        let rt = crate::Runtime::builder().processors(1).build().unwrap();
+        rt.block_on(f).unwrap();
+    }
+
+    #[test]
+    fn a_connect_refused_with_eagain_is_retried_until_it_goes_through() {
+        // The connect(2) of the first three attempts says EAGAIN, as Linux's can under load.
+        static EAGAINS_LEFT: AtomicUsize = AtomicUsize::new(3);
+        fn flaky(fd: libc::c_int, addr: &SocketAddr) -> io::Result<()> {
+            if EAGAINS_LEFT
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+            }
+            connect_fd(fd, addr)
+        }
+        on_runtime(|| {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let s = connect_with(&addr, None, flaky).unwrap();
+            let (_server, peer) = listener.accept().unwrap();
+            assert_eq!(s.local_addr().unwrap(), peer);
+            assert_eq!(EAGAINS_LEFT.load(Ordering::SeqCst), 0, "every EAGAIN was retried");
+        });
+    }
+
+    #[test]
+    fn eagain_until_the_timeout_is_a_timeout() {
+        fn always(_: libc::c_int, _: &SocketAddr) -> io::Result<()> {
+            Err(io::Error::from_raw_os_error(libc::EAGAIN))
+        }
+        on_runtime(|| {
+            let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+            let e = connect_with(&addr, Some(Duration::from_millis(20)), always).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        });
     }
 }

@@ -55,8 +55,8 @@ pub(crate) use self::yield_to::yield_to;
 pub(crate) use self::spawn::{spawn, SpawnOptions, Target};
 pub(crate) use self::switch::{after_switch, complete_leave, Pending};
 pub(crate) use self::switch::{
-    join_park, park_current, park_unlocking, unpark_sync, unpark_user, wake_queued, yield_current,
-    yield_if_free,
+    join_park, make_runnable, park_current, park_unlocking, unpark_sync, unpark_user, wake_queued,
+    yield_current, yield_if_free,
 };
 
 use crate::arch::{self, StackPointer};
@@ -647,6 +647,11 @@ impl Processor {
     /// a failed stack allocation too).
     #[inline(never)]
     fn first_context(&self, t: &Task) -> StackPointer {
+        // SAFETY: the task is ours (came out of a queue). A started thread
+        // whose stack was reclaimed has a null context too (`reclaim.rs`).
+        if let Some(sp) = unsafe { crate::reclaim::restore(t) } {
+            return sp;
+        }
         let cell = t.stack.get();
         // SAFETY: as in `stack`; the task is ours (came out of a queue) and
         // has not run, so its stack cell is empty and unshared.

@@ -731,7 +731,7 @@ pub(crate) fn unpark_user(t: &TaskRef) {
 /// queue behind it — where a lone processor would wait for that slot
 /// forever (seen under the stress test on one processor with transparent
 /// blocking).
-fn make_runnable(t: TaskRef) {
+pub(crate) fn make_runnable(t: TaskRef) {
     // Like `spawn`: the light section in the common case, `here` for the rest.
     match super::enter() {
         Some(vp) => make_runnable_on(Some(&vp), t),

@@ -70,7 +70,7 @@ impl Probe for EchoProbe {
             id: "threads.net.echo",
             doc: "A one-byte echo server, a thread (os, rt) or task (tokio) per connection, on one CPU, and a client process of 4 OS threads pinned to another that keeps every connection busy: each client thread writes a byte to each of its connections, then reads each echo back and checks it; the client's wall time per round trip (a byte there and back). Notes: resident memory the server added per connection with all connections open and idle (VmRSS) and its kernel threads then (/proc/self/task). server=HOST:PORT measures a server outside the lab instead (peers/go/echo), server_pid=PID adds its memory and threads",
             unit: Unit::Nanos,
-            mirrors: "- (issue 29's thread-per-connection table, beside Go's goroutine-per-connection server in peers/go/echo); os = std::thread + std::net, rt = schedlab-rt spawn + plain std::net (io=std) or schedlab_rt::net (io=net, the same code but for the import), tokio = tokio::spawn + tokio::net on a one-worker multi-thread runtime; TCP_NODELAY at both ends; each server started fresh per variant",
+            mirrors: "- (issue 29's thread-per-connection table, beside Go's goroutine-per-connection server in peers/go/echo); os = std::thread + std::net, rt = schedlab-rt spawn + plain std::net (io=std) or schedlab_rt::net (io=net, the same code but for the import; io=net-live adds RuntimeBuilder::idle_stack_reclaim_live, every page of an idle thread's stack given back), tokio = tokio::spawn + tokio::net on a one-worker multi-thread runtime; TCP_NODELAY at both ends; each server started fresh per variant",
             requires: "the schedlab binary (the client re-executes it); 2 CPUs to pin the client apart (else both share one, noted); RLIMIT_NOFILE room for the connections (the soft limit is raised; a hard limit too low is a skip)",
         }
     }
@@ -226,9 +226,10 @@ fn kind_of(params: &Params) -> Result<Kind, ProbeError> {
         (Backend::Tokio, None) => Ok(Kind::Tokio),
         (Backend::Rt, None | Some("std")) => Ok(Kind::RtStd),
         (Backend::Rt, Some("net")) => Ok(Kind::RtNet),
-        (Backend::Rt, Some(other)) => {
-            Err(ProbeError::Failed(format!("io={other:?}: backend=rt has io=std or io=net")))
-        }
+        (Backend::Rt, Some("net-live")) => Ok(Kind::RtNetLive),
+        (Backend::Rt, Some(other)) => Err(ProbeError::Failed(format!(
+            "io={other:?}: backend=rt has io=std, io=net or io=net-live"
+        ))),
         (b, Some(io)) => Err(ProbeError::Failed(format!(
             "io={io:?}: only backend=rt has an io parameter, not backend={}",
             b.key()

@@ -44,6 +44,10 @@ pub(super) enum Kind {
     /// The same with `schedlab_rt::net` (`io=net`): a read that would block parks the
     /// user thread on the runtime's poller.
     RtNet,
+    /// `RtNet` with every page of an idle connection thread's stack given back
+    /// (`io=net-live`: `RuntimeBuilder::idle_stack_reclaim_live`; the server's
+    /// stacks are borrowed by no other thread, which that knob asks).
+    RtNetLive,
     /// A tokio task per connection on a multi-thread runtime with one worker.
     Tokio,
 }
@@ -56,6 +60,9 @@ impl Kind {
             Kind::RtStd => "rt processors=1, a user thread per connection, std::net (io=std)",
             Kind::RtNet => {
                 "rt processors=1, a user thread per connection, schedlab_rt::net (io=net)"
+            }
+            Kind::RtNetLive => {
+                "rt processors=1, a user thread per connection, schedlab_rt::net, idle stacks' live frames reclaimed too (io=net-live)"
             }
             Kind::Tokio => "tokio multi_thread workers=1, a task per connection, tokio::net",
         }
@@ -238,7 +245,7 @@ fn serve(
             }
             Ok(())
         }
-        Kind::RtStd => on_rt(addr_tx, shared, move |addr_tx, shared| {
+        Kind::RtStd => on_rt(addr_tx, shared, false, move |addr_tx, shared| {
             let accept = listener!(std::net, addr_tx, shared.conns);
             let handles = accept_loop(n, shared, accept, |s| {
                 Ok(schedlab_rt::spawn(move || echo_blocking(s)))
@@ -249,16 +256,18 @@ fn serve(
             Ok(())
         }),
         // The same server as `RtStd` but for the import.
-        Kind::RtNet => on_rt(addr_tx, shared, move |addr_tx, shared| {
-            let accept = listener!(schedlab_rt::net, addr_tx, shared.conns);
-            let handles = accept_loop(n, shared, accept, |s| {
-                Ok(schedlab_rt::spawn(move || echo_blocking(s)))
-            });
-            for h in handles? {
-                let _ = h.join();
-            }
-            Ok(())
-        }),
+        Kind::RtNet | Kind::RtNetLive => {
+            on_rt(addr_tx, shared, kind == Kind::RtNetLive, move |addr_tx, shared| {
+                let accept = listener!(schedlab_rt::net, addr_tx, shared.conns);
+                let handles = accept_loop(n, shared, accept, |s| {
+                    Ok(schedlab_rt::spawn(move || echo_blocking(s)))
+                });
+                for h in handles? {
+                    let _ = h.join();
+                }
+                Ok(())
+            })
+        }
         Kind::Tokio => {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
@@ -295,18 +304,24 @@ fn serve(
     }
 }
 
-/// A one-processor schedlab-rt runtime running `server` as its main user thread.
+/// A one-processor schedlab-rt runtime running `server` as its main user thread;
+/// `live`: idle stacks' live frames are reclaimed too.
 fn on_rt(
     addr_tx: &mpsc::Sender<Result<SocketAddr, String>>,
     shared: &Shared,
+    live: bool,
     server: impl FnOnce(&mpsc::Sender<Result<SocketAddr, String>>, &Shared) -> Result<(), String>
         + Send
         + 'static,
 ) -> Result<(), String> {
-    let rt = schedlab_rt::Runtime::builder()
-        .processors(1)
-        .build()
-        .map_err(|e| format!("schedlab-rt runtime: {e}"))?;
+    // SAFETY: `live` only for `io=net-live`, whose connection threads share no
+    // stack memory with other threads (each owns its stream; `echo_blocking`).
+    let builder = unsafe { schedlab_rt::Runtime::builder().idle_stack_reclaim_live(live) };
+    // The live mode at 10 ms, so the memory read after `SETTLE` (100 ms) shows it;
+    // the others at the default threshold.
+    let builder =
+        if live { builder.idle_stack_reclaim(Some(Duration::from_millis(10))) } else { builder };
+    let rt = builder.processors(1).build().map_err(|e| format!("schedlab-rt runtime: {e}"))?;
     let (addr_tx, shared) = (addr_tx.clone(), shared.clone());
     rt.block_on(move || server(&addr_tx, &shared)).map_err(|d| format!("schedlab-rt: {d}"))?
 }
