@@ -64,8 +64,11 @@ const UP: &[(&str, &str)] = &[
     (INTERFACE, "thread"),
 ];
 
-/// The goal of issue 24: imports back up and circles, at most.
+/// Issue 24's goal: imports back up, at most.
 const MAX_UP: usize = 15;
+/// Issue 24's goal for circles, held by the graph without the interface: a
+/// re-export in `hooks.rs` is an edge too, so the graph with it is one circle
+/// by construction (docs/ARCHITECTURE.md, "Counts").
 const MAX_CIRCLE: usize = 6;
 
 /// One import: the file it is in, the text imported, the unit it reaches.
