@@ -131,6 +131,7 @@ pub(crate) mod idle;
 pub(crate) mod lifecycle;
 pub(crate) mod park;
 pub(crate) mod poll;
+pub(crate) mod pollplace;
 pub(crate) mod slot;
 
 #[cfg(not(loom))]
