@@ -184,14 +184,8 @@ impl ThreadData {
         id
     }
 
-    fn new(
-        kind: Kind,
-        id: u32,
-        tcb: usize,
-        stack_size: usize,
-        guard_size: usize,
-    ) -> Box<ThreadData> {
-        Box::new(ThreadData {
+    fn new(kind: Kind, id: u32, tcb: usize, stack_size: usize, guard_size: usize) -> ThreadData {
+        ThreadData {
             magic: MAGIC,
             kind: Cell::new(kind),
             id,
@@ -221,7 +215,7 @@ impl ThreadData {
             shared_mutex: AtomicPtr::new(std::ptr::null_mut()),
             shared_waking: AtomicU32::new(0),
             sched: std::sync::atomic::AtomicI32::new(0),
-        })
+        }
     }
 
     /// Whether the thread's start routine is over.
@@ -256,7 +250,7 @@ fn adopt() -> &'static ThreadData {
     // glibc's own answer: the kernel thread's control block.
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() } as usize;
-    let d = Box::leak(ThreadData::new(Kind::Kernel, ThreadData::next_id(), me, 0, 0));
+    let d = Box::leak(Box::new(ThreadData::new(Kind::Kernel, ThreadData::next_id(), me, 0, 0)));
     crate::tls::set(d as *const ThreadData as usize);
     d
 }
@@ -346,19 +340,45 @@ pub(crate) fn reap() {
     }
 }
 
-/// Frees a completed user thread's data and block.
+/// Frees a completed user thread's data and block: the block is kept for a
+/// later thread with the data's memory beside it (`glibc::free_tcb`), so
+/// that the next `pthread_create` reuses both without `malloc` or `free`.
 ///
 /// # Safety
 ///
 /// The runtime has completed the thread, and nothing else refers to `d`.
 unsafe fn free(d: *mut ThreadData) {
-    // SAFETY: forwarded.
-    let d = unsafe { Box::from_raw(d) };
-    if let Some(h) = d.handle.lock().unwrap().take() {
-        let _ = h.join();
-    }
+    // SAFETY: forwarded: alive until dropped below.
+    let tcb = unsafe {
+        if let Some(h) = (*d).handle.lock().unwrap().take() {
+            let _ = h.join();
+        }
+        (*d).tcb
+    };
+    // SAFETY: forwarded: the data is dropped once, and its memory (a
+    // `Box<ThreadData>`'s) is kept or freed below, never read as data again
+    // until `place` writes a new value into it.
+    unsafe { std::ptr::drop_in_place(d) };
     // SAFETY: forwarded: the thread runs no more, on any block.
-    unsafe { crate::glibc::free_tcb(d.tcb) };
+    if let Some(mem) = unsafe { crate::glibc::free_tcb(tcb, d as usize) } {
+        // SAFETY: the memory of a `Box<ThreadData>` whose value was dropped
+        // above: freed as uninitialised memory of that layout.
+        drop(unsafe { Box::from_raw(mem as *mut std::mem::MaybeUninit<ThreadData>) });
+    }
+}
+
+/// Puts `value` into the memory kept with a reused control block (`kept`,
+/// from [`free`] through `glibc::new_tcb`), or into a new allocation when
+/// `kept` is 0.
+fn place(kept: usize, value: ThreadData) -> *mut ThreadData {
+    if kept == 0 {
+        return Box::into_raw(Box::new(value));
+    }
+    let p = kept as *mut ThreadData;
+    // SAFETY: a `Box<ThreadData>`'s memory whose value was dropped by `free`
+    // and that nothing else refers to.
+    unsafe { p.write(value) };
+    p
 }
 
 /// glibc's default stack size for a new thread (`RLIMIT_STACK`, or 2 MiB
@@ -518,14 +538,14 @@ pub unsafe extern "C-unwind" fn pthread_create(
     let a = read_attr(attr);
     let id = ThreadData::next_id();
     // Above `pid_max` (at most 2^22): no kernel thread has it.
-    let Some(tcb) = crate::glibc::new_tcb(0x4000_0000 | id as i32) else {
+    let Some((tcb, kept)) = crate::glibc::new_tcb(0x4000_0000 | id as i32) else {
         return libc::EAGAIN;
     };
     let mut data = ThreadData::new(Kind::User, id, tcb, a.stack_size, a.guard_size);
     if a.stack_base.is_some() {
         data.stack_released = Some(schedlab_rt::StackReleased::new());
     }
-    let data = Box::into_raw(data);
+    let data = place(kept, data);
     let sched = match a.sched {
         Some((policy, prio)) => crate::schedparam::pack(policy, prio),
         None => inherited_sched(),
@@ -573,10 +593,7 @@ pub unsafe extern "C-unwind" fn pthread_create(
         Err(_) => {
             LIVE.fetch_sub(1, Ordering::Relaxed);
             // SAFETY: never ran; nobody else has them.
-            unsafe {
-                drop(Box::from_raw(data));
-                crate::glibc::free_tcb(tcb);
-            }
+            unsafe { free(data) };
             libc::EAGAIN
         }
     }
