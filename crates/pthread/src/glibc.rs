@@ -384,7 +384,12 @@ unsafe fn reinit(l: &Layout, tcb: usize) -> usize {
         let dtv = ((tcb + 8) as *const *mut [usize; 2]).read();
         let n = (*dtv.offset(-1))[0];
         for i in 0..n {
-            libc::free((*dtv.add(1 + i))[1] as *mut c_void);
+            // Most slots are empty (no `dlopen`ed object's TLS was made on
+            // this block): a call to free(NULL) each is 8 instructions.
+            let to_free = (*dtv.add(1 + i))[1] as *mut c_void;
+            if !to_free.is_null() {
+                libc::free(to_free);
+            }
         }
         std::ptr::write_bytes(dtv, 0, n + 1);
         std::ptr::write_bytes(tcb as *mut u8, 0, l.size);

@@ -561,10 +561,14 @@ pub unsafe extern "C-unwind" fn pthread_create(
     // completed and then freed by its joiner or the reaper (module docs).
     let mut builder = unsafe {
         schedlab_rt::Builder::new()
-            .stack_size(a.stack_size)
             .thread_pointer(tcb)
             .signal_mask(schedlab_rt::shared::signal_mask())
     };
+    if a.stack_size != crate::runtime::stack_size() {
+        // The runtime's own size needs no word: it is what the runtime was
+        // started with, and naming it costs the runtime's size check.
+        builder = builder.stack_size(a.stack_size);
+    }
     if let Some(base) = a.stack_base {
         // SAFETY: ours until the thread is spawned below.
         let released = unsafe { (*data).stack_released.clone() }.expect("made above");
