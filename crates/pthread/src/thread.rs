@@ -89,6 +89,9 @@ const DETACHED: u32 = 1;
 const EXITED: u32 = 2;
 /// A joiner has claimed the thread (a second join fails with `EINVAL`).
 const JOINING: u32 = 4;
+/// The claiming joiner, a user thread, parks until the exit and has put its
+/// handle in `join_waiter` for the exit to unpark ([`join_parked`]).
+const JOIN_WAITING: u32 = 8;
 
 /// `PTHREAD_SCOPE_SYSTEM`.
 const SCOPE_SYSTEM: c_int = 0;
@@ -124,6 +127,10 @@ pub(crate) struct ThreadData {
     queue_head: AtomicPtr<Waiter>,
     queue_tail: AtomicPtr<Waiter>,
     value: AtomicUsize,
+    /// The joiner parked in [`join_parked`] (written by the joiner that
+    /// claimed the join before it sets `JOIN_WAITING`; read by the exit only
+    /// when it sees that bit, before it sets `exited`).
+    join_waiter: UnsafeCell<Option<schedlab_rt::Thread>>,
     /// The robust mutexes the thread holds (`mutex.rs`; a cell the thread
     /// alone touches).
     pub(crate) robust: UnsafeCell<Vec<usize>>,
@@ -196,6 +203,7 @@ impl ThreadData {
             queue_head: AtomicPtr::new(std::ptr::null_mut()),
             queue_tail: AtomicPtr::new(std::ptr::null_mut()),
             value: AtomicUsize::new(0),
+            join_waiter: UnsafeCell::new(None),
             robust: UnsafeCell::new(Vec::new()),
             handle: Mutex::new(None),
             name: Mutex::new([0; 16]),
@@ -348,9 +356,11 @@ pub(crate) fn reap() {
 ///
 /// The runtime has completed the thread, and nothing else refers to `d`.
 unsafe fn free(d: *mut ThreadData) {
-    // SAFETY: forwarded: alive until dropped below.
+    // SAFETY: forwarded: alive until dropped below, and ours alone (so the
+    // handle's lock needs no atomic operations).
     let tcb = unsafe {
-        if let Some(h) = (*d).handle.lock().unwrap().take() {
+        let handle = (*d).handle.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = handle.take() {
             let _ = h.join();
         }
         (*d).tcb
@@ -636,7 +646,17 @@ fn finish(d: &ThreadData) {
     if was & DETACHED != 0 {
         list_for_reaping(d);
     }
+    let parked = if was & JOIN_WAITING != 0 {
+        // SAFETY: the joiner wrote the cell before setting the bit we saw
+        // (acquire above), and leaves it alone until `exited` is set.
+        unsafe { (*d.join_waiter.get()).clone() }
+    } else {
+        None
+    };
     d.exited.store(1, Ordering::Release);
+    if let Some(joiner) = parked {
+        joiner.unpark();
+    }
     // One at a time, each woken after the lock is let go, and nothing
     // allocated: this runs on the exiting thread's block, whose malloc state
     // a thread that never called malloc should not have to make. No joiner
@@ -685,14 +705,24 @@ pub unsafe extern "C-unwind" fn pthread_join(t: libc::pthread_t, ret: *mut *mut 
             Err(now) => s = now,
         }
     }
-    // Wait for the exit (a cancellation point).
-    if wait_exit(d, None, true) == Outcome::Cancelled {
-        d.state.fetch_and(!JOINING, Ordering::AcqRel);
-        crate::cancel::act();
+    // Wait for the exit (a cancellation point): a user thread parks on its
+    // own token, a kernel thread waits in the queue.
+    if s & EXITED == 0 {
+        let waited = match on_user_thread().then(schedlab_rt::try_current).flatten() {
+            Some(me) => join_parked(d, me),
+            None => wait_exit(d, None, true),
+        };
+        if waited == Outcome::Cancelled {
+            d.state.fetch_and(!JOINING, Ordering::AcqRel);
+            crate::cancel::act();
+        }
     }
     let value = d.value.load(Ordering::Relaxed);
     let h = d.handle.lock().unwrap().take();
     if let Some(h) = h {
+        // The runtime's completion follows the exit at once: this finds it
+        // complete unless the exit is still on its way out (another
+        // processor), and then waits for those few steps.
         let _ = h.join();
     }
     if let Some(released) = &d.stack_released {
@@ -707,6 +737,51 @@ pub unsafe extern "C-unwind" fn pthread_join(t: libc::pthread_t, ret: *mut *mut 
     // SAFETY: completed (joined above), and the join claim makes us its only owner.
     unsafe { free(d as *const ThreadData as *mut ThreadData) };
     0
+}
+
+/// `pthread_join`'s wait on a user thread (`me`, the caller) that claimed the
+/// join of `d`: parks until the exit unparks it ([`Outcome::Woken`]) or the
+/// caller is cancelled ([`Outcome::Cancelled`]). One park and one unpark,
+/// where the queue of [`wait_exit`] costs a `Waiter`, its links and locks.
+///
+/// The protocol, on `d.state` and `d.exited`:
+/// 1. The joiner puts its handle in `join_waiter`, then sets
+///    `JOIN_WAITING`; if `EXITED` was already set, the exit saw no joiner
+///    and the wait is over.
+/// 2. The exit sets `EXITED`; if it sees `JOIN_WAITING`, it clones the
+///    handle, then sets `exited`, then unparks the clone. It touches the cell
+///    only between the two stores, so once the joiner sees `exited` the cell
+///    is its own again.
+/// 3. The joiner parks until it sees `exited`; the park token keeps an
+///    unpark that comes before the park, and a spurious return (a
+///    cancellation's unpark, a stale token) only goes round again.
+/// 4. Cancelled, the joiner clears `JOIN_WAITING`: if `EXITED` was not yet
+///    set, the exit will not look at the cell and the wait ends cancelled;
+///    if it was, the exit has committed to the wake-up, and the join waits
+///    for it and succeeds (as a woken queue waiter does, `wait.rs` step 4).
+fn join_parked(d: &ThreadData, me: schedlab_rt::Thread) -> Outcome {
+    // SAFETY: the caller claimed the join, so no other joiner writes the
+    // cell; the exit reads it only after the bit is set below.
+    unsafe { *d.join_waiter.get() = Some(me) };
+    let mut outcome = Outcome::Woken;
+    if d.state.fetch_or(JOIN_WAITING, Ordering::AcqRel) & EXITED == 0 {
+        let mut committed = false;
+        while d.exited.load(Ordering::Acquire) == 0 {
+            if !committed && crate::cancel::acts_here(true) {
+                if d.state.fetch_and(!JOIN_WAITING, Ordering::AcqRel) & EXITED == 0 {
+                    outcome = Outcome::Cancelled;
+                    break;
+                }
+                committed = true;
+            }
+            schedlab_rt::park();
+        }
+    }
+    // SAFETY: step 1 found `EXITED` (the exit never saw the bit), step 3
+    // saw `exited` (the exit is done with the cell), or step 4 withdrew
+    // before `EXITED`: the cell is the joiner's alone.
+    drop(unsafe { (*d.join_waiter.get()).take() });
+    outcome
 }
 
 /// Waits until `d`'s start routine is over ([`Outcome::Woken`]), until
