@@ -153,6 +153,36 @@ static void shared_cases(void) {
             shared_case(timed, hold);
 }
 
+/* A joiner cancelled while it waits in pthread_join (a cancellation point): its join
+ * gives up its claim, so the thread it joined can be joined again. */
+static volatile int joinee_go, joiner_started;
+static void *joinee(void *arg) {
+    while (!joinee_go)
+        usleep(100);
+    return arg;
+}
+static void *joiner(void *arg) {
+    void *r;
+    joiner_started = 1;
+    pthread_join(*(pthread_t *)arg, &r);
+    return NULL; /* not reached: cancelled in the join */
+}
+static void joiner_case(void) {
+    pthread_t je, jr;
+    void *r;
+    PT(pthread_create(&je, NULL, joinee, (void *)&joinee_go));
+    PT(pthread_create(&jr, NULL, joiner, &je));
+    while (!joiner_started)
+        usleep(100);
+    usleep(10000); /* let it park in its join */
+    PT(pthread_cancel(jr));
+    PT(pthread_join(jr, &r));
+    CHECK(r == PTHREAD_CANCELED, "a joiner cancelled in its join gave %p", r);
+    joinee_go = 1;
+    PT(pthread_join(je, &r));
+    CHECK(r == (void *)&joinee_go, "the thread whose joiner was cancelled gave %p", r);
+}
+
 int main(void) {
     pthread_t a, b, c;
     void *r;
@@ -196,6 +226,7 @@ int main(void) {
     PT(pthread_join(e, &r));
     CHECK(r == &held, "lock after the cancelled waiter gave %p", r);
     shared_cases();
+    joiner_case();
     printf("ok\n");
     return 0;
 }
