@@ -127,10 +127,15 @@ pub(crate) struct ThreadData {
     queue_head: AtomicPtr<Waiter>,
     queue_tail: AtomicPtr<Waiter>,
     value: AtomicUsize,
-    /// The joiner parked in [`join_parked`] (written by the joiner that
-    /// claimed the join before it sets `JOIN_WAITING`; read by the exit only
-    /// when it sees that bit, before it sets `exited`).
-    join_waiter: UnsafeCell<Option<schedlab_rt::Thread>>,
+    /// The handle ([`ThreadData::own_handle`]) of the joiner parked in
+    /// [`join_parked`] (written by the joiner that claimed the join before it
+    /// sets `JOIN_WAITING`; read by the exit only when it sees that bit,
+    /// before it sets `exited`).
+    join_waiter: AtomicPtr<schedlab_rt::Thread>,
+    /// A user thread's own runtime handle, made on its first wait: written
+    /// only by the thread itself, while nothing refers to it (it is `None`);
+    /// read by the thread and, through a [`Waiter`] of its, by wakers.
+    me: UnsafeCell<Option<schedlab_rt::Thread>>,
     /// The robust mutexes the thread holds (`mutex.rs`; a cell the thread
     /// alone touches).
     pub(crate) robust: UnsafeCell<Vec<usize>>,
@@ -203,7 +208,8 @@ impl ThreadData {
             queue_head: AtomicPtr::new(std::ptr::null_mut()),
             queue_tail: AtomicPtr::new(std::ptr::null_mut()),
             value: AtomicUsize::new(0),
-            join_waiter: UnsafeCell::new(None),
+            join_waiter: AtomicPtr::new(std::ptr::null_mut()),
+            me: UnsafeCell::new(None),
             robust: UnsafeCell::new(Vec::new()),
             handle: Mutex::new(None),
             name: Mutex::new([0; 16]),
@@ -234,6 +240,22 @@ impl ThreadData {
     /// The runtime's handle of the thread, while it has one.
     pub(crate) fn rt_thread(&self) -> Option<schedlab_rt::Thread> {
         self.handle.lock().unwrap().as_ref().map(|h| h.thread().clone())
+    }
+
+    /// The calling user thread's own runtime handle, without the reference
+    /// count's two atomic operations of `schedlab_rt::try_current` per wait
+    /// (it lives as long as the data). `self` must be the caller's own data.
+    pub(crate) fn own_handle(&self) -> Option<&schedlab_rt::Thread> {
+        let p = self.me.get();
+        // SAFETY: only the thread itself writes the cell, once, while it is
+        // `None` (nothing can refer to its content then); `self` is the
+        // caller's own data.
+        unsafe {
+            if (*p).is_none() {
+                *p = schedlab_rt::try_current();
+            }
+            (*p).as_ref()
+        }
     }
 
     fn joiners(&self) -> Queue<'_> {
@@ -647,9 +669,10 @@ fn finish(d: &ThreadData) {
         list_for_reaping(d);
     }
     let parked = if was & JOIN_WAITING != 0 {
-        // SAFETY: the joiner wrote the cell before setting the bit we saw
-        // (acquire above), and leaves it alone until `exited` is set.
-        unsafe { (*d.join_waiter.get()).clone() }
+        // SAFETY: the joiner stored its handle before setting the bit we saw
+        // (acquire above), and stays parked, its data alive, until `exited`
+        // is set.
+        unsafe { d.join_waiter.load(Ordering::Relaxed).as_ref().cloned() }
     } else {
         None
     };
@@ -708,8 +731,9 @@ pub unsafe extern "C-unwind" fn pthread_join(t: libc::pthread_t, ret: *mut *mut 
     // Wait for the exit (a cancellation point): a user thread parks on its
     // own token, a kernel thread waits in the queue.
     if s & EXITED == 0 {
-        let waited = match on_user_thread().then(schedlab_rt::try_current).flatten() {
-            Some(me) => join_parked(d, me),
+        let mine = (me.kind.get() == Kind::User).then(|| me.own_handle()).flatten();
+        let waited = match mine {
+            Some(mine) => join_parked(d, mine),
             None => wait_exit(d, None, true),
         };
         if waited == Outcome::Cancelled {
@@ -745,7 +769,7 @@ pub unsafe extern "C-unwind" fn pthread_join(t: libc::pthread_t, ret: *mut *mut 
 /// where the queue of [`wait_exit`] costs a `Waiter`, its links and locks.
 ///
 /// The protocol, on `d.state` and `d.exited`:
-/// 1. The joiner puts its handle in `join_waiter`, then sets
+/// 1. The joiner puts its handle's address in `join_waiter`, then sets
 ///    `JOIN_WAITING`; if `EXITED` was already set, the exit saw no joiner
 ///    and the wait is over.
 /// 2. The exit sets `EXITED`; if it sees `JOIN_WAITING`, it clones the
@@ -759,10 +783,10 @@ pub unsafe extern "C-unwind" fn pthread_join(t: libc::pthread_t, ret: *mut *mut 
 ///    set, the exit will not look at the cell and the wait ends cancelled;
 ///    if it was, the exit has committed to the wake-up, and the join waits
 ///    for it and succeeds (as a woken queue waiter does, `wait.rs` step 4).
-fn join_parked(d: &ThreadData, me: schedlab_rt::Thread) -> Outcome {
-    // SAFETY: the caller claimed the join, so no other joiner writes the
-    // cell; the exit reads it only after the bit is set below.
-    unsafe { *d.join_waiter.get() = Some(me) };
+fn join_parked(d: &ThreadData, me: &schedlab_rt::Thread) -> Outcome {
+    // The caller claimed the join, so no other joiner writes the word; the
+    // exit reads it only after the bit is set below (release).
+    d.join_waiter.store(me as *const _ as *mut _, Ordering::Relaxed);
     let mut outcome = Outcome::Woken;
     if d.state.fetch_or(JOIN_WAITING, Ordering::AcqRel) & EXITED == 0 {
         let mut committed = false;
@@ -777,10 +801,10 @@ fn join_parked(d: &ThreadData, me: schedlab_rt::Thread) -> Outcome {
             schedlab_rt::park();
         }
     }
-    // SAFETY: step 1 found `EXITED` (the exit never saw the bit), step 3
-    // saw `exited` (the exit is done with the cell), or step 4 withdrew
-    // before `EXITED`: the cell is the joiner's alone.
-    drop(unsafe { (*d.join_waiter.get()).take() });
+    // Step 1 found `EXITED` (the exit never saw the bit), step 3 saw
+    // `exited` (the exit is done with the word), or step 4 withdrew before
+    // `EXITED`: nobody reads the word again.
+    d.join_waiter.store(std::ptr::null_mut(), Ordering::Relaxed);
     outcome
 }
 
