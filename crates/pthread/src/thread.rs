@@ -17,8 +17,9 @@
 //! # A user thread's life
 //!
 //! 1. `pthread_create` makes the control block (`glibc::new_tcb`) and the
-//!    data, and spawns a runtime user thread with that block as its thread
-//!    pointer, running [`thread_main`].
+//!    data (in the memory kept with a reused block, [`free`]), and spawns a
+//!    runtime user thread with that block as its thread pointer, running
+//!    [`thread_main`].
 //! 2. `thread_main` calls the start routine under `catch_unwind`:
 //!    `pthread_exit` and cancellation end it by unwinding (`ExitUnwind`), so
 //!    C++ destructors on the way run, as with glibc's forced unwinding; the
@@ -26,8 +27,9 @@
 //!    `cancel.rs`.
 //! 3. It runs the key destructors (`key.rs`) and the thread's C++
 //!    `thread_local` destructors, releases the robust mutexes it still
-//!    holds (`mutex.rs`), marks the data exited and wakes a joiner
-//!    — all still on its own block.
+//!    holds (`mutex.rs`), marks the data exited and wakes a joiner (a user
+//!    thread parked in [`join_parked`], or the queue's kernel-thread and
+//!    timed joiners) — all still on its own block.
 //! 4. The runtime completes the thread on the kernel thread's own block
 //!    (`Builder::thread_pointer`), so once the runtime's join returns, the
 //!    block is free to go: the joiner frees it, or, for a detached thread,
@@ -42,6 +44,9 @@
 //! | `DETACHED` | exit                       | reaped     |
 //! | `EXITED`   | `pthread_detach`           | reaped     |
 //! | `EXITED`   | `pthread_join`             | freed      |
+//! | `JOINABLE` | `pthread_join` claims it   | `JOINING` (and `JOIN_WAITING` while a user thread parks in [`join_parked`]) |
+//! | `JOINING`  | exit                       | `EXITED`: the joiner woken, then it frees |
+//! | `JOINING`  | the joiner is cancelled    | `JOINABLE` |
 //!
 //! "Reaped" puts the data on a list that later calls free once the
 //! runtime's handle says the thread has completed (step 4).
