@@ -103,6 +103,7 @@ unsafe impl Sync for Waiter {}
 
 impl Waiter {
     /// A waiter for the calling thread.
+    #[inline]
     pub(crate) fn new(tag: u32) -> Waiter {
         let me = crate::thread::current();
         let user = match me.kind.get() {
@@ -137,7 +138,32 @@ impl Waiter {
     /// Step 1's wait (module docs): `self` must have been linked in `q` and
     /// the lock dropped. Waits until woken, until `deadline`, or until the
     /// thread is cancelled as `cancel` allows.
+    #[inline]
     pub(crate) fn wait(
+        &self,
+        q: &Queue<'_>,
+        deadline: Option<&Deadline>,
+        cancel: Cancel,
+    ) -> Outcome {
+        if deadline.is_some() || self.interruptible.get() || self.user.is_null() {
+            return self.wait_other(q, deadline, cancel);
+        }
+        // The common case, kept small enough to inline into the primitive:
+        // an untimed, uninterruptible wait of a user thread.
+        loop {
+            if self.woken.load(Ordering::Acquire) != 0 {
+                return Outcome::Woken;
+            }
+            if cancel != Cancel::Never && crate::cancel::acts_here(cancel == Cancel::Point) {
+                return self.give_up(q, Outcome::Cancelled);
+            }
+            schedlab_rt::park();
+        }
+    }
+
+    /// [`Waiter::wait`] with a deadline, interruptible, or on a kernel thread.
+    #[inline(never)]
+    fn wait_other(
         &self,
         q: &Queue<'_>,
         deadline: Option<&Deadline>,
