@@ -163,12 +163,7 @@ impl Waiter {
 
     /// [`Waiter::wait`] with a deadline, interruptible, or on a kernel thread.
     #[inline(never)]
-    fn wait_other(
-        &self,
-        q: &Queue<'_>,
-        deadline: Option<&Deadline>,
-        cancel: Cancel,
-    ) -> Outcome {
+    fn wait_other(&self, q: &Queue<'_>, deadline: Option<&Deadline>, cancel: Cancel) -> Outcome {
         let signals = || crate::thread::current().signals_seen.load(Ordering::Acquire);
         let seen = if self.interruptible.get() { signals() } else { 0 };
         loop {
