@@ -157,7 +157,7 @@ fn a_version_5_postgresql_database_is_normalised_keeping_every_value() {
     assert_eq!(rows(&mut c, "SELECT * FROM warning_rows ORDER BY id"), warnings);
     assert_eq!(rows(&mut c, "SELECT * FROM raw_samples ORDER BY result_id"), raw);
     // New results get new ids past the copied ones, and deleting a run takes its raw
-    // samples along (the reference made again to the rebuilt table).
+    // samples along (they are in its rows).
     c.batch_execute(
         "INSERT INTO series (probe, params, params_json, unit, better)
             VALUES ('t.new', '', '{}', 'ns', 'lower');
@@ -166,8 +166,8 @@ fn a_version_5_postgresql_database_is_normalised_keeping_every_value() {
             SELECT run_id, (SELECT id FROM series WHERE probe = 't.new'), notes_id, 99, 1, 0, 0,
                 'ok', measured_at FROM results
             WHERE run_id = (SELECT id FROM runs WHERE label = 'v4-a') ORDER BY id LIMIT 1;
-         INSERT INTO warnings (run_id, advice_id, kind, severity, message)
-            SELECT run_id, advice_id, 'other', 'info', 'new' FROM warnings ORDER BY id LIMIT 1;",
+         INSERT INTO warnings (run_id, kind_id, advice_id, message)
+            SELECT run_id, kind_id, advice_id, 'new' FROM warnings ORDER BY id LIMIT 1;",
     )
     .expect("new rows get ids past the copied ones");
     c.batch_execute("DELETE FROM runs WHERE label = 'v4-a'").unwrap();
