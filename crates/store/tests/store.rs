@@ -539,11 +539,54 @@ fn a_lowered_schema_version_is_explained_in_words_and_nothing_changes() {
     drop(conn);
     let before = fs::read(&path).unwrap();
     let err = Store::open(&path).unwrap_err();
-    assert!(matches!(err, StoreError::Inconsistent { version: 1, .. }), "{err}");
+    assert!(matches!(err, StoreError::Inconsistent { version: 1, .. }), "{}", chain(&err));
     let msg = err.to_string();
     assert!(msg.contains("says schema version 1") && msg.contains("user_version"), "{msg}");
     assert!(!msg.contains("CREATE"), "the message is words, not SQL: {msg}");
     assert_eq!(fs::read(&path).unwrap(), before, "the file was changed");
+}
+
+/// An error with its causes, as `schedlab` prints it.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
+    }
+    text
+}
+
+/// A migration that fails for another reason than the tables (here a write lock another
+/// process holds past the busy timeout; on a server, a statement timeout or a lost
+/// connection) says that reason, not that the version was changed by hand, and leaves the
+/// database as it was.
+#[test]
+fn a_migration_failing_for_another_reason_says_that_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("locked.db");
+    let mut store = Store::open(&path).unwrap();
+    let run = store.begin_run(&meta(Some("kept"))).unwrap();
+    store.save_result(run, &measurement("os.syscall.null", Params::new(), &[1.0; 5])).unwrap();
+    drop(store);
+    downgrade_to_version_5(&path);
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let err = Store::open(&path).unwrap_err();
+    let msg = chain(&err);
+    assert!(matches!(err, StoreError::Migration { version: 5, .. }), "{msg}");
+    assert!(!msg.contains("by hand"), "{msg}");
+    assert!(msg.contains("locked by another process"), "the real cause: {msg}");
+    assert!(msg.contains("rolled back"), "{msg}");
+    holder.execute_batch("ROLLBACK").unwrap();
+    drop(holder);
+    let version: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 5, "left at its version");
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.load_run(run).unwrap().results[0].samples.len(), 5, "then migrated whole");
 }
 
 /// Write-ahead logging: a reader in the middle of a long read does not block the run's
