@@ -248,8 +248,9 @@ fn bench(bin: &Path, template: &Path, target: &str, runs: i64, hosts: i64) {
     let mut db = Db::open(target);
     let t: i64 = db.rows("SELECT max(id) FROM runs", &[])[0][0].parse().unwrap();
     let v5 = db.has_table("raw_samples");
-    // Version 6 names a result's series and notes, and a warning's advice, by id.
-    let v6 = db.has_table("series");
+    // Version 6 names a result's series and notes, and a warning's kind and advice, by id,
+    // and keeps a result's raw samples in its row.
+    let v6 = db.has_table("warning_kinds");
     let results = if v6 { "result_rows" } else { "results" };
     let counts = if v5 { ", results_ok, results_skipped, results_failed" } else { "" };
     let started = Instant::now();
@@ -279,29 +280,29 @@ fn bench(bin: &Path, template: &Path, target: &str, runs: i64, hosts: i64) {
         )[0][0]
             .parse()
             .unwrap();
-        let f = "(1 + ((seq * 7919 + $4) % 2001 - 1000) / CAST(100000.0 AS DOUBLE PRECISION))";
-        let named = if v6 {
-            "series_id, notes_id"
+        // (Cast: a parameter added to a 4-byte column, `seq`, would be taken as 4 bytes.)
+        let f = "(1 + ((seq * 7919 + CAST($4 AS BIGINT)) % 2001 - 1000) / CAST(100000.0 AS DOUBLE PRECISION))";
+        let (named, raw, order) = if v6 {
+            // In key order, as `push` stores a run.
+            ("series_id, notes_id", ", raw_n, raw", " ORDER BY series_id")
         } else {
-            "probe, params, params_json, unit, better, notes"
+            ("probe, params, params_json, unit, better, notes", "", "")
         };
         db.exec(
             &format!(
                 "INSERT INTO results (run_id, seq, {named}, status, reason, iters_per_sample,
                     overhead_ns_per_iter, n, median, min, max, mean, stddev, p5, p95, ci_low, ci_high,
-                    ci_level, cv, outliers, window_ns, other_cpu_ns, steal_ns, wall_s, measured_at)
-                 SELECT $1, seq, {named}, status, reason, iters_per_sample, overhead_ns_per_iter, n,
+                    ci_level, cv, outliers, window_ns, other_cpu_ns, steal_ns, wall_s, measured_at{raw})
+                 SELECT CAST($1 AS BIGINT), seq, {named}, status, reason, iters_per_sample,
+                    overhead_ns_per_iter, n,
                     median * {f}, min, max, mean, stddev, p5, p95, ci_low * {f}, ci_high * {f},
-                    ci_level, cv, outliers, window_ns, other_cpu_ns, steal_ns, wall_s, $2
-                 FROM results WHERE run_id = $3"
+                    ci_level, cv, outliers, window_ns, other_cpu_ns, steal_ns, wall_s, $2{raw}
+                 FROM results WHERE run_id = CAST($3 AS BIGINT){order}"
             ),
             &[P::I(new), P::T(when), P::I(t), P::I(k * 104_729)],
         );
         let raw = if v6 {
-            "INSERT INTO raw_samples (result_id, n, data) SELECT nx.id, s.n, s.data
-             FROM raw_samples s JOIN results tx ON tx.id = s.result_id
-             JOIN results nx ON nx.run_id = $1 AND nx.series_id = tx.series_id
-             WHERE tx.run_id = $2"
+            ""
         } else if v5 {
             "INSERT INTO raw_samples (result_id, n, data) SELECT nx.id, s.n, s.data
              FROM raw_samples s JOIN results tx ON tx.id = s.result_id
@@ -314,12 +315,19 @@ fn bench(bin: &Path, template: &Path, target: &str, runs: i64, hosts: i64) {
              JOIN results nx ON nx.run_id = $1 AND nx.probe = tx.probe AND nx.params = tx.params
              WHERE tx.run_id = $2"
         };
-        db.exec(raw, &[P::I(new), P::I(t)]);
-        let advice = if v6 { "advice_id" } else { "advice" };
+        if !raw.is_empty() {
+            db.exec(raw, &[P::I(new), P::I(t)]);
+        }
+        let warning = if v6 {
+            "kind_id, advice_id, message"
+        } else {
+            "kind, probe, severity, message, advice"
+        };
         db.exec(
             &format!(
-                "INSERT INTO warnings (run_id, kind, probe, severity, message, {advice})
-                 SELECT $1, kind, probe, severity, message, {advice} FROM warnings WHERE run_id = $2"
+                "INSERT INTO warnings (run_id, {warning})
+                 SELECT CAST($1 AS BIGINT), {warning} FROM warnings
+                 WHERE run_id = CAST($2 AS BIGINT) ORDER BY id"
             ),
             &[P::I(new), P::I(t)],
         );

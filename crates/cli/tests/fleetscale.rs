@@ -157,7 +157,7 @@ fn a_version_5_postgresql_database_is_normalised_keeping_every_value() {
     assert_eq!(rows(&mut c, "SELECT * FROM warning_rows ORDER BY id"), warnings);
     assert_eq!(rows(&mut c, "SELECT * FROM raw_samples ORDER BY result_id"), raw);
     // New results get new ids past the copied ones, and deleting a run takes its raw
-    // samples along (the reference made again to the rebuilt table).
+    // samples along (they are in its rows).
     c.batch_execute(
         "INSERT INTO series (probe, params, params_json, unit, better)
             VALUES ('t.new', '', '{}', 'ns', 'lower');
@@ -166,8 +166,8 @@ fn a_version_5_postgresql_database_is_normalised_keeping_every_value() {
             SELECT run_id, (SELECT id FROM series WHERE probe = 't.new'), notes_id, 99, 1, 0, 0,
                 'ok', measured_at FROM results
             WHERE run_id = (SELECT id FROM runs WHERE label = 'v4-a') ORDER BY id LIMIT 1;
-         INSERT INTO warnings (run_id, advice_id, kind, severity, message)
-            SELECT run_id, advice_id, 'other', 'info', 'new' FROM warnings ORDER BY id LIMIT 1;",
+         INSERT INTO warnings (run_id, kind_id, advice_id, message)
+            SELECT run_id, kind_id, advice_id, 'new' FROM warnings ORDER BY id LIMIT 1;",
     )
     .expect("new rows get ids past the copied ones");
     c.batch_execute("DELETE FROM runs WHERE label = 'v4-a'").unwrap();
@@ -175,6 +175,41 @@ fn a_version_5_postgresql_database_is_normalised_keeping_every_value() {
     assert_eq!(left, 4);
     let results: i64 = c.query_one("SELECT count(*) FROM results", &[]).unwrap().get(0);
     assert_eq!(results, 4, "v4-a's 4 and the new one went with it");
+}
+
+/// A migration the server cancels (here its statement timeout, while another session holds
+/// a lock on `results`) says so, and that nothing changed: not that the database's version
+/// was edited by hand. The next command, the lock gone, migrates it.
+#[test]
+fn a_migration_cut_by_the_statement_timeout_says_so_and_leaves_the_database_as_it_was() {
+    let Some(server) = pg::server_or_skip(
+        "a_migration_cut_by_the_statement_timeout_says_so_and_leaves_the_database_as_it_was",
+    ) else {
+        return;
+    };
+    let url = server.create_db("v5timeout");
+    let dump = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v5/v5.pg.sql"),
+    )
+    .unwrap();
+    server.client("v5timeout").batch_execute(&dump).expect("the version 5 dump loads");
+    let mut holder = server.client("v5timeout");
+    let mut lock = holder.transaction().unwrap();
+    lock.batch_execute("LOCK TABLE results IN ACCESS EXCLUSIVE MODE").unwrap();
+    let short = format!("{url}&options=-c%20statement_timeout%3D1000");
+    let o = at(&short, &["prune", "--raw-before", "2000-01-01"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("could not be migrated from schema version 5"), "{err}");
+    assert!(err.contains("statement timeout"), "the server's own words: {err}");
+    assert!(!err.contains("by hand"), "{err}");
+    lock.rollback().unwrap();
+    let mut c = server.client("v5timeout");
+    let version: i64 = c.query_one("SELECT schema_version FROM schedlab_meta", &[]).unwrap().get(0);
+    assert_eq!(version, 5, "left as it was");
+    ok(&at(&short, &["prune", "--raw-before", "2000-01-01"]));
+    let version: i64 = c.query_one("SELECT schema_version FROM schedlab_meta", &[]).unwrap().get(0);
+    assert_eq!(version, schedlab_store::SCHEMA_VERSION);
 }
 
 #[test]

@@ -109,7 +109,7 @@ fn import_replaces_a_run_stored_with_an_older_conversion() {
     samples[0].value = 6942.8;
     let n = c
         .execute(
-            &format!("UPDATE raw_samples SET data = ?1 WHERE result_id IN {which}"),
+            &format!("UPDATE results SET raw = ?1 WHERE id IN {which}"),
             [schedlab_store::raw::encode(&samples)],
         )
         .unwrap();

@@ -185,8 +185,11 @@ pub(crate) fn check() {
 /// the stacks of exited threads): a new thread's block costs a
 /// re-initialisation instead of an allocation, and a `pthread_t` of a joined
 /// thread still points at mapped memory whose word says so ([`GONE`]), so
-/// using it again answers `ESRCH` instead of reading freed memory.
-static CACHE: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+/// using it again answers `ESRCH` instead of reading freed memory. Each block
+/// is kept with a companion word its owner gave [`free_tcb`] (the library's
+/// per-thread data, `thread.rs`), handed back with the block by [`new_tcb`]:
+/// the next thread reuses both, and neither costs a `malloc` and a `free`.
+static CACHE: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
 /// At most this many blocks are kept (each the process's static TLS size
 /// plus glibc's `struct pthread`, a few KiB); more are freed.
 const CACHE_MAX: usize = 4096;
@@ -205,19 +208,22 @@ pub(crate) fn own_tid() -> i32 {
 
 /// A new thread control block with fresh TLS, as glibc's `pthread_create`
 /// would make, its header copied from the calling thread's (module docs).
-/// Returns the thread pointer, or `None` when out of memory.
-pub(crate) fn new_tcb(tid: i32) -> Option<usize> {
+/// Returns the thread pointer and the companion word a kept block was kept
+/// with (0 for a new block), or `None` when out of memory.
+pub(crate) fn new_tcb(tid: i32) -> Option<(usize, usize)> {
     let l = layout();
     let kept = CACHE.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    let companion = kept.map_or(0, |(_, c)| c);
     let tcb = match kept {
         // SAFETY: a block of ours that no thread uses any more.
-        Some(tcb) => unsafe { reinit(l, tcb) },
+        Some((tcb, _)) => unsafe { reinit(l, tcb) },
         None => {
             // SAFETY: `_dl_allocate_tls(NULL)` allocates and initialises a block.
             unsafe { (l.allocate)(std::ptr::null_mut()) as usize }
         }
     };
     if tcb == 0 {
+        // The companion is lost with the block (reinit failed: out of memory).
         return None;
     }
     let fresh = kept.is_none();
@@ -254,7 +260,7 @@ pub(crate) fn new_tcb(tid: i32) -> Option<usize> {
         // SAFETY: a fresh block, its header filled, no thread on it yet.
         MALLOC_WORDS.get_or_init(|| unsafe { find_malloc_words(tcb) });
     }
-    Some(tcb)
+    Some((tcb, companion))
 }
 
 /// Where malloc's per-thread words (`tcache`, `thread_arena`) are, as
@@ -378,7 +384,12 @@ unsafe fn reinit(l: &Layout, tcb: usize) -> usize {
         let dtv = ((tcb + 8) as *const *mut [usize; 2]).read();
         let n = (*dtv.offset(-1))[0];
         for i in 0..n {
-            libc::free((*dtv.add(1 + i))[1] as *mut c_void);
+            // Most slots are empty (no `dlopen`ed object's TLS was made on
+            // this block): a call to free(NULL) each is 8 instructions.
+            let to_free = (*dtv.add(1 + i))[1] as *mut c_void;
+            if !to_free.is_null() {
+                libc::free(to_free);
+            }
         }
         std::ptr::write_bytes(dtv, 0, n + 1);
         std::ptr::write_bytes(tcb as *mut u8, 0, l.size);
@@ -394,23 +405,27 @@ unsafe fn reinit(l: &Layout, tcb: usize) -> usize {
     tcb
 }
 
-/// Keeps a block made by [`new_tcb`] for a later thread (or frees it when
-/// enough are kept), marking it [`GONE`].
+/// Keeps a block made by [`new_tcb`] for a later thread, with `companion`
+/// (the next [`new_tcb`] that takes the block returns it), marking it
+/// [`GONE`]; or, when enough are kept, frees the block and returns
+/// `companion` for the caller to free.
 ///
 /// # Safety
 ///
 /// No thread uses `tcb` as its thread pointer any more, now or later.
-pub(crate) unsafe fn free_tcb(tcb: usize) {
+#[must_use = "a companion not kept must be freed by the caller"]
+pub(crate) unsafe fn free_tcb(tcb: usize, companion: usize) -> Option<usize> {
     // SAFETY: forwarded; the block is ours.
     unsafe { crate::tls::set_in(tcb, GONE) };
     let mut kept = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     if kept.len() < CACHE_MAX {
-        kept.push(tcb);
-        return;
+        kept.push((tcb, companion));
+        return None;
     }
     drop(kept);
     // SAFETY: forwarded; `true` frees the block with its DTV.
-    unsafe { (layout().deallocate)(tcb as *mut c_void, true) }
+    unsafe { (layout().deallocate)(tcb as *mut c_void, true) };
+    Some(companion)
 }
 
 /// What glibc's `start_thread` does on a new thread's own block before the

@@ -17,8 +17,9 @@
 //! # A user thread's life
 //!
 //! 1. `pthread_create` makes the control block (`glibc::new_tcb`) and the
-//!    data, and spawns a runtime user thread with that block as its thread
-//!    pointer, running [`thread_main`].
+//!    data (in the memory kept with a reused block, [`free`]), and spawns a
+//!    runtime user thread with that block as its thread pointer, running
+//!    [`thread_main`].
 //! 2. `thread_main` calls the start routine under `catch_unwind`:
 //!    `pthread_exit` and cancellation end it by unwinding (`ExitUnwind`), so
 //!    C++ destructors on the way run, as with glibc's forced unwinding; the
@@ -26,8 +27,9 @@
 //!    `cancel.rs`.
 //! 3. It runs the key destructors (`key.rs`) and the thread's C++
 //!    `thread_local` destructors, releases the robust mutexes it still
-//!    holds (`mutex.rs`), marks the data exited and wakes a joiner
-//!    — all still on its own block.
+//!    holds (`mutex.rs`), marks the data exited and wakes a joiner (a user
+//!    thread parked in [`join_parked`], or the queue's kernel-thread and
+//!    timed joiners) — all still on its own block.
 //! 4. The runtime completes the thread on the kernel thread's own block
 //!    (`Builder::thread_pointer`), so once the runtime's join returns, the
 //!    block is free to go: the joiner frees it, or, for a detached thread,
@@ -42,6 +44,9 @@
 //! | `DETACHED` | exit                       | reaped     |
 //! | `EXITED`   | `pthread_detach`           | reaped     |
 //! | `EXITED`   | `pthread_join`             | freed      |
+//! | `JOINABLE` | `pthread_join` claims it   | `JOINING` (and `JOIN_WAITING` while a user thread parks in [`join_parked`]) |
+//! | `JOINING`  | exit                       | `EXITED`: the joiner woken, then it frees |
+//! | `JOINING`  | the joiner is cancelled    | `JOINABLE` |
 //!
 //! "Reaped" puts the data on a list that later calls free once the
 //! runtime's handle says the thread has completed (step 4).
@@ -89,6 +94,9 @@ const DETACHED: u32 = 1;
 const EXITED: u32 = 2;
 /// A joiner has claimed the thread (a second join fails with `EINVAL`).
 const JOINING: u32 = 4;
+/// The claiming joiner, a user thread, parks until the exit and has put its
+/// handle in `join_waiter` for the exit to unpark ([`join_parked`]).
+const JOIN_WAITING: u32 = 8;
 
 /// `PTHREAD_SCOPE_SYSTEM`.
 const SCOPE_SYSTEM: c_int = 0;
@@ -124,6 +132,15 @@ pub(crate) struct ThreadData {
     queue_head: AtomicPtr<Waiter>,
     queue_tail: AtomicPtr<Waiter>,
     value: AtomicUsize,
+    /// The handle ([`ThreadData::own_handle`]) of the joiner parked in
+    /// [`join_parked`] (written by the joiner that claimed the join before it
+    /// sets `JOIN_WAITING`; read by the exit only when it sees that bit,
+    /// before it sets `exited`).
+    join_waiter: AtomicPtr<schedlab_rt::Thread>,
+    /// A user thread's own runtime handle, made on its first wait: written
+    /// only by the thread itself, while nothing refers to it (it is `None`);
+    /// read by the thread and, through a [`Waiter`] of its, by wakers.
+    me: UnsafeCell<Option<schedlab_rt::Thread>>,
     /// The robust mutexes the thread holds (`mutex.rs`; a cell the thread
     /// alone touches).
     pub(crate) robust: UnsafeCell<Vec<usize>>,
@@ -184,14 +201,8 @@ impl ThreadData {
         id
     }
 
-    fn new(
-        kind: Kind,
-        id: u32,
-        tcb: usize,
-        stack_size: usize,
-        guard_size: usize,
-    ) -> Box<ThreadData> {
-        Box::new(ThreadData {
+    fn new(kind: Kind, id: u32, tcb: usize, stack_size: usize, guard_size: usize) -> ThreadData {
+        ThreadData {
             magic: MAGIC,
             kind: Cell::new(kind),
             id,
@@ -202,6 +213,8 @@ impl ThreadData {
             queue_head: AtomicPtr::new(std::ptr::null_mut()),
             queue_tail: AtomicPtr::new(std::ptr::null_mut()),
             value: AtomicUsize::new(0),
+            join_waiter: AtomicPtr::new(std::ptr::null_mut()),
+            me: UnsafeCell::new(None),
             robust: UnsafeCell::new(Vec::new()),
             handle: Mutex::new(None),
             name: Mutex::new([0; 16]),
@@ -221,7 +234,7 @@ impl ThreadData {
             shared_mutex: AtomicPtr::new(std::ptr::null_mut()),
             shared_waking: AtomicU32::new(0),
             sched: std::sync::atomic::AtomicI32::new(0),
-        })
+        }
     }
 
     /// Whether the thread's start routine is over.
@@ -232,6 +245,22 @@ impl ThreadData {
     /// The runtime's handle of the thread, while it has one.
     pub(crate) fn rt_thread(&self) -> Option<schedlab_rt::Thread> {
         self.handle.lock().unwrap().as_ref().map(|h| h.thread().clone())
+    }
+
+    /// The calling user thread's own runtime handle, without the reference
+    /// count's two atomic operations of `schedlab_rt::try_current` per wait
+    /// (it lives as long as the data). `self` must be the caller's own data.
+    pub(crate) fn own_handle(&self) -> Option<&schedlab_rt::Thread> {
+        let p = self.me.get();
+        // SAFETY: only the thread itself writes the cell, once, while it is
+        // `None` (nothing can refer to its content then); `self` is the
+        // caller's own data.
+        unsafe {
+            if (*p).is_none() {
+                *p = schedlab_rt::try_current();
+            }
+            (*p).as_ref()
+        }
     }
 
     fn joiners(&self) -> Queue<'_> {
@@ -256,7 +285,7 @@ fn adopt() -> &'static ThreadData {
     // glibc's own answer: the kernel thread's control block.
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() } as usize;
-    let d = Box::leak(ThreadData::new(Kind::Kernel, ThreadData::next_id(), me, 0, 0));
+    let d = Box::leak(Box::new(ThreadData::new(Kind::Kernel, ThreadData::next_id(), me, 0, 0)));
     crate::tls::set(d as *const ThreadData as usize);
     d
 }
@@ -346,19 +375,47 @@ pub(crate) fn reap() {
     }
 }
 
-/// Frees a completed user thread's data and block.
+/// Frees a completed user thread's data and block: the block is kept for a
+/// later thread with the data's memory beside it (`glibc::free_tcb`), so
+/// that the next `pthread_create` reuses both without `malloc` or `free`.
 ///
 /// # Safety
 ///
 /// The runtime has completed the thread, and nothing else refers to `d`.
 unsafe fn free(d: *mut ThreadData) {
-    // SAFETY: forwarded.
-    let d = unsafe { Box::from_raw(d) };
-    if let Some(h) = d.handle.lock().unwrap().take() {
-        let _ = h.join();
-    }
+    // SAFETY: forwarded: alive until dropped below, and ours alone (so the
+    // handle's lock needs no atomic operations).
+    let tcb = unsafe {
+        let handle = (*d).handle.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = handle.take() {
+            let _ = h.join();
+        }
+        (*d).tcb
+    };
+    // SAFETY: forwarded: the data is dropped once, and its memory (a
+    // `Box<ThreadData>`'s) is kept or freed below, never read as data again
+    // until `place` writes a new value into it.
+    unsafe { std::ptr::drop_in_place(d) };
     // SAFETY: forwarded: the thread runs no more, on any block.
-    unsafe { crate::glibc::free_tcb(d.tcb) };
+    if let Some(mem) = unsafe { crate::glibc::free_tcb(tcb, d as usize) } {
+        // SAFETY: the memory of a `Box<ThreadData>` whose value was dropped
+        // above: freed as uninitialised memory of that layout.
+        drop(unsafe { Box::from_raw(mem as *mut std::mem::MaybeUninit<ThreadData>) });
+    }
+}
+
+/// Puts `value` into the memory kept with a reused control block (`kept`,
+/// from [`free`] through `glibc::new_tcb`), or into a new allocation when
+/// `kept` is 0.
+fn place(kept: usize, value: ThreadData) -> *mut ThreadData {
+    if kept == 0 {
+        return Box::into_raw(Box::new(value));
+    }
+    let p = kept as *mut ThreadData;
+    // SAFETY: a `Box<ThreadData>`'s memory whose value was dropped by `free`
+    // and that nothing else refers to.
+    unsafe { p.write(value) };
+    p
 }
 
 /// glibc's default stack size for a new thread (`RLIMIT_STACK`, or 2 MiB
@@ -518,14 +575,14 @@ pub unsafe extern "C-unwind" fn pthread_create(
     let a = read_attr(attr);
     let id = ThreadData::next_id();
     // Above `pid_max` (at most 2^22): no kernel thread has it.
-    let Some(tcb) = crate::glibc::new_tcb(0x4000_0000 | id as i32) else {
+    let Some((tcb, kept)) = crate::glibc::new_tcb(0x4000_0000 | id as i32) else {
         return libc::EAGAIN;
     };
     let mut data = ThreadData::new(Kind::User, id, tcb, a.stack_size, a.guard_size);
     if a.stack_base.is_some() {
         data.stack_released = Some(schedlab_rt::StackReleased::new());
     }
-    let data = Box::into_raw(data);
+    let data = place(kept, data);
     let sched = match a.sched {
         Some((policy, prio)) => crate::schedparam::pack(policy, prio),
         None => inherited_sched(),
@@ -541,10 +598,14 @@ pub unsafe extern "C-unwind" fn pthread_create(
     // completed and then freed by its joiner or the reaper (module docs).
     let mut builder = unsafe {
         schedlab_rt::Builder::new()
-            .stack_size(a.stack_size)
             .thread_pointer(tcb)
             .signal_mask(schedlab_rt::shared::signal_mask())
     };
+    if a.stack_size != crate::runtime::stack_size() {
+        // The runtime's own size needs no word: it is what the runtime was
+        // started with, and naming it costs the runtime's size check.
+        builder = builder.stack_size(a.stack_size);
+    }
     if let Some(base) = a.stack_base {
         // SAFETY: ours until the thread is spawned below.
         let released = unsafe { (*data).stack_released.clone() }.expect("made above");
@@ -573,10 +634,7 @@ pub unsafe extern "C-unwind" fn pthread_create(
         Err(_) => {
             LIVE.fetch_sub(1, Ordering::Relaxed);
             // SAFETY: never ran; nobody else has them.
-            unsafe {
-                drop(Box::from_raw(data));
-                crate::glibc::free_tcb(tcb);
-            }
+            unsafe { free(data) };
             libc::EAGAIN
         }
     }
@@ -615,7 +673,18 @@ fn finish(d: &ThreadData) {
     if was & DETACHED != 0 {
         list_for_reaping(d);
     }
+    let parked = if was & JOIN_WAITING != 0 {
+        // SAFETY: the joiner stored its handle before setting the bit we saw
+        // (acquire above), and stays parked, its data alive, until `exited`
+        // is set.
+        unsafe { d.join_waiter.load(Ordering::Relaxed).as_ref().cloned() }
+    } else {
+        None
+    };
     d.exited.store(1, Ordering::Release);
+    if let Some(joiner) = parked {
+        joiner.unpark();
+    }
     // One at a time, each woken after the lock is let go, and nothing
     // allocated: this runs on the exiting thread's block, whose malloc state
     // a thread that never called malloc should not have to make. No joiner
@@ -664,14 +733,25 @@ pub unsafe extern "C-unwind" fn pthread_join(t: libc::pthread_t, ret: *mut *mut 
             Err(now) => s = now,
         }
     }
-    // Wait for the exit (a cancellation point).
-    if wait_exit(d, None, true) == Outcome::Cancelled {
-        d.state.fetch_and(!JOINING, Ordering::AcqRel);
-        crate::cancel::act();
+    // Wait for the exit (a cancellation point): a user thread parks on its
+    // own token, a kernel thread waits in the queue.
+    if s & EXITED == 0 {
+        let mine = (me.kind.get() == Kind::User).then(|| me.own_handle()).flatten();
+        let waited = match mine {
+            Some(mine) => join_parked(d, mine),
+            None => wait_exit(d, None, true),
+        };
+        if waited == Outcome::Cancelled {
+            d.state.fetch_and(!JOINING, Ordering::AcqRel);
+            crate::cancel::act();
+        }
     }
     let value = d.value.load(Ordering::Relaxed);
     let h = d.handle.lock().unwrap().take();
     if let Some(h) = h {
+        // The runtime's completion follows the exit at once: this finds it
+        // complete unless the exit is still on its way out (another
+        // processor), and then waits for those few steps.
         let _ = h.join();
     }
     if let Some(released) = &d.stack_released {
@@ -686,6 +766,51 @@ pub unsafe extern "C-unwind" fn pthread_join(t: libc::pthread_t, ret: *mut *mut 
     // SAFETY: completed (joined above), and the join claim makes us its only owner.
     unsafe { free(d as *const ThreadData as *mut ThreadData) };
     0
+}
+
+/// `pthread_join`'s wait on a user thread (`me`, the caller) that claimed the
+/// join of `d`: parks until the exit unparks it ([`Outcome::Woken`]) or the
+/// caller is cancelled ([`Outcome::Cancelled`]). One park and one unpark,
+/// where the queue of [`wait_exit`] costs a `Waiter`, its links and locks.
+///
+/// The protocol, on `d.state` and `d.exited`:
+/// 1. The joiner puts its handle's address in `join_waiter`, then sets
+///    `JOIN_WAITING`; if `EXITED` was already set, the exit saw no joiner
+///    and the wait is over.
+/// 2. The exit sets `EXITED`; if it sees `JOIN_WAITING`, it clones the
+///    handle, then sets `exited`, then unparks the clone. It touches the cell
+///    only between the two stores, so once the joiner sees `exited` the cell
+///    is its own again.
+/// 3. The joiner parks until it sees `exited`; the park token keeps an
+///    unpark that comes before the park, and a spurious return (a
+///    cancellation's unpark, a stale token) only goes round again.
+/// 4. Cancelled, the joiner clears `JOIN_WAITING`: if `EXITED` was not yet
+///    set, the exit will not look at the cell and the wait ends cancelled;
+///    if it was, the exit has committed to the wake-up, and the join waits
+///    for it and succeeds (as a woken queue waiter does, `wait.rs` step 4).
+fn join_parked(d: &ThreadData, me: &schedlab_rt::Thread) -> Outcome {
+    // The caller claimed the join, so no other joiner writes the word; the
+    // exit reads it only after the bit is set below (release).
+    d.join_waiter.store(me as *const _ as *mut _, Ordering::Relaxed);
+    let mut outcome = Outcome::Woken;
+    if d.state.fetch_or(JOIN_WAITING, Ordering::AcqRel) & EXITED == 0 {
+        let mut committed = false;
+        while d.exited.load(Ordering::Acquire) == 0 {
+            if !committed && crate::cancel::acts_here(true) {
+                if d.state.fetch_and(!JOIN_WAITING, Ordering::AcqRel) & EXITED == 0 {
+                    outcome = Outcome::Cancelled;
+                    break;
+                }
+                committed = true;
+            }
+            schedlab_rt::park();
+        }
+    }
+    // Step 1 found `EXITED` (the exit never saw the bit), step 3 saw
+    // `exited` (the exit is done with the word), or step 4 withdrew before
+    // `EXITED`: nobody reads the word again.
+    d.join_waiter.store(std::ptr::null_mut(), Ordering::Relaxed);
+    outcome
 }
 
 /// Waits until `d`'s start routine is over ([`Outcome::Woken`]), until

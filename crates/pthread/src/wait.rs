@@ -84,7 +84,9 @@ pub(crate) struct Waiter {
     prev: Cell<*const Waiter>,
     linked: Cell<bool>,
     woken: AtomicU32,
-    user: Option<schedlab_rt::Thread>,
+    /// A user thread's own handle (`ThreadData::own_handle`, alive while the
+    /// thread waits), or null for a kernel thread.
+    user: *const schedlab_rt::Thread,
     /// A signal handler that runs on the thread ends the wait
     /// ([`Outcome::Interrupted`]).
     interruptible: Cell<bool>,
@@ -101,18 +103,27 @@ unsafe impl Sync for Waiter {}
 
 impl Waiter {
     /// A waiter for the calling thread.
+    #[inline]
     pub(crate) fn new(tag: u32) -> Waiter {
+        let me = crate::thread::current();
+        let user = match me.kind.get() {
+            crate::thread::Kind::User => me.own_handle().map_or(ptr::null(), |t| t as *const _),
+            crate::thread::Kind::Kernel => {
+                // Attaches the kernel thread if the runtime runs (a
+                // wake-up it sends later reaches user threads).
+                crate::runtime::enter();
+                ptr::null()
+            }
+        };
         Waiter {
             next: Cell::new(ptr::null()),
             prev: Cell::new(ptr::null()),
             linked: Cell::new(false),
             woken: AtomicU32::new(0),
-            user: crate::runtime::enter().and_then(|_| schedlab_rt::try_current()),
+            user,
             interruptible: Cell::new(false),
             tag: Cell::new(tag),
-            prio: crate::schedparam::wait_priority(
-                crate::thread::current().sched.load(Ordering::Relaxed),
-            ),
+            prio: crate::schedparam::wait_priority(me.sched.load(Ordering::Relaxed)),
         }
     }
 
@@ -127,14 +138,34 @@ impl Waiter {
     /// Step 1's wait (module docs): `self` must have been linked in `q` and
     /// the lock dropped. Waits until woken, until `deadline`, or until the
     /// thread is cancelled as `cancel` allows.
+    #[inline]
     pub(crate) fn wait(
         &self,
         q: &Queue<'_>,
         deadline: Option<&Deadline>,
         cancel: Cancel,
     ) -> Outcome {
+        if deadline.is_some() || self.interruptible.get() || self.user.is_null() {
+            return self.wait_other(q, deadline, cancel);
+        }
+        // The common case, kept small enough to inline into the primitive:
+        // an untimed, uninterruptible wait of a user thread.
+        loop {
+            if self.woken.load(Ordering::Acquire) != 0 {
+                return Outcome::Woken;
+            }
+            if cancel != Cancel::Never && crate::cancel::acts_here(cancel == Cancel::Point) {
+                return self.give_up(q, Outcome::Cancelled);
+            }
+            schedlab_rt::park();
+        }
+    }
+
+    /// [`Waiter::wait`] with a deadline, interruptible, or on a kernel thread.
+    #[inline(never)]
+    fn wait_other(&self, q: &Queue<'_>, deadline: Option<&Deadline>, cancel: Cancel) -> Outcome {
         let signals = || crate::thread::current().signals_seen.load(Ordering::Acquire);
-        let seen = signals();
+        let seen = if self.interruptible.get() { signals() } else { 0 };
         loop {
             if self.woken.load(Ordering::Acquire) != 0 {
                 return Outcome::Woken;
@@ -152,10 +183,10 @@ impl Waiter {
                     None => return self.give_up(q, Outcome::TimedOut),
                 },
             };
-            match (&self.user, left) {
-                (Some(_), None) => schedlab_rt::park(),
-                (Some(_), Some(left)) => schedlab_rt::park_timeout(left),
-                (None, left) => {
+            match (!self.user.is_null(), left) {
+                (true, None) => schedlab_rt::park(),
+                (true, Some(left)) => schedlab_rt::park_timeout(left),
+                (false, left) => {
                     if futex_wait(&self.woken, 0, left) && self.interruptible.get() {
                         return self.give_up(q, Outcome::Interrupted);
                     }
@@ -174,9 +205,9 @@ impl Waiter {
         }
         drop(g);
         while self.woken.load(Ordering::Acquire) == 0 {
-            match &self.user {
-                Some(_) => schedlab_rt::yield_now(),
-                None => {
+            match !self.user.is_null() {
+                true => schedlab_rt::yield_now(),
+                false => {
                     futex_wait(&self.woken, 0, None);
                 }
             }
@@ -209,7 +240,7 @@ impl Unlinked {
         let w = self.0;
         // SAFETY: the waiter waits until `woken` is set, so it is alive up to
         // the store; after it we only use the clone and the word's address.
-        let user = unsafe { (*w).user.clone() };
+        let user = unsafe { (*w).user.as_ref().cloned() };
         // SAFETY: as above.
         let word = unsafe { &(*w).woken } as *const AtomicU32;
         // SAFETY: as above.

@@ -9,7 +9,7 @@
 //! policy     hooks preempt blocking monitor poll shared
 //! processor  processor machine state guard
 //! data       task lifecycle park slot handoff queue priority budget wait
-//!            timer spin registry event idle reclaim
+//!            timer spin registry event idle reclaim pollplace
 //! machine    loom futex arch stack
 //! ```
 //!

@@ -132,6 +132,7 @@ pub(crate) mod idle;
 pub(crate) mod lifecycle;
 pub(crate) mod park;
 pub(crate) mod poll;
+pub(crate) mod pollplace;
 pub(crate) mod slot;
 
 #[cfg(not(loom))]

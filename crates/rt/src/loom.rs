@@ -3,7 +3,7 @@
 //! checker (`RUSTFLAGS="--cfg loom"`).
 //!
 //! Only the protocol modules (`park.rs`, `idle.rs`, `lifecycle.rs`,
-//! `handoff.rs`, `slot.rs`, `poll.rs`'s edge counters) go
+//! `handoff.rs`, `slot.rs`, `poll.rs`'s edge counters, `pollplace.rs`) go
 //! through this facade;
 //! they are small and self-contained so loom can explore them exhaustively.
 //! The rest of the runtime (assembly, crossbeam queues) is not compiled under

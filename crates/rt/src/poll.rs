@@ -16,7 +16,11 @@
 //! at most one processor that goes to sleep while threads wait on I/O
 //! (`Poller::sleep`): it sleeps in `epoll_wait` instead of on its futex,
 //! and its parker's `unpark` writes the eventfd (`idle.rs`, `Parker`), so a
-//! wake-up for work reaches it as it would reach a futex sleeper.
+//! wake-up for work reaches it as it would reach a futex sleeper. That one
+//! place is the process's, across runtimes: processors that sleep on their
+//! futex meanwhile stand by, and a runtime's drop, whose processors
+//! stopped for good, passes the place on to one of them (`pollplace.rs`,
+//! [`pass_on`]), or nobody would poll for their readers.
 //!
 //! # The park/readiness protocol
 //!
@@ -177,8 +181,9 @@ mod imp {
         pages: Box<[AtomicPtr<Page>]>,
         /// Threads listed in some slot: zero means nothing to poll for.
         waiting: AtomicUsize,
-        /// A processor sleeps in `epoll_wait`.
-        blocked: AtomicBool,
+        /// The one processor asleep in `epoll_wait`, and those standing by
+        /// for that place (`pollplace.rs`).
+        place: crate::pollplace::Place,
         /// When the last poll ran, in ns since `epoch` (maintenance's rate).
         last_poll: AtomicU64,
         epoch: Instant,
@@ -339,7 +344,7 @@ mod imp {
                 evfd,
                 pages: (0..MAX_FD / PAGE).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
                 waiting: AtomicUsize::new(0),
-                blocked: AtomicBool::new(false),
+                place: crate::pollplace::Place::new(),
                 last_poll: AtomicU64::new(0),
                 epoch: Instant::now(),
             })
@@ -639,7 +644,7 @@ mod imp {
         /// processor sleeps in `epoll_wait` and will see the events itself.
         #[inline]
         pub(crate) fn poll_idle(&self) -> usize {
-            if self.blocked.load(Ordering::Relaxed) {
+            if self.place.is_held() {
                 return 0;
             }
             self.poll(Some(Duration::ZERO))
@@ -652,7 +657,7 @@ mod imp {
         /// of its own preempts one of them to deliver what that processor
         /// would have seen at its next decision).
         pub(crate) fn poll_busy(&self, every: Duration) {
-            if self.blocked.load(Ordering::Relaxed) {
+            if self.place.is_held() {
                 return;
             }
             let now = self.epoch.elapsed().as_nanos() as u64;
@@ -661,20 +666,6 @@ mod imp {
                 return;
             }
             self.poll(Some(Duration::ZERO));
-        }
-
-        /// Takes the one blocking poller's place; `false` if taken.
-        pub(crate) fn try_block(&self) -> bool {
-            !self.blocked.load(Ordering::Relaxed)
-                && self
-                    .blocked
-                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-        }
-
-        /// Gives the blocking poller's place back.
-        pub(crate) fn unblock(&self) {
-            self.blocked.store(false, Ordering::Release);
         }
 
         /// At a runtime's drop, once its kernel threads stopped: its threads
@@ -743,18 +734,29 @@ mod imp {
 
     /// A processor with nothing to do sleeps: in `epoll_wait` if threads
     /// wait on I/O and no other processor does so already, else on its
-    /// futex (`parker`). Either way `parker.unpark()` wakes it.
+    /// futex (`parker`), standing by for that place (`pollplace.rs`).
+    /// Either way `parker.unpark()` wakes it.
     pub(crate) fn sleep(parker: &crate::idle::Parker, timeout: Option<Duration>) {
         if let Some(p) = active() {
-            if p.try_block() {
-                parker.park_polling(timeout, |t| {
+            p.place.sleep(parker, timeout, |t| {
+                parker.park_polling(t, |t| {
                     p.poll(t);
-                });
-                p.unblock();
-                return;
-            }
+                })
+            });
+            return;
         }
         parker.park(timeout);
+    }
+
+    /// A runtime's processors stopped for good (its drop): if they leave
+    /// nobody in `epoll_wait`, wake a processor standing by for that place
+    /// (`pollplace.rs`, [`Place::pass_on`]).
+    ///
+    /// [`Place::pass_on`]: crate::pollplace::Place::pass_on
+    pub(crate) fn pass_on() {
+        if let Some(p) = made() {
+            p.place.pass_on();
+        }
     }
 
     /// Waiting step 1 for [`crate::io::snapshot`]: the counters of `fd`

@@ -786,6 +786,10 @@ impl Drop for Runtime {
         if any {
             crate::poll::cancel_runtime(&self.shared);
         }
+        // None of its processors sleeps in the poller's `epoll_wait` any
+        // more: another runtime's processor standing by takes that place
+        // (`pollplace.rs`).
+        crate::poll::pass_on();
         self.shared.stopped.store(true, Ordering::SeqCst);
         // The processors are ours. Those left released (their machine lost
         // them) are shut down here.

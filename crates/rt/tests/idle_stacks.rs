@@ -12,17 +12,6 @@ use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// One runtime at a time in this file. Runtimes share the process's poller,
-/// and with several alive, one whose processors all sleep can miss a
-/// readiness event when another runtime is dropped meanwhile (seen here
-/// with reclaim off in every runtime, so not this feature's: a reader of the
-/// sleeping runtime never woke; reported with issue 29's reclaim work).
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn page() -> usize {
     // SAFETY: sysconf has no preconditions.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
@@ -110,7 +99,6 @@ fn readers(
 #[test]
 fn an_idle_reader_gives_back_its_dead_pages_and_keeps_its_live_one() {
     watchdog(60, || {
-        let _one = serial();
         let rt = Runtime::builder()
             .processors(2)
             .idle_stack_reclaim(Some(Duration::from_millis(1)))
@@ -148,7 +136,6 @@ fn an_idle_reader_gives_back_its_dead_pages_and_keeps_its_live_one() {
 #[test]
 fn the_live_mode_gives_back_every_page_and_restores_the_frames() {
     watchdog(60, || {
-        let _one = serial();
         // SAFETY: no reader's stack is borrowed by another thread.
         let rt = unsafe {
             Runtime::builder()
@@ -180,7 +167,6 @@ fn the_live_mode_gives_back_every_page_and_restores_the_frames() {
 #[test]
 fn turned_off_an_idle_reader_keeps_its_pages() {
     watchdog(60, || {
-        let _one = serial();
         let rt = Runtime::builder().processors(2).idle_stack_reclaim(None).build().unwrap();
         let n = 4;
         let (mut ends, bounds, handles) = readers(&rt, n);
@@ -207,7 +193,6 @@ fn turned_off_an_idle_reader_keeps_its_pages() {
 /// pauses; every reply and every thread's stack pattern must survive.
 fn stress(procs: usize) {
     watchdog(120, move || {
-        let _one = serial();
         // SAFETY: no echo thread's stack is borrowed by another thread.
         let rt = unsafe {
             Runtime::builder()
@@ -282,7 +267,6 @@ fn random_wakes_around_the_threshold_lose_nothing_on_four_processors() {
 #[test]
 fn a_local_borrowed_by_a_scoped_thread_survives_the_default_mode() {
     watchdog(60, || {
-        let _one = serial();
         let rt = Runtime::builder()
             .processors(2)
             .idle_stack_reclaim(Some(Duration::from_millis(1)))

@@ -36,6 +36,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "event",
             "idle",
             "reclaim",
+            "pollplace",
         ],
     ),
     ("processor", &["processor", "machine", "state", "guard"]),

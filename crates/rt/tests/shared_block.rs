@@ -199,3 +199,46 @@ fn io_wait_parks_a_user_thread_on_a_pipe_and_refuses_an_os_thread() {
         });
     }
 }
+
+/// The calling thread's `fs` base: its thread pointer.
+fn thread_pointer() -> usize {
+    let p: usize;
+    // SAFETY: reads the fs base; FSGSBASE is enabled (`usable` checked it).
+    unsafe { std::arch::asm!("rdfsbase {p}", p = out(reg) p, options(nostack, nomem)) };
+    p
+}
+
+/// A thread with a thread pointer of its own (`Builder::thread_pointer`, a C
+/// thread's control block under libschedlab_pthread.so) that its spawner
+/// joins before it has run — the case a join runs inline on its own stack in
+/// the default build (`processor/inline.rs`) — runs with its own pointer,
+/// not its joiner's, and the joiner gets its own back.
+#[test]
+fn a_thread_joined_before_it_ran_runs_with_its_own_thread_pointer() {
+    if !usable() {
+        return;
+    }
+    watchdog(30, || {
+        schedlab_rt::shared::attach();
+        let rt = builder_in(1, Mode::Cooperative).build().expect("build a runtime");
+        rt.spawn(|| {
+            // A stand-in block: the child's body only reads its `fs` base,
+            // which nothing dereferences; word 0 points at itself as a
+            // control block's does.
+            let block: &'static mut [usize; 512] = Box::leak(Box::new([0; 512]));
+            let tp = block.as_ptr() as usize + 8 * 256;
+            block[256] = tp;
+            let mine = thread_pointer();
+            // SAFETY: a block that outlives the thread, used by it alone;
+            // its body reads the fs base and nothing through it.
+            let child = unsafe { schedlab_rt::Builder::new().thread_pointer(tp) }
+                .spawn(thread_pointer)
+                .expect("spawn");
+            let seen = child.join().expect("the child");
+            assert_eq!(seen, tp, "the child ran with its joiner's thread pointer");
+            assert_eq!(thread_pointer(), mine, "the joiner did not get its own back");
+        })
+        .join()
+        .expect("the joiner");
+    });
+}

@@ -59,7 +59,8 @@ pub(crate) const RESULT_COLS: &[&str] = &[
 ];
 
 /// The columns `results` stores (schema version 6) for [`RESULT_COLS`]: the series (probe,
-/// params, params_json, unit, better) and the notes by id (`intern.rs`). Readers read
+/// params, params_json, unit, better) and the notes by id (`intern.rs`), and the raw
+/// samples (`raw_n`, `raw`: what the view `raw_samples` gives back). Readers read
 /// [`RESULT_COLS`] from the view `result_rows`.
 pub(crate) const STORED_RESULT_COLS: &[&str] = &[
     "seq",
@@ -87,16 +88,23 @@ pub(crate) const STORED_RESULT_COLS: &[&str] = &[
     "steal_ns",
     "wall_s",
     "measured_at",
+    "raw_n",
+    "raw",
 ];
 
-/// The columns of `raw_samples` (schema version 5): a result's samples as one blob (`raw.rs`).
+/// The columns of the view `raw_samples` (a table in schema version 5; since version 6 the
+/// columns `raw_n` and `raw` of `results`): a result's samples as one blob (`raw.rs`).
 pub(crate) const RAW_COLS: &[&str] = &["result_id", "n", "data"];
+/// A run's raw samples as [`RAW_COLS`] (what the view `raw_samples` gives), read from its
+/// results by `run_id` (`$1`): the run's own index, no join by result id.
+pub(crate) const RUN_RAW_SAMPLES: &str =
+    "SELECT id, coalesce(raw_n, n), raw FROM results WHERE run_id = $1 AND raw IS NOT NULL ORDER BY id";
 /// The columns of a warning (read from the view `warning_rows`).
 pub(crate) const WARNING_COLS: &[&str] =
     &["run_id", "kind", "probe", "severity", "message", "advice"];
-/// The columns `warnings` stores (schema version 6): the advice by id (`intern.rs`).
-pub(crate) const STORED_WARNING_COLS: &[&str] =
-    &["run_id", "kind", "probe", "severity", "message", "advice_id"];
+/// The columns `warnings` stores (schema version 6): its kind, probe, severity and the
+/// message's head by id, the rest of the message, and the advice by id (`intern.rs`).
+pub(crate) const STORED_WARNING_COLS: &[&str] = &["run_id", "kind_id", "message", "advice_id"];
 pub(crate) const TIMELINE_COLS: &[&str] = &["run_id", "scenario", "recorder", "window_ns", "data"];
 
 pub(crate) fn placeholders(from: usize, n: usize) -> String {

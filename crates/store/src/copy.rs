@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::alive::abandoned;
 use crate::columns::*;
-use crate::db::{insert_many, Row, V};
+use crate::db::{insert_many, Conn, DbError, Row, V};
 use crate::error::{Result, StoreError};
 use crate::intern::Interner;
 use crate::{door, Store};
@@ -68,14 +68,7 @@ impl Store {
             ),
             &[id.into()],
         )?;
-        let samples = self.query(
-            &format!(
-                "SELECT {} FROM raw_samples s JOIN results x ON x.id = s.result_id WHERE x.run_id = $1
-                 ORDER BY s.result_id",
-                RAW_COLS.iter().map(|c| format!("s.{c}")).collect::<Vec<_>>().join(", ")
-            ),
-            &[id.into()],
-        )?;
+        let samples = self.query(RUN_RAW_SAMPLES, &[id.into()])?;
         let warnings = self.query(
             &format!(
                 "SELECT {} FROM warning_rows WHERE run_id = $1 ORDER BY id",
@@ -123,33 +116,38 @@ impl Store {
                 return Ok(Copied::AlreadyThere);
             };
             let new_run = new[0].clone();
-            let mut ids = HashMap::new();
             let mut names = Interner::default();
             names.load_series(c)?;
             let logical: Vec<&[V]> = results.iter().map(|r| &r[1..]).collect();
             let advised: Vec<&[V]> = warnings.iter().map(Vec::as_slice).collect();
             names.prepare(c, &logical, &advised)?;
-            let sql = format!(
-                "INSERT INTO results (run_id, {}) VALUES ($1, {}) RETURNING id",
-                STORED_RESULT_COLS.join(", "),
-                placeholders(2, STORED_RESULT_COLS.len())
-            );
-            for r in &results {
-                let mut values = Vec::with_capacity(STORED_RESULT_COLS.len() + 1);
+            // Each result with its raw samples, if any (`RAW_COLS`: result_id, n, data).
+            let mut raw: HashMap<i64, (i64, V)> =
+                samples.into_iter().map(|s| (s[0].i(), (s[1].i(), s[2].clone()))).collect();
+            // Ids in the order measured (as a run measured into this database gets them,
+            // and as readers ordering by id expect), then the rows in another order, below.
+            let ids = new_result_ids(c, results.len())?;
+            let mut rows = Vec::with_capacity(results.len());
+            for (r, id) in results.iter().zip(ids) {
+                let mut values = Vec::with_capacity(STORED_RESULT_COLS.len() + 2);
+                values.push(V::I(id));
                 values.push(new_run.clone());
-                values.extend(names.stored_result(c, &r[1..])?);
-                let row = c.row(&sql, &values)?.expect("INSERT ... RETURNING returns its row");
-                ids.insert(r[0].i(), row[0].clone());
+                values.extend(names.stored_result(c, &r[1..], raw.remove(&r[0].i()))?);
+                rows.push(values);
             }
-            let samples: Vec<Row> = samples
-                .iter()
-                .filter_map(|s| {
-                    let mut s = s.clone();
-                    s[0] = ids.get(&s[0].i())?.clone();
-                    Some(s)
-                })
-                .collect();
-            insert_many(c, "raw_samples", RAW_COLS, &samples)?;
+            // In the order of the key (run_id, series_id): a run's entries are appended to
+            // its index, which then fills its pages (in the order measured, the series ids
+            // jump about, and each insert into a full page splits it in half).
+            let series = 2 + STORED_RESULT_COLS.iter().position(|c| *c == "series_id").unwrap();
+            rows.sort_by_key(|r| r[series].i());
+            let sql = format!(
+                "INSERT INTO results (id, run_id, {}) VALUES ($1, $2, {})",
+                STORED_RESULT_COLS.join(", "),
+                placeholders(3, STORED_RESULT_COLS.len())
+            );
+            for values in &rows {
+                c.exec(&sql, values)?;
+            }
             c.exec(
                 &format!("UPDATE runs SET {RECOUNT} WHERE id = $1"),
                 std::slice::from_ref(&new_run),
@@ -172,6 +170,26 @@ impl Store {
             Ok(if replaced { Copied::Replaced } else { Copied::Copied })
         })
     }
+}
+
+/// `n` new ids for `results`, in increasing order: from its identity in PostgreSQL (each
+/// unique whoever else takes ids meanwhile), past the largest in SQLite (whose write lock
+/// the transaction holds from its start: `BEGIN IMMEDIATE`).
+fn new_result_ids(c: &mut Conn, n: usize) -> std::result::Result<Vec<i64>, DbError> {
+    let mut ids: Vec<i64> = if c.is_pg() {
+        c.query(
+            "SELECT nextval(pg_get_serial_sequence('results', 'id')) FROM generate_series(1, $1)",
+            &[V::I(n as i64)],
+        )?
+        .iter()
+        .map(|r| r[0].i())
+        .collect()
+    } else {
+        let max = c.row("SELECT coalesce(max(id), 0) FROM results", &[])?.map_or(0, |r| r[0].i());
+        (1..=n as i64).map(|k| max + k).collect()
+    };
+    ids.sort_unstable();
+    Ok(ids)
 }
 
 /// Whether the copy of a run in state `there` with `there_results` results is strictly

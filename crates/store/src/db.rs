@@ -190,8 +190,14 @@ fn pg_param(v: &V, ty: &Type) -> Box<dyn ToSql + Sync> {
         (V::Null, t) if *t == Type::INT4 => Box::new(None::<i32>),
         (V::Null, t) if *t == Type::FLOAT8 => Box::new(None::<f64>),
         (V::Null, t) if *t == Type::BOOL => Box::new(None::<bool>),
+        (V::Null, t) if *t == Type::BYTEA => Box::new(None::<Vec<u8>>),
         (V::Null, _) => Box::new(None::<String>),
-        (V::I(i), t) if *t == Type::INT4 => Box::new(*i as i32),
+        // A value past an INTEGER column's range is refused by the driver (a wrong type),
+        // never cut to its low 32 bits.
+        (V::I(i), t) if *t == Type::INT4 => match i32::try_from(*i) {
+            Ok(i) => Box::new(i),
+            Err(_) => Box::new(*i),
+        },
         (V::I(i), t) if *t == Type::FLOAT8 => Box::new(*i as f64),
         (V::I(i), t) if *t == Type::BOOL => Box::new(*i != 0),
         (V::I(i), t) if *t == Type::TEXT || *t == Type::VARCHAR => Box::new(i.to_string()),

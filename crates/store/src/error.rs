@@ -87,6 +87,21 @@ pub enum StoreError {
         /// What the database said when the migration from that version was tried.
         detail: String,
     },
+    /// Migrating the database to this build's schema failed for a reason other than its
+    /// tables (the server timed out or went away, the disk filled, a lock was held): the
+    /// step was rolled back and the database left at the version it had.
+    #[error("{path} could not be migrated from schema version {version} to {known}; that step was rolled back and the database left as it was", path = .path.display())]
+    Migration {
+        /// The database file or URL.
+        path: PathBuf,
+        /// The version it had (and still has).
+        version: i64,
+        /// The version this build writes.
+        known: i64,
+        /// Why the step failed.
+        #[source]
+        cause: Box<StoreError>,
+    },
     /// A RUN argument matched nothing.
     #[error("no run matches {0:?} in {1}; `schedlab runs` lists them (RUN is an id, a label, a UUID or `latest`)")]
     NoSuchRun(String, PathBuf),
@@ -112,6 +127,7 @@ impl StoreError {
             ),
             StoreError::Server { source, .. } => source.as_db_error().is_none(),
             StoreError::NoAnswer { .. } => true,
+            StoreError::Migration { cause, .. } => cause.is_storage_failure(),
             _ => false,
         }
     }
@@ -141,6 +157,44 @@ impl From<rusqlite::Error> for DbError {
 impl From<tokio_postgres::Error> for DbError {
     fn from(e: tokio_postgres::Error) -> DbError {
         DbError::Pg(e)
+    }
+}
+
+/// Whether a migration step failed because the tables are not those of the version the
+/// database claims (a table or column missing, or there already): the only failure that
+/// says the version was changed by hand. Anything else — a timeout, a lost server, a full
+/// disk, a lock — is reported as itself.
+pub(crate) fn is_shape_mismatch(e: &DbError) -> bool {
+    use tokio_postgres::error::SqlState;
+    match e {
+        DbError::Pg(e) => e.code().is_some_and(|c| {
+            [
+                SqlState::UNDEFINED_TABLE,
+                SqlState::UNDEFINED_COLUMN,
+                SqlState::UNDEFINED_OBJECT,
+                SqlState::DUPLICATE_TABLE,
+                SqlState::DUPLICATE_COLUMN,
+                SqlState::DUPLICATE_OBJECT,
+            ]
+            .contains(c)
+        }),
+        // SQLite gives these its generic error code (and rusqlite, for a statement it could
+        // not prepare, none): its message tells them apart.
+        DbError::Sqlite(e) => {
+            let said = e.to_string();
+            [
+                "no such table",
+                "no such column",
+                "no such index",
+                "no such view",
+                "already exists",
+                "duplicate column",
+                "has no column named",
+            ]
+            .iter()
+            .any(|m| said.contains(m))
+        }
+        _ => false,
     }
 }
 

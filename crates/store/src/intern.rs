@@ -1,6 +1,8 @@
 //! What repeats across runs, stored once (schema version 6): a result's series (probe,
-//! parameters, unit, direction) in `series`, and its notes and a warning's advice in
-//! `texts`, each referred to by id from `results` and `warnings`.
+//! parameters, unit, direction) in `series`, its notes and a warning's advice in `texts`,
+//! and a warning's kind, probe, severity and the head of its message (the probe and ": ",
+//! when it starts so) in `warning_kinds`, each referred to by id from `results` and
+//! `warnings`.
 //!
 //! Rows are read and copied in their logical shape (the columns of `columns.rs`, what the
 //! views `result_rows` and `warning_rows` give back); an [`Interner`] turns such a row into
@@ -12,9 +14,10 @@
 //! so each is stored once. In PostgreSQL the second insert waits for the first writer's
 //! transaction to end; two transactions each waiting for a row the other created would
 //! deadlock, so every transaction creates what it needs in one order: its series, sorted,
-//! then its texts, sorted ([`Interner::prepare`]; a single result needs one series, then
-//! one text). A transaction creating texts then no longer waits for any series, and within
-//! either kind the sorted order allows no cycle.
+//! then its texts, sorted, then its warning kinds, sorted ([`Interner::prepare`]; a single
+//! result needs one series, then one text). A transaction creating texts then no longer
+//! waits for any series, nor one creating kinds for any text, and within each the sorted
+//! order allows no cycle.
 
 use std::collections::HashMap;
 
@@ -24,11 +27,15 @@ use crate::db::{Conn, DbError, Row, V};
 /// (probe, params, params_json, unit, better): a series' identity.
 type SeriesKey = [String; 5];
 
+/// (kind, probe, severity, head): a warning kind's identity.
+type KindKey = (String, Option<String>, String, String);
+
 /// Ids of series and texts found or created in the current transaction.
 #[derive(Default)]
 pub(crate) struct Interner {
     series: HashMap<SeriesKey, i64>,
     texts: HashMap<String, i64>,
+    kinds: HashMap<KindKey, i64>,
 }
 
 const SERIES_COLS: &str = "probe, params, params_json, unit, better";
@@ -73,7 +80,42 @@ impl Interner {
         for text in texts {
             self.text(c, &text)?;
         }
+        let mut kinds: Vec<KindKey> = warnings.iter().map(|w| kind_key(w).0).collect();
+        kinds.sort();
+        kinds.dedup();
+        for key in kinds {
+            self.kind(c, key)?;
+        }
         Ok(())
+    }
+
+    /// The id of a warning kind, created if the database has none yet.
+    pub(crate) fn kind(&mut self, c: &mut Conn, key: KindKey) -> Result<i64, DbError> {
+        if let Some(&id) = self.kinds.get(&key) {
+            return Ok(id);
+        }
+        // By the unique index `warning_kinds_key` (a NULL probe is one kind, not many).
+        let find = "SELECT id FROM warning_kinds WHERE kind = $1 AND severity = $3 AND head = $4
+                    AND coalesce(probe, '') = coalesce($2, '') AND (probe IS NULL) = ($2 IS NULL)";
+        let values: Vec<V> = vec![
+            key.0.clone().into(),
+            key.1.clone().into(),
+            key.2.clone().into(),
+            key.3.clone().into(),
+        ];
+        let id = match c.row(find, &values)? {
+            Some(r) => r[0].i(),
+            None => {
+                c.exec(
+                    "INSERT INTO warning_kinds (kind, probe, severity, head) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT DO NOTHING",
+                    &values,
+                )?;
+                c.row(find, &values)?.map(|r| r[0].i()).expect("the kind was just stored")
+            }
+        };
+        self.kinds.insert(key, id);
+        Ok(id)
     }
 
     /// The id of a series, created if the database has none yet.
@@ -126,8 +168,14 @@ impl Interner {
         Ok(id)
     }
 
-    /// A result as `RESULT_COLS` lists it, as `results` stores it (`STORED_RESULT_COLS`).
-    pub(crate) fn stored_result(&mut self, c: &mut Conn, row: &[V]) -> Result<Row, DbError> {
+    /// A result as `RESULT_COLS` lists it, with its raw samples (`RAW_COLS`' `n` and
+    /// `data`), as `results` stores it (`STORED_RESULT_COLS`).
+    pub(crate) fn stored_result(
+        &mut self,
+        c: &mut Conn,
+        row: &[V],
+        raw: Option<(i64, V)>,
+    ) -> Result<Row, DbError> {
         let at = |name: &str| &row[RESULT_COLS.iter().position(|c| *c == name).expect("a column")];
         let mut out = Vec::with_capacity(STORED_RESULT_COLS.len());
         for col in STORED_RESULT_COLS {
@@ -138,6 +186,12 @@ impl Interner {
                     V::I(self.series(c, key)?)
                 }
                 "notes_id" => V::I(self.text(c, &at("notes").t())?),
+                // NULL when it is the summary's count (always, for a run schedlab measured).
+                "raw_n" => match &raw {
+                    Some((n, _)) if at("n").oi() != Some(*n) => V::I(*n),
+                    _ => V::Null,
+                },
+                "raw" => raw.as_ref().map_or(V::Null, |(_, data)| data.clone()),
                 name => at(name).clone(),
             });
         }
@@ -148,12 +202,28 @@ impl Interner {
     pub(crate) fn stored_warning(&mut self, c: &mut Conn, row: &[V]) -> Result<Row, DbError> {
         let at = |name: &str| &row[WARNING_COLS.iter().position(|c| *c == name).expect("a column")];
         let mut out = Vec::with_capacity(STORED_WARNING_COLS.len());
+        let (key, rest) = kind_key(row);
         for col in STORED_WARNING_COLS {
             out.push(match *col {
                 "advice_id" => V::I(self.text(c, &at("advice").t())?),
+                "kind_id" => V::I(self.kind(c, key.clone())?),
+                "message" => V::T(rest.clone()),
                 name => at(name).clone(),
             });
         }
         Ok(out)
     }
+}
+
+/// A warning's kind (as `WARNING_COLS` lists it) and the rest of its message after the head.
+fn kind_key(w: &[V]) -> (KindKey, String) {
+    let at = |name: &str| &w[WARNING_COLS.iter().position(|c| *c == name).expect("a column")];
+    let (probe, message) = (at("probe").ot(), at("message").t());
+    let head = probe
+        .as_ref()
+        .map(|p| format!("{p}: "))
+        .filter(|h| message.starts_with(h.as_str()))
+        .unwrap_or_default();
+    let rest = message[head.len()..].to_string();
+    ((at("kind").t(), probe, at("severity").t(), head), rest)
 }

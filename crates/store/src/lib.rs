@@ -71,7 +71,7 @@ use db::{Conn, DbError, Row, V};
 use alive::abandoned;
 pub use alive::{machine_id, note_end_reason};
 pub use copy::Copied;
-use error::{db_error, in_words};
+use error::{db_error, in_words, is_shape_mismatch};
 pub use error::{Result, StoreError};
 pub use history::{HistoryPoint, HistoryQuery};
 pub use location::{redact, Location};
@@ -189,15 +189,25 @@ impl Store {
             if version < SCHEMA_VERSION {
                 // A migration step runs in one transaction: when it fails, it is rolled back,
                 // so the database is left as it was.
+                // Only tables that are not those of the claimed version mean it was changed
+                // by hand; any other failure (a timeout, a lost server, a full disk, a lock)
+                // is said as itself.
                 let r = schema::migrate(&mut self.conn.borrow_mut(), version);
                 r.map_err(|e| {
                     if fresh {
                         db_error(&self.path, e)
-                    } else {
+                    } else if is_shape_mismatch(&e) {
                         StoreError::Inconsistent {
                             path: self.path.clone(),
                             version,
                             detail: in_words(&e),
+                        }
+                    } else {
+                        StoreError::Migration {
+                            path: self.path.clone(),
+                            version,
+                            known: SCHEMA_VERSION,
+                            cause: Box::new(db_error(&self.path, e)),
                         }
                     }
                 })?;

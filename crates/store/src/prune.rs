@@ -27,8 +27,9 @@ pub struct Pruned {
 const OLD_RUNS: &str = "SELECT id FROM runs
      WHERE started_at < $1 AND status <> 'running' AND suite <> 'published' ORDER BY id";
 
-/// A run's raw samples.
-const RUN_RAW: &str = "FROM raw_samples s JOIN results x ON x.id = s.result_id WHERE x.run_id = $1";
+/// A run's raw samples: its results' `raw` (and `raw_n`, NULL when it is `n`), found by
+/// the run's index.
+const RUN_RAW: &str = "WHERE run_id = $1 AND raw IS NOT NULL";
 
 // PostgreSQL sums a BIGINT column as NUMERIC: the casts keep every count a BIGINT in both.
 impl Store {
@@ -43,8 +44,8 @@ impl Store {
             for run in c.query(OLD_RUNS, &[before.into()])? {
                 let Some(r) = c.row(
                     &format!(
-                        "SELECT count(*), CAST(coalesce(sum(s.n), 0) AS BIGINT),
-                                CAST(coalesce(sum(length(s.data)), 0) AS BIGINT) {RUN_RAW}"
+                        "SELECT count(*), CAST(coalesce(sum(coalesce(raw_n, n)), 0) AS BIGINT),
+                                CAST(coalesce(sum(length(raw)), 0) AS BIGINT) FROM results {RUN_RAW}"
                     ),
                     &run,
                 )?
@@ -60,8 +61,7 @@ impl Store {
                 p.bytes += r[2].i();
                 if !dry_run {
                     c.exec(
-                        "DELETE FROM raw_samples
-                         WHERE result_id IN (SELECT x.id FROM results x WHERE x.run_id = $1)",
+                        &format!("UPDATE results SET raw = NULL, raw_n = NULL {RUN_RAW}"),
                         &run,
                     )?;
                 }

@@ -264,13 +264,9 @@ impl Store {
                 wall_s: r[23].f(),
             });
         }
-        for s in self.query(
-            "SELECT s.result_id, s.data FROM raw_samples s JOIN results x ON x.id = s.result_id
-             WHERE x.run_id = $1",
-            &[id.into()],
-        )? {
+        for s in self.query(crate::columns::RUN_RAW_SAMPLES, &[id.into()])? {
             let Some(&i) = index.get(&s[0].i()) else { continue };
-            results[i].samples = crate::raw::decode(s[1].b()).map_err(|why| {
+            results[i].samples = crate::raw::decode(s[2].b()).map_err(|why| {
                 StoreError::Unreadable(
                     self.path.clone(),
                     format!(

@@ -339,9 +339,14 @@ fn downgrade_to_version_5(path: &std::path::Path) {
             message TEXT NOT NULL, advice TEXT NOT NULL);
          INSERT INTO warnings_v5 SELECT id, run_id, kind, probe, severity, message, advice
             FROM warning_rows;
+         CREATE TABLE raw_samples_v5 (
+            result_id INTEGER PRIMARY KEY REFERENCES results (id) ON DELETE CASCADE,
+            n INTEGER NOT NULL, data BLOB NOT NULL);
+         INSERT INTO raw_samples_v5 SELECT result_id, n, data FROM raw_samples;
          DROP VIEW fleet_results; DROP VIEW result_view; DROP VIEW result_rows;
-         DROP VIEW warning_rows;
+         DROP VIEW warning_rows; DROP VIEW raw_samples;
          DROP TABLE results; DROP TABLE warnings; DROP TABLE series; DROP TABLE texts;
+         DROP TABLE warning_kinds; ALTER TABLE raw_samples_v5 RENAME TO raw_samples;
          ALTER TABLE results_v5 RENAME TO results; ALTER TABLE warnings_v5 RENAME TO warnings;
          CREATE INDEX results_probe ON results (probe, params);
          CREATE VIEW result_view AS
@@ -401,7 +406,7 @@ fn a_version_5_database_is_normalised_keeping_every_value_bit_for_bit() {
             kind: "high-variation".into(),
             probe: Some("os.pipe.latency".into()),
             severity: Severity::Warn,
-            message: format!("CV 12% in {label}"),
+            message: format!("os.pipe.latency: CV 12% in {label}"),
             advice: "close other programs".into(),
         };
         store.save_warnings(run, &[w.clone(), Warning { probe: None, ..w }]).unwrap();
@@ -423,13 +428,15 @@ fn a_version_5_database_is_normalised_keeping_every_value_bit_for_bit() {
             '2026-11-21T05:00:00Z' FROM k;
          WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 25000)
          INSERT INTO warnings (id, run_id, kind, probe, severity, message, advice)
-         SELECT 100 + 2 * i, 2, 'drift', 'os.bulk', 'info', 'm' || i, 'a' || (i % 5) FROM k;",
+         SELECT 100 + 2 * i, 2, 'drift', 'os.bulk', 'info', 'm' || i, 'a' || (i % 5) FROM k;
+         -- Raw samples whose count is not the summary's (3): kept as they were.
+         INSERT INTO raw_samples (result_id, n, data) SELECT 103, 2, data FROM raw_samples LIMIT 1;",
     )
     .unwrap();
     let results = rows(&v5, "SELECT * FROM results ORDER BY id");
     let warnings = rows(&v5, "SELECT * FROM warnings ORDER BY id");
     let raw = rows(&v5, "SELECT * FROM raw_samples ORDER BY result_id");
-    assert_eq!((results.len(), warnings.len(), raw.len()), (45_004, 25_004, 2));
+    assert_eq!((results.len(), warnings.len(), raw.len()), (45_004, 25_004, 3));
     drop(v5);
 
     let store = Store::open(&path).unwrap();
@@ -467,7 +474,7 @@ fn a_version_5_database_is_normalised_keeping_every_value_bit_for_bit() {
     // The raw samples still belong to their results: deleting a run takes them along.
     let store = Store::open(&path).unwrap();
     store.delete_run(runs[0]).unwrap();
-    assert_eq!(count("SELECT count(*) FROM raw_samples"), 1);
+    assert_eq!(count("SELECT count(*) FROM raw_samples"), 2);
     assert_eq!(count("SELECT count(*) FROM warnings"), 2 + 25_000);
     assert_eq!(store.probe_ids().unwrap(), vec!["os.bulk".to_string(), "os.pipe.latency".into()]);
     // A series outlives its results; a probe is listed only while a result refers to it.
@@ -532,11 +539,54 @@ fn a_lowered_schema_version_is_explained_in_words_and_nothing_changes() {
     drop(conn);
     let before = fs::read(&path).unwrap();
     let err = Store::open(&path).unwrap_err();
-    assert!(matches!(err, StoreError::Inconsistent { version: 1, .. }), "{err}");
+    assert!(matches!(err, StoreError::Inconsistent { version: 1, .. }), "{}", chain(&err));
     let msg = err.to_string();
     assert!(msg.contains("says schema version 1") && msg.contains("user_version"), "{msg}");
     assert!(!msg.contains("CREATE"), "the message is words, not SQL: {msg}");
     assert_eq!(fs::read(&path).unwrap(), before, "the file was changed");
+}
+
+/// An error with its causes, as `schedlab` prints it.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
+    }
+    text
+}
+
+/// A migration that fails for another reason than the tables (here a write lock another
+/// process holds past the busy timeout; on a server, a statement timeout or a lost
+/// connection) says that reason, not that the version was changed by hand, and leaves the
+/// database as it was.
+#[test]
+fn a_migration_failing_for_another_reason_says_that_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("locked.db");
+    let mut store = Store::open(&path).unwrap();
+    let run = store.begin_run(&meta(Some("kept"))).unwrap();
+    store.save_result(run, &measurement("os.syscall.null", Params::new(), &[1.0; 5])).unwrap();
+    drop(store);
+    downgrade_to_version_5(&path);
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let err = Store::open(&path).unwrap_err();
+    let msg = chain(&err);
+    assert!(matches!(err, StoreError::Migration { version: 5, .. }), "{msg}");
+    assert!(!msg.contains("by hand"), "{msg}");
+    assert!(msg.contains("locked by another process"), "the real cause: {msg}");
+    assert!(msg.contains("rolled back"), "{msg}");
+    holder.execute_batch("ROLLBACK").unwrap();
+    drop(holder);
+    let version: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 5, "left at its version");
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.load_run(run).unwrap().results[0].samples.len(), 5, "then migrated whole");
 }
 
 /// Write-ahead logging: a reader in the middle of a long read does not block the run's
@@ -641,7 +691,7 @@ fn a_damaged_raw_sample_blob_is_an_error_naming_the_run_and_result_not_wrong_fig
     assert_eq!(store.load_run(run).unwrap().results[0].samples.len(), 3);
     drop(store);
     let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute("UPDATE raw_samples SET data = substr(data, 1, length(data) - 1)", []).unwrap();
+    conn.execute("UPDATE results SET raw = substr(raw, 1, length(raw) - 1)", []).unwrap();
     drop(conn);
     let store = Store::open_existing(&path).unwrap();
     let err = store.load_run(run).unwrap_err().to_string();

@@ -3,9 +3,11 @@
  * Asynchronous cancellation of a thread blocked in a mutex lock: acted on at once.
  * Cancellation of a thread waiting on a process-shared condition variable (glibc's, under
  * the library), the canceller holding the mutex or not, in pthread_cond_wait and in
- * pthread_cond_timedwait: acted on, its handler runs holding the mutex. */
+ * pthread_cond_timedwait: acted on, its handler runs holding the mutex. A joiner cancelled
+ * in pthread_join leaves the thread joinable, also when the cancellation races the exit. */
 #include "check.h"
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -153,6 +155,68 @@ static void shared_cases(void) {
             shared_case(timed, hold);
 }
 
+/* A joiner cancelled while it waits in pthread_join (a cancellation point): its join
+ * gives up its claim, so the thread it joined can be joined again. */
+static volatile int joinee_go, joiner_started;
+static void *joinee(void *arg) {
+    while (!joinee_go)
+        usleep(100);
+    return arg;
+}
+static void *joiner(void *arg) {
+    void *r;
+    joiner_started = 1;
+    pthread_join(*(pthread_t *)arg, &r);
+    return NULL; /* not reached: cancelled in the join */
+}
+static void joiner_case(void) {
+    pthread_t je, jr;
+    void *r;
+    PT(pthread_create(&je, NULL, joinee, (void *)&joinee_go));
+    PT(pthread_create(&jr, NULL, joiner, &je));
+    while (!joiner_started)
+        usleep(100);
+    usleep(10000); /* let it park in its join */
+    PT(pthread_cancel(jr));
+    PT(pthread_join(jr, &r));
+    CHECK(r == PTHREAD_CANCELED, "a joiner cancelled in its join gave %p", r);
+    joinee_go = 1;
+    PT(pthread_join(je, &r));
+    CHECK(r == (void *)&joinee_go, "the thread whose joiner was cancelled gave %p", r);
+}
+
+/* The same, racing: the cancellation lands before, during or after the join's wait, and
+ * the joined thread ends at about the same moment. Either the joiner's join succeeded (and
+ * got the value) or it was cancelled and the thread is joined again here. */
+static void *quick(void *arg) {
+    for (long i = 0; i < (long)arg; i++)
+        sched_yield();
+    return (void *)7;
+}
+static void *racing_joiner(void *arg) {
+    void *r = NULL;
+    int e = pthread_join(*(pthread_t *)arg, &r);
+    return (void *)(long)(e == 0 && r == (void *)7 ? 1 : 2);
+}
+static void join_race(void) {
+    for (int i = 0; i < 3000; i++) {
+        pthread_t je, jr;
+        void *r, *v;
+        PT(pthread_create(&je, NULL, quick, (void *)(long)(i % 5)));
+        PT(pthread_create(&jr, NULL, racing_joiner, &je));
+        for (int k = 0; k < i % 4; k++)
+            sched_yield();
+        PT(pthread_cancel(jr));
+        PT(pthread_join(jr, &r));
+        if (r == PTHREAD_CANCELED) {
+            PT(pthread_join(je, &v));
+            CHECK(v == (void *)7, "round %d: the thread whose joiner was cancelled gave %p", i, v);
+        } else {
+            CHECK(r == (void *)1, "round %d: the joiner's join failed (%p)", i, r);
+        }
+    }
+}
+
 int main(void) {
     pthread_t a, b, c;
     void *r;
@@ -196,6 +260,8 @@ int main(void) {
     PT(pthread_join(e, &r));
     CHECK(r == &held, "lock after the cancelled waiter gave %p", r);
     shared_cases();
+    joiner_case();
+    join_race();
     printf("ok\n");
     return 0;
 }

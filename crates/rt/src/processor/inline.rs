@@ -8,7 +8,9 @@
 //!
 //! # Protocol
 //!
-//! 1. In a runtime section on a processor, with no priority levels or CPU
+//! 1. Not in the `shared-library` build (a thread with a thread pointer of
+//!    its own must run with it: see `join_inline`). In a runtime section on a
+//!    processor, with no priority levels or CPU
 //!    budgets in the runtime (`Processor::policies`: their accounting is
 //!    done at switches, which an inline run does not make), and with at
 //!    least [`INLINE_STACK_SHARE`] of the child's stack size left below the
@@ -73,6 +75,16 @@ pub(crate) const INLINE_STACK_SHARE: f64 = 0.5;
 /// protocol above allows; returns whether it did (it is then complete).
 #[inline(never)]
 pub(crate) fn join_inline(target: &Task) -> bool {
+    // The `shared-library` build never runs a thread inline (step 1): its
+    // threads may carry a thread pointer of their own
+    // (`Builder::thread_pointer`), which only their first switch loads
+    // (`arch::init_stack`); run here, on the joiner's, a C thread would read
+    // and write its joiner's `errno` and TLS. (Its spawns map every stack
+    // eagerly, so step 3 refused them too; this keeps the rule if that
+    // changes.)
+    if cfg!(feature = "shared-library") {
+        return false;
+    }
     let Some(entered) = super::enter() else { return false };
     let vp = entered.processor();
     // The section is closed by hand below, on each path (step 4 hands the
