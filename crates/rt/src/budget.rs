@@ -35,11 +35,6 @@
 //! real-time priority), or by a `no_preempt` region or non-preemptible
 //! thread, which defer the signal as they defer a quantum.
 
-use crate::event::Event;
-use crate::park::Kind;
-use crate::processor::Processor;
-use crate::task::{Task, TaskRef, WaitReason};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -187,27 +182,6 @@ impl Budget {
             throttled: self.throttles.load(Ordering::Relaxed),
         }
     }
-}
-
-/// Throttles `t`, the running thread of `vp`, whose budget `b` is spent for
-/// the `left` rest of its period: it sleeps on the runtime's timers until
-/// the period ends. Called at a safe point (`preempt::preempted`) inside the
-/// runtime section `vp` was entered with, which this ends.
-pub(crate) fn throttle(vp: &Processor, t: &Task, b: &Budget, left: Duration) {
-    b.throttled();
-    vp.emit(|| Event::Throttled {
-        thread: t.id,
-        processor: vp.index,
-        used: b.used_in_period(),
-        resume_in: left,
-    });
-    // SAFETY: `t` is the running thread (the caller), alive; a new counted
-    // reference for the timer.
-    let me = unsafe { TaskRef::clone_from_raw(NonNull::from(t)) };
-    t.shared.timers.insert(left, me);
-    vp.machine().lower_quietly();
-    // Exactly one Sync token comes, from the timer (as in `sleep`).
-    crate::processor::park_current(Kind::Sync, WaitReason::Throttled);
 }
 
 /// Checks a budget's parameters ([`crate::Builder::cpu_budget`]); the error names

@@ -346,7 +346,7 @@ impl Parker {
         match self.state.swap(NOTIFIED, Ordering::Release) {
             PARKED => self.wake(),
             #[cfg(not(loom))]
-            POLLING => crate::poll::interrupt(),
+            POLLING => crate::hooks::interrupt_poller(),
             _ => {}
         }
     }

@@ -127,6 +127,7 @@ compile_error!("schedlab-rt needs Linux (futex, MADV_GUARD_INSTALL)");
 mod loom;
 
 pub(crate) mod handoff;
+mod hooks;
 pub(crate) mod idle;
 pub(crate) mod lifecycle;
 pub(crate) mod park;
@@ -178,6 +179,8 @@ pub mod shared;
 mod spin;
 #[cfg(not(loom))]
 mod stack;
+#[cfg(not(loom))]
+mod state;
 #[cfg(not(loom))]
 pub mod sync;
 #[cfg(not(loom))]

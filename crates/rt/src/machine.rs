@@ -78,13 +78,11 @@ where
 fn lower_deferred() {
     let m = Machine::here();
     if m.guard_word() == DEFERRED {
-        crate::preempt::take_deferred(m);
+        crate::hooks::take_deferred(m);
     }
 }
 
-/// Set in `Machine::guard` when a preemption request arrived inside a
-/// runtime section; taken when the counter returns to zero.
-pub(crate) const DEFERRED: u32 = 1 << 31;
+pub(crate) use crate::arch::DEFERRED;
 
 /// No request pending ([`Machine::request`]).
 pub(crate) const REQ_NONE: u8 = 0;
@@ -136,7 +134,7 @@ pub(crate) struct Machine {
     pub(crate) counted: AtomicBool,
     /// The runtime of a detached thread that is exiting (`Arc::into_raw`),
     /// for its native context to uncount it once the exit is complete.
-    pub(crate) exit_shared: AtomicPtr<crate::runtime::Shared>,
+    pub(crate) exit_shared: AtomicPtr<crate::state::Shared>,
     /// The kernel thread's own thread pointer (`shared-library` build, where
     /// each user thread has its own): what an exiting user thread switches
     /// to before it completes, so its TLS block can be freed at once. 0 in

@@ -77,8 +77,8 @@ use crate::event::{Detection, Event};
 use crate::machine::{Machine, REQ_PREEMPT, REQ_REJOIN, REQ_RELEASE};
 use crate::preempt::{signal_thread, Preemption};
 use crate::priority::{Priority, AGING};
-use crate::runtime::Shared;
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use crate::state::Shared;
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -234,57 +234,6 @@ impl Detached {
 
 /// Default threshold for declaring a kernel thread blocked.
 pub const DEFAULT_BLOCK_THRESHOLD: Duration = Duration::from_micros(50);
-
-/// The monitor's wake-up word.
-#[derive(Default)]
-pub(crate) struct MonitorCtl {
-    word: AtomicU32,
-    /// The monitor is quiet ("Quiet", above): producers of work poke it,
-    /// and so does a processor that starts running.
-    pub(crate) idle: AtomicBool,
-}
-
-impl MonitorCtl {
-    /// Wakes the monitor. Async-signal-safe.
-    pub(crate) fn poke(&self) {
-        self.word.store(1, Ordering::Release);
-        crate::futex::wake(&self.word, 1);
-    }
-
-    /// Pokes the monitor if it is quiet (cheap otherwise: one load of a line
-    /// that rarely changes).
-    #[inline]
-    pub(crate) fn work_arrived(&self) {
-        if self.idle.load(Ordering::Relaxed) {
-            self.idle.store(false, Ordering::Relaxed);
-            self.poke();
-        }
-    }
-
-    /// A processor leaves the stopped ones (`idle.rs`: asleep or retired) to
-    /// run: pokes the monitor if it is quiet, which may be asleep with no
-    /// deadline because it saw every processor stopped. The fence pairs with
-    /// the monitor's, after the processor's update of those counters: if the
-    /// monitor read them before the update, its announcement (stored before
-    /// its fence) is seen here ("Quiet", above). Off the hot paths: a
-    /// processor gets here from a sleep.
-    #[inline]
-    pub(crate) fn processor_starts(&self) {
-        fence(Ordering::SeqCst);
-        if self.idle.load(Ordering::Relaxed) {
-            self.idle.store(false, Ordering::Relaxed);
-            self.poke();
-        }
-    }
-
-    fn wait(&self, timeout: Option<Duration>) {
-        if self.word.swap(0, Ordering::Acquire) == 1 {
-            return;
-        }
-        crate::futex::wait(&self.word, 0, timeout);
-        self.word.store(0, Ordering::Relaxed);
-    }
-}
 
 /// What the monitor last saw of one processor.
 #[derive(Clone, Copy)]

@@ -467,11 +467,17 @@ mod imp {
                             let _section = crate::processor::here();
                             task.shared.timers.insert_unpark(d - now, task.clone())
                         };
-                        crate::thread::park();
+                        crate::processor::park_current(
+                            crate::park::Kind::User,
+                            crate::task::WaitReason::Park,
+                        );
                         let _section = crate::processor::here();
                         task.shared.timers.cancel(key);
                     }
-                    None => crate::thread::park(),
+                    None => crate::processor::park_current(
+                        crate::park::Kind::User,
+                        crate::task::WaitReason::Park,
+                    ),
                 }
                 let _section = crate::processor::here();
                 let st = slot.state.lock();
@@ -666,7 +672,7 @@ mod imp {
         /// listed here will never run; delist them, and close the `net`
         /// descriptors they waited on (telling each object, so its drop, if
         /// it ever comes, does not close the number again).
-        pub(crate) fn cancel_runtime(&self, shared: &crate::runtime::Shared) {
+        pub(crate) fn cancel_runtime(&self, shared: &crate::state::Shared) {
             for cell in self.pages.iter() {
                 let page = cell.load(Ordering::Acquire);
                 if page.is_null() {
@@ -720,7 +726,7 @@ mod imp {
     }
 
     /// [`Poller::cancel_runtime`] on the poller if it was made.
-    pub(crate) fn cancel_runtime(shared: &crate::runtime::Shared) {
+    pub(crate) fn cancel_runtime(shared: &crate::state::Shared) {
         if let Some(p) = made() {
             p.cancel_runtime(shared);
         }

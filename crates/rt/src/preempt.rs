@@ -89,41 +89,7 @@ use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// How a runtime's user threads share a processor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Preemption {
-    /// A user thread runs until it yields, blocks on a runtime primitive, or
-    /// ends; a thread that computes forever keeps its processor.
-    Cooperative,
-    /// A user thread that has run this long while other work waits on its
-    /// processor (or in the runtime) is preempted at its next safe point. At
-    /// least [`MIN_QUANTUM`] (`build` fails otherwise); a quantum over a day
-    /// saturates to a day (never, in practice).
-    Quantum(Duration),
-}
-
-/// The default quantum, as in Go (`forcePreemptNS`): long enough that a
-/// compute-bound thread loses well under 1% to switches, short enough that a
-/// spinning thread cannot hold up the others for longer than a frame.
-pub const DEFAULT_QUANTUM: Duration = Duration::from_millis(10);
-
-/// The shortest quantum a runtime accepts: the monitor's wake-up and the
-/// signal's delivery take tens of µs, so a shorter quantum would be all
-/// overhead (a quantum of zero kept the monitor from ever sleeping while
-/// work waited). [`RuntimeBuilder::build`](crate::RuntimeBuilder::build)
-/// refuses a shorter one.
-pub const MIN_QUANTUM: Duration = Duration::from_micros(50);
-
-impl Default for Preemption {
-    /// `Quantum(DEFAULT_QUANTUM)`: user threads get the semantics of kernel
-    /// threads (a spinning thread cannot starve the others), as goroutines
-    /// are preempted by default after 10 ms. A program that holds
-    /// kernel-thread-affine state across long stretches (module docs) opts
-    /// out per thread, per region, or for the runtime.
-    fn default() -> Preemption {
-        Preemption::Quantum(DEFAULT_QUANTUM)
-    }
-}
+pub use crate::state::{Preemption, DEFAULT_QUANTUM, MIN_QUANTUM};
 
 /// The signal the monitor sends.
 pub(crate) const SIGNAL: libc::c_int = libc::SIGURG;
@@ -464,7 +430,7 @@ pub(crate) fn preempted() {
                 }
                 if let Some(b) = t.budget() {
                     if let Some(left) = b.spent(vp.shared.timers.now()) {
-                        return crate::budget::throttle(vp, t, b, left);
+                        return throttle(vp, t, b, left);
                     }
                 }
                 if stale_for_high(vp, t) {
@@ -596,6 +562,32 @@ pub(crate) fn take_deferred(m: &Machine) {
         // In the scheduler context (no user thread) this does nothing.
         preempted();
     }
+}
+
+/// Throttles `t` (`budget.rs`), the running thread of `vp`, whose budget `b` is spent for
+/// the `left` rest of its period: it sleeps on the runtime's timers until
+/// the period ends. Called at a safe point (`preempt::preempted`) inside the
+/// runtime section `vp` was entered with, which this ends.
+fn throttle(
+    vp: &processor::Processor,
+    t: &crate::task::Task,
+    b: &crate::budget::Budget,
+    left: Duration,
+) {
+    b.throttled();
+    vp.emit(|| Event::Throttled {
+        thread: t.id,
+        processor: vp.index,
+        used: b.used_in_period(),
+        resume_in: left,
+    });
+    // SAFETY: `t` is the running thread (the caller), alive; a new counted
+    // reference for the timer.
+    let me = unsafe { crate::task::TaskRef::clone_from_raw(std::ptr::NonNull::from(t)) };
+    t.shared.timers.insert(left, me);
+    vp.machine().lower_quietly();
+    // Exactly one Sync token comes, from the timer (as in `sleep`).
+    processor::park_current(crate::park::Kind::Sync, crate::task::WaitReason::Throttled);
 }
 
 #[cfg(test)]

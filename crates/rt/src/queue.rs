@@ -525,10 +525,10 @@ mod tests {
     use crate::task::{Task, ThreadId};
 
     fn task(id: u64) -> TaskRef {
-        let shared = crate::runtime::Shared::for_tests();
+        let shared = crate::state::Shared::for_tests();
         shared.acquire_refs(1);
         // SAFETY: just counted.
-        let shared = unsafe { crate::runtime::SharedRef::counted(&shared) };
+        let shared = unsafe { crate::state::SharedRef::counted(&shared) };
         let stack = Stack::new(crate::stack::MIN_STACK_SIZE).unwrap();
         Task::allocate(ThreadId::from_u64(id).unwrap(), None, shared, Some(stack), || (), None).0
     }

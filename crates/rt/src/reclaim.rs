@@ -193,7 +193,7 @@ fn enlist(task: &TaskRef) {
         // In a runtime section: preempted holding the lock, this thread
         // would leave it to the next thread of its kernel thread (and to the
         // monitor), as `poll.rs` says of its slot locks.
-        let _section = crate::processor::here();
+        let _section = crate::hooks::here();
         let mut inbox = r.inbox.lock().unwrap_or_else(|e| e.into_inner());
         inbox.push(task.clone());
         inbox.len() == 1
@@ -274,7 +274,7 @@ fn reclaim(t: &TaskRef, w: u32, live: bool) -> bool {
         // Woken meanwhile: its token was left for us, so we schedule it.
         // SAFETY: the park word's reference, which `take_parked` gave us and
         // `commit` did not take back.
-        crate::processor::make_runnable(unsafe { TaskRef::from_raw(t.as_ptr()) });
+        crate::hooks::make_runnable(unsafe { TaskRef::from_raw(t.as_ptr()) });
     }
     done
 }

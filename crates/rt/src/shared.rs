@@ -236,7 +236,7 @@ pub fn signal_mask() -> u64 {
 /// Asks `thread` to run the resume hook in its own context soon (see
 /// "Signals"): at once if it is running and at a safe point, else when it
 /// is next resumed. The caller unparks it too if it waits for a wake-up.
-pub fn interrupt(thread: &crate::Thread) {
+pub fn interrupt(thread: &crate::hooks::Thread) {
     use std::sync::atomic::Ordering;
     let t = thread.task();
     t.notify.store(true, Ordering::Release);
@@ -295,7 +295,7 @@ pub fn interruptions() -> u32 {
 /// `None` when it is queued, parked or done. A snapshot: the thread may move
 /// at once, unless it is blocked in the kernel (a detached thread stays on
 /// its kernel thread until its call returns).
-pub fn kernel_thread_of(thread: &crate::Thread) -> Option<i32> {
+pub fn kernel_thread_of(thread: &crate::hooks::Thread) -> Option<i32> {
     use std::sync::atomic::Ordering;
     let t = thread.task();
     let m = t.machine.load(Ordering::Acquire);

@@ -58,7 +58,7 @@ impl<T> SpinLock<T> {
             while self.locked.load(Ordering::Relaxed) {
                 if !backoff.is_completed() {
                     backoff.snooze();
-                } else if !crate::processor::yield_if_free() {
+                } else if !crate::hooks::yield_if_free() {
                     give_way();
                 }
             }

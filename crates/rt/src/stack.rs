@@ -26,8 +26,7 @@
 //! thread). Memory of idle stacks beyond a bound is given back in the
 //! background by the monitor ([`Depot::scavenge`]).
 
-use crate::registry::{Registry, Slot};
-use crate::task::Task;
+use crate::hooks::{Registry, Slot, Task};
 use std::io;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -159,8 +158,8 @@ impl StackReleased {
     /// thread yields and an OS thread yields its CPU meanwhile.
     pub fn wait(&self) {
         while !self.is_released() {
-            if crate::try_current().is_some() {
-                crate::yield_now();
+            if crate::hooks::try_current().is_some() {
+                crate::hooks::yield_now();
             } else {
                 std::thread::yield_now();
             }
@@ -240,7 +239,7 @@ impl Stack {
     pub(crate) fn set_owner(&self, task: *const Task) {
         if let Some(slot) = self.slot {
             // SAFETY: our slot is registered until we drop.
-            unsafe { crate::registry::set_owner(slot, task) };
+            unsafe { crate::hooks::set_owner(slot, task) };
         }
     }
 

@@ -26,9 +26,9 @@
 
 use crate::arch::StackPointer;
 use crate::budget::Budget;
+use crate::hooks::SharedRef;
 use crate::lifecycle::TaskState;
 use crate::park::ParkState;
-use crate::runtime::SharedRef;
 use crate::stack::Stack;
 use crate::wait::WaiterRef;
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
@@ -249,7 +249,7 @@ where
         let f = unsafe { (*body.f.get()).take() }.expect("a task body runs once");
         let result = catch_unwind(AssertUnwindSafe(f))
             // SAFETY: `t` is the running task (`run`'s contract).
-            .map_err(|p| crate::preempt::explain_panic(p, unsafe { t.as_ref() }));
+            .map_err(|p| crate::hooks::explain_panic(p, unsafe { t.as_ref() }));
         // SAFETY: the joiner reads `out` only after the completion, which the
         // task publishes after this write.
         unsafe { *body.out.get() = Some(result) };
@@ -393,7 +393,7 @@ pub(crate) struct Task {
     pub(crate) interruptions: AtomicU32,
     /// `shared-library` build: the machine that last resumed the thread.
     #[cfg(feature = "shared-library")]
-    pub(crate) machine: AtomicPtr<crate::machine::Machine>,
+    pub(crate) machine: AtomicPtr<crate::hooks::Machine>,
 }
 
 impl Drop for Task {
@@ -661,8 +661,8 @@ impl Task {
             shared
         };
         // A runtime section (user code in the body's destructors ran above).
-        let vp = crate::processor::enter();
-        crate::processor::release_task_ref(shared, vp.as_deref());
+        let vp = crate::hooks::enter();
+        crate::hooks::release_task_ref(shared, vp.as_deref());
         let layout = alloc_layout(vtable.layout);
         if layout == BLOCK {
             if let Some(vp) = &vp {
@@ -771,14 +771,14 @@ impl Task {
     /// Whether the task is inside a `no_preempt` region.
     #[inline]
     pub(crate) fn in_no_preempt(&self) -> bool {
-        self.region.load(Ordering::Relaxed) & !crate::machine::DEFERRED != 0
+        self.region.load(Ordering::Relaxed) & !crate::arch::DEFERRED != 0
     }
 
     /// Remembers a preemption for the end of the region (signal handler).
     #[inline]
     pub(crate) fn defer_preemption(&self) {
         let r = self.region.load(Ordering::Relaxed);
-        self.region.store(r | crate::machine::DEFERRED, Ordering::Relaxed);
+        self.region.store(r | crate::arch::DEFERRED, Ordering::Relaxed);
     }
 
     /// Enters a `no_preempt` region (the task itself).
@@ -795,7 +795,7 @@ impl Task {
     pub(crate) fn leave_no_preempt(&self) -> bool {
         std::sync::atomic::compiler_fence(Ordering::SeqCst);
         let r = self.region.load(Ordering::Relaxed) - 1;
-        if r == crate::machine::DEFERRED {
+        if r == crate::arch::DEFERRED {
             self.region.store(0, Ordering::Relaxed);
             return true;
         }

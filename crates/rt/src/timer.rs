@@ -165,7 +165,7 @@ impl Timers {
         }
         for (t, unpark) in due {
             if unpark {
-                crate::processor::unpark_user(&t);
+                crate::hooks::unpark_user(&t);
             } else {
                 f(t);
             }

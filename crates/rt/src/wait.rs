@@ -35,7 +35,7 @@
 //! the flag, then unparks the clone: after the flag is set the waiter may
 //! return and free its frame, so it is not touched again.
 
-use crate::processor;
+use crate::hooks;
 use crate::spin::SpinGuard;
 use crate::task::{Task, WaitReason};
 use std::ptr::NonNull;
@@ -62,7 +62,7 @@ impl Waiter {
     /// A waiter for the calling thread (user thread or OS thread).
     #[inline]
     pub(crate) fn new() -> Waiter {
-        let who = match processor::current_task_ptr() {
+        let who = match hooks::current_task_ptr() {
             Some(t) => Who::Task(t),
             None => Who::Os { thread: std::thread::current(), woken: AtomicBool::new(false) },
         };
@@ -82,7 +82,7 @@ impl Waiter {
     #[inline]
     pub(crate) fn wait_unlocking<T>(&self, guard: SpinGuard<'_, T>, reason: WaitReason) {
         match &self.who {
-            Who::Task(_) => processor::park_unlocking(guard.into_locked_word(), reason),
+            Who::Task(_) => hooks::park_unlocking(guard.into_locked_word(), reason),
             Who::Os { .. } => {
                 drop(guard);
                 self.wait_os();
@@ -209,7 +209,7 @@ impl WaiterRef {
                 let t = *t;
                 // SAFETY: the task is parked in the queue we dequeued it from,
                 // which owned its reference (module docs).
-                unsafe { processor::wake_queued(t) };
+                unsafe { hooks::wake_queued(t) };
             }
             Who::Os { thread, woken } => {
                 let thread = thread.clone();

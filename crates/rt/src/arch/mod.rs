@@ -41,6 +41,13 @@ pub(crate) type StackPointer = *mut u8;
 /// never return (there is nothing to return to).
 pub(crate) type EntryFn = unsafe extern "C" fn(passed: *mut u8, arg: *mut u8) -> !;
 
+/// Set in the runtime-section counter (`machine.rs`, `Machine::guard`, and a
+/// task's region word) when a preemption request arrived inside a runtime
+/// section; taken when the counter returns to zero. The sign bit, so that
+/// [`thread_block_lower`]'s one subtraction tells a deferred request by the
+/// sign of its result.
+pub(crate) const DEFERRED: u32 = 1 << 31;
+
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 #[cfg(target_arch = "x86_64")]

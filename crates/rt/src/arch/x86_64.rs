@@ -157,8 +157,8 @@ global_asm!(
 
 /// Bytes of the thread block: one `Machine`.
 #[cfg(not(feature = "shared-library"))]
-const THREAD_BLOCK_BYTES: usize = std::mem::size_of::<crate::machine::Machine>();
-const _: () = assert!(std::mem::align_of::<crate::machine::Machine>() <= 64);
+const THREAD_BLOCK_BYTES: usize = std::mem::size_of::<crate::hooks::Machine>();
+const _: () = assert!(std::mem::align_of::<crate::hooks::Machine>() <= 64);
 
 /// The calling kernel thread's block (the thread pointer plus the block's
 /// link-time offset). Not `pure`: the compiler must compute it afresh at every
@@ -333,12 +333,12 @@ mod shared {
         let b = thread_block();
         if !b.is_null() {
             // SAFETY: a block some thread attached; blocks are never freed.
-            let m = unsafe { &*b.cast_const().cast::<crate::machine::Machine>() };
+            let m = unsafe { &*b.cast_const().cast::<crate::hooks::Machine>() };
             if m.native_tp.load(std::sync::atomic::Ordering::Relaxed) == thread_pointer() {
                 return false;
             }
         }
-        let layout = std::alloc::Layout::new::<crate::machine::Machine>()
+        let layout = std::alloc::Layout::new::<crate::hooks::Machine>()
             .align_to(64)
             .expect("a valid alignment");
         // SAFETY: a non-zero-sized layout.
@@ -350,7 +350,7 @@ mod shared {
         // nobody else has; zeroed is a valid idle `Machine`.
         unsafe { asm!("wrgsbase {b}", b = in(reg) b, options(nostack, preserves_flags)) };
         // SAFETY: the block just attached, ours alone.
-        let m = unsafe { &*b.cast_const().cast::<crate::machine::Machine>() };
+        let m = unsafe { &*b.cast_const().cast::<crate::hooks::Machine>() };
         m.native_tp.store(thread_pointer(), std::sync::atomic::Ordering::Relaxed);
         true
     }
@@ -729,7 +729,7 @@ global_asm!(
     ".cfi_endproc",
     ".size schedlab_rt_preempt, . - schedlab_rt_preempt",
     bytes = sym SCHEDLAB_RT_XSAVE_BYTES,
-    entry = sym crate::preempt::schedlab_rt_preempted,
+    entry = sym crate::hooks::schedlab_rt_preempted,
 );
 
 extern "C" {

@@ -23,7 +23,7 @@ pub(super) unsafe extern "C" fn task_entry(passed: *mut u8, _arg: *mut u8) -> ! 
     unsafe { after_switch(passed) };
     let (vp, stack, id) = run_body(task);
     if vp.is_null() {
-        crate::blocking::exit_detached(stack);
+        crate::hooks::exit_detached(stack);
     }
     // SAFETY: `run_body` returns the processor it completed on, in a raised
     // section, and nothing switches in between.
@@ -43,7 +43,7 @@ fn run_body(task: NonNull<Task>) -> (*const Processor, Stack, ThreadId) {
         // whichever processor runs it, until it completes below.
         let task = unsafe { task.as_ref() };
         task.run_body();
-        crate::local::destroy_all(task);
+        crate::hooks::destroy_locals(task);
     }
     // The exit is one runtime section up to the last switch, whose resumed
     // context ends it.
@@ -52,7 +52,7 @@ fn run_body(task: NonNull<Task>) -> (*const Processor, Stack, ThreadId) {
     let (vp, running) = match super::here_raw() {
         // SAFETY: only this kernel thread touches `current`.
         HereRaw::Processor(vp) => (Some(vp), vp.take_current().expect("exit on a user thread")),
-        HereRaw::Detached(m) => (None, crate::blocking::take_detached(m)),
+        HereRaw::Detached(m) => (None, crate::hooks::take_detached(m)),
         HereRaw::Os => unreachable!("exit outside a user thread"),
     };
     // The thread's own TLS block (`shared-library` build) is done with: the

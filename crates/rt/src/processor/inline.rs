@@ -124,7 +124,7 @@ pub(crate) fn join_inline(target: &Task) -> bool {
         // processor runs it (and by the caller's handle).
         let child = unsafe { child_ptr.as_ref() };
         child.run_body();
-        crate::local::destroy_all(child);
+        crate::hooks::destroy_locals(child);
     }
 
     let vp = loop {
@@ -133,7 +133,7 @@ pub(crate) fn join_inline(target: &Task) -> bool {
             // Detached by a blocking call: take a processor back first.
             Here::Detached(d) => {
                 drop(d);
-                crate::blocking::rejoin(Detection::Transparent);
+                crate::hooks::rejoin(Detection::Transparent);
             }
             Here::Os => unreachable!("an inline child runs on a user thread"),
         }

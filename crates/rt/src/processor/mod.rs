@@ -63,8 +63,8 @@ use crate::arch::{self, StackPointer};
 use crate::event::{Event, Hook};
 use crate::machine::Machine;
 use crate::queue::{LifoSlot, RunQueue, MAX_LIFO_STREAK};
-use crate::runtime::{Shared, SharedRef};
 use crate::stack::{Stack, StackPool};
+use crate::state::{Shared, SharedRef};
 use crate::task::{self, BlockCache, Task, TaskRef, ThreadId, ID_BLOCK};
 use crossbeam_deque::Steal;
 use std::cell::{Cell, UnsafeCell};
@@ -904,10 +904,10 @@ impl Processor {
     #[cold]
     fn maintenance(&self) {
         self.shared.timers.fire(|t| self.wake_timer(t));
-        if let Some(p) = crate::poll::active() {
+        if let Some(p) = crate::hooks::active_poller() {
             // A busy processor still sees I/O readiness (at most every
             // `poll::POLL_EVERY`) when none sleeps in `epoll_wait`.
-            p.poll_busy(crate::poll::POLL_EVERY);
+            p.poll_busy(crate::hooks::POLL_EVERY);
         }
         if !self.shared.injector.is_empty() {
             if let Some(t) = self.pull_injector() {
@@ -1047,8 +1047,8 @@ impl Processor {
                 shared.check_deadlock();
             }
             #[cfg(feature = "shared-library")]
-            crate::shared::before_idle_sleep();
-            crate::poll::sleep(&shared.parkers[self.index], timeout);
+            crate::hooks::before_idle_sleep();
+            crate::hooks::poll_sleep(&shared.parkers[self.index], timeout);
             let by_itself = idle.after_wake(self.index);
             shared.monitor.processor_starts();
             shared.wait_for_check();
@@ -1087,7 +1087,7 @@ impl Processor {
         }
         // Threads whose descriptors became ready land in the next slot and
         // the queue (Go's `findrunnable` polls the network here too).
-        if let Some(p) = crate::poll::active() {
+        if let Some(p) = crate::hooks::active_poller() {
             if p.poll_idle() != 0 {
                 if let Some(t) = self.pop_local() {
                     return Some(t);
@@ -1290,7 +1290,7 @@ pub(crate) fn machine_main(shared: Arc<Shared>, first: Option<ProcPtr>, announce
     let _altstack = crate::guard::AltStack::install();
     let m = Machine::here();
     m.init_identity();
-    crate::preempt::init_thread();
+    crate::hooks::init_preemption();
     let registered = shared.machines.register(m);
     let mut next = first.map(|p| p.0);
     if let Some(p) = next {
@@ -1305,7 +1305,7 @@ pub(crate) fn machine_main(shared: Arc<Shared>, first: Option<ProcPtr>, announce
     loop {
         let p = match next.take() {
             Some(p) => p,
-            None => match crate::blocking::wait_as_spare(m, &shared) {
+            None => match crate::hooks::wait_as_spare(m, &shared) {
                 Some(p) => p,
                 None => break,
             },

@@ -5,10 +5,10 @@
 use super::{Here, Processor};
 use crate::arch;
 use crate::event::Event;
-use crate::runtime::{Shared, SharedRef};
+use crate::hooks::JoinHandle;
 use crate::stack::Stack;
+use crate::state::{Shared, SharedRef};
 use crate::task::{self, Task, ThreadId};
-use crate::thread::JoinHandle;
 use std::io;
 use std::sync::Arc;
 

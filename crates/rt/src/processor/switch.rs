@@ -348,7 +348,7 @@ impl Processor {
         // processor may have changed, or be gone (`blocking.rs`).
         if passed.is_null() {
             // A detached user thread left this kernel thread.
-            crate::blocking::after_detached_leave(m);
+            crate::hooks::after_detached_leave(m);
             return;
         }
         // SAFETY: every switch passes the processor making it.
@@ -502,12 +502,12 @@ pub(crate) unsafe fn after_switch(vp: *mut u8) {
     }
     vp.run_pending();
     #[cfg(feature = "shared-library")]
-    let notify = crate::shared::resumed(vp);
+    let notify = crate::hooks::resumed(vp);
     // The section the leaving context raised ends here (`machine.rs`).
     crate::machine::Machine::lower_here();
     #[cfg(feature = "shared-library")]
     if notify {
-        crate::shared::run_hook();
+        crate::hooks::run_hook();
     }
 }
 
@@ -591,7 +591,7 @@ fn yield_prepare() -> YieldTo {
             YieldTo { save: std::ptr::null_mut(), load: null, pass: null }
         }
         HereRaw::Detached(m) => {
-            crate::blocking::rejoin_in(m, crate::event::Detection::Transparent);
+            crate::hooks::rejoin_in(m, crate::event::Detection::Transparent);
             YieldTo { save: NonNull::dangling().as_ptr(), load: null, pass: null }
         }
         HereRaw::Os => YieldTo { save: std::ptr::null_mut(), load: null, pass: null },
@@ -606,7 +606,7 @@ fn yield_prepare() -> YieldTo {
 pub(crate) fn park_current(kind: Kind, reason: WaitReason) {
     let vp = match here_raw() {
         HereRaw::Processor(vp) => vp,
-        HereRaw::Detached(m) => return crate::blocking::detached_park(m, kind, reason),
+        HereRaw::Detached(m) => return crate::hooks::detached_park(m, kind, reason),
         HereRaw::Os => panic!("park_current outside a user thread"),
     };
     let task = vp.current_task().expect("park_current on a user thread");
@@ -657,7 +657,7 @@ fn join_prepare(target: &Task) -> YieldTo {
             }
         },
         HereRaw::Detached(m) => {
-            crate::blocking::detached_join(m, target);
+            crate::hooks::detached_join(m, target);
             YieldTo {
                 save: NonNull::dangling().as_ptr(),
                 load: std::ptr::null_mut(),
@@ -677,7 +677,7 @@ fn join_prepare(target: &Task) -> YieldTo {
 pub(crate) fn park_unlocking(lock: NonNull<AtomicBool>, reason: WaitReason) {
     let vp = match here_raw() {
         HereRaw::Processor(vp) => vp,
-        HereRaw::Detached(m) => return crate::blocking::detached_park_unlocking(m, lock, reason),
+        HereRaw::Detached(m) => return crate::hooks::detached_park_unlocking(m, lock, reason),
         HereRaw::Os => panic!("park_unlocking outside a user thread"),
     };
     vp.current_task().expect("park_unlocking on a user thread").set_wait_reason(reason);
