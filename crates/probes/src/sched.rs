@@ -29,8 +29,8 @@
 //! cache lines as a real loader would (the seed warns of exactly this). The value of a
 //! sample is its median frame time; the notes give the p99 and maximum over every frame
 //! measured, the frames missed (work not done by the next frame's due time), the loader's
-//! CPU share (its thread's CPU clock; for `rt`, the runtime's own charge, which counts the
-//! wall time the loader is current on a processor) and its throughput.
+//! CPU share (its thread's CPU clock; for `rt`, the runtime's own charge, which is the CPU
+//! time the loader consumed while current on a processor) and its throughput.
 //!
 //! **The verdict** ([`budget_verdict`], issue 25): a method meets the goal when its loader
 //! took at most 10% of a CPU give or take one point (share ≤ [`GOAL`] + [`SHARE_TOLERANCE`])

@@ -91,7 +91,8 @@ pub enum Event {
         thread: ThreadId,
         /// The processor it ran on.
         processor: usize,
-        /// What it was charged in this period.
+        /// What it was charged in this period: CPU time, including what an
+        /// overrun of the period before left owing (`BudgetStats::used`).
         used: Duration,
         /// How long until its period ends and it is runnable again.
         resume_in: Duration,

@@ -10,7 +10,7 @@
 //! processor  processor machine state guard
 //! data       task lifecycle park slot handoff queue priority budget wait
 //!            timer spin registry event idle reclaim pollplace
-//! machine    loom futex arch stack
+//! machine    loom futex arch stack cputimer
 //! ```
 //!
 //! A file imports files of its own layer and of the layers below it. What a
@@ -69,7 +69,9 @@ pub(crate) use crate::local::destroy_all as destroy_locals;
 #[cfg(not(loom))]
 pub(crate) use crate::poll::{active as active_poller, sleep as poll_sleep, POLL_EVERY};
 #[cfg(not(loom))]
-pub(crate) use crate::preempt::{init_thread as init_preemption, take_deferred};
+pub(crate) use crate::preempt::{
+    init_thread as init_preemption, take_deferred, SIGNAL as PREEMPT_SIGNAL,
+};
 #[cfg(all(feature = "shared-library", not(loom)))]
 pub(crate) use crate::shared::{before_idle_sleep, resumed, run_hook};
 #[cfg(not(loom))]

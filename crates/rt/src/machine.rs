@@ -43,6 +43,7 @@
 //! lowers it (`after_switch`).
 
 use crate::arch::StackPointer;
+use crate::cputimer::CpuTimer;
 use crate::processor::{Pending, Processor};
 use crate::task::Task;
 use std::cell::UnsafeCell;
@@ -67,7 +68,9 @@ where
     std::thread::Builder::new().name(name).spawn(move || {
         #[cfg(feature = "shared-library")]
         crate::arch::thread_block_attach();
-        f()
+        let out = f();
+        Machine::here().delete_budget_timer();
+        out
     })
 }
 
@@ -140,7 +143,15 @@ pub(crate) struct Machine {
     /// to before it completes, so its TLS block can be freed at once. 0 in
     /// the executable build.
     pub(crate) native_tp: std::sync::atomic::AtomicUsize,
+    /// This kernel thread's CPU-budget timer (`cputimer.rs`, `budget.rs`): 0
+    /// until a budgeted user thread first runs here, then
+    /// `CpuTimer::to_word`, or [`NO_TIMER`] if it could not be made. Only
+    /// this kernel thread touches it.
+    budget_timer: AtomicU64,
 }
+
+/// [`Machine::budget_timer`] could not be made (`timer_create` failed).
+const NO_TIMER: u64 = u64::MAX;
 
 // SAFETY: the fields are atomics, or cells owned by this kernel thread by
 // protocol (`sched_ctx`, `leave`: only its own contexts touch them); other
@@ -169,6 +180,7 @@ impl Machine {
             counted: AtomicBool::new(false),
             exit_shared: AtomicPtr::new(std::ptr::null_mut()),
             native_tp: std::sync::atomic::AtomicUsize::new(0),
+            budget_timer: AtomicU64::new(0),
         }
     }
 
@@ -236,6 +248,32 @@ impl Machine {
         // our stack. A thread that exited makes the call fail, not fault.
         (unsafe { libc::clock_gettime(clock, &mut ts) } == 0)
             .then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    }
+
+    /// This kernel thread's CPU-budget timer, made at the first call (on this
+    /// kernel thread, whose CPU clock it watches); `None` if the kernel refused
+    /// one, and then at every later call without asking again.
+    pub(crate) fn budget_timer(&self) -> Option<CpuTimer> {
+        match self.budget_timer.load(Ordering::Relaxed) {
+            NO_TIMER => None,
+            0 => {
+                let tid = self.tid.load(Ordering::Relaxed);
+                let made = CpuTimer::new(crate::hooks::PREEMPT_SIGNAL, tid).ok();
+                self.budget_timer
+                    .store(made.map_or(NO_TIMER, CpuTimer::to_word), Ordering::Relaxed);
+                made
+            }
+            w => Some(CpuTimer::from_word(w)),
+        }
+    }
+
+    /// Deletes this kernel thread's CPU-budget timer, if it made one (as the
+    /// kernel thread ends: a POSIX timer outlives its thread).
+    pub(crate) fn delete_budget_timer(&self) {
+        let w = self.budget_timer.swap(0, Ordering::Relaxed);
+        if w != 0 && w != NO_TIMER {
+            CpuTimer::from_word(w).delete();
+        }
     }
 
     /// The processor this kernel thread runs, or null.

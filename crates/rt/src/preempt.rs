@@ -289,7 +289,7 @@ pub(crate) fn signal_thread(tid: i32) -> bool {
 
 unsafe extern "C" fn handler(
     _sig: libc::c_int,
-    _info: *mut libc::siginfo_t,
+    info: *mut libc::siginfo_t,
     ctx: *mut libc::c_void,
 ) {
     // A thread the runtime never saw (`shared-library` build: a kernel
@@ -303,7 +303,18 @@ unsafe extern "C" fn handler(
     let m = Machine::here();
     #[cfg(feature = "shared-library")]
     crate::shared::count_interruption(m);
-    match m.request.swap(REQ_NONE, Ordering::Acquire) {
+    let mut req = m.request.swap(REQ_NONE, Ordering::Acquire);
+    // SAFETY: the kernel's siginfo for this SA_SIGINFO handler.
+    let from_timer = unsafe { crate::cputimer::is_timer_signal(info) };
+    if req == REQ_NONE && from_timer && (m.guard_word() != 0 || budgeted_here(m)) {
+        // A CPU budget's timer (`budget.rs`): the kernel saw the running
+        // thread's allowance used up. Taken as a preemption, whose path
+        // throttles the thread once its budget says it is spent. Inside a
+        // runtime section the current thread may be changing: deferred
+        // without a look, and `preempted` decides at the section's end.
+        req = REQ_PREEMPT;
+    }
+    match req {
         REQ_RELEASE => {
             // SAFETY: the kernel passes the interrupted context.
             let pc = unsafe {
@@ -319,6 +330,17 @@ unsafe extern "C" fn handler(
     }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
+}
+
+/// The user thread running on `m`'s processor has a CPU budget: a budget
+/// timer's signal is for it (one queued before a disarm may land on the next
+/// thread, which is left alone). Outside a runtime section, so the current
+/// thread is the interrupted one. Async-signal-safe.
+fn budgeted_here(m: &Machine) -> bool {
+    let p = m.processor();
+    // SAFETY: our processor, read by its own kernel thread; its current
+    // thread is alive while it is current.
+    !p.is_null() && unsafe { (*p).current_task() }.is_some_and(|t| t.budget().is_some())
 }
 
 /// Redirects the interrupted user thread into the trampoline if it is at a
@@ -429,7 +451,8 @@ pub(crate) fn preempted() {
                     return;
                 }
                 if let Some(b) = t.budget() {
-                    if let Some(left) = b.spent(vp.shared.timers.now()) {
+                    let cpu = crate::cputimer::thread_cpu_ns();
+                    if let Some(left) = b.spent(vp.shared.timers.now(), cpu) {
                         return throttle(vp, t, b, left);
                     }
                 }

@@ -191,13 +191,16 @@ impl Builder {
     /// like cgroup v2's `cpu.max` for one thread: once it has run
     /// `fraction × period` in a period it is preempted and sleeps until the
     /// period ends ([`crate::Event::Throttled`]), even when nothing else
-    /// would run. Enforced by the runtime's monitor with the preemption
-    /// signal, so a period's charge may exceed the budget by the signal's
-    /// delay (tens of µs), or by a [`no_preempt`](crate::no_preempt) region;
-    /// a thread that is not [`preemptible`](Builder::preemptible) is
-    /// throttled only when it yields. The charge is the wall time the thread
-    /// is current on a processor (time blocked in the kernel after a hand-off
-    /// is not charged). See `budget.rs` for the accounting.
+    /// would run. The charge is the CPU time the thread consumes (its kernel
+    /// thread's CPU clock while it is current; time waiting for a CPU on a
+    /// loaded machine, or blocked in the kernel after a hand-off, is not
+    /// charged), and a CPU-time timer of its kernel thread interrupts it when
+    /// the allowance is used, however loaded the machine. A period's charge
+    /// may exceed the allowance by the kernel's check of CPU timers (a tick),
+    /// or by a [`no_preempt`](crate::no_preempt) region, and the excess is
+    /// taken from the next period; a thread that is not
+    /// [`preemptible`](Builder::preemptible) is throttled only when it
+    /// yields. See `budget.rs` for the accounting.
     ///
     /// `spawn` fails with [`io::ErrorKind::InvalidInput`] unless `fraction`
     /// is in (0, 1] (not NaN), `period` is at least 500 µs, and the budget

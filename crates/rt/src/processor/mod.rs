@@ -546,15 +546,19 @@ impl Processor {
 
     /// The CPU-budget accounting of a change of the running context
     /// (`budget.rs`): ends the stint of the budgeted thread that ran here, if
-    /// any, starts the current thread's if it has a budget, and publishes
-    /// when that budget runs out for the monitor. Runs on this processor's
-    /// kernel thread, after a switch and before its pending action (so the
-    /// thread that left is still private to us), or where a thread leaves or
-    /// takes the processor without a switch.
+    /// any, starts the current thread's if it has a budget, and arms this
+    /// kernel thread's CPU-time timer for what that budget has left (or
+    /// disarms it). Runs on this processor's kernel thread, after a switch and
+    /// before its pending action (so the thread that left is still private to
+    /// us), or where a thread leaves or takes the processor without a switch.
     #[cold]
     #[inline(never)]
     pub(crate) fn budget_switch(&self) {
         let now = self.shared.timers.now();
+        let cpu = crate::cputimer::thread_cpu_ns();
+        // The calling kernel thread's: the one whose CPU clock was read.
+        let m = Machine::here();
+        let mut armed = false;
         if let Some(prev) = self.budget_current.take() {
             // SAFETY: `budget_current` names the thread that was current
             // when it was set. One that left by a switch is kept alive by its
@@ -562,16 +566,33 @@ impl Processor {
             // switch (exit, detach) went through `take_current`, which called
             // this while it was still alive.
             if let Some(b) = unsafe { prev.as_ref() }.budget() {
-                b.stop(now);
+                b.stop(now, cpu);
+            }
+            armed = true;
+        }
+        let mut deadline = u64::MAX;
+        if let Some((t, b)) = self.current_task().and_then(|t| Some((t, t.budget()?))) {
+            self.budget_current.set(Some(NonNull::from(t)));
+            let left = b.start(now, cpu);
+            if left == 0 {
+                // Already spent (woken, or owing an overrun): throttled as the
+                // switch's runtime section ends, not a kernel tick later.
+                m.defer_in_section();
+            }
+            match m.budget_timer() {
+                Some(timer) => {
+                    timer.arm(left, crate::budget::RETRY_CPU.as_nanos() as u64);
+                    armed = false;
+                }
+                // No timer: the monitor enforces a wall-clock deadline.
+                None => deadline = now + left,
             }
         }
-        let deadline = match self.current_task().and_then(|t| Some((t, t.budget()?))) {
-            Some((t, b)) => {
-                self.budget_current.set(Some(NonNull::from(t)));
-                b.start(now)
+        if armed {
+            if let Some(timer) = m.budget_timer() {
+                timer.disarm();
             }
-            None => u64::MAX,
-        };
+        }
         if deadline != self.budget_deadline.load(Ordering::Relaxed) {
             self.budget_deadline.store(deadline, Ordering::Relaxed);
             if deadline != u64::MAX {

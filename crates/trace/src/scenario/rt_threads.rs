@@ -150,9 +150,9 @@ pub(super) fn scenarios() -> Vec<Scenario> {
             threads: vec![],
             explanation: "Seed 001's goal done by the scheduler: two user threads that never \
                 yield, the second with Builder::cpu_budget(0.10, 20 ms). The processor charges \
-                the budgeted thread each stint; when its 2 ms of a period are spent the \
-                monitor signals it whether or not the other waits, and it sleeps to the end \
-                of the period (the Throttled marks). When the period ends the first thread, \
+                the budgeted thread the CPU time of each stint; when its 2 ms of a period are \
+                spent its kernel thread's CPU-time timer signals it whether or not the other \
+                waits, and it sleeps to the end of the period (the Throttled marks). When the period ends the first thread, \
                 alone on the processor meanwhile and so long past its 10 ms quantum, is \
                 preempted at once: its slices are 18 ms between the other's 2 ms, where a fair \
                 scheduler would split the processor evenly",
