@@ -9,9 +9,10 @@ mod common;
 
 use common::watchdog;
 use schedlab_rt::sync::{channel, Mutex};
-use schedlab_rt::{current, spawn, yield_now, Builder, Preemption, Priority, Runtime};
+use schedlab_rt::{current, sleep, spawn, yield_now, Builder, Preemption, Priority, Runtime};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The seed's inversion on one processor: a `Low` loader holds the lock, a `High` frame
 /// waits on it, a `Normal` hog yields without end in between. Without inheritance the
@@ -100,21 +101,30 @@ fn the_next_holder_inherits_from_the_waiters_still_queued() {
                 g.push(("first", current().priority()));
             }));
             held_rx.recv().unwrap();
-            // Both `Low`: the scheduler context runs them in order once this thread
-            // parks, so `second` is queued on the lock when `marker` wakes us.
             let m2 = m.clone();
             let second = low(Box::new(move || m2.lock().push(("second", current().priority()))));
-            let (queued_tx, queued_rx) = channel::<()>(1);
-            let marker = low(Box::new(move || queued_tx.send(()).unwrap()));
-            queued_rx.recv().unwrap();
+            // Go on once `second` is queued on the lock; sleeping lets the scheduler run
+            // it. A marker thread spawned after it and run after it is no proof that it
+            // queued first (1 run in 200: `third` queued before `second`, which took the
+            // lock last, at `Low`): `second`'s kernel thread can stall in the kernel
+            // between its start and its queueing (a loaded machine), look blocked to the
+            // monitor, and have the processor handed to a spare kernel thread
+            // (transparent blocking), where `marker` runs first.
+            while m.queued_waiters() == 0 {
+                sleep(Duration::from_millis(1));
+            }
             let m3 = m.clone();
             let third = Builder::new()
                 .priority(Priority::High)
                 .spawn(move || m3.lock().push(("third", current().priority())))
                 .unwrap();
-            // `third` ran and queued behind `second`, lending `first` its level.
+            // `third` queued behind `second`, lending `first` its level (it ran at its
+            // spawn, a `High` thread; checked, not assumed).
+            while m.queued_waiters() < 2 {
+                sleep(Duration::from_millis(1));
+            }
             release_tx.send(()).unwrap();
-            for h in [first, second, marker] {
+            for h in [first, second] {
                 h.join().unwrap();
             }
             third.join().unwrap();

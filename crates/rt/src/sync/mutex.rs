@@ -385,6 +385,14 @@ impl<T> Mutex<T> {
         }
     }
 
+    /// How many threads are queued (parked) on the lock now. For tests that must
+    /// know a waiter is queued before they go on, whatever order the scheduler ran
+    /// the threads in; not a synchronisation primitive.
+    #[doc(hidden)]
+    pub fn queued_waiters(&self) -> usize {
+        self.queue.lock().waiters.len()
+    }
+
     /// The value, through exclusive access to the mutex.
     pub fn get_mut(&mut self) -> &mut T {
         self.value.get_mut()
