@@ -74,10 +74,15 @@ fn a_low_holder_runs_at_its_high_waiters_level_until_it_unlocks() {
         .unwrap()
     });
     assert_eq!(
-        log,
-        ["loader holds at High", "frame got the lock", "hog done", "loader released at Low",],
-        "the loader ran at the frame's level until it released the lock, before the hog"
+        log[..2],
+        ["loader holds at High", "frame got the lock"],
+        "the loader ran at the frame's level until it released the lock, before the hog: {log:?}"
     );
+    // Back at `Low`, the loader runs after the hog, or before it ends if the hog's yields
+    // took longer than `AGING` (a loaded machine: 1 run in 200) and aging gave it a turn.
+    let mut rest = log[2..].to_vec();
+    rest.sort();
+    assert_eq!(rest, ["hog done", "loader released at Low"], "{log:?}");
 }
 
 /// A thread that takes a lock with a higher-level waiter still queued behind it inherits
