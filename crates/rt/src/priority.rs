@@ -75,6 +75,14 @@
 //! 3. The unlock gives the level back (`Task::disinherit`) *before* it wakes the first
 //!    waiter, so the waker, now at its own level again, is preempted at the end of its
 //!    runtime section by the higher-level thread it woke (the rule above).
+//! 4. Transitively: a holder that is itself blocked on another mutex passes the level on
+//!    to that one's holder, and so on down the chain (`sync/chain.rs`: each thread in a
+//!    mutex's slow path records the mutex, and a bounded walk — Linux's
+//!    `rt_mutex_adjust_prio_chain` — raises each holder and its entry in the next queue;
+//!    a cycle of holders is walked once and left to the deadlock check). Each holder
+//!    gives the level back at its own unlock (step 3), so a chain comes apart link by
+//!    link: the thread that released runs at its own level again, the next holder takes
+//!    the lock at the level it was lent.
 //!
 //! The mutex must know its holder, and its uncontended path must not pay for that: the
 //! holder is recorded (a counted reference, under the queue lock) only once a runtime of
@@ -83,10 +91,9 @@
 //! uncontended lock and unlock against 11 before). With levels that record costs ~95
 //! instructions more per pair (docs/PERFORMANCE.md, "Locks and loaders"). A lock taken before the first
 //! thread with a level was spawned has no recorded holder, and lends nothing until it is
-//! taken again. Limits: inheritance is not transitive (a holder that itself waits on a
-//! second lock does not pass the level on), and a thread holding two contended locks
-//! gives back its inherited level when it releases the first (Linux's `rt_mutex` keeps a
-//! tree of each task's waiters for both; here locks are expected to be held briefly).
+//! taken again. Limit: a thread holding two contended locks gives back its inherited level
+//! when it releases the first (Linux's `rt_mutex` keeps a tree of each task's waiters for
+//! both; here locks are expected to be held briefly).
 
 //! # Where the levels live
 //!
@@ -125,7 +132,8 @@ pub(crate) fn levels_in_use() -> bool {
 
 /// Step 1 of "Inheritance": raises `holder`'s effective level to `to` and, if it waits in
 /// the `Low` or aged queue, moves it to the queue of that level (or to its runtime's
-/// injection queue, for `Normal`). Whether its level changed.
+/// injection queue, for `Normal`). Whether its level changed. The caller holds a runtime
+/// section (`sync/chain.rs`, `raise`): the move must not be preempted.
 pub(crate) fn inherit(holder: &Task, to: Priority) -> bool {
     if !holder.inherit(to) {
         return false;

@@ -45,6 +45,16 @@ impl<T> SpinLock<T> {
         SpinGuard { lock: self }
     }
 
+    /// Acquires the lock if it is free now (for a nesting that takes the two
+    /// locks in the other order elsewhere: `sync/chain.rs`).
+    #[inline]
+    pub(crate) fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        self.locked
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then_some(SpinGuard { lock: self })
+    }
+
     /// Spins, then gives way. On a user thread outside any runtime section
     /// it gives way to the *runtime* (a user-level yield), not to the kernel:
     /// the holder may be a user thread preempted on this very processor,

@@ -378,6 +378,11 @@ pub(crate) struct Task {
     priority: AtomicU8,
     /// Idle-stack reclaim's state of the thread (`reclaim.rs`).
     pub(crate) idle: crate::reclaim::IdleStack,
+    /// The address of the lock core of the `Mutex` the thread is in the slow
+    /// path of, 0 otherwise; set and cleared by the thread itself, only once the
+    /// process has levels (`sync/chain.rs`: the lock keeps the mutex alive for a
+    /// priority chain walk that reads it).
+    pub(crate) blocked_on: crate::spin::SpinLock<usize>,
     /// `shared-library` build: the user thread's signal mask (the first 64
     /// signals), applied to whichever kernel thread resumes it
     /// (`shared.rs`, "Signals").
@@ -619,6 +624,7 @@ impl Task {
                     budget: AtomicPtr::new(std::ptr::null_mut()),
                     priority: AtomicU8::new(1),
                     idle: Default::default(),
+                    blocked_on: crate::spin::SpinLock::new(0),
                     #[cfg(feature = "shared-library")]
                     sigmask: AtomicU64::new(0),
                     #[cfg(feature = "shared-library")]

@@ -9,9 +9,12 @@ mod common;
 
 use common::watchdog;
 use schedlab_rt::sync::{channel, Mutex};
-use schedlab_rt::{current, spawn, yield_now, Builder, Preemption, Priority, Runtime};
+use schedlab_rt::{
+    current, sleep, spawn, yield_now, Builder, Preemption, Priority, Runtime, WaitReason,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The seed's inversion on one processor: a `Low` loader holds the lock, a `High` frame
 /// waits on it, a `Normal` hog yields without end in between. Without inheritance the
@@ -71,10 +74,15 @@ fn a_low_holder_runs_at_its_high_waiters_level_until_it_unlocks() {
         .unwrap()
     });
     assert_eq!(
-        log,
-        ["loader holds at High", "frame got the lock", "hog done", "loader released at Low",],
-        "the loader ran at the frame's level until it released the lock, before the hog"
+        log[..2],
+        ["loader holds at High", "frame got the lock"],
+        "the loader ran at the frame's level until it released the lock, before the hog: {log:?}"
     );
+    // Back at `Low`, the loader runs after the hog, or before it ends if the hog's yields
+    // took longer than `AGING` (a loaded machine: 1 run in 200) and aging gave it a turn.
+    let mut rest = log[2..].to_vec();
+    rest.sort();
+    assert_eq!(rest, ["hog done", "loader released at Low"], "{log:?}");
 }
 
 /// A thread that takes a lock with a higher-level waiter still queued behind it inherits
@@ -100,21 +108,30 @@ fn the_next_holder_inherits_from_the_waiters_still_queued() {
                 g.push(("first", current().priority()));
             }));
             held_rx.recv().unwrap();
-            // Both `Low`: the scheduler context runs them in order once this thread
-            // parks, so `second` is queued on the lock when `marker` wakes us.
             let m2 = m.clone();
             let second = low(Box::new(move || m2.lock().push(("second", current().priority()))));
-            let (queued_tx, queued_rx) = channel::<()>(1);
-            let marker = low(Box::new(move || queued_tx.send(()).unwrap()));
-            queued_rx.recv().unwrap();
+            // Go on once `second` is queued on the lock; sleeping lets the scheduler run
+            // it. A marker thread spawned after it and run after it is no proof that it
+            // queued first (1 run in 200: `third` queued before `second`, which took the
+            // lock last, at `Low`): `second`'s kernel thread can stall in the kernel
+            // between its start and its queueing (a loaded machine), look blocked to the
+            // monitor, and have the processor handed to a spare kernel thread
+            // (transparent blocking), where `marker` runs first.
+            while m.queued_waiters() == 0 {
+                sleep(Duration::from_millis(1));
+            }
             let m3 = m.clone();
             let third = Builder::new()
                 .priority(Priority::High)
                 .spawn(move || m3.lock().push(("third", current().priority())))
                 .unwrap();
-            // `third` ran and queued behind `second`, lending `first` its level.
+            // `third` queued behind `second`, lending `first` its level (it ran at its
+            // spawn, a `High` thread; checked, not assumed).
+            while m.queued_waiters() < 2 {
+                sleep(Duration::from_millis(1));
+            }
             release_tx.send(()).unwrap();
-            for h in [first, second, marker] {
+            for h in [first, second] {
                 h.join().unwrap();
             }
             third.join().unwrap();
@@ -128,6 +145,267 @@ fn the_next_holder_inherits_from_the_waiters_still_queued() {
         [("first", Priority::High), ("second", Priority::High), ("third", Priority::High)],
         "each holder with the High thread queued behind it ran at High"
     );
+}
+
+type Log = Arc<std::sync::Mutex<Vec<String>>>;
+
+fn say(log: &Log, s: String) {
+    log.lock().unwrap().push(s);
+}
+
+/// Sleeps until `m` has a thread queued on it: sleeping lets the scheduler run the thread
+/// that is to queue, whatever its level.
+fn until_queued<T>(m: &Mutex<T>) {
+    while m.queued_waiters() == 0 {
+        sleep(Duration::from_millis(1));
+    }
+}
+
+/// A chain on one processor: a `High` thread `H` waits on lock `L0`, held by `T1`, which
+/// waits on `L1`, held by `T2`, ... down to the last of `holders` (their levels, `T1`
+/// first), which holds the last lock, parked on a channel until the chain stands; then it
+/// is released while a `Normal` hog yields without end. The log of who held what at which
+/// level, in order.
+fn chain(holders: &[Priority]) -> Vec<String> {
+    let holders = holders.to_vec();
+    watchdog(20, move || {
+        let rt =
+            Runtime::builder().processors(1).preemption(Preemption::Cooperative).build().unwrap();
+        rt.block_on(move || {
+            let log: Log = Arc::default();
+            let n = holders.len();
+            let locks: Vec<Arc<Mutex<()>>> = (0..n).map(|_| Arc::new(Mutex::new(()))).collect();
+            let mut hs = Vec::new();
+            let (held_tx, held_rx) = channel::<()>(1);
+            let (go_tx, go_rx) = channel::<()>(1);
+            let (l, last) = (log.clone(), locks[n - 1].clone());
+            hs.push(
+                Builder::new()
+                    .priority(holders[n - 1])
+                    .spawn(move || {
+                        let g = last.lock();
+                        held_tx.send(()).unwrap();
+                        go_rx.recv().unwrap();
+                        say(&l, format!("T{n} holds L{} at {:?}", n - 1, current().priority()));
+                        drop(g);
+                        say(&l, format!("T{n} released L{} at {:?}", n - 1, current().priority()));
+                    })
+                    .unwrap(),
+            );
+            held_rx.recv().unwrap();
+            // From the tail up: `Ti` takes `L(i-1)`, then waits on `Li`.
+            for i in (1..n).rev() {
+                let (l, outer, inner) = (log.clone(), locks[i - 1].clone(), locks[i].clone());
+                hs.push(
+                    Builder::new()
+                        .priority(holders[i - 1])
+                        .spawn(move || {
+                            let go = outer.lock();
+                            let gi = inner.lock();
+                            say(&l, format!("T{i} holds L{i} at {:?}", current().priority()));
+                            drop(gi);
+                            say(&l, format!("T{i} released L{i} at {:?}", current().priority()));
+                            drop(go);
+                            let p = current().priority();
+                            say(&l, format!("T{i} released L{} at {p:?}", i - 1));
+                        })
+                        .unwrap(),
+                );
+                until_queued(&locks[i]);
+            }
+            let (l, first) = (log.clone(), locks[0].clone());
+            let high = Builder::new()
+                .priority(Priority::High)
+                .spawn(move || {
+                    let _g = first.lock();
+                    say(&l, "H holds L0".to_string());
+                })
+                .unwrap();
+            // `H` ran at its spawn and queued on `L0`; checked, not assumed.
+            until_queued(&locks[0]);
+            let l = log.clone();
+            let hog = spawn(move || {
+                // Well under `AGING` (100 ms) of yields: no `Low` thread gets an aged turn.
+                for _ in 0..2000 {
+                    yield_now();
+                }
+                say(&l, "hog done".to_string());
+            });
+            go_tx.send(()).unwrap();
+            high.join().unwrap();
+            hog.join().unwrap();
+            for h in hs {
+                h.join().unwrap();
+            }
+            let v = log.lock().unwrap().clone();
+            v
+        })
+        .unwrap()
+    })
+}
+
+/// What [`chain`] must log up to `H`'s turn: each holder in turn, from the tail, holds
+/// the lock it waited on at `High` until it releases the lock below it; then `H` runs.
+fn expected_chain(n: usize) -> Vec<String> {
+    let mut v = vec![format!("T{n} holds L{} at High", n - 1)];
+    for i in (1..n).rev() {
+        v.push(format!("T{i} holds L{i} at High"));
+        v.push(format!("T{i} released L{i} at High"));
+    }
+    v.push("H holds L0".to_string());
+    v
+}
+
+/// Checks a [`chain`]'s log: the order up to `H`'s turn, the hog after it, and each
+/// holder back at its own level once it released the lock it lent through.
+fn check_chain(holders: &[Priority], log: &[String]) {
+    let n = holders.len();
+    let want = expected_chain(n);
+    assert_eq!(&log[..want.len().min(log.len())], &want[..], "the chain ran at High: {log:?}");
+    let at = |s: &str| log.iter().position(|x| x == s);
+    assert!(at("hog done") > at("H holds L0"), "{log:?}");
+    let back = |i: usize| format!("T{i} released L{} at {:?}", i - 1, holders[i - 1]);
+    for i in 1..=n {
+        assert!(log.contains(&back(i)), "T{i} gave the level back: {log:?}");
+    }
+}
+
+/// `High` waits on a lock a `Normal` thread holds, which waits on one a `Low` thread holds:
+/// the `Low` one runs at `High` (before the hog) until it releases it.
+#[test]
+fn a_chain_of_three_lends_the_top_level_to_its_last_holder() {
+    let holders = [Priority::Normal, Priority::Low];
+    check_chain(&holders, &chain(&holders));
+}
+
+/// Four threads: the walk goes two links past the first holder. Each release breaks the
+/// chain where it is: the thread that released runs at its own level again at once, the
+/// rest of the chain stays at `High`, and the next holder takes over at `High`.
+#[test]
+fn a_chain_of_four_is_given_back_link_by_link() {
+    let holders = [Priority::Normal, Priority::Low, Priority::Low];
+    check_chain(&holders, &chain(&holders));
+}
+
+/// A chain broken before the `High` waiter comes: `T1` waited on `L1` held by `T2`, got it
+/// when `T2` released it, and gave it back; `T2` holds `L1` again but nothing waits on
+/// it. `H` waiting on `L0` (held by `T1`, parked on a channel) raises `T1` only: `T1`'s
+/// link to `L1` ended with its wait, so `T2` stays `Low`.
+#[test]
+fn a_link_ends_with_its_wait() {
+    let log = watchdog(20, || {
+        let rt =
+            Runtime::builder().processors(1).preemption(Preemption::Cooperative).build().unwrap();
+        rt.block_on(|| {
+            let log: Log = Arc::default();
+            let (l0, l1) = (Arc::new(Mutex::new(())), Arc::new(Mutex::new(())));
+            let (t2_tx, t2_rx) = channel::<()>(1);
+            let (t2_go_tx, t2_go_rx) = channel::<()>(1);
+            let (t1_go_tx, t1_go_rx) = channel::<()>(1);
+            let (t1_had_tx, t1_had_rx) = channel::<()>(1);
+            let (l, a) = (log.clone(), l1.clone());
+            let t2 = Builder::new()
+                .priority(Priority::Low)
+                .spawn(move || {
+                    let g = a.lock();
+                    t2_tx.send(()).unwrap();
+                    t2_go_rx.recv().unwrap();
+                    drop(g);
+                    // Again, once `T1` had it and gave it back.
+                    t1_had_rx.recv().unwrap();
+                    let g = a.lock();
+                    t2_tx.send(()).unwrap();
+                    t2_go_rx.recv().unwrap();
+                    say(&l, format!("T2 holds L1 at {:?}", current().priority()));
+                    drop(g);
+                })
+                .unwrap();
+            t2_rx.recv().unwrap();
+            let (l, a, b) = (log.clone(), l0.clone(), l1.clone());
+            let t1 = Builder::new()
+                .priority(Priority::Normal)
+                .spawn(move || {
+                    let g0 = a.lock();
+                    drop(b.lock());
+                    t1_had_tx.send(()).unwrap();
+                    t1_go_rx.recv().unwrap();
+                    say(&l, format!("T1 holds L0 at {:?}", current().priority()));
+                    drop(g0);
+                })
+                .unwrap();
+            until_queued(&l1);
+            t2_go_tx.send(()).unwrap();
+            // `T2` released `L1`, `T1` took and released it, `T2` took it again.
+            t2_rx.recv().unwrap();
+            let (l, a) = (log.clone(), l0.clone());
+            let high = Builder::new()
+                .priority(Priority::High)
+                .spawn(move || {
+                    let _g = a.lock();
+                    say(&l, "H holds L0".to_string());
+                })
+                .unwrap();
+            until_queued(&l0);
+            t1_go_tx.send(()).unwrap();
+            high.join().unwrap();
+            t1.join().unwrap();
+            t2_go_tx.send(()).unwrap();
+            t2.join().unwrap();
+            let v = log.lock().unwrap().clone();
+            v
+        })
+        .unwrap()
+    });
+    assert_eq!(log, ["T1 holds L0 at High", "H holds L0", "T2 holds L1 at Low"]);
+}
+
+/// Holders waiting on each other in a cycle, and a `High` thread waiting on one of the
+/// locks: the walk goes round the cycle once and stops, and the runtime reports the
+/// deadlock with the three threads parked on the two mutexes.
+#[test]
+fn a_cycle_of_holders_is_reported_as_a_deadlock() {
+    watchdog(20, || {
+        for processors in [1, 2] {
+            let rt = Runtime::builder()
+                .processors(processors)
+                .preemption(Preemption::Cooperative)
+                .build()
+                .unwrap();
+            let err = rt
+                .block_on(|| {
+                    let (a, b) = (Arc::new(Mutex::new(())), Arc::new(Mutex::new(())));
+                    let (held_tx, held_rx) = channel::<()>(1);
+                    let (go_tx, go_rx) = channel::<()>(1);
+                    let (a1, b1) = (a.clone(), b.clone());
+                    let _t1 = Builder::new()
+                        .priority(Priority::Low)
+                        .spawn(move || {
+                            let _ga = a1.lock();
+                            held_tx.send(()).unwrap();
+                            go_rx.recv().unwrap();
+                            let _gb = b1.lock();
+                        })
+                        .unwrap();
+                    held_rx.recv().unwrap();
+                    let (a2, b2) = (a.clone(), b.clone());
+                    let _t2 = spawn(move || {
+                        let _gb = b2.lock();
+                        let _ga = a2.lock();
+                    });
+                    until_queued(&a);
+                    go_tx.send(()).unwrap();
+                    until_queued(&b);
+                    let a3 = a.clone();
+                    let high =
+                        Builder::new().priority(Priority::High).spawn(move || drop(a3.lock()));
+                    let _ = high.unwrap().join();
+                })
+                .unwrap_err();
+            let on_mutexes =
+                err.threads.iter().filter(|t| matches!(t.waiting_on, WaitReason::Mutex(_)));
+            assert_eq!(on_mutexes.count(), 3, "{err}");
+        }
+    });
 }
 
 /// Threads of every level hammer two locks, nested and alone, with yields inside and

@@ -18,6 +18,7 @@
 //! guard unlocks as the guard drops.
 
 mod barrier;
+mod chain;
 mod channel;
 mod condvar;
 mod mutex;

@@ -86,11 +86,15 @@
 //! a holder that records itself while higher-level waiters are queued
 //! inherits their level at once. Before levels exist the lock's fast paths
 //! are as above plus one load of a flag (`priority::LEVELS`); the unlock's is
-//! unchanged.
+//! unchanged. A user thread in the slow path also records this mutex as the
+//! one it is blocked on (`Task::blocked_on`, from before its first look at
+//! the queue to its return with the lock), and a waiter whose holder is itself
+//! blocked lends along the chain (`chain.rs`) before it queues.
 
+use super::chain;
 use crate::priority::{levels_in_use, Priority};
 use crate::spin::SpinLock;
-use crate::task::{TaskRef, WaitReason};
+use crate::task::{Task, TaskRef, WaitReason};
 use crate::wait::{Waiter, WaiterRef};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
@@ -108,10 +112,14 @@ const STARVING: u8 = 8;
 const STARVE_AFTER: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// A queued waiter.
-struct Queued {
+pub(super) struct Queued {
     waiter: WaiterRef,
-    /// Its level ([`NO_LEVEL`] for an OS thread).
-    level: u8,
+    /// Its level ([`NO_LEVEL`] for an OS thread); raised by a chain walk
+    /// (`chain.rs`) while it waits.
+    pub(super) level: u8,
+    /// The waiting user thread's address, for the chain walk to find its entry
+    /// (0 when levels were off as it queued, or for an OS thread).
+    pub(super) task: usize,
     /// Set by an unlock that hands it the lock; on the waiter's stack, which
     /// outlives the wait.
     handed: *const std::sync::atomic::AtomicBool,
@@ -124,13 +132,13 @@ struct Queued {
 const NO_LEVEL: u8 = u8::MAX;
 
 /// What the queue lock guards: the waiters, and the holder once levels exist.
-struct Queue {
+pub(super) struct Queue {
     /// The waiters, first to be woken first.
-    waiters: VecDeque<Queued>,
+    pub(super) waiters: VecDeque<Queued>,
     /// The holder, while `OWNED` (module docs).
-    owner: Option<TaskRef>,
+    pub(super) owner: Option<TaskRef>,
     /// The holder runs at a level it inherited through this mutex.
-    lent: bool,
+    pub(super) lent: bool,
 }
 
 impl Queue {
@@ -143,9 +151,25 @@ impl Queue {
     /// Lends the holder `level` if that is higher than its own ("Inheritance", step 1).
     fn lend(&mut self, level: Priority) {
         if let Some(o) = &self.owner {
-            if crate::priority::inherit(o, level) {
+            if chain::raise(o, level) {
                 self.lent = true;
             }
+        }
+    }
+
+    /// Lends the holder `level` (step 1) unless it is blocked on another mutex: then
+    /// `Err`, and the caller walks the chain from itself instead (`chain.rs`).
+    fn lend_or_walk(&mut self, level: Priority) -> Result<(), ()> {
+        let Some(o) = &self.owner else { return Ok(()) };
+        if o.priority() <= level {
+            return Ok(());
+        }
+        match chain::lend_here(o, level) {
+            Some(raised) => {
+                self.lent |= raised;
+                Ok(())
+            }
+            None => Err(()),
         }
     }
 }
@@ -258,15 +282,25 @@ impl<T> Mutex<T> {
         }
         let since = std::time::Instant::now();
         let mut woken = false;
+        // This thread's link for the chain walk, once levels exist (`chain.rs`).
+        let mut linked: Option<TaskRef> = None;
         loop {
             if let Some(g) = self.try_lock() {
                 // The caller builds its own guard.
                 std::mem::forget(g);
+                if let Some(me) = &linked {
+                    chain::unmark(me);
+                }
                 return;
+            }
+            if linked.is_none() && levels_in_use() {
+                linked = crate::processor::current_task_ref();
+                if let Some(me) = &linked {
+                    chain::mark(me, &self.queue);
+                }
             }
             let waiter = Waiter::new();
             let handed = std::sync::atomic::AtomicBool::new(false);
-            let level = if levels_in_use() { my_level() } else { NO_LEVEL };
             // Beaten again after a long wait: to the front, and hand-offs from now on.
             let starving = woken && since.elapsed() >= STARVE_AFTER;
             {
@@ -274,6 +308,16 @@ impl<T> Mutex<T> {
                 let mut q = self.queue.lock();
                 let s = self.state.load(Ordering::Relaxed);
                 if s & LOCKED == 0 {
+                    continue;
+                }
+                // Read under the queue lock, after the link: a walk that raised us since
+                // either finds our entry below or ran before this read (`chain.rs`).
+                let level = if linked.is_some() { my_level() } else { NO_LEVEL };
+                if level != NO_LEVEL && q.lend_or_walk(Priority::from_u8(level)).is_err() {
+                    // The holder is blocked itself: lend along the chain with no queue
+                    // lock held, then queue.
+                    drop(q);
+                    chain::walk(linked.clone().expect("linked"), Priority::from_u8(level));
                     continue;
                 }
                 // Step 2.
@@ -285,14 +329,12 @@ impl<T> Mutex<T> {
                 {
                     continue;
                 }
-                let me = Queued { waiter: waiter.as_ref(), level, handed: &handed, since };
+                let task = linked.as_ref().map_or(0, |t| &**t as *const Task as usize);
+                let me = Queued { waiter: waiter.as_ref(), level, task, handed: &handed, since };
                 if starving {
                     q.waiters.push_front(me);
                 } else {
                     q.waiters.push_back(me);
-                }
-                if level != NO_LEVEL {
-                    q.lend(Priority::from_u8(level));
                 }
                 waiter.wait_unlocking(q, WaitReason::Mutex(self as *const Self as usize));
             }
@@ -300,6 +342,9 @@ impl<T> Mutex<T> {
                 // The unlocker kept it locked for us ("Starvation").
                 if levels_in_use() {
                     self.own();
+                }
+                if let Some(me) = &linked {
+                    chain::unmark(me);
                 }
                 return;
             }
@@ -383,6 +428,14 @@ impl<T> Mutex<T> {
             // SAFETY: dequeued under the lock: woken only here, wait in progress.
             unsafe { w.waiter.wake() };
         }
+    }
+
+    /// How many threads are queued (parked) on the lock now. For tests that must
+    /// know a waiter is queued before they go on, whatever order the scheduler ran
+    /// the threads in; not a synchronisation primitive.
+    #[doc(hidden)]
+    pub fn queued_waiters(&self) -> usize {
+        self.queue.lock().waiters.len()
     }
 
     /// The value, through exclusive access to the mutex.
