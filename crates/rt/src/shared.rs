@@ -227,8 +227,11 @@ pub fn set_signal_mask(mask: u64) -> u64 {
 
 /// The calling thread's signal mask (a user thread's own, as given).
 pub fn signal_mask() -> u64 {
-    match crate::processor::current_task_ref() {
-        Some(t) => t.sigmask.load(std::sync::atomic::Ordering::Relaxed),
+    match crate::processor::current_task_ptr() {
+        // SAFETY: the running thread (the caller) is alive while it runs; no
+        // counted reference is taken (two atomic operations per
+        // `pthread_create`, which asks for its caller's mask).
+        Some(t) => unsafe { t.as_ref() }.sigmask.load(std::sync::atomic::Ordering::Relaxed),
         None => sigprocmask(libc::SIG_SETMASK, None),
     }
 }

@@ -357,9 +357,10 @@ pub fn stack_usage() -> Option<(usize, usize)> {
 /// garbage collector scans. A child its joiner runs inline (the crate docs,
 /// "Fork-join") runs on, and reports, the joiner's stack.
 pub fn stack_bounds() -> Option<std::ops::Range<usize>> {
-    let task = processor::current_task_ref()?;
-    // SAFETY: as in `stack_usage`.
-    let stack = unsafe { (*task.stack.get()).as_ref() }?;
+    let task = processor::current_task_ptr()?;
+    // SAFETY: as in `stack_usage`; the running thread (the caller) is alive
+    // while it runs, so no counted reference is taken.
+    let stack = unsafe { (*task.as_ref().stack.get()).as_ref() }?;
     let top = stack.top() as usize;
     Some(top - stack.size()..top)
 }
