@@ -189,7 +189,7 @@ pub(crate) fn check() {
 /// is kept with a companion word its owner gave [`free_tcb`] (the library's
 /// per-thread data, `thread.rs`), handed back with the block by [`new_tcb`]:
 /// the next thread reuses both, and neither costs a `malloc` and a `free`.
-static CACHE: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+static CACHE: crate::lock::SpinLock<Vec<(usize, usize)>> = crate::lock::SpinLock::new(Vec::new());
 /// At most this many blocks are kept (each the process's static TLS size
 /// plus glibc's `struct pthread`, a few KiB); more are freed.
 const CACHE_MAX: usize = 4096;
@@ -212,7 +212,7 @@ pub(crate) fn own_tid() -> i32 {
 /// with (0 for a new block), or `None` when out of memory.
 pub(crate) fn new_tcb(tid: i32) -> Option<(usize, usize)> {
     let l = layout();
-    let kept = CACHE.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    let kept = CACHE.lock().pop();
     let companion = kept.map_or(0, |(_, c)| c);
     let tcb = match kept {
         // SAFETY: a block of ours that no thread uses any more.
@@ -417,7 +417,7 @@ unsafe fn reinit(l: &Layout, tcb: usize) -> usize {
 pub(crate) unsafe fn free_tcb(tcb: usize, companion: usize) -> Option<usize> {
     // SAFETY: forwarded; the block is ours.
     unsafe { crate::tls::set_in(tcb, GONE) };
-    let mut kept = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut kept = CACHE.lock();
     if kept.len() < CACHE_MAX {
         kept.push((tcb, companion));
         return None;

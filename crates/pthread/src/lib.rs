@@ -43,6 +43,7 @@ mod fork;
 mod glibc;
 mod io;
 mod key;
+mod lock;
 mod once;
 mod runtime;
 mod sched;

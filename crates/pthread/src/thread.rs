@@ -144,7 +144,7 @@ pub(crate) struct ThreadData {
     /// The robust mutexes the thread holds (`mutex.rs`; a cell the thread
     /// alone touches).
     pub(crate) robust: UnsafeCell<Vec<usize>>,
-    handle: Mutex<Option<JoinHandle<()>>>,
+    handle: crate::lock::SpinLock<Option<JoinHandle<()>>>,
     /// Thread name (`pthread_setname_np`), NUL-terminated, up to 15 bytes.
     name: Mutex<[u8; 16]>,
     /// Usable stack size, for `pthread_getattr_np`.
@@ -216,7 +216,7 @@ impl ThreadData {
             join_waiter: AtomicPtr::new(std::ptr::null_mut()),
             me: UnsafeCell::new(None),
             robust: UnsafeCell::new(Vec::new()),
-            handle: Mutex::new(None),
+            handle: crate::lock::SpinLock::new(None),
             name: Mutex::new([0; 16]),
             stack_size,
             guard_size,
@@ -244,7 +244,7 @@ impl ThreadData {
 
     /// The runtime's handle of the thread, while it has one.
     pub(crate) fn rt_thread(&self) -> Option<schedlab_rt::Thread> {
-        self.handle.lock().unwrap().as_ref().map(|h| h.thread().clone())
+        self.handle.lock().as_ref().map(|h| h.thread().clone())
     }
 
     /// The calling user thread's own runtime handle, without the reference
@@ -359,7 +359,7 @@ pub(crate) fn reap() {
         list.retain(|&p| {
             // SAFETY: listed data are leaked until freed here.
             let d = unsafe { &*(p as *const ThreadData) };
-            let finished = d.handle.lock().unwrap().as_ref().is_none_or(JoinHandle::is_finished);
+            let finished = d.handle.lock().as_ref().is_none_or(JoinHandle::is_finished);
             if finished {
                 done.push(p);
             }
@@ -386,7 +386,7 @@ unsafe fn free(d: *mut ThreadData) {
     // SAFETY: forwarded: alive until dropped below, and ours alone (so the
     // handle's lock needs no atomic operations).
     let tcb = unsafe {
-        let handle = (*d).handle.get_mut().unwrap_or_else(|e| e.into_inner());
+        let handle = (*d).handle.get_mut();
         if let Some(h) = handle.take() {
             let _ = h.join();
         }
@@ -623,7 +623,7 @@ pub unsafe extern "C-unwind" fn pthread_create(
         Ok(h) => {
             // SAFETY: ours until the thread exits; the handle goes in first.
             let d = unsafe { &*data };
-            *d.handle.lock().unwrap() = Some(h);
+            *d.handle.lock() = Some(h);
             if a.detached {
                 detach(d);
             }
@@ -747,7 +747,7 @@ pub unsafe extern "C-unwind" fn pthread_join(t: libc::pthread_t, ret: *mut *mut 
         }
     }
     let value = d.value.load(Ordering::Relaxed);
-    let h = d.handle.lock().unwrap().take();
+    let h = d.handle.lock().take();
     if let Some(h) = h {
         // The runtime's completion follows the exit at once: this finds it
         // complete unless the exit is still on its way out (another
