@@ -30,7 +30,13 @@ const TESTS: &[&str] = &[
     "io",
     "storm",
     "stacks",
+    "dlopen_tls",
 ];
+
+/// The tests that `dlopen` a library: each source is compiled a second time, with
+/// `-DAS_LIBRARY -shared -fPIC`, into `lib<name>.so` beside the program, which loads it
+/// from its own directory.
+const WITH_LIBRARY: &[&str] = &["dlopen_tls"];
 
 fn sources() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pthread")
@@ -38,11 +44,24 @@ fn sources() -> PathBuf {
 
 /// Compiles `name.c` into `dir`; `None` (with the reason printed) when there is no `cc`.
 fn compile(name: &str, dir: &Path) -> Option<PathBuf> {
+    if WITH_LIBRARY.contains(&name) {
+        let lib = dir.join(format!("lib{name}.so"));
+        cc(name, &lib, &["-DAS_LIBRARY", "-shared", "-fPIC"])?;
+    }
     let out = dir.join(name);
+    cc(name, &out, &[])?;
+    Some(out)
+}
+
+/// Compiles `name.c` into `out` with `extra` flags; `None` (with the reason printed) when
+/// there is no `cc`.
+fn cc(name: &str, out: &Path, extra: &[&str]) -> Option<()> {
     let src = sources().join(format!("{name}.c"));
     let r = Command::new("cc")
-        .args(["-O2", "-g", "-Wall", "-Werror", "-pthread", "-o"])
-        .arg(&out)
+        .args(["-O2", "-g", "-Wall", "-Werror", "-pthread"])
+        .args(extra)
+        .arg("-o")
+        .arg(out)
         .arg(&src)
         .output();
     match r {
@@ -52,7 +71,7 @@ fn compile(name: &str, dir: &Path) -> Option<PathBuf> {
         }
         Ok(o) => {
             assert!(o.status.success(), "cc {}:\n{}", src.display(), text(&o.stderr));
-            Some(out)
+            Some(())
         }
     }
 }
@@ -158,4 +177,9 @@ fn signals_to_a_busy_thread_are_all_handled() {
 #[test]
 fn threads_run_on_the_stacks_they_are_given_and_know_where_they_are() {
     check("stacks");
+}
+
+#[test]
+fn thread_locals_of_a_library_loaded_later_start_fresh_and_are_freed() {
+    check("dlopen_tls");
 }
