@@ -20,8 +20,13 @@ mod next {
 /// `fork`.
 #[no_mangle]
 pub extern "C-unwind" fn fork() -> libc::pid_t {
+    // The kept control blocks' lock is taken across the fork, so that both
+    // copies of it are released by this thread and none is left taken by
+    // a thread the child does not have.
+    let held = crate::runtime::started().map(|_| crate::glibc::hold_cache_for_fork());
     // SAFETY: glibc's fork, unchanged.
     let pid = unsafe { next::fork()() };
+    drop(held);
     // A program that never made a thread (a shell under `LD_PRELOAD`) forks
     // untouched.
     if pid == 0 && crate::runtime::started().is_some() {

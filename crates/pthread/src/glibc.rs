@@ -190,6 +190,13 @@ pub(crate) fn check() {
 /// per-thread data, `thread.rs`), handed back with the block by [`new_tcb`]:
 /// the next thread reuses both, and neither costs a `malloc` and a `free`.
 static CACHE: crate::lock::SpinLock<Vec<(usize, usize)>> = crate::lock::SpinLock::new(Vec::new());
+/// Holds the kept blocks' lock across a `fork` (`fork.rs`), as glibc holds
+/// malloc's: a child forked while another thread was inside [`new_tcb`] or
+/// [`free_tcb`] would otherwise inherit the lock taken, by a thread it does
+/// not have, and hang in its first `pthread_create`.
+pub(crate) fn hold_cache_for_fork() -> crate::lock::SpinGuard<'static, Vec<(usize, usize)>> {
+    CACHE.lock()
+}
 /// At most this many blocks are kept (each the process's static TLS size
 /// plus glibc's `struct pthread`, a few KiB); more are freed.
 const CACHE_MAX: usize = 4096;
