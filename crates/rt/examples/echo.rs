@@ -11,7 +11,9 @@
 //!
 //! `MODE`: `rt-net` (user threads, `schedlab_rt::net`: a blocked read parks
 //! on the poller), `rt-std` (user threads, plain `std::net`: a blocked read
-//! is a kernel-thread hand-off), `os` (OS threads, `std::net`). The server
+//! is a kernel-thread hand-off), `os` (OS threads, `std::net`), `tokio` (a
+//! task per connection on tokio's multi-thread runtime with `PROCESSORS`
+//! workers, `tokio::net`: the reference the lab's probe compares). The server
 //! runs on CPU 0 and the client on CPU 1 when the machine has two or more
 //! (`sched_setaffinity`, inherited by every thread each makes), with
 //! `PROCESSORS` (default 1) virtual processors for the `rt-*` modes. The
@@ -27,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn usage() -> ExitCode {
-    eprintln!("usage: echo rt-net|rt-std|os CONNECTIONS [SECONDS] [PROCESSORS]");
+    eprintln!("usage: echo rt-net|rt-std|os|tokio CONNECTIONS [SECONDS] [PROCESSORS]");
     ExitCode::from(2)
 }
 
@@ -73,7 +75,7 @@ fn main() -> ExitCode {
     let secs = args.get(2).map_or(Ok(3.0), |s| s.parse::<f64>());
     let procs = args.get(3).map_or(Ok(1), |s| s.parse::<usize>());
     let (Ok(secs), Ok(procs)) = (secs, procs) else { return usage() };
-    if !["rt-net", "rt-std", "os"].contains(&mode.as_str()) || conns == 0 || procs == 0 {
+    if !["rt-net", "rt-std", "os", "tokio"].contains(&mode.as_str()) || conns == 0 || procs == 0 {
         return usage();
     }
     pin(0);
@@ -100,6 +102,10 @@ fn main() -> ExitCode {
         let trips: f64 = lines.next()?.ok()?.trim().parse().ok()?;
         Some((trips, cpu_time() - cpu0, threads))
     });
+    if mode == "tokio" {
+        tokio_server(listener, conns, procs);
+        return finish(mode, conns, procs, secs, child, sampler);
+    }
     let rt = match mode.as_str() {
         "os" => None,
         _ => Some(
@@ -136,6 +142,19 @@ fn main() -> ExitCode {
         Some(rt) => rt.block_on(accept_loop).expect("no deadlock"),
         None => accept_loop(),
     }
+    let procs = if rt.is_some() { procs } else { 0 };
+    finish(mode, conns, procs, secs, child, sampler)
+}
+
+/// Waits for the client and prints the line.
+fn finish(
+    mode: &str,
+    conns: usize,
+    procs: usize,
+    secs: f64,
+    mut child: std::process::Child,
+    sampler: std::thread::JoinHandle<Option<(f64, Duration, usize)>>,
+) -> ExitCode {
     let status = child.wait().expect("the client");
     let report = sampler.join().expect("the sampler");
     let (true, Some((trips, cpu, threads))) = (status.success(), report) else {
@@ -145,11 +164,47 @@ fn main() -> ExitCode {
     println!(
         "{mode} connections={conns} processors={} round_trips_per_s={:.0} \
          server_cpu_ns_per_round_trip={:.0} server_kernel_threads={threads}",
-        if rt.is_some() { procs } else { 0 },
+        procs,
         trips / secs,
         cpu.as_nanos() as f64 / trips.max(1.0),
     );
     ExitCode::SUCCESS
+}
+
+/// The tokio server: a task per connection on a multi-thread runtime with
+/// `workers` workers, reading one byte and writing it back (the probe's).
+fn tokio_server(listener: std::net::TcpListener, conns: usize, workers: usize) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_io()
+        .build()
+        .expect("a tokio runtime");
+    rt.block_on(async move {
+        listener.set_nonblocking(true).expect("O_NONBLOCK");
+        let listener = tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
+        let mut tasks = Vec::new();
+        for _ in 0..conns {
+            let (mut s, _) = listener.accept().await.expect("accept");
+            s.set_nodelay(true).expect("TCP_NODELAY");
+            tasks.push(tokio::spawn(async move {
+                let mut b = [0u8; 1];
+                loop {
+                    match s.read(&mut b).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {
+                            if s.write_all(&b).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("a connection task");
+        }
+    });
 }
 
 /// One connection's server thread: echo each byte until end of file.

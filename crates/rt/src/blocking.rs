@@ -41,8 +41,10 @@
 //!    handed it yet); failing that, it queues `T` on the runtime's injection
 //!    queue and parks as a spare. Transparently, `T`'s next runtime call does
 //!    the same (every entry point checks for a detached thread on its slow
-//!    path), or the monitor, seeing `K`'s CPU clock run again, asks it to
-//!    rejoin (`REQ_REJOIN`) and the preemption trampoline does it at a safe
+//!    path), or the monitor, seeing `K`'s CPU clock run again and `K`
+//!    running (not blocked in the kernel again: a loop of plain blocking
+//!    calls runs on as an OS thread would), asks it to rejoin
+//!    (`REQ_REJOIN`) and the preemption trampoline does it at a safe
 //!    point. So the kernel threads running user code stay `P`, up to the
 //!    monitor's reaction time for a thread that returns and computes.
 //!

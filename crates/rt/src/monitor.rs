@@ -232,6 +232,51 @@ impl Detached {
     }
 }
 
+/// When the scan of detached kernel threads (for ones running again) is
+/// due: the next one waits [`SCAN_SHARE`] times the last one's duration
+/// (and at least the blocked-thread threshold, or 100 µs), so that with
+/// thousands of them the scan takes at most a small share of the monitor's
+/// CPU, which is the processors' CPU (the monitor runs ahead of them).
+/// Before, the wait was only a wish among the look's others: every look
+/// scanned, so each hand-off's three or four looks read the CPU clock of
+/// every detached kernel thread. At 2,000 connections of a plain
+/// `std::net` echo server on one processor the monitor took 98% of that
+/// CPU reading clocks, made about 40 hand-offs a second, and the server
+/// never answered its first wave (issue 29).
+#[derive(Default)]
+struct ScanGate {
+    /// When the next scan is due (`None`: at the next look).
+    due: Option<Instant>,
+    /// The last scan found detached kernel threads (so a later one is
+    /// wanted even if nothing else wakes the monitor).
+    any: bool,
+}
+
+impl ScanGate {
+    /// Whether the scan runs in the look at `now`.
+    fn due(&self, now: Instant) -> bool {
+        self.due.is_none_or(|t| now >= t)
+    }
+
+    /// A scan ran from `start` to `end`, and found detached kernel threads
+    /// (`any`).
+    fn scanned(&mut self, start: Instant, end: Instant, any: bool, threshold: Duration) {
+        let took = end.saturating_duration_since(start);
+        let wait = threshold.max(Duration::from_micros(100)).max(took * SCAN_SHARE);
+        self.due = Some(end + wait);
+        self.any = any;
+    }
+
+    /// When the monitor should wake for the next scan, if one is wanted.
+    fn next(&self) -> Option<Instant> {
+        if self.any {
+            self.due
+        } else {
+            None
+        }
+    }
+}
+
 /// Default threshold for declaring a kernel thread blocked.
 pub const DEFAULT_BLOCK_THRESHOLD: Duration = Duration::from_micros(50);
 
@@ -324,6 +369,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
     // `High` threads, and the signal the monitor sent it for a level in this stint.
     let mut prio_seen: Vec<(Option<Instant>, Option<Sent>)> = vec![(None, None); procs.len()];
     let mut detached = Detached::default();
+    let mut scan_gate = ScanGate::default();
     // The first look for a blocked kernel thread after a switch
     // (`threshold`, stretched while nothing blocks: `Calm`).
     let mut calm = Calm::new(threshold);
@@ -625,31 +671,44 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
         }
         // Detached kernel threads running user code again: ask them to
         // rejoin, so the kernel threads running user code stay P. One
-        // clock read per detached kernel thread: with thousands of them
-        // (a thread per connection on plain `std::net`) the scan itself
-        // takes a while, and the next one waits [`SCAN_SHARE`] times that.
-        let scan_start = Instant::now();
-        let mut any_detached = false;
-        shared.machines.for_each(|m| {
-            let det = !m.detached.load(Ordering::Relaxed).is_null()
-                && m.processor().is_null()
-                && !m.explicit.load(Ordering::Relaxed);
-            let key = m as *const Machine as usize;
-            if !det {
-                detached.forget(key);
-                return;
-            }
-            any_detached = true;
-            let Some(cpu) = m.cpu_time_ns() else { return };
-            if detached.see(key, cpu, now) {
-                m.request.store(REQ_REJOIN, Ordering::Release);
-                signal_thread(m.tid.load(Ordering::Relaxed));
-            }
-        });
-        detached.end_look();
-        if any_detached {
-            let scan = scan_start.elapsed();
-            want(now + threshold.max(Duration::from_micros(100)).max(scan * SCAN_SHARE));
+        // clock read (a system call) per detached kernel thread: with
+        // thousands of them (a thread per connection on plain `std::net`)
+        // the scan itself takes milliseconds, so it runs only when due
+        // ([`ScanGate`]), not at every look.
+        if scan_gate.due(now) {
+            let scan_start = Instant::now();
+            let mut any_detached = false;
+            shared.machines.for_each(|m| {
+                let det = !m.detached.load(Ordering::Relaxed).is_null()
+                    && m.processor().is_null()
+                    && !m.explicit.load(Ordering::Relaxed);
+                let key = m as *const Machine as usize;
+                if !det {
+                    detached.forget(key);
+                    return;
+                }
+                any_detached = true;
+                let Some(cpu) = m.cpu_time_ns() else { return };
+                if detached.see(key, cpu, now) {
+                    // It ran since the last scan. Asked only if it runs
+                    // now: one blocked in the kernel again (a thread per
+                    // connection looping on plain `std::net` calls) would
+                    // only be brought back to block its processor at the
+                    // next call, a hand-off each (and the signal cuts its
+                    // call short, to be restarted): it runs on as an OS
+                    // thread would, and is asked when it computes.
+                    let tid = m.tid.load(Ordering::Relaxed);
+                    if thread_state(tid) == Some(b'R') {
+                        m.request.store(REQ_REJOIN, Ordering::Release);
+                        signal_thread(tid);
+                    }
+                }
+            });
+            detached.end_look();
+            scan_gate.scanned(scan_start, Instant::now(), any_detached, threshold);
+        }
+        if let Some(t) = scan_gate.next() {
+            want(t);
         }
         calm.look();
         if stale {
@@ -816,6 +875,27 @@ fn emit_blocked(shared: &Shared, vp: &crate::processor::Processor, how: Detectio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_detached_scan_waits_twenty_times_its_duration() {
+        let mut g = ScanGate::default();
+        let t0 = Instant::now();
+        assert!(g.due(t0), "the first look scans");
+        let threshold = Duration::from_micros(50);
+        // A scan of 2 ms (thousands of clock reads): the next in 40 ms, not
+        // at the next look.
+        g.scanned(t0, t0 + Duration::from_millis(2), true, threshold);
+        let end = t0 + Duration::from_millis(2);
+        assert!(!g.due(end + Duration::from_micros(100)));
+        assert!(!g.due(end + Duration::from_millis(39)));
+        assert!(g.due(end + Duration::from_millis(40)));
+        assert_eq!(g.next(), Some(end + Duration::from_millis(40)));
+        // A quick scan: at least 100 µs; nothing detached, no wake-up for it.
+        g.scanned(t0, t0, false, threshold);
+        assert!(!g.due(t0 + Duration::from_micros(99)));
+        assert!(g.due(t0 + Duration::from_micros(100)));
+        assert_eq!(g.next(), None);
+    }
 
     #[test]
     fn a_detached_thread_that_ran_is_asked_to_rejoin_once_per_retry() {
