@@ -70,11 +70,13 @@
 //! their own, which splits the stacks' reservation (up to two more VMAs per
 //! idle thread, merged back at the restore), counted against
 //! `vm.max_map_count` (65530 by default): past it the registration fails
-//! with `ENOMEM` and the thread keeps its live pages (said once). Refused
-//! userfaultfd (`EPERM` without `CAP_SYS_PTRACE` while
-//! `vm.unprivileged_userfaultfd` is 0 and `/dev/userfaultfd` is root's; a
-//! seccomp filter; a kernel before 6.8) keeps the live pages, said once on
-//! standard error. A page shared with a child after `fork` cannot be moved
+//! with `ENOMEM` and the thread keeps its live pages. Refused userfaultfd
+//! (`EPERM` without `CAP_SYS_PTRACE` while `vm.unprivileged_userfaultfd` is
+//! 0 and `/dev/userfaultfd` is root's; a seccomp filter; a kernel before
+//! 6.8) keeps the live pages. Either is said once on standard error when the
+//! program asked for the live mode (`idle_stack_reclaim_live(true)`); the
+//! default falls back silently, as a library should not write to a
+//! program's standard error on its own (a C program under `schedlab exec`). A page shared with a child after `fork` cannot be moved
 //! (`EBUSY`) and stays. The runtime's drop puts the pages of threads that
 //! never ran again back and frees their buffers before it stops the
 //! helper. Each idle period costs the monitor a registration, a move per
@@ -199,6 +201,8 @@ pub(crate) struct Reclaim {
     after: Option<Duration>,
     /// Give the live part back too (module docs, "The live part").
     live: bool,
+    /// The program asked for the live mode: a fallback is said (once).
+    live_asked: bool,
     /// Threads that listed themselves since the monitor's last look.
     inbox: Mutex<Vec<TaskRef>>,
     /// The userfaultfd side of the live mode, set up by the monitor at the
@@ -209,10 +213,12 @@ pub(crate) struct Reclaim {
 }
 
 impl Reclaim {
-    pub(crate) fn new(after: Option<Duration>, live: bool) -> Reclaim {
+    /// `live`: `None` for the default (on, falling back silently).
+    pub(crate) fn new(after: Option<Duration>, live: Option<bool>) -> Reclaim {
         Reclaim {
             after,
-            live,
+            live: live.unwrap_or(true),
+            live_asked: live == Some(true),
             inbox: Mutex::new(Vec::new()),
             resolver: OnceLock::new(),
             helper: Mutex::new(None),
@@ -246,9 +252,11 @@ impl Reclaim {
                     Some(r)
                 }
                 Err(e) => {
-                    say_once(&format!(
-                        "userfaultfd is unavailable ({e}); idle threads keep their live stack page"
-                    ));
+                    if self.live_asked {
+                        say_once(&format!(
+                            "userfaultfd is unavailable ({e}); idle threads keep their live stack page"
+                        ));
+                    }
                     None
                 }
             })
@@ -407,7 +415,7 @@ unsafe fn give_back(t: &Task, r: &Reclaim) -> bool {
     let dead = resident_bytes(low, live_lo, page);
     // The live part, moved out when the mode and the kernel allow.
     let moved = if r.live && top - sp <= MAX_LIVE {
-        r.resolver().and_then(|res| res.take_out(live_lo, top, sp))
+        r.resolver().and_then(|res| res.take_out(live_lo, top, sp, r.live_asked))
     } else {
         None
     };
@@ -560,7 +568,9 @@ impl Resolver {
         r.uffd.register(scratch, page)?;
         let helper = {
             let r = r.clone();
-            std::thread::Builder::new().name("rt-uffd".into()).spawn(move || r.serve())?
+            // One of the runtime's own kernel threads (in the
+            // `shared-library` build, with its own per-kernel-thread block).
+            crate::hooks::spawn_kernel_thread("schedlab-uffd".into(), move || r.serve())?
         };
         Ok((r, helper))
     }
@@ -573,13 +583,17 @@ impl Resolver {
     /// stack pointer `sp`) out: registers it, moves each page out through
     /// the scratch page keeping its live bytes, and publishes the part.
     /// `None` when it could not (the pages stay, the thread is as before).
-    fn take_out(&self, lo: usize, top: usize, sp: usize) -> Option<usize> {
+    /// `say`: a refused registration is said (once).
+    fn take_out(&self, lo: usize, top: usize, sp: usize, say: bool) -> Option<usize> {
         let mut parts = self.lock();
         // Registered first: an access by another thread after a page moves
         // out must wait for the part, not find a fresh zero page. It waits
         // in the helper, which takes `parts`'s lock we hold until the part
         // is published.
         if let Err(e) = self.uffd.register(lo, top - lo) {
+            if !say {
+                return None;
+            }
             say_once(&if e.raw_os_error() == Some(libc::ENOMEM) {
                 format!(
                     "registering an idle stack with userfaultfd passed vm.max_map_count ({e}); \

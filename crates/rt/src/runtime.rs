@@ -220,7 +220,8 @@ pub struct RuntimeBuilder {
     block_threshold: Duration,
     transparent_blocking: bool,
     idle_reclaim: Option<Duration>,
-    idle_reclaim_live: bool,
+    /// `None`: the default (on, and silent where it falls back).
+    idle_reclaim_live: Option<bool>,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -254,7 +255,7 @@ impl Default for RuntimeBuilder {
             block_threshold: DEFAULT_BLOCK_THRESHOLD,
             transparent_blocking: true,
             idle_reclaim: Some(crate::DEFAULT_IDLE_RECLAIM),
-            idle_reclaim_live: true,
+            idle_reclaim_live: None,
         }
     }
 }
@@ -364,9 +365,10 @@ impl RuntimeBuilder {
     /// does. Default on; where userfaultfd is refused (no `CAP_SYS_PTRACE`
     /// and `vm.unprivileged_userfaultfd` 0, a seccomp filter, a kernel
     /// before 6.8), or `vm.max_map_count` is reached, the live pages stay
-    /// (said once on standard error).
+    /// (said once on standard error when this was called with `true`; the
+    /// default falls back silently).
     pub fn idle_stack_reclaim_live(mut self, on: bool) -> Self {
-        self.idle_reclaim_live = on;
+        self.idle_reclaim_live = Some(on);
         self
     }
 

@@ -452,8 +452,8 @@ fn a_runtime_dropped_while_its_readers_are_reclaimed_frees_their_buffers() {
     });
 }
 
-/// Where userfaultfd is refused, the live mode keeps the live page (and
-/// says so once): the dead pages still go, the thread resumes intact, no
+/// Where userfaultfd is refused, the live mode keeps the live page (and,
+/// asked for explicitly, says so once): the dead pages still go, the thread resumes intact, no
 /// buffer is made. Run here as `nobody` (`setpriv`) when the tests run as
 /// root, where the sysctl `vm.unprivileged_userfaultfd` is 0.
 #[test]
@@ -494,7 +494,13 @@ fn the_live_mode_falls_back_to_keeping_the_live_page_where_userfaultfd_is_refuse
     }
     watchdog(60, || {
         let buffers = schedlab_rt::reclaimed_stack_buffers();
-        let rt = quick_reclaim(2);
+        // Asked for explicitly: the fallback is said (the default is silent).
+        let rt = Runtime::builder()
+            .processors(2)
+            .idle_stack_reclaim(Some(Duration::from_millis(1)))
+            .idle_stack_reclaim_live(true)
+            .build()
+            .unwrap();
         let n = 4;
         let (mut ends, bounds, handles) = readers(&rt, n);
         eventually("every reader listed its stack", || bounds.lock().unwrap().len() == n);
