@@ -41,8 +41,10 @@ pub(crate) use crate::thread::{try_current, yield_now};
 
 // The data layer: a task's release and panic report, a wait list's or a
 // timer's wake-up, a spin lock's yield, an idle processor's wake-up of the
-// poller's sleeper, idle-stack reclaim's runtime section and its return of
-// a taken-over thread to the run queues.
+// poller's sleeper, idle-stack reclaim's runtime section, its return of
+// a taken-over thread to the run queues and its helper kernel thread.
+#[cfg(not(loom))]
+pub(crate) use crate::machine::spawn_kernel_thread;
 #[cfg(not(loom))]
 pub(crate) use crate::poll::interrupt as interrupt_poller;
 #[cfg(not(loom))]

@@ -192,6 +192,8 @@ mod thread;
 #[cfg(not(loom))]
 mod timer;
 #[cfg(not(loom))]
+mod uffd;
+#[cfg(not(loom))]
 mod wait;
 #[cfg(not(loom))]
 mod yielder;
@@ -215,7 +217,7 @@ pub use crate::{
     monitor::DEFAULT_BLOCK_THRESHOLD,
     preempt::{no_preempt, Preemption, DEFAULT_QUANTUM, MIN_QUANTUM},
     priority::{Priority, AGING},
-    reclaim::DEFAULT_IDLE_RECLAIM,
+    reclaim::{reclaimed_stack_buffers, DEFAULT_IDLE_RECLAIM},
     registry::ParkedThread,
     runtime::{
         Cancelled, Deadlock, Runtime, RuntimeBuilder, DEFAULT_SPIN, DEFAULT_STACK_SIZE, MAX_SPIN,

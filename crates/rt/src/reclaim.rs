@@ -18,19 +18,71 @@
 //!   lowest; signal handlers run on the stack of whichever thread is
 //!   current, not on a suspended one), so this is sound whatever the program
 //!   does, but it frees only what deeper calls touched before the wait.
-//! - **Live part too** ([`RuntimeBuilder::idle_stack_reclaim_live`], unsafe):
-//!   the live part, from the saved stack pointer to the top (a few hundred
-//!   bytes for a thread in a `read`), is copied into a heap buffer and every
-//!   page is given back; the bytes go back to the same addresses before the
-//!   thread runs again, so pointers into the stack stay valid *for the thread
-//!   itself*. What it cannot keep valid is another thread reading or writing
-//!   the parked thread's stack meanwhile, which safe Rust allows: a local
-//!   borrowed by a scoped thread (`std::thread::scope`, `schedlab_rt::scope`)
-//!   while its owner blocks in a `read` would read as zeros, and its writes
-//!   would be lost at the restore. Go has no such case (escape analysis puts
-//!   any variable another goroutine can reach on the heap), so there the
-//!   copy is always sound; here only the program can promise it, hence an
-//!   `unsafe` opt-in rather than the default.
+//! - **Live part too** ([`RuntimeBuilder::idle_stack_reclaim_live`], on by
+//!   default): the pages from the one holding the saved stack pointer to the
+//!   top (the live frames: a few hundred bytes for a thread in a `read`) go
+//!   too, their live bytes kept in a heap buffer and the pages registered
+//!   with userfaultfd, so that they come back with their contents on *any*
+//!   access ("The live part", below). Go moves a goroutine's stack freely
+//!   because escape analysis puts whatever another goroutine can reach on
+//!   the heap; in Rust another thread may use a parked thread's stack (a
+//!   local borrowed by a scoped thread while its owner blocks in a `read`,
+//!   or the kernel writing into it for that scoped thread's `read(2)`), so
+//!   an unsound copy-and-restore would show it zeros and undo its writes.
+//!   Where userfaultfd is refused, the live pages stay (dead pages only).
+//!
+//! # The live part
+//!
+//! Linux's userfaultfd (man 2 `userfaultfd`, `ioctl_userfaultfd`; `uffd.rs`)
+//! lets a process fill its own missing pages: an access to a missing page of
+//! a range registered in `MISSING` mode waits until someone fills it with
+//! `UFFDIO_COPY`, and filling a page that is there already fails (`EEXIST`),
+//! so of two fills the first wins. CRIU's lazy restore and QEMU's postcopy
+//! migration serve a whole address space that way; we serve a few pages per
+//! idle thread. The protocol, for a thread `t` whose live part is `lo..top`:
+//!
+//! 1. **Out** (the monitor, owning the parked `t`): take the map's lock;
+//!    register `lo..top`; move each page out with `UFFDIO_MOVE` (Linux 6.8)
+//!    into a registered scratch page, keep its live bytes, and empty the
+//!    scratch page; publish the part in the map (keyed by `lo`, which `t`
+//!    keeps); unlock. The move is atomic: another thread's write before it is
+//!    in the page moved, one after it faults — and that fault waits for the
+//!    map's lock, so it never sees a part half made. A copy followed by
+//!    `MADV_DONTNEED` would lose a write landing between the two.
+//! 2. **Another thread's access** (any thread, or the kernel: the descriptor
+//!    is opened without `UFFD_USER_MODE_ONLY`, so `copy_to_user` waits as a
+//!    user access does): the runtime's helper kernel thread, blocked in
+//!    `poll` on the descriptor, reads the fault; under the map's lock it
+//!    looks the page up in the part there *now* and fills it from that part
+//!    (`UFFDIO_COPY`). Under the lock, because an event read before `t`
+//!    resumed may be served after `t` was reclaimed again: the current part
+//!    is the truth, an old one would undo writes. A page in no part gets a
+//!    zero page (`EEXIST` or nothing: the page is back). The page is then
+//!    the truth; later writes by anyone stay.
+//! 3. **Back** (the processor about to run `t`, on the cold branch of its
+//!    null context, before switching to it — so `t` itself never faults on
+//!    its own frames and no processor waits for itself): fill every page
+//!    of the part (`EEXIST` where the helper did), drop the part from the
+//!    map, unregister `lo..top`, free the buffer.
+//!
+//! Costs and limits: the helper is one kernel thread per runtime, started at
+//! the first live reclaim; the pages of a registered range are a VMA of
+//! their own, which splits the stacks' reservation (up to two more VMAs per
+//! idle thread, merged back at the restore), counted against
+//! `vm.max_map_count` (65530 by default): past it the registration fails
+//! with `ENOMEM` and the thread keeps its live pages. Refused userfaultfd
+//! (`EPERM` without `CAP_SYS_PTRACE` while `vm.unprivileged_userfaultfd` is
+//! 0 and `/dev/userfaultfd` is root's; a seccomp filter; a kernel before
+//! 6.8) keeps the live pages. Either is said once on standard error when the
+//! program asked for the live mode (`idle_stack_reclaim_live(true)`); the
+//! default falls back silently, as a library should not write to a
+//! program's standard error on its own (a C program under `schedlab exec`). A page shared with a child after `fork` cannot be moved
+//! (`EBUSY`) and stays. The runtime's drop puts the pages of threads that
+//! never ran again back and frees their buffers before it stops the
+//! helper. Each idle period costs the monitor a registration, a move per
+//! page and a lock, and the resume a fill per page, a lock and an
+//! unregistration: a few system calls, paid only by threads idle for the
+//! threshold.
 //!
 //! # Who reclaims, and when
 //!
@@ -47,7 +99,7 @@
 //! Why 1 s by default: each reclaim costs the monitor a compare-and-swap
 //! pair and a `mincore` (and a `madvise` when there is something to give),
 //! on the CPU of the processors it preempts, and a thread reclaimed in the
-//! live mode pays a page fault and a copy at its next resume. With the
+//! live mode pays a fill per page and an unregistration at its next resume. With the
 //! threshold at 10 ms (the first choice: Go's sysmon and our monitor's
 //! network poll run at that period), an echo server of 2,000 busy
 //! connections on one CPU, each waiting ~60 ms between its bytes, had every
@@ -80,18 +132,22 @@
 //! A live-mode reclaim sets the thread's saved context to null, which the
 //! switch path already tests (a thread that has not started has none:
 //! `Processor::context_of`). Its cold branch (`first_context`) asks
-//! [`restore`] first, which copies the bytes back and returns the saved
-//! stack pointer. So the hot path gains no instruction. Threads on lent
-//! stacks (`Builder::stack_memory`: the memory is the caller's) are never
-//! reclaimed; guard pages survive `MADV_DONTNEED`; `stack_usage` reports
-//! the most the stack held at a reclaim when that is more than it holds now.
+//! [`restore`] first, which puts the pages back (step 3 above) and returns
+//! the saved stack pointer. So the hot path gains no instruction. Threads on
+//! lent stacks (`Builder::stack_memory`: the memory is the caller's) are
+//! never reclaimed; guard pages survive `MADV_DONTNEED`; `stack_usage`
+//! reports the most the stack held at a reclaim when that is more than it
+//! holds now.
 
 use crate::arch::StackPointer;
 use crate::park::Kind;
 use crate::task::{Task, TaskRef};
+use crate::uffd::{Miss, PageBuf, Uffd};
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How long a user thread waits on I/O before its stack's memory is given
@@ -103,18 +159,21 @@ pub const DEFAULT_IDLE_RECLAIM: Duration = Duration::from_secs(1);
 /// than its other work needs.
 pub(crate) const MIN_IDLE_RECLAIM: Duration = Duration::from_millis(1);
 
-/// The largest live part copied out (bytes). A thread parked deeper than this
-/// keeps its live part in place (its dead pages still go): copying tens of
-/// KiB per wake-up would cost more than the memory is worth.
+/// The largest live part moved out (bytes). A thread parked deeper than this
+/// keeps its live part in place (its dead pages still go): a move and a
+/// fill per page of several at each wake-up would cost more than the memory
+/// is worth.
 const MAX_LIVE: usize = 16 * 1024;
 
 /// The reclaim state of one user thread (a field of `Task`).
 #[derive(Default)]
 pub(crate) struct IdleStack {
-    /// The live part of the stack while it is reclaimed (live mode): the
-    /// bytes from the saved stack pointer to the top. Owned by whoever owns
-    /// the thread's saved context (the park word's protocol, module docs).
-    saved: UnsafeCell<Option<Box<[u8]>>>,
+    /// While the live part of the stack is away (live mode): the address of
+    /// its first page, the key of its bytes in the resolver's map (which
+    /// owns them, so that a runtime dropped with reclaimed threads frees
+    /// them); 0 otherwise. Owned by whoever owns the thread's saved context
+    /// (the park word's protocol, module docs).
+    saved: UnsafeCell<usize>,
     /// Readiness waits begun and ended: odd while the thread is inside one.
     /// Written by the thread only.
     waits: AtomicU32,
@@ -140,22 +199,68 @@ impl IdleStack {
 pub(crate) struct Reclaim {
     /// The threshold, `None` when reclaim is off.
     after: Option<Duration>,
-    /// Copy the live part out too (module docs).
+    /// Give the live part back too (module docs, "The live part").
     live: bool,
+    /// The program asked for the live mode: a fallback is said (once).
+    live_asked: bool,
     /// Threads that listed themselves since the monitor's last look.
     inbox: Mutex<Vec<TaskRef>>,
+    /// The userfaultfd side of the live mode, set up by the monitor at the
+    /// first live reclaim: `None` inside when it was refused.
+    resolver: OnceLock<Option<Arc<Resolver>>>,
+    /// The resolver's kernel thread, joined at the runtime's drop.
+    helper: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Reclaim {
-    pub(crate) fn new(after: Option<Duration>, live: bool) -> Reclaim {
-        Reclaim { after, live, inbox: Mutex::new(Vec::new()) }
+    /// `live`: `None` for the default (on, falling back silently).
+    pub(crate) fn new(after: Option<Duration>, live: Option<bool>) -> Reclaim {
+        Reclaim {
+            after,
+            live: live.unwrap_or(true),
+            live_asked: live == Some(true),
+            inbox: Mutex::new(Vec::new()),
+            resolver: OnceLock::new(),
+            helper: Mutex::new(None),
+        }
     }
 
-    /// Drops the listed threads' references (the runtime's drop, after
-    /// every kernel thread stopped).
+    /// Drops the listed threads' references and stops the resolver's
+    /// kernel thread (the runtime's drop, after every kernel thread
+    /// stopped: no user thread touches a stack any more).
     pub(crate) fn clear(&self) {
         let v = std::mem::take(&mut *self.inbox.lock().unwrap_or_else(|e| e.into_inner()));
         drop(v);
+        if let Some(Some(r)) = self.resolver.get() {
+            // The reclaimed threads that never run again: their stacks are
+            // made whole and their buffers freed, then the helper stops.
+            r.put_all_back();
+            r.stop();
+            if let Some(h) = self.helper.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                let _ = h.join();
+            }
+        }
+    }
+
+    /// The resolver, set up at the first call (by the monitor); `None` when
+    /// userfaultfd is refused here (said once per process).
+    fn resolver(&self) -> Option<&Arc<Resolver>> {
+        self.resolver
+            .get_or_init(|| match Resolver::start() {
+                Ok((r, helper)) => {
+                    *self.helper.lock().unwrap_or_else(|e| e.into_inner()) = Some(helper);
+                    Some(r)
+                }
+                Err(e) => {
+                    if self.live_asked {
+                        say_once(&format!(
+                            "userfaultfd is unavailable ({e}); idle threads keep their live stack page"
+                        ));
+                    }
+                    None
+                }
+            })
+            .as_ref()
     }
 }
 
@@ -244,7 +349,7 @@ impl Reclaimer {
                 return false;
             }
             let w = t.idle.waits.load(Ordering::Relaxed);
-            if w & 1 == 1 && w == *seen && t.park.is_parked() && reclaim(t, w, r.live) {
+            if w & 1 == 1 && w == *seen && t.park.is_parked() && reclaim(t, w, r) {
                 return false;
             }
             *seen = w;
@@ -256,7 +361,7 @@ impl Reclaimer {
 /// Reclaims the stack of `t`, seen inside its readiness wait number `w` a
 /// period ago and now, if it is still parked there. Returns whether it did
 /// (then `t` left the list: its `listed` flag is cleared).
-fn reclaim(t: &TaskRef, w: u32, live: bool) -> bool {
+fn reclaim(t: &TaskRef, w: u32, r: &Reclaim) -> bool {
     if !t.park.take_parked(Kind::User) {
         return false;
     }
@@ -265,7 +370,7 @@ fn reclaim(t: &TaskRef, w: u32, live: bool) -> bool {
     // `take_parked` read the park's commit, so `waits` is the thread's own.
     let done = t.idle.waits.load(Ordering::Relaxed) == w && {
         // SAFETY: the thread is parked and ours (above).
-        unsafe { give_back(t, live) }
+        unsafe { give_back(t, r) }
     };
     if done {
         t.idle.listed.store(false, Ordering::Relaxed);
@@ -280,18 +385,18 @@ fn reclaim(t: &TaskRef, w: u32, live: bool) -> bool {
 }
 
 /// Gives back the memory of the parked thread `t`'s stack: the dead pages,
-/// and in the live mode the live part too (copied out). Whether it did.
+/// and in the live mode the live part too (moved out). Whether it did.
 ///
 /// # Safety
 ///
 /// `t` must be parked, its context saved, and owned by the caller (taken
 /// over from its park word).
-unsafe fn give_back(t: &Task, live: bool) -> bool {
+unsafe fn give_back(t: &Task, r: &Reclaim) -> bool {
     // SAFETY: owned by the caller (contract).
     let (sp, stack, saved) =
         unsafe { (*t.ctx.get(), (*t.stack.get()).as_ref(), &mut *t.idle.saved.get()) };
     let Some(stack) = stack else { return false };
-    if !stack.reusable() || sp.is_null() || saved.is_some() {
+    if !stack.reusable() || sp.is_null() || *saved != 0 {
         // Lent memory (the caller's), or a thread not started or already
         // reclaimed.
         return false;
@@ -303,41 +408,339 @@ unsafe fn give_back(t: &Task, live: bool) -> bool {
         return false;
     }
     let page = crate::stack::page_size();
-    let len = top - sp;
-    let live_too = live && len <= MAX_LIVE;
-    // The pages to give back: below the page of the stack pointer (dead),
-    // or all of them when the live part is copied out.
-    let end = if live_too { top } else { sp & !(page - 1) };
+    // The first page of the live part: everything below it is dead.
+    let live_lo = sp & !(page - 1);
     // Most idle threads never went deeper than their live frames: one
     // `mincore` finds that, and spares the `madvise`.
-    let dead = resident_bytes(low, end, page);
-    if dead == 0 && !live_too {
+    let dead = resident_bytes(low, live_lo, page);
+    // The live part, moved out when the mode and the kernel allow.
+    let moved = if r.live && top - sp <= MAX_LIVE {
+        r.resolver().and_then(|res| res.take_out(live_lo, top, sp, r.live_asked))
+    } else {
+        None
+    };
+    if dead == 0 && moved.is_none() {
         return true;
     }
     // What the stack held, for `stack_usage`: the dead pages resident and
     // the pages of the live part.
-    let held = dead + if live_too { 0 } else { top - end };
-    let held = u32::try_from(held).unwrap_or(u32::MAX);
+    let held = u32::try_from(dead + (top - live_lo)).unwrap_or(u32::MAX);
     if held > t.idle.peak.load(Ordering::Relaxed) {
         t.idle.peak.store(held, Ordering::Relaxed);
     }
-    if live_too {
-        // SAFETY: `sp..top` is the thread's own stack, mapped and not
-        // running (contract).
-        let bytes = unsafe { std::slice::from_raw_parts(sp as *const u8, len) };
-        *saved = Some(bytes.into());
+    if let Some(lo) = moved {
+        *saved = lo;
         // SAFETY: owned (contract). A null context sends the next resume
         // through `restore`.
         unsafe { *t.ctx.get() = std::ptr::null_mut() };
     }
-    if end > low {
-        // SAFETY: `low..end` is in the thread's own mapping, page aligned;
-        // nothing lives below its stack pointer, and what lives above it
-        // was copied out (when `end` is `top`) and is restored before it runs.
-        let rc = unsafe { libc::madvise(low as *mut libc::c_void, end - low, libc::MADV_DONTNEED) };
+    if dead > 0 {
+        // SAFETY: `low..live_lo` is in the thread's own mapping, page
+        // aligned; nothing lives below its stack pointer's page.
+        let rc =
+            unsafe { libc::madvise(low as *mut libc::c_void, live_lo - low, libc::MADV_DONTNEED) };
         debug_assert_eq!(rc, 0, "madvise(MADV_DONTNEED) of an idle stack failed");
     }
     true
+}
+
+/// Says `what` on standard error, once per process: the live mode falling
+/// back is worth knowing, not worth a line per thread.
+fn say_once(what: &str) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        eprintln!("schedlab-rt: {what}");
+    }
+}
+
+/// Live parts of stacks held in heap buffers now, in the whole process
+/// (tests count them: a reclaimed thread that exits, or whose runtime is
+/// dropped, must not leak its buffer).
+static SAVED_BUFFERS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many live parts of idle stacks are held in heap buffers now, in
+/// every runtime of the process. For tests.
+#[doc(hidden)]
+pub fn reclaimed_stack_buffers() -> usize {
+    SAVED_BUFFERS.load(Ordering::Relaxed)
+}
+
+/// The live part of a reclaimed stack, while its pages are away: the bytes
+/// from the saved stack pointer to the top. Immutable once made; whoever
+/// fills a page from it (the resolver for another thread's fault, or the
+/// owner's processor before it runs the thread) fills the same bytes, and
+/// the first fill wins (`UFFDIO_COPY` on a present page is `EEXIST`).
+pub(crate) struct Saved {
+    /// The first page of the live part (page aligned).
+    lo: usize,
+    /// The stack's top (page aligned).
+    top: usize,
+    /// The saved stack pointer; `bytes` starts there.
+    sp: usize,
+    bytes: Box<[u8]>,
+}
+
+impl Saved {
+    fn new(lo: usize, top: usize, sp: usize) -> Saved {
+        SAVED_BUFFERS.fetch_add(1, Ordering::Relaxed);
+        Saved { lo, top, sp, bytes: vec![0; top - sp].into_boxed_slice() }
+    }
+
+    /// The bytes of the page at `at` (page aligned, in `lo..top`) into
+    /// `out`: zeros below the stack pointer (dead), the saved bytes above.
+    fn fill(&self, at: usize, out: &mut [u8]) {
+        let from = at.max(self.sp);
+        let to = (at + out.len()).min(self.top);
+        out[..from - at].fill(0);
+        out[from - at..to - at].copy_from_slice(&self.bytes[from - self.sp..to - self.sp]);
+    }
+
+    /// Keeps the bytes of `src`, a copy of the page that was at `at`.
+    fn keep(&mut self, at: usize, src: &[u8]) {
+        let from = at.max(self.sp);
+        let to = (at + src.len()).min(self.top);
+        self.bytes[from - self.sp..to - self.sp].copy_from_slice(&src[from - at..to - at]);
+    }
+}
+
+impl Drop for Saved {
+    fn drop(&mut self) {
+        SAVED_BUFFERS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The userfaultfd side of the live mode: the descriptor, the live parts by
+/// their first page, the monitor's scratch page, and the stop signal of the
+/// helper kernel thread that serves other threads' faults.
+struct Resolver {
+    uffd: Uffd,
+    page: usize,
+    /// Reclaimed live parts by their first page. Taken by the monitor while
+    /// it moves pages out and publishes a part, by the helper while it
+    /// looks a fault up and fills the page, by an owner's processor while
+    /// it drops a part (module docs, "The live part").
+    parts: Mutex<BTreeMap<usize, Arc<Saved>>>,
+    /// One registered page, missing between uses, that `UFFDIO_MOVE` moves
+    /// a stack page into (the call's destination must be registered); used
+    /// under `parts`'s lock.
+    scratch: usize,
+    /// An eventfd: readable once the runtime drops.
+    stop: OwnedFd,
+}
+
+impl Resolver {
+    /// Opens the descriptor, maps and registers the scratch page, and
+    /// starts the helper kernel thread.
+    fn start() -> std::io::Result<(Arc<Resolver>, std::thread::JoinHandle<()>)> {
+        let uffd = Uffd::open()?;
+        let page = crate::stack::page_size();
+        // SAFETY: a fresh anonymous private page; no pointer of ours is in it.
+        let scratch = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if scratch == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let scratch = scratch as usize;
+        // SAFETY: no flags but close-on-exec.
+        let stop = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if stop < 0 {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: mapped just above, unused.
+            unsafe { libc::munmap(scratch as *mut libc::c_void, page) };
+            return Err(e);
+        }
+        let r = Arc::new(Resolver {
+            uffd,
+            page,
+            parts: Mutex::new(BTreeMap::new()),
+            scratch,
+            // SAFETY: just created, owned by nobody else.
+            stop: unsafe { OwnedFd::from_raw_fd(stop) },
+        });
+        r.uffd.register(scratch, page)?;
+        let helper = {
+            let r = r.clone();
+            // One of the runtime's own kernel threads (in the
+            // `shared-library` build, with its own per-kernel-thread block).
+            crate::hooks::spawn_kernel_thread("schedlab-uffd".into(), move || r.serve())?
+        };
+        Ok((r, helper))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<usize, Arc<Saved>>> {
+        self.parts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Moves the live part `lo..top` of a parked thread's stack (saved
+    /// stack pointer `sp`) out: registers it, moves each page out through
+    /// the scratch page keeping its live bytes, and publishes the part.
+    /// `None` when it could not (the pages stay, the thread is as before).
+    /// `say`: a refused registration is said (once).
+    fn take_out(&self, lo: usize, top: usize, sp: usize, say: bool) -> Option<usize> {
+        let mut parts = self.lock();
+        // Registered first: an access by another thread after a page moves
+        // out must wait for the part, not find a fresh zero page. It waits
+        // in the helper, which takes `parts`'s lock we hold until the part
+        // is published.
+        if let Err(e) = self.uffd.register(lo, top - lo) {
+            if !say {
+                return None;
+            }
+            say_once(&if e.raw_os_error() == Some(libc::ENOMEM) {
+                format!(
+                    "registering an idle stack with userfaultfd passed vm.max_map_count ({e}); \
+                     such threads keep their live stack page"
+                )
+            } else {
+                format!("userfaultfd refused an idle stack ({e}); such threads keep their live stack page")
+            });
+            return None;
+        }
+        let mut part = Saved::new(lo, top, sp);
+        let mut moved = false;
+        for at in (lo..top).step_by(self.page) {
+            // SAFETY: `at` is a page of the parked thread's stack, which the
+            // caller owns; `scratch` is ours, registered, and missing.
+            match unsafe { self.uffd.move_page(self.scratch, at, self.page) } {
+                Ok(()) => {
+                    // SAFETY: the page just moved in; only we use it.
+                    let src =
+                        unsafe { std::slice::from_raw_parts(self.scratch as *const u8, self.page) };
+                    part.keep(at, src);
+                    // SAFETY: our scratch page; missing again for the next move.
+                    unsafe {
+                        libc::madvise(
+                            self.scratch as *mut libc::c_void,
+                            self.page,
+                            libc::MADV_DONTNEED,
+                        )
+                    };
+                    moved = true;
+                }
+                // Not resident: it reads as zeros, and so does the part.
+                Err(Miss::NoSource(_)) => {}
+                // Shared (after a `fork`) or pinned: the page stays, and
+                // stays present, so nobody fills it from the part.
+                Err(_) => {}
+            }
+        }
+        if !moved {
+            let _ = self.uffd.unregister(lo, top - lo);
+            return None;
+        }
+        parts.insert(lo, Arc::new(part));
+        Some(lo)
+    }
+
+    /// Puts the pages of the part at `lo` back (the owner's processor,
+    /// before it runs the thread), then forgets the part and unregisters its
+    /// pages; returns the thread's saved stack pointer.
+    fn put_back(&self, lo: usize) -> usize {
+        let part = self.lock().get(&lo).cloned().expect("a reclaimed thread's part is kept");
+        if let Err(e) = self.fill_all(&part) {
+            // The thread's frames cannot be put back: running it would run
+            // on zeros.
+            eprintln!("schedlab-rt: an idle stack's page could not be restored: {e}");
+            std::process::abort();
+        }
+        self.lock().remove(&lo);
+        // Every page is present: a fault queued for one of them meanwhile
+        // finds it so (`EEXIST`), and its thread was woken by our fill.
+        let _ = self.uffd.unregister(part.lo, part.top - part.lo);
+        part.sp
+    }
+
+    /// Fills every page of `part` that is still missing.
+    fn fill_all(&self, part: &Saved) -> std::io::Result<()> {
+        let mut buf = PageBuf::new(self.page);
+        for at in (part.lo..part.top).step_by(self.page) {
+            part.fill(at, buf.as_mut());
+            // SAFETY: `buf` is a readable page; `at` is in the registered part.
+            match unsafe { self.uffd.copy(at, buf.as_ptr(), self.page) } {
+                // Filled by us, or already there (the helper filled it for
+                // another thread, or the page never moved): the page is the
+                // truth from now on.
+                Ok(()) | Err(Miss::Exists) => {}
+                Err(Miss::Failed(e)) | Err(Miss::NoSource(e)) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts back the pages of every part left (the runtime's drop: their
+    /// threads never run again, but a thread outside the runtime may still
+    /// hold a pointer into one), unregisters them and frees the parts.
+    fn put_all_back(&self) {
+        let parts = std::mem::take(&mut *self.lock());
+        for part in parts.into_values() {
+            // A stack already unmapped (its task dropped) fails here,
+            // harmlessly: only a registered range can be filled.
+            let _ = self.fill_all(&part);
+            let _ = self.uffd.unregister(part.lo, part.top - part.lo);
+        }
+    }
+
+    /// The helper kernel thread: serves faults until the runtime drops.
+    fn serve(&self) {
+        let mut faults = Vec::new();
+        let mut buf = PageBuf::new(self.page);
+        loop {
+            if self.uffd.wait(self.stop.as_raw_fd()) {
+                return;
+            }
+            faults.clear();
+            self.uffd.read_faults(&mut faults);
+            for &addr in &faults {
+                self.serve_one(addr & !(self.page - 1), &mut buf);
+            }
+        }
+    }
+
+    /// Fills the page `at` another thread faulted on from the part it is in
+    /// now. Under `parts`'s lock, so the part is the current one: a fault
+    /// event read before its owner resumed, served after the owner was
+    /// reclaimed again, finds the new part (or the page present).
+    fn serve_one(&self, at: usize, buf: &mut PageBuf) {
+        let parts = self.lock();
+        let part = parts.range(..=at).next_back().map(|(_, p)| p).filter(|p| at < p.top);
+        let filled = match part {
+            Some(p) => {
+                p.fill(at, buf.as_mut());
+                // SAFETY: `buf` is a readable page; `at` is in a registered part.
+                unsafe { self.uffd.copy(at, buf.as_ptr(), self.page) }
+            }
+            // A page of no part: a stale event whose page is back (then
+            // `EEXIST`, or not registered any more), or the scratch page.
+            None => self.uffd.zero(at, self.page),
+        };
+        drop(parts);
+        if filled.is_err() {
+            // Whoever filled the page woke its waiters; one more wake-up
+            // costs nothing and makes sure.
+            self.uffd.wake(at, self.page);
+        }
+    }
+
+    fn stop(&self) {
+        let one = 1u64;
+        // SAFETY: writes 8 bytes from our stack to our eventfd.
+        unsafe { libc::write(self.stop.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+}
+
+impl Drop for Resolver {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `start`; nobody uses it once the resolver goes.
+        unsafe { libc::munmap(self.scratch as *mut libc::c_void, self.page) };
+    }
 }
 
 /// Bytes of `low..end` (page aligned) whose pages are resident, with no
@@ -362,7 +765,8 @@ fn resident_bytes(low: usize, end: usize, page: usize) -> usize {
 
 /// Puts back the live part of a reclaimed thread's stack and returns its
 /// saved stack pointer; `None` if it was not reclaimed. Called by the
-/// processor about to run `t`, on the cold branch of a null context.
+/// processor about to run `t`, on the cold branch of a null context (so
+/// never by `t` itself: its own stack is back before it runs).
 ///
 /// # Safety
 ///
@@ -371,13 +775,12 @@ fn resident_bytes(low: usize, end: usize, page: usize) -> usize {
 #[inline]
 pub(crate) unsafe fn restore(t: &Task) -> Option<StackPointer> {
     // SAFETY: the caller's (contract).
-    let saved = unsafe { (*t.idle.saved.get()).take() }?;
-    // SAFETY: as above.
-    let stack = unsafe { (*t.stack.get()).as_ref() }.expect("a reclaimed thread keeps its stack");
-    let sp = stack.top() as usize - saved.len();
-    // SAFETY: `sp..top` is the thread's own stack, where these bytes were
-    // copied from; nothing runs on it.
-    unsafe { std::ptr::copy_nonoverlapping(saved.as_ptr(), sp as *mut u8, saved.len()) };
+    let lo = unsafe { std::mem::take(&mut *t.idle.saved.get()) };
+    if lo == 0 {
+        return None;
+    }
+    let resolver = t.shared.reclaim.resolver.get().and_then(|r| r.as_ref());
+    let sp = resolver.expect("a reclaimed part was made by the resolver").put_back(lo);
     Some(sp as StackPointer)
 }
 
@@ -391,7 +794,7 @@ mod tests {
         // captures a few words must still get a processor's recycled block
         // (`task.rs`, `BLOCK`), not a call to the allocator.
         let header = std::mem::size_of::<Task>();
-        assert_eq!(std::mem::size_of::<IdleStack>(), 32);
+        assert!(std::mem::size_of::<IdleStack>() <= 32);
         assert!(header + 64 <= crate::task::BLOCK.size(), "task header {header} bytes");
     }
 }

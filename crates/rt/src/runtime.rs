@@ -220,7 +220,8 @@ pub struct RuntimeBuilder {
     block_threshold: Duration,
     transparent_blocking: bool,
     idle_reclaim: Option<Duration>,
-    idle_reclaim_live: bool,
+    /// `None`: the default (on, and silent where it falls back).
+    idle_reclaim_live: Option<bool>,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -254,7 +255,7 @@ impl Default for RuntimeBuilder {
             block_threshold: DEFAULT_BLOCK_THRESHOLD,
             transparent_blocking: true,
             idle_reclaim: Some(crate::DEFAULT_IDLE_RECLAIM),
-            idle_reclaim_live: false,
+            idle_reclaim_live: None,
         }
     }
 }
@@ -356,20 +357,18 @@ impl RuntimeBuilder {
 
     /// Also gives back the page(s) holding the live frames of a thread
     /// waiting on I/O ([`idle_stack_reclaim`](Self::idle_stack_reclaim)):
-    /// they are copied into a heap buffer of their size (a few hundred bytes
-    /// for a thread in a `read`) and put back at the same addresses before
-    /// the thread runs again. Default off.
-    ///
-    /// # Safety
-    ///
-    /// While a user thread of the runtime waits on I/O, no other thread may
-    /// read or write its stack: no local of a thread that blocks in a
-    /// `net`/`io` call may be borrowed by a thread running meanwhile (a
-    /// scoped thread of `std::thread::scope` or [`scope`](crate::scope)).
-    /// Such a thread would read the local as zeros, and its writes would be
-    /// undone when the owner resumes.
-    pub unsafe fn idle_stack_reclaim_live(mut self, on: bool) -> Self {
-        self.idle_reclaim_live = on;
+    /// their bytes are kept in a heap buffer of their size (a few hundred
+    /// bytes for a thread in a `read`) and the pages are registered with
+    /// userfaultfd, so that any access to them meanwhile — by another thread
+    /// borrowing a local, or by the kernel (a `read(2)` into a buffer there)
+    /// — gets them back with their contents, as the thread's own resume
+    /// does. Default on; where userfaultfd is refused (no `CAP_SYS_PTRACE`
+    /// and `vm.unprivileged_userfaultfd` 0, a seccomp filter, a kernel
+    /// before 6.8), or `vm.max_map_count` is reached, the live pages stay
+    /// (said once on standard error when this was called with `true`; the
+    /// default falls back silently).
+    pub fn idle_stack_reclaim_live(mut self, on: bool) -> Self {
+        self.idle_reclaim_live = Some(on);
         self
     }
 

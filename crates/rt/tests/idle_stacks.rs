@@ -1,7 +1,11 @@
 //! Idle-stack reclaim (`reclaim.rs`): a user thread waiting on I/O past the
 //! threshold gives its stack's memory back (seen with `mincore`), resumes
 //! with its stack intact (locals, and pointers into them), and the race
-//! with its wake-up loses nothing (random wakes around the threshold).
+//! with its wake-up loses nothing (random wakes around the threshold). In
+//! the live mode (userfaultfd), another thread — or the kernel — touching a
+//! reclaimed stack gets its contents back, and no saved buffer outlives its
+//! thread or its runtime. The tests run one at a time (`serial`): they count
+//! the process's saved buffers.
 
 mod common;
 
@@ -11,6 +15,29 @@ use schedlab_rt::Runtime;
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// One test at a time: the buffer count is the process's.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Why the live mode falls back here, if it does: the runtime's own test of
+/// userfaultfd (without `UFFD_USER_MODE_ONLY`), redone.
+fn uffd_refused() -> Option<String> {
+    // SAFETY: userfaultfd(2) takes flags only; the descriptor is closed.
+    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) };
+    if fd >= 0 {
+        // SAFETY: ours.
+        unsafe { libc::close(fd as i32) };
+        return None;
+    }
+    let err = std::io::Error::last_os_error();
+    match std::fs::OpenOptions::new().read(true).write(true).open("/dev/userfaultfd") {
+        Ok(_) => None,
+        Err(e) => Some(format!("userfaultfd: {err}; /dev/userfaultfd: {e}")),
+    }
+}
 
 fn page() -> usize {
     // SAFETY: sysconf has no preconditions.
@@ -98,10 +125,12 @@ fn readers(
 
 #[test]
 fn an_idle_reader_gives_back_its_dead_pages_and_keeps_its_live_one() {
+    let _one = serial();
     watchdog(60, || {
         let rt = Runtime::builder()
             .processors(2)
             .idle_stack_reclaim(Some(Duration::from_millis(1)))
+            .idle_stack_reclaim_live(false)
             .build()
             .unwrap();
         let n = 8;
@@ -135,16 +164,19 @@ fn an_idle_reader_gives_back_its_dead_pages_and_keeps_its_live_one() {
 
 #[test]
 fn the_live_mode_gives_back_every_page_and_restores_the_frames() {
+    let _one = serial();
+    if let Some(why) = uffd_refused() {
+        eprintln!("skipped: {why} (the fallback test covers this case)");
+        return;
+    }
     watchdog(60, || {
-        // SAFETY: no reader's stack is borrowed by another thread.
-        let rt = unsafe {
-            Runtime::builder()
-                .processors(2)
-                .idle_stack_reclaim(Some(Duration::from_millis(1)))
-                .idle_stack_reclaim_live(true)
-        }
-        .build()
-        .unwrap();
+        let buffers = schedlab_rt::reclaimed_stack_buffers();
+        let rt = Runtime::builder()
+            .processors(2)
+            .idle_stack_reclaim(Some(Duration::from_millis(1)))
+            .idle_stack_reclaim_live(true)
+            .build()
+            .unwrap();
         let n = 8;
         let (mut ends, bounds, handles) = readers(&rt, n);
         eventually("every reader listed its stack", || bounds.lock().unwrap().len() == n);
@@ -152,6 +184,7 @@ fn the_live_mode_gives_back_every_page_and_restores_the_frames() {
         eventually("every page of the readers' stacks was given back", || {
             ranges.iter().all(|r| resident(r.clone()) == 0)
         });
+        assert_eq!(schedlab_rt::reclaimed_stack_buffers(), buffers + n, "a buffer per reader");
         for (i, e) in ends.iter_mut().enumerate() {
             e.write_all(&[i as u8]).unwrap();
             let mut b = [0u8; 1];
@@ -161,11 +194,13 @@ fn the_live_mode_gives_back_every_page_and_restores_the_frames() {
         for h in handles {
             h.join().unwrap();
         }
+        assert_eq!(schedlab_rt::reclaimed_stack_buffers(), buffers, "each resume freed its buffer");
     });
 }
 
 #[test]
 fn turned_off_an_idle_reader_keeps_its_pages() {
+    let _one = serial();
     watchdog(60, || {
         let rt = Runtime::builder().processors(2).idle_stack_reclaim(None).build().unwrap();
         let n = 4;
@@ -192,16 +227,14 @@ fn turned_off_an_idle_reader_keeps_its_pages() {
 /// reclaimed (live mode) and restored while clients write after random
 /// pauses; every reply and every thread's stack pattern must survive.
 fn stress(procs: usize) {
+    let _one = serial();
     watchdog(120, move || {
-        // SAFETY: no echo thread's stack is borrowed by another thread.
-        let rt = unsafe {
-            Runtime::builder()
-                .processors(procs)
-                .idle_stack_reclaim(Some(Duration::from_millis(1)))
-                .idle_stack_reclaim_live(true)
-        }
-        .build()
-        .unwrap();
+        let rt = Runtime::builder()
+            .processors(procs)
+            .idle_stack_reclaim(Some(Duration::from_millis(1)))
+            .idle_stack_reclaim_live(true)
+            .build()
+            .unwrap();
         let conns = 24;
         let rounds = 30;
         let mut servers = Vec::new();
@@ -261,37 +294,331 @@ fn random_wakes_around_the_threshold_lose_nothing_on_four_processors() {
     stress(4);
 }
 
-/// The default mode is sound for a local another thread uses while its
-/// owner waits on I/O (the reason the live mode is an `unsafe` opt-in): a
-/// scoped thread counts on the blocked reader's stack across many periods.
+/// Waits (from a user thread, hang guard 20 s) until the reclaimer has taken
+/// what it can of the stack `range`: every page when the live mode works
+/// here, else the dead pages (all but the top 4, which hold the live frames
+/// of a debug build; `before` were resident, 6 of them deeper).
+fn until_given_back(range: &std::ops::Range<usize>, before: usize, live: bool) {
+    for _ in 0..20_000 {
+        let now = resident(range.clone());
+        let deep = resident(range.start..range.end - 4 * page());
+        if (live && now == 0) || (!live && now >= 1 && deep == 0) {
+            return;
+        }
+        schedlab_rt::sleep(Duration::from_millis(1));
+    }
+    panic!("the stack {range:x?} was never given back (live: {live}; {} pages resident, {before} before)", resident(range.clone()));
+}
+
+/// A runtime whose idle threads are reclaimed after 1 ms, in the default
+/// mode (the live part too, where userfaultfd is allowed).
+fn quick_reclaim(procs: usize) -> Runtime {
+    Runtime::builder()
+        .processors(procs)
+        .idle_stack_reclaim(Some(Duration::from_millis(1)))
+        .build()
+        .unwrap()
+}
+
+/// A scoped thread reads and writes locals of its parent while the parent
+/// is blocked in a `read` and its whole stack was given back (the default,
+/// live mode): it reads what the parent stored, and the parent sees its
+/// writes after it resumes. With the live mode's copy and no userfaultfd,
+/// the scoped thread read zeros and its writes were lost (here: SIGSEGV).
 #[test]
-fn a_local_borrowed_by_a_scoped_thread_survives_the_default_mode() {
-    watchdog(60, || {
-        let rt = Runtime::builder()
-            .processors(2)
-            .idle_stack_reclaim(Some(Duration::from_millis(1)))
-            .build()
-            .unwrap();
+fn a_scoped_thread_reads_and_writes_a_local_of_a_reader_whose_stack_was_given_back() {
+    let _one = serial();
+    let live = uffd_refused().is_none();
+    watchdog(60, move || {
+        let rt = quick_reclaim(2);
         let (mut a, mut b) = UnixStream::pair().unwrap();
-        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let (seen_tx, seen_rx) = std::sync::mpsc::channel();
         let reader = rt.spawn(move || {
             std::hint::black_box(go_deep(6));
-            let counter = std::sync::atomic::AtomicUsize::new(0);
+            let range = schedlab_rt::stack_bounds().unwrap();
+            let before = resident(range.clone());
+            let mut local = pattern(7);
+            let counter = std::sync::atomic::AtomicUsize::new(41);
             schedlab_rt::scope(|s| {
-                s.spawn(|| {
-                    for _ in 0..40 {
-                        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        schedlab_rt::sleep(Duration::from_millis(1));
-                    }
-                    done_tx.send(()).unwrap();
+                // Only these two point into the parent's stack: the scoped
+                // thread's wait reads nothing there.
+                let (local, counter) = (&mut local, &counter);
+                s.spawn(move || {
+                    until_given_back(&range, before, live);
+                    // Each access faults on a missing page of the parent's
+                    // stack; the runtime's helper fills it.
+                    let seen = counter.load(std::sync::atomic::Ordering::SeqCst);
+                    let intact = *local == pattern(7);
+                    counter.store(seen + 1, std::sync::atomic::Ordering::SeqCst);
+                    local[0] = 99;
+                    seen_tx.send((seen, intact)).unwrap();
                 });
                 let mut byte = [0u8; 1];
                 a.read_exact(&mut byte).unwrap();
             });
-            counter.into_inner()
+            (counter.into_inner(), local[0], local[1..] == pattern(7)[1..])
         });
-        done_rx.recv().unwrap();
+        let (seen, intact) = seen_rx.recv().unwrap();
+        assert_eq!(seen, 41, "the scoped thread read the parent's local");
+        assert!(intact, "the scoped thread read the parent's array");
         b.write_all(&[1]).unwrap();
-        assert_eq!(reader.join().unwrap(), 40, "every increment on the reader's stack kept");
+        assert_eq!(
+            reader.join().unwrap(),
+            (42, 99, true),
+            "the parent sees the scoped thread's writes"
+        );
     });
+}
+
+/// The kernel writes into a reclaimed stack: another thread `read(2)`s
+/// from a pipe into a buffer on the stack of a thread blocked in a socket
+/// read, whose pages were given back. The kernel's access waits for the
+/// page like a user access (no `UFFD_USER_MODE_ONLY`), and the owner finds
+/// the bytes when it resumes. With the old copy, the bytes went to a fresh
+/// zero page and the owner's restore overwrote them.
+#[test]
+fn the_kernel_reads_into_a_buffer_on_a_stack_that_was_given_back() {
+    let _one = serial();
+    let live = uffd_refused().is_none();
+    watchdog(60, move || {
+        let rt = quick_reclaim(2);
+        let mut fds = [0; 2];
+        // SAFETY: two descriptors into our array.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        let [pr, pw] = fds;
+        // SAFETY: writes 6 bytes of a literal to our pipe.
+        assert_eq!(unsafe { libc::write(pw, b"kernel".as_ptr().cast(), 6) }, 6);
+        let (mut a, mut b) = UnixStream::pair().unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let reader = rt.spawn(move || {
+            std::hint::black_box(go_deep(6));
+            let range = schedlab_rt::stack_bounds().unwrap();
+            let before = resident(range.clone());
+            let mut buf = [0u8; 6];
+            schedlab_rt::scope(|s| {
+                // Only `buf` is on the parent's stack: the scoped thread's
+                // wait reads nothing there.
+                let buf = &mut buf;
+                s.spawn(move || {
+                    until_given_back(&range, before, live);
+                    // SAFETY: reads 6 bytes into the borrowed buffer.
+                    let n = unsafe { libc::read(pr, buf.as_mut_ptr().cast(), buf.len()) };
+                    done_tx.send(n).unwrap();
+                });
+                let mut byte = [0u8; 1];
+                a.read_exact(&mut byte).unwrap();
+            });
+            buf
+        });
+        assert_eq!(done_rx.recv().unwrap(), 6, "read(2) into the reclaimed stack");
+        b.write_all(&[1]).unwrap();
+        assert_eq!(&reader.join().unwrap(), b"kernel");
+        // SAFETY: ours, not used again.
+        unsafe {
+            libc::close(pr);
+            libc::close(pw);
+        }
+    });
+}
+
+/// A runtime dropped while its threads' stacks are given back (they never
+/// run again): every saved buffer is freed, and nothing hangs.
+#[test]
+fn a_runtime_dropped_while_its_readers_are_reclaimed_frees_their_buffers() {
+    let _one = serial();
+    if let Some(why) = uffd_refused() {
+        eprintln!("skipped: {why} (no buffer is made without userfaultfd)");
+        return;
+    }
+    watchdog(60, || {
+        let buffers = schedlab_rt::reclaimed_stack_buffers();
+        let rt = quick_reclaim(2);
+        let n = 6;
+        let (ends, bounds, handles) = readers(&rt, n);
+        eventually("every reader listed its stack", || bounds.lock().unwrap().len() == n);
+        let ranges: Vec<_> = bounds.lock().unwrap().iter().map(|r| r.0.clone()).collect();
+        eventually("every page of the readers' stacks was given back", || {
+            ranges.iter().all(|r| resident(r.clone()) == 0)
+        });
+        assert_eq!(schedlab_rt::reclaimed_stack_buffers(), buffers + n);
+        drop(rt);
+        drop(handles);
+        drop(ends);
+        assert_eq!(
+            schedlab_rt::reclaimed_stack_buffers(),
+            buffers,
+            "no buffer outlives its runtime"
+        );
+    });
+}
+
+/// Where userfaultfd is refused, the live mode keeps the live page (and,
+/// asked for explicitly, says so once): the dead pages still go, the thread resumes intact, no
+/// buffer is made. Run here as `nobody` (`setpriv`) when the tests run as
+/// root, where the sysctl `vm.unprivileged_userfaultfd` is 0.
+#[test]
+fn the_live_mode_falls_back_to_keeping_the_live_page_where_userfaultfd_is_refused() {
+    let _one = serial();
+    if uffd_refused().is_none() {
+        // SAFETY: getuid has no preconditions.
+        let root = unsafe { libc::getuid() } == 0;
+        let unpriv = std::fs::read_to_string("/proc/sys/vm/unprivileged_userfaultfd")
+            .map(|s| s.trim() == "0")
+            .unwrap_or(false);
+        let dev_private = std::fs::metadata("/dev/userfaultfd")
+            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o006 == 0)
+            .unwrap_or(true);
+        if !(root && unpriv && dev_private) {
+            eprintln!("skipped: userfaultfd is allowed here, and not refused to nobody either");
+            return;
+        }
+        let name = "the_live_mode_falls_back_to_keeping_the_live_page_where_userfaultfd_is_refused";
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(std::env::current_exe().unwrap())
+            .args(["--exact", name, "--nocapture", "--test-threads=1"])
+            .output();
+        let out = match out {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("skipped: setpriv: {e}");
+                return;
+            }
+        };
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "as nobody:\n{text}");
+        assert!(text.contains("1 passed"), "as nobody, the test ran:\n{text}");
+        assert!(text.contains("userfaultfd is unavailable"), "the fallback was said:\n{text}");
+        return;
+    }
+    watchdog(60, || {
+        let buffers = schedlab_rt::reclaimed_stack_buffers();
+        // Asked for explicitly: the fallback is said (the default is silent).
+        let rt = Runtime::builder()
+            .processors(2)
+            .idle_stack_reclaim(Some(Duration::from_millis(1)))
+            .idle_stack_reclaim_live(true)
+            .build()
+            .unwrap();
+        let n = 4;
+        let (mut ends, bounds, handles) = readers(&rt, n);
+        eventually("every reader listed its stack", || bounds.lock().unwrap().len() == n);
+        let ranges = bounds.lock().unwrap().clone();
+        eventually("the readers' dead stack pages were given back", || {
+            ranges.iter().all(|(r, b)| {
+                let now = resident(r.clone());
+                now >= 1 && now + 5 <= *b
+            })
+        });
+        // 50 periods more: the live page stays.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(ranges.iter().all(|(r, _)| resident(r.clone()) >= 1), "the live page stays");
+        assert_eq!(schedlab_rt::reclaimed_stack_buffers(), buffers);
+        for (i, e) in ends.iter_mut().enumerate() {
+            e.write_all(&[i as u8]).unwrap();
+            let mut b = [0u8; 1];
+            e.read_exact(&mut b).unwrap();
+        }
+        for h in handles {
+            h.join().unwrap();
+        }
+    });
+}
+
+/// Threads park in reads and wake at random around the threshold while a
+/// scoped thread of each keeps writing a counter on its stack, with random
+/// sleeps and yields, under preemption: every write lands (the parent's
+/// counter equals the writer's count) and every stack pattern survives.
+fn touched_stress(procs: usize) {
+    let _one = serial();
+    watchdog(120, move || {
+        let rt = common::builder_in(procs, common::Mode::Both)
+            .idle_stack_reclaim(Some(Duration::from_millis(1)))
+            .idle_stack_reclaim_live(true)
+            .build()
+            .unwrap();
+        let conns = 8;
+        let rounds = 25;
+        let mut servers = Vec::new();
+        let mut clients = Vec::new();
+        for i in 0..conns {
+            let (mut a, mut b) = UnixStream::pair().unwrap();
+            servers.push(rt.spawn(move || {
+                let kept = pattern(i);
+                let counter = std::sync::atomic::AtomicU64::new(0);
+                let stop = std::sync::atomic::AtomicBool::new(false);
+                let (echoed, written) = schedlab_rt::scope(|s| {
+                    let writer = s.spawn(|| {
+                        let mut x = (i as u64 + 7).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                        let mut n = 0u64;
+                        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            if x.is_multiple_of(3) {
+                                schedlab_rt::yield_now();
+                            } else {
+                                schedlab_rt::sleep(Duration::from_micros(x % 2500));
+                            }
+                            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            n += 1;
+                        }
+                        n
+                    });
+                    let at = std::hint::black_box(&kept);
+                    let mut byte = [0u8; 1];
+                    let mut n = 0;
+                    while a.read(&mut byte).unwrap() == 1 {
+                        assert_eq!(*at, pattern(i), "thread {i}'s stack intact after wake {n}");
+                        a.write_all(&byte).unwrap();
+                        n += 1;
+                    }
+                    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                    (n, writer.join().unwrap())
+                });
+                assert_eq!(
+                    counter.into_inner(),
+                    written,
+                    "thread {i}: every write of its scoped thread kept"
+                );
+                echoed
+            }));
+            clients.push(rt.spawn(move || {
+                let mut x = (i as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d);
+                for k in 0..rounds {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    schedlab_rt::sleep(Duration::from_micros(x % 2500));
+                    let out = [(k % 251) as u8];
+                    b.write_all(&out).unwrap();
+                    let mut back = [0u8; 1];
+                    b.read_exact(&mut back).unwrap();
+                    assert_eq!(back, out);
+                }
+            }));
+        }
+        for c in clients {
+            c.join().unwrap();
+        }
+        for s in servers {
+            assert_eq!(s.join().unwrap(), rounds);
+        }
+    });
+}
+
+#[test]
+fn stacks_touched_by_scoped_threads_across_random_reclaims_lose_nothing_on_one_processor() {
+    touched_stress(1);
+}
+
+#[test]
+fn stacks_touched_by_scoped_threads_across_random_reclaims_lose_nothing_on_two_processors() {
+    touched_stress(2);
+}
+
+#[test]
+fn stacks_touched_by_scoped_threads_across_random_reclaims_lose_nothing_on_four_processors() {
+    touched_stress(4);
 }

@@ -45,8 +45,9 @@ pub(super) enum Kind {
     /// user thread on the runtime's poller.
     RtNet,
     /// `RtNet` with every page of an idle connection thread's stack given back
-    /// (`io=net-live`: `RuntimeBuilder::idle_stack_reclaim_live`; the server's
-    /// stacks are borrowed by no other thread, which that knob asks).
+    /// after 10 ms instead of the default 1 s (`io=net-live`:
+    /// `RuntimeBuilder::idle_stack_reclaim_live`, on by default, and
+    /// `idle_stack_reclaim`), so that the probe's memory reading shows it.
     RtNetLive,
     /// A tokio task per connection on a multi-thread runtime with one worker.
     Tokio,
@@ -314,13 +315,14 @@ fn on_rt(
         + Send
         + 'static,
 ) -> Result<(), String> {
-    // SAFETY: `live` only for `io=net-live`, whose connection threads share no
-    // stack memory with other threads (each owns its stream; `echo_blocking`).
-    let builder = unsafe { schedlab_rt::Runtime::builder().idle_stack_reclaim_live(live) };
     // The live mode at 10 ms, so the memory read after `SETTLE` (100 ms) shows it;
-    // the others at the default threshold.
-    let builder =
-        if live { builder.idle_stack_reclaim(Some(Duration::from_millis(10))) } else { builder };
+    // the others with the runtime's defaults (the live mode too, at 1 s).
+    let builder = schedlab_rt::Runtime::builder();
+    let builder = if live {
+        builder.idle_stack_reclaim_live(true).idle_stack_reclaim(Some(Duration::from_millis(10)))
+    } else {
+        builder
+    };
     let rt = builder.processors(1).build().map_err(|e| format!("schedlab-rt runtime: {e}"))?;
     let (addr_tx, shared) = (addr_tx.clone(), shared.clone());
     rt.block_on(move || server(&addr_tx, &shared)).map_err(|d| format!("schedlab-rt: {d}"))?
