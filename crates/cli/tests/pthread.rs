@@ -31,6 +31,7 @@ const TESTS: &[&str] = &[
     "storm",
     "stacks",
     "dlopen_tls",
+    "reclaim",
 ];
 
 /// The tests that `dlopen` a library: each source is compiled a second time, with
@@ -78,9 +79,11 @@ fn cc(name: &str, out: &Path, extra: &[&str]) -> Option<()> {
 
 const LIMIT: Duration = Duration::from_secs(120);
 
-fn check(name: &str) {
+/// Runs test `name` plainly and under `exec` (module docs); the `exec` run's standard
+/// output, or `None` when the test was skipped.
+fn check(name: &str) -> Option<String> {
     let dir = tempfile::tempdir().unwrap();
-    let Some(prog) = compile(name, dir.path()) else { return };
+    let prog = compile(name, dir.path())?;
     // Plainly, on glibc's threads: the test itself must be right.
     let plain = output_within(&mut Command::new(&prog), LIMIT);
     assert!(
@@ -97,6 +100,7 @@ fn check(name: &str) {
     let passed = o.status.success() && text(&o.stdout).starts_with("ok");
     let shown = format!("{}\nstdout:\n{}\nstderr:\n{}", o.status, text(&o.stdout), text(&o.stderr));
     assert!(passed, "{name} under schedlab exec: {shown}");
+    Some(text(&o.stdout))
 }
 
 #[test]
@@ -182,4 +186,21 @@ fn threads_run_on_the_stacks_they_are_given_and_know_where_they_are() {
 #[test]
 fn thread_locals_of_a_library_loaded_later_start_fresh_and_are_freed() {
     check("dlopen_tls");
+}
+
+#[test]
+fn an_idle_threads_stack_given_back_keeps_what_others_wrote_there() {
+    let Some(out) = check("reclaim") else { return };
+    // The live pages go only where userfaultfd is allowed (root here, or the sysctl) on a
+    // kernel with UFFDIO_MOVE (6.8); elsewhere the test still checks the values.
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut v = release.trim().split(['.', '-']).map(|x| x.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+    if root && (major, minor) >= (6, 8) {
+        assert!(out.contains("reclaimed"), "the idle thread's stack page stayed resident: {out}");
+    } else {
+        eprintln!("not checked that the page went: not root, or kernel {release} before 6.8");
+    }
 }
