@@ -27,6 +27,7 @@ const TESTS: &[&str] = &[
     "signal",
     "malloc",
     "priority",
+    "rtorder",
     "io",
     "storm",
     "stacks",
@@ -166,6 +167,11 @@ fn threads_that_malloc_leave_no_memory_behind() {
 #[test]
 fn real_time_priorities_order_the_waiters() {
     check("priority");
+}
+
+#[test]
+fn a_higher_real_time_priority_runs_first_at_create_and_wake_up_and_keeps_its_yields() {
+    check("rtorder");
 }
 
 #[test]

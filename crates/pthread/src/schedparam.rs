@@ -7,8 +7,10 @@
 //! make glibc act on the initial thread). So for a user thread:
 //! - `pthread_setschedparam`/`getschedparam`/`setschedprio`: the policy and
 //!   priority are kept and reported back as given (validated as glibc does:
-//!   `EINVAL` for a priority outside the policy's range); they do not yet
-//!   change the runtime's level for the thread (docs/PTHREAD.md, "Not done").
+//!   `EINVAL` for a priority outside the policy's range). A thread created
+//!   with `SCHED_FIFO` or `SCHED_RR` runs as a real-time `High` thread of the
+//!   runtime (`thread.rs`, `Builder::realtime`); changing a running thread's
+//!   policy or priority here does not yet move it (docs/PTHREAD.md, "Not done").
 //! - `pthread_getcpuclockid`: of another user thread, `ENOENT`, POSIX's
 //!   answer for a thread without a CPU-time clock (Linux keeps none per user
 //!   thread); of the calling one, `CLOCK_THREAD_CPUTIME_ID`, the clock of the

@@ -601,6 +601,13 @@ pub unsafe extern "C-unwind" fn pthread_create(
             .thread_pointer(tcb)
             .signal_mask(schedlab_rt::shared::signal_mask())
     };
+    let realtime = crate::schedparam::wait_priority(sched);
+    if realtime > 0 {
+        // A `SCHED_FIFO`/`SCHED_RR` thread: strictly ordered by its priority among the
+        // runtime's `High` threads, above every `SCHED_OTHER` one (docs/PTHREAD.md,
+        // "Real-time priorities"). Made by a thread of a lower one, it runs at once.
+        builder = builder.realtime(realtime.clamp(1, 255) as u8);
+    }
     if a.stack_size != crate::runtime::stack_size() {
         // The runtime's own size needs no word: it is what the runtime was
         // started with, and naming it costs the runtime's size check.

@@ -95,6 +95,33 @@
 //! when it releases the first (Linux's `rt_mutex` keeps a tree of each task's waiters for
 //! both; here locks are expected to be held briefly).
 
+//! # Real-time order
+//!
+//! POSIX's `SCHED_FIFO` and `SCHED_RR` have 99 priorities with no aging, strictly
+//! ordered; `libschedlab_pthread` runs such threads as `High` threads with a real-time
+//! priority ([`crate::Builder::realtime`], `Task::rt_priority`; 0, a plain `High`
+//! thread, is below every real-time one). Among `High` threads:
+//!
+//! - The `High` queue is ordered by real-time priority, first come, first served among
+//!   equals ([`PrioQueues::push`]).
+//! - A thread made runnable (spawned, woken) on a processor whose running `High` thread
+//!   has a lower real-time priority takes the processor when the waker's runtime section
+//!   ends, as between levels (`Processor::divert`).
+//! - A decision made while a real-time thread is current (its yield, its quantum, or the
+//!   first decision of its park) takes only a `High` thread of the same or a higher
+//!   real-time priority, else nothing: a yield or a quantum goes on with the thread, and
+//!   a park passes to the scheduler context, whose decision takes the best waiting
+//!   (`Processor::prio_first`). So a real-time thread that yields in a loop keeps its
+//!   processor against lower ones, as under the kernel's `SCHED_FIFO`.
+//!
+//! Left as they are: aging (work under a saturating `High` level still gets its turn
+//! every [`AGING`]), inheritance (of levels, not of real-time priorities), and the monitor,
+//! which preempts a processor for a waiting `High` thread only when it runs a lower level:
+//! a real-time thread woken from outside (a timer, another processor) waits for a
+//! processor running a lower real-time priority to decide (its yield, park or quantum).
+//! Plain `High` threads (the Rust API's) are unchanged: every test above is of a
+//! real-time priority of 0 on their paths, and no path without levels reads it.
+
 //! # Where the levels live
 //!
 //! `Normal` threads live where every thread lived before priorities: the per-processor
@@ -199,7 +226,12 @@ impl PrioQueues {
         match p {
             Priority::High => {
                 let mut q = lock(&self.high);
-                q.push_back(t);
+                // Behind every thread of its real-time priority or a higher one ("Real-time
+                // order"): first come, first served among equals. Among plain `High`
+                // threads (all 0) the first comparison ends the search: a push at the back.
+                let rt = t.rt_priority();
+                let at = q.iter().rposition(|o| o.rt_priority() >= rt).map_or(0, |i| i + 1);
+                q.insert(at, t);
                 self.high_len.store(q.len(), Ordering::Release);
             }
             Priority::Low => {
@@ -236,11 +268,16 @@ impl PrioQueues {
         self.aged_len.load(Ordering::Acquire) != 0
     }
 
-    pub(crate) fn pop_high(&self) -> Option<TaskRef> {
+    /// The first `High` thread if its real-time priority is at least `min` ("Real-time
+    /// order": what a real-time thread's yield or quantum may hand its processor to).
+    pub(crate) fn pop_high_from(&self, min: u8) -> Option<TaskRef> {
         if !self.high_waiting() {
             return None;
         }
         let mut q = lock(&self.high);
+        if min != 0 && q.front().is_some_and(|t| t.rt_priority() < min) {
+            return None;
+        }
         let t = q.pop_front();
         self.high_len.store(q.len(), Ordering::Release);
         t

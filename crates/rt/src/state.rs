@@ -222,7 +222,25 @@ impl Shared {
             });
             processor::machine_main(shared, first, announce)
         }) {
-            Ok(t) => self.extra_threads.lock().unwrap().push(t),
+            Ok(t) => {
+                let mut kept = self.extra_threads.lock().unwrap();
+                // Joins the machines that have exited (spares beyond `MAX_SPARES`): a
+                // kernel thread nobody joins keeps its stack and its guard mapped for
+                // good (glibc frees them at the join), and a runtime that is never shut
+                // down (`libschedlab_pthread`'s) kept every one — 3,860 stacks of 2 MiB
+                // after `pthread_cond_broadcast/1-2`'s process-shared waits, each copied
+                // by every later `fork` (page tables and mappings: 65% of the test's
+                // time). Here, where one starts, the list stays as long as the
+                // machines alive; a finished one's join returns at once.
+                let (done, alive): (Vec<_>, Vec<_>) =
+                    std::mem::take(&mut *kept).into_iter().partition(|h| h.is_finished());
+                *kept = alive;
+                kept.push(t);
+                drop(kept);
+                for h in done {
+                    let _ = h.join();
+                }
+            }
             Err(_) => {
                 // No thread: put the processor back for someone else.
                 if let Some(p) = first {

@@ -376,6 +376,10 @@ pub(crate) struct Task {
     /// The thread's level (`priority.rs`), as `Priority::as_u8`, set at spawn; plus
     /// [`TURN`] from when a processor takes it for a turn to when that turn starts.
     priority: AtomicU8,
+    /// The thread's real-time priority among `High` threads (POSIX's `SCHED_FIFO` and
+    /// `SCHED_RR` priority, `Builder::realtime`), 0 for none: orders the `High` queue and
+    /// its decisions (`priority.rs`, "Real-time order").
+    rt: AtomicU8,
     /// Idle-stack reclaim's state of the thread (`reclaim.rs`).
     pub(crate) idle: crate::reclaim::IdleStack,
     /// The address of the lock core of the `Mutex` the thread is in the slow
@@ -623,6 +627,7 @@ impl Task {
                     locals: UnsafeCell::new(None),
                     budget: AtomicPtr::new(std::ptr::null_mut()),
                     priority: AtomicU8::new(1),
+                    rt: AtomicU8::new(0),
                     idle: Default::default(),
                     blocked_on: crate::spin::SpinLock::new(0),
                     #[cfg(feature = "shared-library")]
@@ -696,6 +701,18 @@ impl Task {
     /// Sets the task's level (at spawn, before it is published).
     pub(crate) fn set_priority(&self, p: crate::Priority) {
         self.priority.store(p.as_u8(), Ordering::Relaxed);
+    }
+
+    /// The task's real-time priority among `High` threads (0: none).
+    #[inline]
+    pub(crate) fn rt_priority(&self) -> u8 {
+        self.rt.load(Ordering::Relaxed)
+    }
+
+    /// Sets the task's real-time priority (`Builder::realtime`; `Thread::set_realtime`,
+    /// which takes effect from the thread's next queueing).
+    pub(crate) fn set_rt_priority(&self, p: u8) {
+        self.rt.store(p, Ordering::Relaxed);
     }
 
     /// The task's level: its own, or the one it inherited while it holds a

@@ -218,6 +218,19 @@ impl Builder {
     /// [`Priority`](crate::Priority) and `priority.rs` for the rule and its bound.
     pub fn priority(mut self, p: crate::Priority) -> Builder {
         self.opts.priority = p;
+        self.opts.rt_priority = 0;
+        self
+    }
+
+    /// A real-time thread: level [`Priority::High`](crate::Priority) with real-time
+    /// priority `rt` (1–255; POSIX's `SCHED_FIFO`/`SCHED_RR` priority), strictly ordered
+    /// among `High` threads: one of a higher `rt` made runnable on a processor running a
+    /// lower one takes it at once, and a yield or a quantum passes the processor only to a
+    /// `High` thread of the same or a higher `rt` (`priority.rs`, "Real-time order"). 0 is
+    /// a plain `High` thread, below every real-time one.
+    pub fn realtime(mut self, rt: u8) -> Builder {
+        self.opts.priority = crate::Priority::High;
+        self.opts.rt_priority = rt;
         self
     }
 

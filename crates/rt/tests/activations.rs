@@ -556,3 +556,52 @@ fn spare_kernel_threads_do_not_inherit_the_monitors_policy() {
         assert!(spares > 0, "found no spare kernel thread");
     });
 }
+
+/// Spare kernel threads beyond the few a runtime keeps exit, and are joined: a kernel
+/// thread nobody joins keeps its stack and guard mapped for good, and a runtime that
+/// lives as long as its process (`libschedlab_pthread`'s) kept every one — thousands of
+/// 2 MiB stacks after a program's waves of blocking calls, which every later `fork` copied.
+/// Six waves of 32 threads blocked at once (32 hand-offs, so about 24 spares too many
+/// after each) must not leave the process's mappings growing wave after wave.
+#[test]
+fn exited_spare_kernel_threads_are_joined() {
+    fn mappings() -> usize {
+        std::fs::read_to_string("/proc/self/maps").unwrap().lines().count()
+    }
+    watchdog(60, || {
+        let (rt, events) = runtime(Preemption::Cooperative, false);
+        let wave = || {
+            rt.block_on(|| {
+                let hs: Vec<_> = (0..32)
+                    .map(|_| {
+                        spawn(|| {
+                            schedlab_rt::blocking(|| std::thread::sleep(Duration::from_millis(20)))
+                        })
+                    })
+                    .collect();
+                for h in hs {
+                    h.join().unwrap();
+                }
+            })
+            .unwrap();
+        };
+        wave();
+        let after_one = mappings();
+        for _ in 0..5 {
+            wave();
+        }
+        let after_six = mappings();
+        assert!(
+            events.lock().unwrap().iter().filter(|e| matches!(e, Event::Blocked { .. })).count()
+                >= 6 * 32,
+            "the waves' threads did not block in hand-offs"
+        );
+        // Each spare left unjoined keeps two mappings (its stack and its guard): five
+        // waves of about 24 each would add about 240.
+        assert!(
+            after_six < after_one + 64,
+            "the process's mappings grew from {after_one} after one wave to {after_six} \
+             after six: exited kernel threads are not joined"
+        );
+    });
+}

@@ -391,3 +391,62 @@ fn normal_work_under_a_high_spinner_gets_a_full_quantum_per_aging_period() {
     // few µs in, for the waiting High thread.
     check_aging_share(Priority::Normal, 1, Priority::High);
 }
+
+/// Real-time order among `High` threads (`Builder::realtime`, `priority.rs`): a thread of
+/// real-time priority 10 spawns one of 20, which runs before the spawn returns and whose
+/// yields do not hand the processor back to the lower one; then `High` threads queued
+/// together run highest real-time priority first, first come first served among equals.
+#[test]
+fn real_time_priorities_run_highest_first_and_keep_their_yields() {
+    let order = watchdog(10, || {
+        let rt = one_processor(Preemption::Cooperative);
+        rt.block_on(|| {
+            Builder::new()
+                .realtime(10)
+                .spawn(|| {
+                    let yields = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+                    let counted = yields.clone();
+                    let h = Builder::new()
+                        .realtime(20)
+                        .spawn(move || {
+                            for _ in 0..100 {
+                                yield_now();
+                                counted.fetch_add(1, Ordering::Relaxed);
+                            }
+                        })
+                        .unwrap();
+                    assert_eq!(
+                        yields.load(Ordering::Relaxed),
+                        100,
+                        "the spawner (10) went on before its thread (20) had done its yields"
+                    );
+                    h.join().unwrap();
+                    // Queued while this thread (10) runs; it parks in the join below.
+                    let log = Arc::new(Mutex::new(Vec::new()));
+                    let hs: Vec<_> = [(5u8, 'a'), (30, 'b'), (5, 'c'), (0, 'd'), (30, 'e')]
+                        .into_iter()
+                        .map(|(p, name)| {
+                            let log = log.clone();
+                            let b = if p == 0 {
+                                Builder::new().priority(Priority::High)
+                            } else {
+                                Builder::new().realtime(p)
+                            };
+                            b.spawn(move || log.lock().unwrap().push(name)).unwrap()
+                        })
+                        .collect();
+                    for h in hs {
+                        h.join().unwrap();
+                    }
+                    let order: String = log.lock().unwrap().iter().collect();
+                    order
+                })
+                .unwrap()
+                .join()
+                .unwrap()
+        })
+        .unwrap()
+    });
+    // 30 and 30 ran at their spawns (above the spawner's 10), in turn; then 5, 5, 0.
+    assert_eq!(order, "beacd");
+}

@@ -728,7 +728,7 @@ impl Processor {
     /// of such a conversation would move across CPUs. For the same reason a
     /// processor that saw this one switching sleeps deaf to the slot's
     /// notification, and looks again after [`DEAF_POLL`] (`idle.rs`, "Slots").
-    #[inline]
+    #[inline(always)]
     pub(crate) fn schedule_next(&self, t: TaskRef) {
         let Some(t) = self.divert(t, true) else { return };
         let shared = !self.solo;
@@ -786,7 +786,13 @@ impl Processor {
     fn divert_slow(&self, t: TaskRef, p: crate::Priority, woken: bool) {
         if woken
             && !self.on_turn()
-            && self.current_task().is_some_and(|c| c.priority() > p && c.preemptible())
+            && self.current_task().is_some_and(|c| {
+                (c.priority() > p
+                    || (p == crate::Priority::High
+                        && c.priority() == p
+                        && c.rt_priority() < t.rt_priority()))
+                    && c.preemptible()
+            })
         {
             // Strict levels on this processor: the waker is preempted when
             // its section ends (`Machine::lower`), and the decision that
@@ -805,19 +811,30 @@ impl Processor {
     /// processor to let the work under its `High` threads have a turn (aging),
     /// that turn's thread: an aged one on the same condition, else its own
     /// `Normal` work.
+    ///
+    /// `Err(())`: the current thread is a real-time one and nothing waits that may take
+    /// its processor from it (`priority.rs`, "Real-time order"): the decision takes
+    /// nothing.
     #[cold]
     #[inline(never)]
-    fn prio_first(&self) -> Option<TaskRef> {
+    fn prio_first(&self) -> Result<Option<TaskRef>, ()> {
         let prio = &self.shared.prio;
         let aged = || if self.aged_last.get() { None } else { prio.pop_aged() };
         let turn = if self.normal_turn.swap(false, Ordering::Relaxed) {
             aged().or_else(|| self.pop_local())
-        } else if let Some(t) = prio.pop_high() {
-            return Some(t);
         } else {
+            let rt = self
+                .current_task()
+                .filter(|c| c.priority() == crate::Priority::High)
+                .map_or(0, |c| c.rt_priority());
+            if let Some(t) = prio.pop_high_from(rt) {
+                return Ok(Some(t));
+            } else if rt != 0 {
+                return Err(());
+            }
             aged()
         };
-        turn.inspect(|t| t.give_turn())
+        Ok(turn.inspect(|t| t.give_turn()))
     }
 
     /// Next thread to run, from the local queue (task or scheduler context).
@@ -836,8 +853,10 @@ impl Processor {
     #[inline(always)]
     pub(super) fn decide(&self) -> Option<TaskRef> {
         if self.prios.load(Ordering::Relaxed) {
-            if let Some(t) = self.prio_first() {
-                return Some(t);
+            match self.prio_first() {
+                Ok(Some(t)) => return Some(t),
+                Ok(None) => {}
+                Err(()) => return None,
             }
         }
         if let Some(t) = self.take_lifo() {
@@ -1091,7 +1110,8 @@ impl Processor {
     /// One look at every source of work.
     fn steal_round(&self) -> Option<TaskRef> {
         if self.prios.load(Ordering::Relaxed) {
-            if let Some(t) = self.prio_first() {
+            // The scheduler context's: no current thread to hold the processor.
+            if let Ok(Some(t)) = self.prio_first() {
                 return Some(t);
             }
         }

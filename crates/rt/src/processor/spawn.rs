@@ -23,6 +23,8 @@ pub(crate) struct SpawnOptions {
     pub(crate) budget: Option<(f64, std::time::Duration)>,
     /// `Builder::priority`.
     pub(crate) priority: crate::Priority,
+    /// `Builder::realtime`: the real-time priority among `High` threads, 0 for none.
+    pub(crate) rt_priority: u8,
     /// `Builder::thread_pointer` (`shared-library` build): the thread's own
     /// TLS block and thread control block; 0 for none.
     pub(crate) thread_pointer: usize,
@@ -56,6 +58,7 @@ where
     T: Send + 'static,
 {
     let (policies, priority, budget) = (opts.has_policies(), opts.priority, opts.budget);
+    let rt_priority = opts.rt_priority;
     if policies {
         check_policies(&opts)?;
     }
@@ -173,7 +176,7 @@ where
     #[cfg(feature = "shared-library")]
     task.sigmask.store(opts.signal_mask, std::sync::atomic::Ordering::Relaxed);
     if policies {
-        apply_policies(&task, priority, budget, shared);
+        apply_policies(&task, priority, rt_priority, budget, shared);
     }
     let event = || Event::Spawned { thread: id, processor: vp.map(|vp| vp.index) };
     match vp {
@@ -219,6 +222,7 @@ fn check_policies(opts: &SpawnOptions) -> io::Result<()> {
 fn apply_policies(
     task: &Task,
     priority: crate::Priority,
+    rt_priority: u8,
     budget: Option<(f64, std::time::Duration)>,
     shared: &Shared,
 ) {
@@ -231,6 +235,7 @@ fn apply_policies(
     };
     if priority != crate::Priority::Normal {
         task.set_priority(priority);
+        task.set_rt_priority(rt_priority);
         if !crate::priority::LEVELS.load(Ordering::Relaxed) {
             // Mutexes record their holders from now on (`priority.rs`, "Inheritance").
             crate::priority::LEVELS.store(true, Ordering::Relaxed);
