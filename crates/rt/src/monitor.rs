@@ -411,6 +411,9 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
         // Aging (`priority.rs`): `Low` threads that waited AGING wait for a
         // turn, ahead of `Normal` work.
         let prios = shared.prios.load(Ordering::Relaxed);
+        // The oldest waiting `Low` thread's aging is among this look's
+        // deadlines (the quiet re-check below counts it as planned for).
+        let mut aging_planned = false;
         if prios && shared.prio.low_waiting() {
             let tnow = shared.timers.now();
             let aging = AGING.as_nanos() as u64;
@@ -420,6 +423,7 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             }
             if let Some(at) = next_at {
                 want(now + Duration::from_nanos((at + aging).saturating_sub(tnow)));
+                aging_planned = true;
             }
         }
         // Work any processor takes before its own `Normal` work may wait:
@@ -747,9 +751,21 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                 // after this read sees `idle` and pokes us.
                 let all_stopped = shared.idle.stopped() >= procs.len();
                 // Re-check after announcing: a producer that queued before it
-                // saw `idle` left work we must not sleep through.
+                // saw `idle` left work we must not sleep through. A `Low`
+                // thread waiting at its level is work only for its aging, and
+                // once that is among the deadlines (`aging_planned`) the
+                // monitor sleeps until it: counted as work, it made the
+                // monitor look again at once, find nothing to do before the
+                // aging, and look again, spinning at `SCHED_FIFO` for up to
+                // `AGING`. Pinned to the one CPU of its processor (seed 001's
+                // `rt` loader), that spin kept the processor from taking the
+                // `Low` thread or firing a frame's timer: 100 ms stalls.
+                let low_unplanned = shared.prio.low_waiting() && !aging_planned;
                 let work = !shared.injector.is_empty()
-                    || (prios && (shared.prio.high_waiting() || shared.prio.low_waiting()))
+                    || (prios
+                        && (shared.prio.high_waiting()
+                            || shared.prio.aged_waiting()
+                            || low_unplanned))
                     || procs.iter().any(|p| {
                         // SAFETY: as above.
                         unsafe { &*p.0 }.has_waiting()

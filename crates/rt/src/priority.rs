@@ -72,9 +72,14 @@
 //!    seen under the `Low` queue's lock ([`PrioQueues::push`]), so it is never left there.
 //! 2. A thread that takes a mutex with higher-level waiters still queued inherits at once
 //!    (the next holder of a contended lock), so the lock's waiters are never behind it.
-//! 3. The unlock gives the level back (`Task::disinherit`) *before* it wakes the first
+//! 3. The unlock gives the level back ([`give_back`]) *before* it wakes the first
 //!    waiter, so the waker, now at its own level again, is preempted at the end of its
-//!    runtime section by the higher-level thread it woke (the rule above).
+//!    runtime section by the higher-level thread it woke (the rule above). A holder of
+//!    several contended locks keeps the highest level the others still lend: each mutex
+//!    records the level it lends its holder and counts it in the holder's [`Lent`], and
+//!    the holder runs at the highest level counted, or its own (Linux's PI futexes keep
+//!    the top of a tree of the task's waiters over all its locks; with three levels two
+//!    counts do).
 //! 4. Transitively: a holder that is itself blocked on another mutex passes the level on
 //!    to that one's holder, and so on down the chain (`sync/chain.rs`: each thread in a
 //!    mutex's slow path records the mutex, and a bounded walk — Linux's
@@ -91,9 +96,7 @@
 //! uncontended lock and unlock against 11 before). With levels that record costs ~95
 //! instructions more per pair (docs/PERFORMANCE.md, "Locks and loaders"). A lock taken before the first
 //! thread with a level was spawned has no recorded holder, and lends nothing until it is
-//! taken again. Limit: a thread holding two contended locks gives back its inherited level
-//! when it releases the first (Linux's `rt_mutex` keeps a tree of each task's waiters for
-//! both; here locks are expected to be held briefly).
+//! taken again.
 
 //! # Real-time order
 //!
@@ -171,6 +174,75 @@ pub(crate) fn inherit(holder: &Task, to: Priority) -> bool {
         shared.inject(t);
     }
     true
+}
+
+/// How many of the mutexes a thread holds lend it each level above `Low` (step 3 of
+/// "Inheritance"): its inherited level is the highest with a count, as a PI futex's
+/// holder runs at the top of its waiters over every lock it holds (Linux's
+/// `pi_waiters`; counts suffice with three levels). Changed under the queue lock of the
+/// mutex whose lend it counts.
+#[derive(Default)]
+pub(crate) struct Lent {
+    high: AtomicUsize,
+    normal: AtomicUsize,
+}
+
+impl Lent {
+    fn count(&self, level: Priority) -> Option<&AtomicUsize> {
+        match level {
+            Priority::High => Some(&self.high),
+            Priority::Normal => Some(&self.normal),
+            Priority::Low => None,
+        }
+    }
+
+    /// A mutex the thread holds now lends it `to`, and no longer `from` (`None`: it
+    /// lent nothing before). Followed by a `SeqCst` fence, so that a holder giving a
+    /// level back ([`give_back`]) either sees this count or its lowering comes before
+    /// the caller's raise (the store-buffering pattern, fenced on both sides).
+    pub(crate) fn moved(&self, from: Option<Priority>, to: Priority) {
+        if let Some(c) = from.and_then(|f| self.count(f)) {
+            c.fetch_sub(1, Ordering::SeqCst);
+        }
+        if let Some(c) = self.count(to) {
+            c.fetch_add(1, Ordering::SeqCst);
+        }
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    /// The highest level lent, if any.
+    fn top(&self) -> Option<Priority> {
+        if self.high.load(Ordering::SeqCst) != 0 {
+            Some(Priority::High)
+        } else if self.normal.load(Ordering::SeqCst) != 0 {
+            Some(Priority::Normal)
+        } else {
+            None
+        }
+    }
+}
+
+/// Step 3 of "Inheritance": `holder`, which is releasing a mutex that lent it `level`,
+/// goes to the highest level the mutexes it still holds lend, or its own. Called by the
+/// holder itself, running (so it waits in no queue), after the mutex's queue lock is
+/// dropped. A waiter of another of its mutexes may lend meanwhile: it counts its lend
+/// ([`Lent::moved`], fenced) before it raises the holder, so either the look after this
+/// lowering sees the count and the holder goes up again, or the raise comes after the
+/// lowering.
+pub(crate) fn give_back(holder: &Task, level: Priority) {
+    if let Some(c) = holder.lent.count(level) {
+        c.fetch_sub(1, Ordering::SeqCst);
+    }
+    let mut top = holder.lent.top();
+    loop {
+        holder.set_inherited(top);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let now = holder.lent.top();
+        if now == top {
+            return;
+        }
+        top = now;
+    }
 }
 
 /// The scheduling level of a user thread ([`crate::Builder::priority`]).

@@ -387,6 +387,9 @@ pub(crate) struct Task {
     /// process has levels (`sync/chain.rs`: the lock keeps the mutex alive for a
     /// priority chain walk that reads it).
     pub(crate) blocked_on: crate::spin::SpinLock<usize>,
+    /// How many of the `Mutex`es the thread holds lend it each level
+    /// (`priority.rs`, "Inheritance", step 3).
+    pub(crate) lent: crate::priority::Lent,
     /// `shared-library` build: the user thread's signal mask (the first 64
     /// signals), applied to whichever kernel thread resumes it
     /// (`shared.rs`, "Signals").
@@ -630,6 +633,7 @@ impl Task {
                     rt: AtomicU8::new(0),
                     idle: Default::default(),
                     blocked_on: crate::spin::SpinLock::new(0),
+                    lent: Default::default(),
                     #[cfg(feature = "shared-library")]
                     sigmask: AtomicU64::new(0),
                     #[cfg(feature = "shared-library")]
@@ -746,22 +750,26 @@ impl Task {
         }
     }
 
-    /// Gives an inherited level back: the task runs at its own level again.
-    /// Whether it had one.
-    pub(crate) fn disinherit(&self) -> bool {
+    /// Sets the inherited level to `to` (`None`: none), whether that raises or
+    /// lowers the one it has: the task runs at the higher of `to` and its own
+    /// (`priority.rs`, "Inheritance", step 3, for a holder of several locks).
+    pub(crate) fn set_inherited(&self, to: Option<crate::Priority>) {
         let mut cur = self.priority.load(Ordering::Relaxed);
         loop {
-            if cur & BOOSTED == 0 {
-                return false;
-            }
-            let new = (cur & TURN) | ((cur & BASE) >> BASE_SHIFT);
+            let own = if cur & BOOSTED != 0 { (cur & BASE) >> BASE_SHIFT } else { cur & LEVEL };
+            let new = match to {
+                Some(to) if to.as_u8() < own => {
+                    (cur & TURN) | BOOSTED | (own << BASE_SHIFT) | to.as_u8()
+                }
+                _ => (cur & TURN) | own,
+            };
             match self.priority.compare_exchange_weak(
                 cur,
                 new,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return true,
+                Ok(_) => return,
                 Err(now) => cur = now,
             }
         }

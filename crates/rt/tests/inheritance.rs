@@ -359,6 +359,56 @@ fn a_link_ends_with_its_wait() {
     assert_eq!(log, ["T1 holds L0 at High", "H holds L0", "T2 holds L1 at Low"]);
 }
 
+/// A `Low` thread holds two locks, each with a `High` thread queued on it. Releasing the
+/// first leaves it the level the second still lends (the highest over the locks it still
+/// holds, as Linux's PI futexes keep it); releasing the second gives its own back. It used
+/// to drop to `Low` at the first release, while a `High` thread still waited on it.
+#[test]
+fn a_holder_of_two_contended_locks_keeps_the_level_the_other_still_lends() {
+    let log = watchdog(20, || {
+        let rt =
+            Runtime::builder().processors(1).preemption(Preemption::Cooperative).build().unwrap();
+        rt.block_on(|| {
+            let log: Log = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let (a, b) = (Arc::new(Mutex::new(0u32)), Arc::new(Mutex::new(0u32)));
+            let (a1, b1, l1) = (a.clone(), b.clone(), log.clone());
+            let holder = Builder::new()
+                .priority(Priority::Low)
+                .spawn(move || {
+                    let ga = a1.lock();
+                    let gb = b1.lock();
+                    let waiter = |m: Arc<Mutex<u32>>| {
+                        Builder::new()
+                            .priority(Priority::High)
+                            .spawn(move || *m.lock() += 1)
+                            .unwrap()
+                    };
+                    let (wa, wb) = (waiter(a1.clone()), waiter(b1.clone()));
+                    until_queued(&a1);
+                    until_queued(&b1);
+                    say(&l1, format!("holding both at {:?}", current().priority()));
+                    drop(ga);
+                    say(&l1, format!("released one at {:?}", current().priority()));
+                    drop(gb);
+                    say(&l1, format!("released both at {:?}", current().priority()));
+                    wa.join().unwrap();
+                    wb.join().unwrap();
+                })
+                .unwrap();
+            holder.join().unwrap();
+            assert_eq!((*a.lock(), *b.lock()), (1, 1));
+            let log = log.lock().unwrap().clone();
+            log
+        })
+        .unwrap()
+    });
+    assert_eq!(
+        log,
+        ["holding both at High", "released one at High", "released both at Low"],
+        "the holder's level as it released its locks"
+    );
+}
+
 /// Holders waiting on each other in a cycle, and a `High` thread waiting on one of the
 /// locks: the walk goes round the cycle once and stops, and the runtime reports the
 /// deadlock with the three threads parked on the two mutexes.

@@ -106,6 +106,12 @@ const METHODS: &[&str] =
     &["coop-never", "coop-4096", "coop-20ms", "yielder", "preempt-10ms", "preempt-1ms", "os"];
 const MODES: &[&str] = &["fg", "bg", "worst"];
 
+/// The quick suite's methods: no yield, a cooperative yield interval, the yielder thread,
+/// a preemptive quantum and OS threads. `coop-20ms` and `preempt-1ms`, the slowest to
+/// measure (a 20 ms yield interval at nice 10 is two fifths of the probe's time), are the
+/// same mechanisms at another interval, and run in the full suite and the study.
+const QUICK_METHODS: &[&str] = &["coop-never", "coop-4096", "yielder", "preempt-10ms", "os"];
+
 /// The nice value of the measured side in `bg`.
 const BG_NICE: i32 = 10;
 
@@ -115,7 +121,7 @@ impl Probe for CoopVsPreempt {
     fn info(&self) -> Info {
         Info {
             id: "sched.coop_vs_preempt",
-            doc: "Seed 000's table: a fixed Dhrystone-like calculation (work_ms, 100 ms alone by default) under cooperative user threads (never yielding, every 4096 passes, every 20 ms by the clock, Yielder), preemptive ones (10 ms, 1 ms quanta) and an OS thread, beside an idle event loop (fg), at nice 10 against a competing spinner (bg) or beside a busy main loop (worst), one CPU; time to finish, score = paired ratio to the work alone; event_p50_us/event_p99_us = how long an event arriving every 1 ms waited for the main loop",
+            doc: "Seed 000's table: a fixed Dhrystone-like calculation (work_ms, 100 ms alone by default) under cooperative user threads (never yielding, every 4096 passes, every 20 ms by the clock, Yielder), preemptive ones (10 ms, 1 ms quanta) and an OS thread, beside an idle event loop (fg), at nice 10 against a competing spinner (bg) or beside a busy main loop (worst), one CPU; time to finish, score = paired ratio to the work alone; event_p50_us/event_p99_us = how long an event arriving every 1 ms waited for the main loop; quick: work_ms 50, without coop-20ms and preempt-1ms",
             unit: Unit::Nanos,
             mirrors: "- (seed 000: Thread Manager cooperative vs preemptive, foreground/background, worst case)",
             requires: "-",
@@ -125,7 +131,8 @@ impl Probe for CoopVsPreempt {
     fn variants(&self, suite: Suite) -> Vec<Params> {
         let (methods, modes): (&[&str], &[&str]) = match suite {
             Suite::Smoke => (METHODS, &["fg", "worst"]),
-            Suite::Quick | Suite::Full => (METHODS, MODES),
+            Suite::Quick => (QUICK_METHODS, MODES),
+            Suite::Full => (METHODS, MODES),
         };
         // Smoke runs a short calculation: the methods' mechanics, not their costs.
         // The quick suite halves it: in `bg` the worker gets a tenth of the CPU (nice 10
@@ -147,9 +154,11 @@ impl Probe for CoopVsPreempt {
 
     fn sampling(&self, suite: Suite, default: &Settings) -> Settings {
         // One pair (work alone, work under the method) per sample; the sampler's own
-        // iteration scaling would only repeat it.
+        // iteration scaling would only repeat it (its one-pair calibration was a sixth of
+        // the probe's time).
         let mut s = default.clone();
         if suite != Suite::Smoke {
+            s.fixed_iters = Some(1);
             s.target = Duration::from_millis(1);
             s.samples = if suite == Suite::Quick { 5 } else { 9 };
             s.warmup = Duration::ZERO;

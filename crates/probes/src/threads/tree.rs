@@ -63,10 +63,11 @@ impl Probe for TreeProbe {
     }
 
     fn sampling(&self, suite: Suite, default: &Settings) -> Settings {
-        // A 10^6-node tree is a sample of its own: few iterations, few samples.
+        // A 10^6-node tree is a sample of its own: few iterations, few samples (5 quick,
+        // 7 full).
         let mut s = default.clone();
         if suite != Suite::Smoke {
-            s.samples = s.samples.min(7);
+            s.samples = s.samples.min(if suite == Suite::Quick { 5 } else { 7 });
         }
         s
     }

@@ -23,8 +23,10 @@
 //! 3. The holder `H`: none (or an OS thread), or already at `level` or higher: stop.
 //!    Levels only rise while a chain stands (a waiter leaves a queue only when an unlock
 //!    wakes it), so whoever raised `H` walks on from it, or walked before.
-//! 4. Raise `H`, mark the mutex as lending (its unlock gives the level back); drop both
-//!    locks; `T = H`; again from 1, at most [`MAX_CHAIN`] links (Linux's `max_lock_depth`).
+//! 4. Count the level as lent to `H` by the mutex (its unlock gives it back; counted
+//!    before step 3's test too, so a holder raised through another of its mutexes keeps
+//!    the level when it releases that one), raise `H`; drop both locks; `T = H`; again
+//!    from 1, at most [`MAX_CHAIN`] links (Linux's `max_lock_depth`).
 //!
 //! A thread holds at most one `blocked_on` lock and one queue lock, in that order. The
 //! only other nesting is the slow path's (`mutex.rs`): under a queue lock it *tries* the
@@ -104,10 +106,10 @@ pub(super) fn walk(from: TaskRef, level: Priority) {
             w.level = w.level.min(level.as_u8());
         }
         let Some(holder) = q.owner.clone() else { return };
+        q.record(level);
         if !raise(&holder, level) {
             return;
         }
-        q.lent = true;
         drop(q);
         drop(link);
         t = holder;

@@ -137,8 +137,10 @@ pub(super) struct Queue {
     pub(super) waiters: VecDeque<Queued>,
     /// The holder, while `OWNED` (module docs).
     pub(super) owner: Option<TaskRef>,
-    /// The holder runs at a level it inherited through this mutex.
-    pub(super) lent: bool,
+    /// The level this mutex lends its holder, counted in the holder's `Task::lent`
+    /// (`priority.rs`, "Inheritance", step 3): the highest a waiter lent it, whether or
+    /// not the holder was already at that level through another mutex it holds.
+    pub(super) lent: Option<Priority>,
 }
 
 impl Queue {
@@ -148,29 +150,36 @@ impl Queue {
         (l != NO_LEVEL).then(|| Priority::from_u8(l))
     }
 
+    /// Counts `level` as lent to the holder by this mutex, if it lends more than before
+    /// (step 3's record); before the holder is raised (`priority::Lent::moved`).
+    pub(super) fn record(&mut self, level: Priority) {
+        let Some(o) = &self.owner else { return };
+        if level == Priority::Low || self.lent.is_some_and(|l| l <= level) {
+            return;
+        }
+        o.lent.moved(self.lent, level);
+        self.lent = Some(level);
+    }
+
     /// Lends the holder `level` if that is higher than its own ("Inheritance", step 1).
     fn lend(&mut self, level: Priority) {
+        self.record(level);
         if let Some(o) = &self.owner {
-            if chain::raise(o, level) {
-                self.lent = true;
-            }
+            chain::raise(o, level);
         }
     }
 
     /// Lends the holder `level` (step 1) unless it is blocked on another mutex: then
     /// `Err`, and the caller walks the chain from itself instead (`chain.rs`).
     fn lend_or_walk(&mut self, level: Priority) -> Result<(), ()> {
+        // Counted even when the holder is at `level` already, through another mutex it
+        // holds: it must keep the level when it releases that one.
+        self.record(level);
         let Some(o) = &self.owner else { return Ok(()) };
         if o.priority() <= level {
             return Ok(());
         }
-        match chain::lend_here(o, level) {
-            Some(raised) => {
-                self.lent |= raised;
-                Ok(())
-            }
-            None => Err(()),
-        }
+        chain::lend_here(o, level).map(|_| ()).ok_or(())
     }
 }
 
@@ -217,7 +226,7 @@ impl<T> Mutex<T> {
             state: AtomicU8::new(0),
             #[cfg(test)]
             spun: std::sync::atomic::AtomicU32::new(0),
-            queue: SpinLock::new(Queue { waiters: VecDeque::new(), owner: None, lent: false }),
+            queue: SpinLock::new(Queue { waiters: VecDeque::new(), owner: None, lent: None }),
             value: UnsafeCell::new(value),
         }
     }
@@ -397,7 +406,7 @@ impl<T> Mutex<T> {
         let mut q = self.queue.lock();
         let first = q.waiters.pop_front();
         let owner = q.owner.take();
-        let lent = std::mem::take(&mut q.lent);
+        let lent = q.lent.take();
         let more = !q.waiters.is_empty();
         let handed = match &first {
             Some(w) if self.state.load(Ordering::Relaxed) & STARVING != 0 => {
@@ -417,11 +426,10 @@ impl<T> Mutex<T> {
             self.state.store(if more { PARKED } else { 0 }, Ordering::Release);
         }
         drop(q);
-        if lent {
-            // "Inheritance", step 3: back to its own level before the wake-up.
-            if let Some(o) = &owner {
-                o.disinherit();
-            }
+        if let (Some(level), Some(o)) = (lent, &owner) {
+            // "Inheritance", step 3: back to the level the mutexes it still holds lend,
+            // or its own, before the wake-up.
+            crate::priority::give_back(o, level);
         }
         drop(owner);
         if let Some(w) = first {
