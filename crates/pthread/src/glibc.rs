@@ -59,6 +59,7 @@
 //! glibc 2.34 to 2.40 have this layout (checked at start: the sizes it
 //! publishes must be sane); another C library is refused.
 
+use schedlab_rt::shared::{SpinGuard, SpinLock};
 use std::ffi::{c_void, CStr};
 use std::sync::OnceLock;
 
@@ -189,12 +190,12 @@ pub(crate) fn check() {
 /// is kept with a companion word its owner gave [`free_tcb`] (the library's
 /// per-thread data, `thread.rs`), handed back with the block by [`new_tcb`]:
 /// the next thread reuses both, and neither costs a `malloc` and a `free`.
-static CACHE: crate::lock::SpinLock<Vec<(usize, usize)>> = crate::lock::SpinLock::new(Vec::new());
+static CACHE: SpinLock<Vec<(usize, usize)>> = SpinLock::new(Vec::new());
 /// Holds the kept blocks' lock across a `fork` (`fork.rs`), as glibc holds
 /// malloc's: a child forked while another thread was inside [`new_tcb`] or
 /// [`free_tcb`] would otherwise inherit the lock taken, by a thread it does
 /// not have, and hang in its first `pthread_create`.
-pub(crate) fn hold_cache_for_fork() -> crate::lock::SpinGuard<'static, Vec<(usize, usize)>> {
+pub(crate) fn hold_cache_for_fork() -> SpinGuard<'static, Vec<(usize, usize)>> {
     CACHE.lock()
 }
 /// At most this many blocks are kept (each the process's static TLS size

@@ -43,7 +43,6 @@ mod fork;
 mod glibc;
 mod io;
 mod key;
-mod lock;
 mod once;
 mod runtime;
 mod sched;

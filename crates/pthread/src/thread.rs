@@ -144,7 +144,7 @@ pub(crate) struct ThreadData {
     /// The robust mutexes the thread holds (`mutex.rs`; a cell the thread
     /// alone touches).
     pub(crate) robust: UnsafeCell<Vec<usize>>,
-    handle: crate::lock::SpinLock<Option<JoinHandle<()>>>,
+    handle: schedlab_rt::shared::SpinLock<Option<JoinHandle<()>>>,
     /// Thread name (`pthread_setname_np`), NUL-terminated, up to 15 bytes.
     name: Mutex<[u8; 16]>,
     /// Usable stack size, for `pthread_getattr_np`.
@@ -216,7 +216,7 @@ impl ThreadData {
             join_waiter: AtomicPtr::new(std::ptr::null_mut()),
             me: UnsafeCell::new(None),
             robust: UnsafeCell::new(Vec::new()),
-            handle: crate::lock::SpinLock::new(None),
+            handle: schedlab_rt::shared::SpinLock::new(None),
             name: Mutex::new([0; 16]),
             stack_size,
             guard_size,

@@ -39,6 +39,12 @@
 //! where it would otherwise call one of them on a user thread's behalf
 //! (`rt_sigprocmask` here).
 
+/// The runtime's spin lock, for the library's own short critical sections
+/// (its kept thread control blocks, a thread's join handle): a waiter spins,
+/// then gives way to the runtime on a user thread (the holder may be a user
+/// thread preempted on the same processor) or to the kernel elsewhere.
+pub use crate::spin::{SpinGuard, SpinLock};
+
 /// Whether this machine can run the `shared-library` build at all: the
 /// kernel enabled the `rdfsbase`/`wrfsbase` family (FSGSBASE: a CPU that has
 /// it and Linux 5.9 or later). Without it every switch would need a system

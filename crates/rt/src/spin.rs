@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A spin lock protecting a `T`.
 #[derive(Debug, Default)]
-pub(crate) struct SpinLock<T> {
+pub struct SpinLock<T> {
     locked: AtomicBool,
     value: UnsafeCell<T>,
 }
@@ -28,13 +28,13 @@ unsafe impl<T: Send> Send for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
     /// An unlocked lock around `value`.
-    pub(crate) const fn new(value: T) -> SpinLock<T> {
+    pub const fn new(value: T) -> SpinLock<T> {
         SpinLock { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
     }
 
     /// Acquires the lock.
     #[inline]
-    pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
+    pub fn lock(&self) -> SpinGuard<'_, T> {
         if self
             .locked
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -43,6 +43,12 @@ impl<T> SpinLock<T> {
             self.lock_contended();
         }
         SpinGuard { lock: self }
+    }
+
+    /// The value, through exclusive access (no lock needed).
+    #[cfg(feature = "shared-library")]
+    pub fn get_mut(&mut self) -> &mut T {
+        self.value.get_mut()
     }
 
     /// Acquires the lock if it is free now (for a nesting that takes the two
@@ -118,7 +124,7 @@ fn give_way() {
 }
 
 /// Holds a [`SpinLock`]; unlocks on drop.
-pub(crate) struct SpinGuard<'a, T> {
+pub struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
 }
 
