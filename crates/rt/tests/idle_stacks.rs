@@ -226,6 +226,24 @@ fn turned_off_an_idle_reader_keeps_its_pages() {
 /// Random wakes around the threshold: echo threads whose stacks are
 /// reclaimed (live mode) and restored while clients write after random
 /// pauses; every reply and every thread's stack pattern must survive.
+/// The client side of the stress tests: `rounds` one-byte round trips on `b`,
+/// each after a pseudo-random sleep of 0 to 2.5 ms (seeded by `i`): either
+/// side of the 1 ms reclaim threshold and its period.
+fn random_client(i: usize, mut b: UnixStream, rounds: usize) {
+    let mut x = (i as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d);
+    for k in 0..rounds {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        schedlab_rt::sleep(Duration::from_micros(x % 2500));
+        let out = [(k % 251) as u8];
+        b.write_all(&out).unwrap();
+        let mut back = [0u8; 1];
+        b.read_exact(&mut back).unwrap();
+        assert_eq!(back, out);
+    }
+}
+
 fn stress(procs: usize) {
     let _one = serial();
     watchdog(120, move || {
@@ -240,7 +258,7 @@ fn stress(procs: usize) {
         let mut servers = Vec::new();
         let mut clients = Vec::new();
         for i in 0..conns {
-            let (mut a, mut b) = UnixStream::pair().unwrap();
+            let (mut a, b) = UnixStream::pair().unwrap();
             servers.push(rt.spawn(move || {
                 let kept = pattern(i);
                 let at = std::hint::black_box(&kept);
@@ -253,22 +271,7 @@ fn stress(procs: usize) {
                 }
                 n
             }));
-            clients.push(rt.spawn(move || {
-                let mut x = (i as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d);
-                for k in 0..rounds {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    // 0 to 2.5 ms: either side of the 1 ms threshold and
-                    // its period.
-                    schedlab_rt::sleep(Duration::from_micros(x % 2500));
-                    let out = [(k % 251) as u8];
-                    b.write_all(&out).unwrap();
-                    let mut back = [0u8; 1];
-                    b.read_exact(&mut back).unwrap();
-                    assert_eq!(back, out);
-                }
-            }));
+            clients.push(rt.spawn(move || random_client(i, b, rounds)));
         }
         for c in clients {
             c.join().unwrap();
@@ -543,7 +546,7 @@ fn touched_stress(procs: usize) {
         let mut servers = Vec::new();
         let mut clients = Vec::new();
         for i in 0..conns {
-            let (mut a, mut b) = UnixStream::pair().unwrap();
+            let (mut a, b) = UnixStream::pair().unwrap();
             servers.push(rt.spawn(move || {
                 let kept = pattern(i);
                 let counter = std::sync::atomic::AtomicU64::new(0);
@@ -584,20 +587,7 @@ fn touched_stress(procs: usize) {
                 );
                 echoed
             }));
-            clients.push(rt.spawn(move || {
-                let mut x = (i as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d);
-                for k in 0..rounds {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    schedlab_rt::sleep(Duration::from_micros(x % 2500));
-                    let out = [(k % 251) as u8];
-                    b.write_all(&out).unwrap();
-                    let mut back = [0u8; 1];
-                    b.read_exact(&mut back).unwrap();
-                    assert_eq!(back, out);
-                }
-            }));
+            clients.push(rt.spawn(move || random_client(i, b, rounds)));
         }
         for c in clients {
             c.join().unwrap();
