@@ -33,6 +33,7 @@ const TESTS: &[&str] = &[
     "stacks",
     "dlopen_tls",
     "reclaim",
+    "broadcast",
 ];
 
 /// The tests that `dlopen` a library: each source is compiled a second time, with
@@ -117,6 +118,11 @@ fn every_c_test_is_listed() {
     let mut listed: Vec<String> = TESTS.iter().map(|t| t.to_string()).collect();
     listed.sort();
     assert_eq!(found, listed, "tests/pthread/*.c and TESTS differ");
+}
+
+#[test]
+fn the_initial_thread_wakes_a_thousand_waiters_round_after_round() {
+    check("broadcast");
 }
 
 #[test]

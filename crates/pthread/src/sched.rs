@@ -28,18 +28,18 @@ mod next {
 /// Yields the processor whatever the calling thread is (the wait queues'
 /// spin locks, whose holder's kernel thread was descheduled).
 pub(crate) fn yield_any() {
-    if on_user_thread() {
-        schedlab_rt::yield_now();
-    } else {
-        std::thread::yield_now();
-    }
+    sched_yield();
 }
 
-/// `sched_yield`.
+/// `sched_yield`: a user thread gives its processor to another user thread;
+/// a kernel thread, or a user thread inside the runtime's own code, yields
+/// its kernel thread. The runtime's code reaches this too (its dependencies
+/// spin with `std::thread::yield_now`, which is this function in the
+/// library's process); a switch in the middle of a scheduling decision broke
+/// the processor it was made on (`schedlab_rt::shared::yield_if_free`).
 #[no_mangle]
 pub extern "C-unwind" fn sched_yield() -> c_int {
-    if on_user_thread() {
-        schedlab_rt::yield_now();
+    if on_user_thread() && schedlab_rt::shared::yield_if_free() {
         0
     } else {
         // SAFETY: glibc's, unchanged.

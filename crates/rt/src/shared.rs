@@ -53,6 +53,21 @@ pub fn fsgsbase_usable() -> bool {
     crate::arch::fsgsbase_usable()
 }
 
+/// Yields the calling user thread, as [`yield_now`](crate::yield_now())
+/// does, unless the call comes from inside the runtime: then (or on a kernel
+/// thread with no user thread) does nothing and returns `false`, and the
+/// caller makes the kernel's yield instead. For the library's `sched_yield`,
+/// which the runtime's own code reaches too: its dependencies spin with
+/// `std::thread::yield_now` (crossbeam's `Backoff::snooze`, while the
+/// injection queue's pusher finishes a push), and in this build that is the
+/// library's. A yield there, in the middle of a scheduling decision, switched
+/// the thread away with the decision half made; the thread then finished it
+/// on another kernel thread, on the processor it had left, which two kernel
+/// threads then ran at once (issue 21).
+pub fn yield_if_free() -> bool {
+    crate::processor::yield_if_free()
+}
+
 /// Gives the calling kernel thread its runtime block, if it has none of its
 /// own yet (a thread started by one with a block inherits that block's
 /// address, which is not its own: `arch/x86_64.rs`, `thread_block_attach`).
