@@ -107,7 +107,7 @@ int main(void) {
     pthread_t c[2], cf;
     for (int i = 0; i < 2; i++)
         PT(pthread_create(&c[i], NULL, churn, (void *)&stop_churn));
-    PT(pthread_create(&cf, NULL, churn_forker, (void *)100L));
+    PT(pthread_create(&cf, NULL, churn_forker, (void *)30L));
     PT(pthread_join(cf, NULL));
     stop_churn = 1;
     for (int i = 0; i < 2; i++)
