@@ -43,7 +43,9 @@
 //! unwind to the base through the preemption trampoline, whose unwind table
 //! makes it a signal frame over the interrupted code (`arch/x86_64.rs`).
 //! A request that lands where the thread may not be stopped (inside the C
-//! library: `memcpy`, `libm`) is taken at its next preemption or wait.
+//! library: `memcpy`, `libm`) is asked again by the runtime's monitor,
+//! every 200 µs while the thread runs, until it lands in the program's code
+//! (or the thread's next wait takes it).
 //!
 //! Not done: cancelling a user thread blocked in a system call (`read`...),
 //! which finishes the call first.

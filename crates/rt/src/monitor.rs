@@ -378,6 +378,8 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
     shared.depot.scavenge_in_background();
     let mut last_scavenge = start;
     let mut idle_stacks = crate::reclaim::Reclaimer::new(start);
+    #[cfg(feature = "shared-library")]
+    let mut interrupted = crate::shared::Interrupted::default();
     while !shared.shutdown.load(Ordering::Acquire) {
         let now = Instant::now();
         if shared.depot.has_excess() && now - last_scavenge >= SCAVENGE_EVERY {
@@ -736,6 +738,12 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
         }
         // Stacks of threads idle in I/O waits (`reclaim.rs`).
         if let Some(t) = idle_stacks.tick(&shared.reclaim, now) {
+            want(t);
+        }
+        // Threads asked to run the resume hook that have not (`shared.rs`,
+        // "Signals").
+        #[cfg(feature = "shared-library")]
+        if let Some(t) = interrupted.tick(&shared, now) {
             want(t);
         }
         let timeout = match next {

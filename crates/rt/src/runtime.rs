@@ -440,6 +440,8 @@ impl RuntimeBuilder {
             block_threshold: self.block_threshold,
             transparent_blocking: self.transparent_blocking,
             reclaim: crate::reclaim::Reclaim::new(self.idle_reclaim, self.idle_reclaim_live),
+            #[cfg(feature = "shared-library")]
+            interrupted: std::sync::Mutex::new(Vec::new()),
             procs: OnceLock::new(),
             machines: MachineSet::default(),
             spares: Spares::default(),

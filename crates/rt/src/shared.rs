@@ -32,7 +32,14 @@
 //! whose safe point runs the hook even when nothing else is runnable; a
 //! queued or parked thread runs it when it is next resumed. The hook then
 //! raises the signal on the thread's current kernel thread, where the
-//! thread's own mask decides, as the kernel would.
+//! thread's own mask decides, as the kernel would. A preemption that finds
+//! the thread outside a safe point (in the C library or in the library's own
+//! code) is dropped, and the thread may have been resumed just before it was
+//! marked: so the monitor keeps every marked thread on a list
+//! ([`Interrupted`]) and asks again, every [`RETRY`] while the thread runs,
+//! until its hook has run (seen without that: a thread locking and unlocking
+//! mutexes, the only runnable one, kept a `pthread_kill`'s signal pending for
+//! good while its sender waited for the handler's answer).
 //!
 //! In this build the library defines libc's thread functions for the whole
 //! process, the runtime's own calls included: the runtime uses system calls
@@ -263,13 +270,34 @@ pub fn signal_mask() -> u64 {
 pub fn interrupt(thread: &crate::hooks::Thread) {
     use std::sync::atomic::Ordering;
     let t = thread.task();
-    t.notify.store(true, Ordering::Release);
+    if !t.notify.swap(true, Ordering::AcqRel) && !t.state.is_complete() {
+        // Newly marked: listed for the monitor, which asks again until the
+        // hook has run (module docs, "Signals"). In a runtime section:
+        // preempted holding the lock, this thread would leave it to the next
+        // thread of its kernel thread and to the monitor (as `reclaim.rs`).
+        let first = {
+            let _section = crate::hooks::here();
+            let mut list = t.shared.interrupted.lock().unwrap_or_else(|e| e.into_inner());
+            list.push(t.clone());
+            list.len() == 1
+        };
+        if first {
+            // A quiet monitor may sleep with no deadline.
+            t.shared.monitor.poke();
+        }
+    }
     let m = t.machine.load(Ordering::Acquire);
     if m.is_null() || t.state.is_complete() {
         return;
     }
     // SAFETY: machines' blocks live as long as the process in this build.
-    let m = unsafe { &*m };
+    ask_preemption(unsafe { &*m });
+}
+
+/// Asks `m`'s kernel thread for a preemption, unless a request is pending
+/// there (a signal in flight takes the new one too).
+fn ask_preemption(m: &crate::machine::Machine) {
+    use std::sync::atomic::Ordering;
     if m.request
         .compare_exchange(
             crate::machine::REQ_NONE,
@@ -280,6 +308,75 @@ pub fn interrupt(thread: &crate::hooks::Thread) {
         .is_ok()
     {
         crate::preempt::signal_thread(m.tid.load(Ordering::Relaxed));
+    }
+}
+
+/// How soon the monitor asks a running thread again whose hook has not run
+/// (its preemption found it outside a safe point).
+pub(crate) const RETRY: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// How often the monitor looks at a marked thread that is not running (queued,
+/// parked, or blocked in the kernel): its next resumption runs the hook; the
+/// look closes the window where it was resumed as it was being marked.
+const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The monitor's list of threads whose hook was asked for and has not run
+/// (module docs, "Signals").
+#[derive(Default)]
+pub(crate) struct Interrupted {
+    /// Each marked thread, with when the monitor last asked it.
+    list: Vec<(crate::task::TaskRef, Option<std::time::Instant>)>,
+}
+
+impl Interrupted {
+    /// Takes the newly marked threads, drops those whose hook has run, and
+    /// asks again each one that runs; returns when to look next.
+    pub(crate) fn tick(
+        &mut self,
+        shared: &crate::state::Shared,
+        now: std::time::Instant,
+    ) -> Option<std::time::Instant> {
+        use std::sync::atomic::Ordering;
+        {
+            let mut inbox = shared.interrupted.lock().unwrap_or_else(|e| e.into_inner());
+            for t in inbox.drain(..) {
+                if !self.list.iter().any(|(l, _)| std::ptr::eq(&**l, &*t)) {
+                    self.list.push((t, None));
+                }
+            }
+        }
+        let mut next: Option<std::time::Instant> = None;
+        self.list.retain_mut(|(t, asked)| {
+            if !t.notify.load(Ordering::Acquire) || t.state.is_complete() {
+                return false;
+            }
+            let me = (&**t) as *const crate::task::Task;
+            let m = t.machine.load(Ordering::Acquire);
+            // SAFETY: machines' blocks live as long as the process in this
+            // build.
+            let running = unsafe { m.as_ref() }.filter(|m| {
+                let p = m.processor();
+                !p.is_null()
+                    // SAFETY: processors outlive the runtime's kernel threads;
+                    // the read of another processor's current thread is a
+                    // snapshot, only compared (as `kernel_thread_of`).
+                    && unsafe { (*p).current_task_ptr() }
+                        .is_some_and(|c| c.as_ptr().cast_const() == me)
+            });
+            let again = match running {
+                Some(m) => {
+                    if asked.is_none_or(|at| now - at >= RETRY) {
+                        ask_preemption(m);
+                        *asked = Some(now);
+                    }
+                    now + RETRY
+                }
+                None => now + LOOK_AGAIN,
+            };
+            next = Some(next.map_or(again, |n| n.min(again)));
+            true
+        });
+        next
     }
 }
 

@@ -95,6 +95,10 @@ pub(crate) struct Shared {
     pub(crate) transparent_blocking: bool,
     /// Idle-stack reclaim's setting and list (`reclaim.rs`).
     pub(crate) reclaim: crate::reclaim::Reclaim,
+    /// Threads asked to run the resume hook (`shared::interrupt`), for the
+    /// monitor to ask again until they do (`shared::Interrupted`).
+    #[cfg(feature = "shared-library")]
+    pub(crate) interrupted: Mutex<Vec<crate::task::TaskRef>>,
     /// The processors (owned by the `Runtime`, set once at build).
     pub(crate) procs: OnceLock<Box<[ProcPtr]>>,
     /// Every running kernel thread of the runtime, for the monitor.
