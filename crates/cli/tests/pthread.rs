@@ -22,6 +22,7 @@ const TESTS: &[&str] = &[
     "async_cancel",
     "keys",
     "fork",
+    "fork_io",
     "initializers",
     "pshared",
     "signal",
@@ -148,6 +149,11 @@ fn key_destructors_run_every_round() {
 #[test]
 fn fork_from_a_user_thread_leaves_one_thread() {
     check("fork");
+}
+
+#[test]
+fn a_forked_child_waits_on_pipes_with_a_poller_of_its_own() {
+    check("fork_io");
 }
 
 #[test]

@@ -120,7 +120,7 @@ mod imp {
     use crate::task::TaskRef;
     use std::io;
     use std::ptr::NonNull;
-    use std::sync::OnceLock;
+    use std::sync::atomic::AtomicI32;
     use std::time::{Duration, Instant};
 
     /// Descriptors per page of the slot table.
@@ -189,31 +189,88 @@ mod imp {
         epoch: Instant,
     }
 
-    static POLLER: OnceLock<Result<Poller, i32>> = OnceLock::new();
+    /// The process's poller, made on first use (leaked: it lives as long as
+    /// the process, or, in the child of a `fork`, until [`after_fork_child`]
+    /// puts it aside).
+    static POLLER: AtomicPtr<Poller> = AtomicPtr::new(std::ptr::null_mut());
+    /// The `errno` of a failed making (0: none), kept so that every later
+    /// use is not another attempt.
+    static POLLER_ERR: AtomicI32 = AtomicI32::new(0);
 
     /// The poller, made on first use.
+    #[inline]
     pub(crate) fn poller() -> io::Result<&'static Poller> {
-        match POLLER.get_or_init(Poller::new) {
-            Ok(p) => Ok(p),
-            Err(e) => Err(io::Error::from_raw_os_error(*e)),
+        match made() {
+            Some(p) => Ok(p),
+            None => make(),
+        }
+    }
+
+    #[cold]
+    fn make() -> io::Result<&'static Poller> {
+        let e = POLLER_ERR.load(Ordering::Acquire);
+        if e != 0 {
+            return Err(io::Error::from_raw_os_error(e));
+        }
+        match Poller::new() {
+            Ok(p) => {
+                let fresh = Box::into_raw(Box::new(p));
+                match POLLER.compare_exchange(
+                    std::ptr::null_mut(),
+                    fresh,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    // SAFETY: published, never freed.
+                    Ok(_) => Ok(unsafe { &*fresh }),
+                    Err(other) => {
+                        // SAFETY: ours, never published.
+                        let lost = unsafe { Box::from_raw(fresh) };
+                        close_fd(lost.epfd);
+                        close_fd(lost.evfd);
+                        // SAFETY: published by the winner, never freed.
+                        Ok(unsafe { &*other })
+                    }
+                }
+            }
+            Err(e) => {
+                POLLER_ERR.store(e, Ordering::Release);
+                Err(io::Error::from_raw_os_error(e))
+            }
         }
     }
 
     /// The poller if it was made and a thread waits on it (processors' paths).
     #[inline]
     pub(crate) fn active() -> Option<&'static Poller> {
-        match POLLER.get() {
-            Some(Ok(p)) if p.waiting.load(Ordering::Relaxed) != 0 => Some(p),
-            _ => None,
-        }
+        made().filter(|p| p.waiting.load(Ordering::Relaxed) != 0)
     }
 
     /// The poller if it was made.
+    #[inline]
     fn made() -> Option<&'static Poller> {
-        match POLLER.get() {
-            Some(Ok(p)) => Some(p),
-            _ => None,
+        // SAFETY: a published poller is never freed.
+        unsafe { POLLER.load(Ordering::Acquire).as_ref() }
+    }
+
+    /// In the child after `fork`, which has one thread (the caller, outside
+    /// the poller): the poller copied from the parent is the parent's — its
+    /// `epoll` instance and eventfd are shared with the parent's process, and
+    /// its waiting threads, slot locks and blocking place are the parent's
+    /// threads' (seen: a child's processors stood by for a place the parent's
+    /// processor held, and its first pipe read waited for good). Put aside
+    /// (its descriptors closed in the child, its memory left): the child's
+    /// first wait makes its own.
+    #[cfg(feature = "shared-library")]
+    pub(crate) fn after_fork_child() {
+        let old = POLLER.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: a published poller is never freed; nobody in the child uses
+        // it any more.
+        if let Some(old) = unsafe { old.as_ref() } {
+            close_fd(old.epfd);
+            close_fd(old.evfd);
         }
+        POLLER_ERR.store(0, Ordering::Release);
     }
 
     /// A raw system call that leaves `errno` alone (as `futex.rs`: in the

@@ -101,6 +101,7 @@ pub fn thread_pointer() -> usize {
 pub fn detach_after_fork() {
     crate::arch::thread_block_detach();
     crate::arch::thread_block_attach();
+    crate::poll::after_fork_child();
 }
 
 /// The library's hook, run in a user thread's own context when
