@@ -86,12 +86,15 @@ pub fn bounded(cmd: &mut Command, limit: std::time::Duration) -> Result<Output, 
             break s;
         }
         if start.elapsed() > limit {
+            // Where every thread of the hung processes was, before they go.
+            let where_ = post_mortem(child.id() as i32);
             // SAFETY: kill(2) of the process group this function made.
             unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let status = child.wait().expect("wait");
             let (o, e) = (o.join().unwrap(), e.join().unwrap());
             return Err(format!(
-                "{cmd:?} still ran after {limit:?}: killed ({status})\nstdout:\n{}\nstderr:\n{}",
+                "{cmd:?} still ran after {limit:?}: killed ({status})\nstdout:\n{}\nstderr:\n{}\n\
+                 where its threads were:\n{where_}",
                 text(&o),
                 text(&e)
             ));
@@ -99,6 +102,64 @@ pub fn bounded(cmd: &mut Command, limit: std::time::Duration) -> Result<Output, 
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
     Ok(Output { status, stdout: o.join().unwrap(), stderr: e.join().unwrap() })
+}
+
+/// What the processes of process group `pgid` were doing, for a hang guard's report: each
+/// thread's name, state, wait channel and kernel stack (`/proc`; the stack needs root), and
+/// each process's user stacks from `gdb -batch` when gdb is installed (bounded to 60 s per
+/// process). Best effort: whatever cannot be read is left out.
+pub fn post_mortem(pgid: i32) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else { return out };
+    let mut pids: Vec<i32> = procs
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&pid: &i32| {
+            // Field 5 of /proc/PID/stat, after the parenthesised name, is the group.
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().is_some_and(|st| {
+                st.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse::<i32>().ok())
+                    == Some(pgid)
+            })
+        })
+        .collect();
+    pids.sort();
+    let read = |p: String| std::fs::read_to_string(p).unwrap_or_default();
+    for pid in pids {
+        let cmd = read(format!("/proc/{pid}/cmdline")).replace('\0', " ");
+        let _ = writeln!(out, "process {pid}: {}", cmd.trim());
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
+        let mut tids: Vec<String> =
+            tasks.filter_map(|e| Some(e.ok()?.file_name().to_str()?.to_string())).collect();
+        tids.sort();
+        for tid in tids {
+            let t = format!("/proc/{pid}/task/{tid}");
+            let stat = read(format!("{t}/stat"));
+            let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next());
+            let _ = writeln!(
+                out,
+                "  thread {tid} {} state {} wchan {}",
+                read(format!("{t}/comm")).trim(),
+                state.unwrap_or("?"),
+                read(format!("{t}/wchan")).trim()
+            );
+            for line in read(format!("{t}/stack")).lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+        let gdb = Command::new("timeout")
+            .args(["60", "gdb", "-p", &pid.to_string(), "-batch", "-ex", "thread apply all bt 24"])
+            .stdin(std::process::Stdio::null())
+            .output();
+        if let Ok(g) = gdb {
+            for line in
+                text(&g.stdout).lines().filter(|l| l.starts_with('#') || l.starts_with("Thread"))
+            {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+    }
+    out
 }
 
 /// `schedlab --db DB run --suite SUITE --filter FILTER --samples 400 --label long ARGS…`,
