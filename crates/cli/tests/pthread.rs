@@ -34,6 +34,7 @@ const TESTS: &[&str] = &[
     "dlopen_tls",
     "reclaim",
     "broadcast",
+    "cancelio",
 ];
 
 /// The tests that `dlopen` a library: each source is compiled a second time, with
@@ -133,6 +134,11 @@ fn errno_and_thread_locals_survive_migration() {
 #[test]
 fn cancellation_runs_cleanup_handlers_innermost_first() {
     check("cancel");
+}
+
+#[test]
+fn cancellation_ends_a_wait_for_io_a_signal_or_a_connection_and_keeps_data_that_came() {
+    check("cancelio");
 }
 
 #[test]
