@@ -35,6 +35,7 @@ const TESTS: &[&str] = &[
     "reclaim",
     "broadcast",
     "cancelio",
+    "fork_reclaimed",
 ];
 
 /// The tests that `dlopen` a library: each source is compiled a second time, with
@@ -154,6 +155,11 @@ fn key_destructors_run_every_round() {
 #[test]
 fn fork_from_a_user_thread_leaves_one_thread() {
     check("fork");
+}
+
+#[test]
+fn a_child_forked_beside_an_idle_thread_whose_stack_was_given_back_reads_that_stack() {
+    check("fork_reclaimed");
 }
 
 #[test]
