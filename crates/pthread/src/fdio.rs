@@ -61,7 +61,7 @@
 //! not created through this library) and of glibc's own internals (stdio's
 //! `fread` calls glibc's private `__read`) are glibc's, unchanged.
 
-use crate::thread::{current, on_user_thread};
+use crate::thread::{current, user_path};
 use schedlab_rt::io::{snapshot, Interest, Snapshot};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
@@ -245,7 +245,7 @@ fn rest(buf: *const c_void, len: usize, done: usize) -> libc::iovec {
 /// C's contract.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, len: usize) -> isize {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::read()(fd, buf, len) };
     }
@@ -278,7 +278,7 @@ fn plain_total(done: usize, r: isize) -> isize {
 /// C's contract.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, len: usize) -> isize {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::write()(fd, buf, len) };
     }
@@ -334,7 +334,7 @@ unsafe fn iov_len(iov: *const libc::iovec, n: c_int) -> usize {
 /// C's contract.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
-    if !on_user_thread() || n <= 0 {
+    if !user_path() || n <= 0 {
         // SAFETY: forwarded unchanged.
         return unsafe { next::readv()(fd, iov, n) };
     }
@@ -358,7 +358,7 @@ pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const libc::iovec, n: c_i
 /// C's contract.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
-    if !on_user_thread() || n <= 0 {
+    if !user_path() || n <= 0 {
         // SAFETY: forwarded unchanged.
         return unsafe { next::writev()(fd, iov, n) };
     }
@@ -418,7 +418,7 @@ pub unsafe extern "C-unwind" fn recvfrom(
     from: *mut libc::sockaddr,
     from_len: *mut libc::socklen_t,
 ) -> isize {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::recvfrom()(fd, buf, len, flags, from, from_len) };
     }
@@ -457,7 +457,7 @@ pub unsafe extern "C-unwind" fn recvfrom(
 /// C's contract.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> isize {
-    if !on_user_thread() || msg.is_null() {
+    if !user_path() || msg.is_null() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::recvmsg()(fd, msg, flags) };
     }
@@ -507,7 +507,7 @@ pub unsafe extern "C-unwind" fn sendmsg(
     msg: *const libc::msghdr,
     flags: c_int,
 ) -> isize {
-    if !on_user_thread() || msg.is_null() {
+    if !user_path() || msg.is_null() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::sendmsg()(fd, msg, flags) };
     }
@@ -573,7 +573,7 @@ pub unsafe extern "C-unwind" fn sendto(
     to: *const libc::sockaddr,
     to_len: libc::socklen_t,
 ) -> isize {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::sendto()(fd, buf, len, flags, to, to_len) };
     }
@@ -625,7 +625,7 @@ pub unsafe extern "C-unwind" fn accept4(
     len: *mut libc::socklen_t,
     flags: c_int,
 ) -> c_int {
-    if on_user_thread() {
+    if user_path() {
         crate::cancel::test();
         loop {
             let before = snapshot(fd);
@@ -645,7 +645,7 @@ pub unsafe extern "C-unwind" fn accept4(
             }
         }
     }
-    if on_user_thread() {
+    if user_path() {
         // Another thread may have taken the connection: a blocking accept,
         // which a cancellation stops (`cancel::syscall`).
         // SAFETY: the caller's arguments.
@@ -673,7 +673,7 @@ pub unsafe extern "C-unwind" fn connect(
     addr: *const libc::sockaddr,
     len: libc::socklen_t,
 ) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::connect()(fd, addr, len) };
     }

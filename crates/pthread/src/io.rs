@@ -18,7 +18,7 @@
 //! (`ppoll`, `select`, `pselect6`, `epoll_pwait`), made through
 //! `cancel::syscall`, which a `pthread_cancel` stops while it waits.
 
-use crate::thread::{current, on_user_thread};
+use crate::thread::{current, user_path};
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -127,7 +127,7 @@ pub unsafe extern "C-unwind" fn poll(
     n: libc::nfds_t,
     timeout: c_int,
 ) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::poll()(fds, n, timeout) };
     }
@@ -150,7 +150,7 @@ pub unsafe extern "C-unwind" fn ppoll(
     timeout: *const libc::timespec,
     mask: *const libc::sigset_t,
 ) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::ppoll()(fds, n, timeout, mask) };
     }
@@ -176,7 +176,7 @@ pub unsafe extern "C-unwind" fn select(
     e: *mut libc::fd_set,
     timeout: *mut libc::timeval,
 ) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::select()(nfds, r, w, e, timeout) };
     }
@@ -214,7 +214,7 @@ pub unsafe extern "C-unwind" fn pselect(
     timeout: *const libc::timespec,
     mask: *const libc::sigset_t,
 ) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::pselect()(nfds, r, w, e, timeout, mask) };
     }
@@ -253,7 +253,7 @@ pub unsafe extern "C-unwind" fn epoll_wait(
     max: c_int,
     timeout: c_int,
 ) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::epoll_wait()(epfd, events, max, timeout) };
     }
@@ -277,7 +277,7 @@ pub unsafe extern "C-unwind" fn epoll_pwait(
     timeout: c_int,
     mask: *const libc::sigset_t,
 ) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::epoll_pwait()(epfd, events, max, timeout, mask) };
     }

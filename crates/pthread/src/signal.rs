@@ -290,7 +290,7 @@ unsafe fn timed_wait(
 /// C's contract.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn sigwait(set: *const libc::sigset_t, sig: *mut c_int) -> c_int {
-    if on_user_thread() {
+    if crate::thread::user_path() {
         if let Some(s) = take_own(word(set)) {
             // SAFETY: the caller's out-parameter.
             unsafe { *sig = s };
@@ -339,7 +339,7 @@ pub unsafe extern "C-unwind" fn sigwaitinfo(
     set: *const libc::sigset_t,
     info: *mut libc::siginfo_t,
 ) -> c_int {
-    if on_user_thread() {
+    if crate::thread::user_path() {
         if let Some(s) = take_own(word(set)) {
             fill_info(info, s);
             return s;
@@ -362,7 +362,7 @@ pub unsafe extern "C-unwind" fn sigtimedwait(
     info: *mut libc::siginfo_t,
     timeout: *const libc::timespec,
 ) -> c_int {
-    if on_user_thread() {
+    if crate::thread::user_path() {
         if let Some(s) = take_own(word(set)) {
             fill_info(info, s);
             return s;

@@ -738,8 +738,9 @@ impl Resolver {
 
     fn stop(&self) {
         let one = 1u64;
-        // SAFETY: writes 8 bytes from our stack to our eventfd.
-        unsafe { libc::write(self.stop.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        // SAFETY: writes 8 bytes from our stack to our eventfd. The system
+        // call: libc's `write` is the pthread library's in its process.
+        unsafe { libc::syscall(libc::SYS_write, self.stop.as_raw_fd(), &one as *const u64, 8) };
     }
 }
 

@@ -68,6 +68,22 @@ pub fn yield_if_free() -> bool {
     crate::processor::yield_if_free()
 }
 
+/// Whether the calling user thread is inside the runtime's own code (a
+/// runtime section is open on its kernel thread: a scheduling decision, a
+/// wait queue's lock, the poller's bookkeeping). The library's functions
+/// that the runtime and its dependencies reach (`write` from a message,
+/// `sched_yield` from a spin, `nanosleep`...) take their kernel-thread path
+/// then: their user-thread path parks, yields or acts on a cancellation,
+/// which in the middle of a decision broke the processor it was made on
+/// (the `sched_yield` case, [`yield_if_free`]). Must be called on a
+/// runtime kernel thread (one that runs user threads).
+#[inline]
+pub fn in_runtime() -> bool {
+    // Without the deferral flag, which a section lowered quietly leaves set
+    // with no section open.
+    crate::machine::Machine::here().guard_word() & !crate::arch::DEFERRED != 0
+}
+
 /// Gives the calling kernel thread its runtime block, if it has none of its
 /// own yet (a thread started by one with a block inherits that block's
 /// address, which is not its own: `arch/x86_64.rs`, `thread_block_attach`).

@@ -7,7 +7,10 @@
  * cancelled with the byte still in the pipe — never both, never neither. That last check runs
  * under the library only (the harness passes an argument there): glibc 2.36 itself can lose
  * the byte, acting on a cancellation that arrives after its read returned (glibc bug 12683,
- * fixed in 2.39). */
+ * fixed in 2.39). Last, a thread with a cancellation pending that overflows its stack still
+ * ends its process (the runtime's overflow message is a plain system call: through the
+ * library's `write` it acted on the cancellation from the fault handler, and the process went
+ * on). */
 #include "check.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,6 +20,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -137,6 +141,51 @@ static void race(int strict) {
     (void)cancelled;
 }
 
+/* Recursion the compiler keeps (each frame's array is used after the call), bounded only
+ * by a limit the stack never reaches. */
+static volatile int limit = 1 << 30;
+static int deep(int n) {
+    volatile char frame[512];
+    frame[0] = (char)n;
+    if (n >= limit)
+        return 0;
+    return deep(n + 1) + frame[0];
+}
+
+static volatile int overflow_go, overflow_started;
+static void *overflower(void *arg) {
+    (void)arg;
+    overflow_started = 1;
+    while (!overflow_go)
+        ; /* no cancellation point: the request stays pending */
+    return (void *)(long)deep(0);
+}
+
+/* In a child: the thread is cancelled (deferred, pending), then overflows its stack. The
+ * child must die of the overflow (SIGSEGV on glibc's threads, the runtime's abort under the
+ * library), not exit as if the thread had been cancelled. */
+static void overflow_with_a_cancel_pending(void) {
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        pthread_t t;
+        pthread_attr_t a;
+        PT(pthread_attr_init(&a));
+        PT(pthread_attr_setstacksize(&a, 256 * 1024));
+        PT(pthread_create(&t, &a, overflower, NULL));
+        while (!overflow_started)
+            usleep(1000);
+        PT(pthread_cancel(t));
+        overflow_go = 1;
+        pthread_join(t, NULL);
+        _exit(0); /* not reached: the process dies first */
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGABRT),
+          "a thread that overflowed its stack with a cancellation pending: status %#x", status);
+}
+
 int main(int argc, char **argv) {
     (void)argv;
     CHECK(pipe(pipe_fds) == 0, "pipe");
@@ -155,6 +204,7 @@ int main(int argc, char **argv) {
     for (long w = 0; w < CASES; w++)
         cancel_blocked(w);
     race(argc > 1);
+    overflow_with_a_cancel_pending();
     printf("ok\n");
     return 0;
 }
