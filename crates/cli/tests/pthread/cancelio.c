@@ -1,5 +1,5 @@
 /* Deferred cancellation of threads blocked in cancellation points that wait for the outside
- * world, with no data ever coming: a read on a pipe, an accept on a listening socket, a poll,
+ * world, with no data ever coming: a read on a pipe, a write on a full pipe, an accept on a listening socket, a poll,
  * a nanosleep, a sigwait, a connect whose handshake never completes (glibc treats each as a
  * cancellation point). Each thread is cancelled and joined: its cleanup handler ran and the
  * join gives PTHREAD_CANCELED. Then a read racing with data and a cancellation: the thread
@@ -14,6 +14,7 @@
 #include "check.h"
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -24,10 +25,11 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { READ, ACCEPT, POLL, SLEEP, SIGWAIT, CONNECT, CASES };
-static const char *names[CASES] = {"read", "accept", "poll", "nanosleep", "sigwait", "connect"};
+enum { READ, WRITE, ACCEPT, POLL, SLEEP, SIGWAIT, CONNECT, CASES };
+static const char *names[CASES] = {"read",      "write",   "accept", "poll",
+                                   "nanosleep", "sigwait", "connect"};
 
-static int pipe_fds[2], listener, full_listener;
+static int pipe_fds[2], full_pipe[2], listener, full_listener;
 static struct sockaddr_in full_addr;
 static volatile int started[CASES], cleaned[CASES];
 
@@ -41,6 +43,9 @@ static void *blocked(void *arg) {
     switch (which) {
     case READ:
         read(pipe_fds[0], &b, 1);
+        break;
+    case WRITE:
+        write(full_pipe[1], "x", 1);
         break;
     case ACCEPT:
         accept(listener, NULL, NULL);
@@ -188,7 +193,13 @@ static void overflow_with_a_cancel_pending(void) {
 
 int main(int argc, char **argv) {
     (void)argv;
-    CHECK(pipe(pipe_fds) == 0, "pipe");
+    CHECK(pipe(pipe_fds) == 0 && pipe(full_pipe) == 0, "pipe");
+    /* Filled without blocking, then blocking again: the next write waits. */
+    int fl = fcntl(full_pipe[1], F_GETFL);
+    CHECK(fcntl(full_pipe[1], F_SETFL, fl | O_NONBLOCK) == 0, "fcntl");
+    while (write(full_pipe[1], "fill", 4) > 0)
+        ;
+    CHECK(fcntl(full_pipe[1], F_SETFL, fl) == 0, "fcntl");
     listener = listening(8, NULL);
     /* A listener with a backlog of 0 and one connection already queued: the next connect's
      * handshake is not answered (Linux drops its SYN while the queue is full). */
