@@ -35,6 +35,8 @@ const TESTS: &[&str] = &[
     "dlopen_tls",
     "reclaim",
     "broadcast",
+    "cancelio",
+    "fork_reclaimed",
 ];
 
 /// The tests that `dlopen` a library: each source is compiled a second time, with
@@ -137,6 +139,11 @@ fn cancellation_runs_cleanup_handlers_innermost_first() {
 }
 
 #[test]
+fn cancellation_ends_a_wait_for_io_a_signal_or_a_connection_and_keeps_data_that_came() {
+    check("cancelio");
+}
+
+#[test]
 fn asynchronous_cancellation_stops_a_thread_that_only_computes() {
     check("async_cancel");
 }
@@ -154,6 +161,11 @@ fn fork_from_a_user_thread_leaves_one_thread() {
 #[test]
 fn a_forked_child_waits_on_pipes_with_a_poller_of_its_own() {
     check("fork_io");
+}
+
+#[test]
+fn a_child_forked_beside_an_idle_thread_whose_stack_was_given_back_reads_that_stack() {
+    check("fork_reclaimed");
 }
 
 #[test]

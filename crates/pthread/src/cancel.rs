@@ -4,7 +4,10 @@
 //! A cancelled user thread acts at the next cancellation point it reaches
 //! with cancellation enabled: `pthread_testcancel`, `pthread_join`,
 //! `pthread_cond_wait`/`timedwait`, `sem_wait`/`timedwait`, the sleeping
-//! functions; one parked in such a wait is woken to act. It then runs its C
+//! functions, the pipe and socket calls of `fdio.rs`, the `poll`, `select`
+//! and `epoll_wait` family, `sigwait` and its variants, `connect`; one
+//! waiting in such a call is woken to act ("Cancellation points in the
+//! kernel", below). It then runs its C
 //! cleanup handlers, innermost first, and unwinds to its base
 //! (`thread.rs`), which runs C++ destructors on the way, then its key
 //! destructors; its joiner gets `PTHREAD_CANCELED`.
@@ -47,8 +50,29 @@
 //! every 200 µs while the thread runs, until it lands in the program's code
 //! (or the thread's next wait takes it).
 //!
-//! Not done: cancelling a user thread blocked in a system call (`read`...),
-//! which finishes the call first.
+//! # Cancellation points in the kernel
+//!
+//! A user thread's pipe and socket reads, writes and accepts park in the
+//! runtime's poller (`fdio.rs`), and its sleeps on the runtime's timers:
+//! `pthread_cancel` unparks it, and the wait ends when it sees the request
+//! (`schedlab_rt::io::wait_since_unless`). A call that data already went
+//! through returns its count; the cancellation acts at the next point.
+//!
+//! The cancellation points that wait in the kernel (`poll`, `select`,
+//! `epoll_wait` and their variants, `sigwait` and its variants, `connect`,
+//! an `accept` another thread raced to) go through [`syscall`]: the
+//! runtime's cancellable system call, musl's design, which tests the
+//! thread's cancellation word and makes the call between two labels; the
+//! canceller sets the word and signals the thread's kernel thread, whose
+//! handler sends a call not yet finished back to the test. So a call that
+//! finished keeps its result (POSIX: a call that transferred data is not
+//! cancelled), and one that had not is not made. glibc 2.36's own points
+//! switch to asynchronous cancellation around the call instead, which can
+//! act after the call returned (glibc bug 12683, fixed in 2.39).
+//!
+//! Not done: the other blocking calls (`read` of a terminal, `open` of a
+//! FIFO, `waitpid`, `pause`, `fsync`, ...) and glibc's own internal calls
+//! finish first.
 
 use crate::thread::{current, Kind, ThreadData};
 use std::ffi::{c_int, c_void};
@@ -73,6 +97,9 @@ const ASYNC: u32 = 2;
 const PENDING: u32 = 4;
 /// The thread is acting on it (never act twice).
 const ACTING: u32 = 8;
+/// The thread is in a cancellable system call ([`syscall`]): a canceller
+/// signals its kernel thread.
+const IN_CALL: u32 = 16;
 
 extern "C" {
     fn siglongjmp(env: *mut c_void, val: c_int) -> !;
@@ -134,6 +161,59 @@ pub(crate) fn unwind(d: &ThreadData) -> ! {
     unsafe { siglongjmp(top, 1) }
 }
 
+/// A system call that is a cancellation point, made on the calling thread:
+/// the kernel's result (a negative error number on failure). On a user
+/// thread, a deferred cancellation requested before the call enters the
+/// kernel, or while it waits there, acts instead of it
+/// (`schedlab_rt::shared::syscall_cancellable`); one that comes after the
+/// call has finished (it may have transferred data) waits for the next
+/// cancellation point.
+///
+/// # Safety
+///
+/// The system call's contract.
+pub(crate) unsafe fn syscall(nr: libc::c_long, args: [usize; 6]) -> isize {
+    let d = current();
+    if d.kind.get() != Kind::User {
+        // SAFETY: the caller's call.
+        let r = unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3], args[4], args[5]) };
+        return if r < 0 { -(errno() as isize) } else { r as isize };
+    }
+    // Set before the call's own test of the word, in the word: a canceller's
+    // `fetch_or` sees it, or the test sees the canceller's request.
+    d.cancel.fetch_or(IN_CALL, Ordering::AcqRel);
+    let mask = PENDING | DISABLED | ACTING;
+    // SAFETY: the caller's call.
+    let r = unsafe { schedlab_rt::shared::syscall_cancellable(&d.cancel, mask, PENDING, nr, args) };
+    d.cancel.fetch_and(!IN_CALL, Ordering::AcqRel);
+    match r {
+        None => act(),
+        Some(r) if r == -(libc::EINTR as isize) && cancel_pending(d) => act(),
+        Some(r) => r,
+    }
+}
+
+fn errno() -> c_int {
+    // SAFETY: the calling thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+/// [`syscall`] with C's convention: -1 and `errno` on failure.
+///
+/// # Safety
+///
+/// As [`syscall`].
+pub(crate) unsafe fn syscall_c(nr: libc::c_long, args: [usize; 6]) -> isize {
+    // SAFETY: the caller's contract.
+    let r = unsafe { syscall(nr, args) };
+    if r < 0 {
+        // SAFETY: the calling thread's errno.
+        unsafe { *libc::__errno_location() = -r as c_int };
+        return -1;
+    }
+    r
+}
+
 /// `pthread_cancel`.
 ///
 /// # Safety
@@ -162,10 +242,31 @@ pub unsafe extern "C-unwind" fn pthread_cancel(t: libc::pthread_t) -> c_int {
             crate::thread::unpark(d);
             if was & DISABLED == 0 {
                 crate::cond::wake_shared_waiter(d);
+                stop_blocked_call(d);
             }
         }
     }
     0
+}
+
+/// Ends user thread `d`'s cancellable system call ([`syscall`]), if it is
+/// in one, by signalling its kernel thread, whose handler sends the call
+/// back to its test of the word (`schedlab_rt::shared::cancel_blocked_call`).
+/// A thread between two kernel threads (a hand-off under way, queued to
+/// rejoin a processor) is looked for again: in a call, it is on one, or it
+/// will test the word before calling again.
+fn stop_blocked_call(d: &ThreadData) {
+    if d.cancel.load(Ordering::Acquire) & IN_CALL == 0 {
+        return;
+    }
+    crate::runtime::enter();
+    let Some(t) = d.rt_thread() else { return };
+    while d.cancel.load(Ordering::Acquire) & IN_CALL != 0 {
+        if schedlab_rt::shared::cancel_blocked_call(&t) {
+            return;
+        }
+        crate::sched::yield_any();
+    }
 }
 
 /// Asks user thread `d`, which may be computing, to stop at its next safe

@@ -1,11 +1,12 @@
 //! Reads and writes on pipes and sockets at the cost of a park: `read`,
 //! `write`, `readv`, `writev`, `recv`, `recvfrom`, `recvmsg`, `send`,
 //! `sendto`, `sendmsg`, `accept`, `accept4`, and `close`, `dup2`, `dup3` for
-//! the poller's bookkeeping. `connect` is not among them: a connection is
+//! the poller's bookkeeping. `connect` does not park: a connection is
 //! started by the call itself, which no per-call flag makes non-blocking
 //! (only the socket's shared `O_NONBLOCK`), so a user thread's `connect`
 //! that waits for the handshake holds a kernel thread, with the runtime's
-//! hand-off, as every other blocking call does.
+//! hand-off, as every other blocking call does; it is defined here only to
+//! be a cancellation point (`cancel::syscall`).
 //!
 //! Without this file, a user thread whose `read` waits for data blocks its
 //! kernel thread, and the runtime hands the thread's processor to a spare
@@ -47,8 +48,11 @@
 //! # Signals and cancellation
 //!
 //! Each of these calls is a cancellation point: a pending deferred
-//! cancellation acts before the call and whenever the wait ends (a
-//! `pthread_cancel` wakes a parked thread). A signal delivered to the
+//! cancellation acts before the call, and a `pthread_cancel` ends the wait
+//! in the poller (`schedlab_rt::io::wait_since_unless`), after which it
+//! acts — unless part of a write (or a `MSG_WAITALL` read) already went:
+//! the call then returns that part, as POSIX has a call that transferred
+//! data not be cancelled, and the cancellation acts at the next point. A signal delivered to the
 //! parked thread (`pthread_kill`, `signal.rs`) runs its handler when the
 //! thread resumes; the call then ends with `EINTR` unless every handler
 //! that ran asked for `SA_RESTART`, as the kernel's blocking call would.
@@ -57,7 +61,7 @@
 //! not created through this library) and of glibc's own internals (stdio's
 //! `fread` calls glibc's private `__read`) are glibc's, unchanged.
 
-use crate::thread::{current, on_user_thread};
+use crate::thread::{current, user_path};
 use schedlab_rt::io::{snapshot, Interest, Snapshot};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
@@ -77,6 +81,7 @@ mod next {
     crate::glibc::real!(recvmsg: fn(c_int, *mut libc::msghdr, c_int) -> isize);
     crate::glibc::real!(sendmsg: fn(c_int, *const libc::msghdr, c_int) -> isize);
     crate::glibc::real!(accept4: fn(c_int, *mut libc::sockaddr, *mut libc::socklen_t, c_int) -> c_int);
+    crate::glibc::real!(connect: fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int);
     crate::glibc::real!(close: fn(c_int) -> c_int);
     crate::glibc::real!(dup2: fn(c_int, c_int) -> c_int);
     crate::glibc::real!(dup3: fn(c_int, c_int, c_int) -> c_int);
@@ -103,6 +108,8 @@ enum Next {
     Fail(c_int),
     /// Make the plain blocking call.
     Plain,
+    /// A cancellation is pending: act on it unless data already went.
+    Cancel,
 }
 
 /// The wait after an `EAGAIN` on `fd` (module docs). `dontwait`: the
@@ -122,16 +129,24 @@ fn after_eagain(fd: c_int, before: Snapshot, interest: Interest, dontwait: bool)
     // can only make the first difference below smaller.
     let restart = d.signals_restart.load(Ordering::Acquire);
     let seen = d.signals_seen.load(Ordering::Acquire);
-    let waited = schedlab_rt::io::wait_since(before, interest, deadline);
+    // A `pthread_cancel` or a delivered signal ends the wait: each changes
+    // what `stop` reads, then unparks the thread.
+    let stop =
+        || crate::cancel::cancel_pending(d) || d.signals_seen.load(Ordering::Acquire) != seen;
+    let waited = schedlab_rt::io::wait_since_unless(before, interest, deadline, Some(&stop));
     let seen = d.signals_seen.load(Ordering::Acquire).wrapping_sub(seen);
     if seen > d.signals_restart.load(Ordering::Acquire).wrapping_sub(restart) {
         // A handler without SA_RESTART ran meanwhile.
         return Next::Fail(libc::EINTR);
     }
-    crate::cancel::test();
+    if crate::cancel::cancel_pending(d) {
+        return Next::Cancel;
+    }
     match waited {
         Ok(_) => Next::Again,
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Next::Fail(libc::EAGAIN),
+        // Stopped for a signal whose handler asked for SA_RESTART: go on.
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Next::Again,
         Err(_) => Next::Plain,
     }
 }
@@ -199,6 +214,10 @@ fn transfer(
                 return -1;
             }
             Next::Plain => return plain(done),
+            // POSIX: a call that already transferred data is not cancelled;
+            // the cancellation waits for the next cancellation point.
+            Next::Cancel if done > 0 => return done as isize,
+            Next::Cancel => crate::cancel::act(),
         }
     }
 }
@@ -226,7 +245,7 @@ fn rest(buf: *const c_void, len: usize, done: usize) -> libc::iovec {
 /// C's contract.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, len: usize) -> isize {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::read()(fd, buf, len) };
     }
@@ -259,7 +278,7 @@ fn plain_total(done: usize, r: isize) -> isize {
 /// C's contract.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, len: usize) -> isize {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::write()(fd, buf, len) };
     }
@@ -315,7 +334,7 @@ unsafe fn iov_len(iov: *const libc::iovec, n: c_int) -> usize {
 /// C's contract.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
-    if !on_user_thread() || n <= 0 {
+    if !user_path() || n <= 0 {
         // SAFETY: forwarded unchanged.
         return unsafe { next::readv()(fd, iov, n) };
     }
@@ -339,7 +358,7 @@ pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const libc::iovec, n: c_i
 /// C's contract.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
-    if !on_user_thread() || n <= 0 {
+    if !user_path() || n <= 0 {
         // SAFETY: forwarded unchanged.
         return unsafe { next::writev()(fd, iov, n) };
     }
@@ -399,7 +418,7 @@ pub unsafe extern "C-unwind" fn recvfrom(
     from: *mut libc::sockaddr,
     from_len: *mut libc::socklen_t,
 ) -> isize {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::recvfrom()(fd, buf, len, flags, from, from_len) };
     }
@@ -438,7 +457,7 @@ pub unsafe extern "C-unwind" fn recvfrom(
 /// C's contract.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> isize {
-    if !on_user_thread() || msg.is_null() {
+    if !user_path() || msg.is_null() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::recvmsg()(fd, msg, flags) };
     }
@@ -488,7 +507,7 @@ pub unsafe extern "C-unwind" fn sendmsg(
     msg: *const libc::msghdr,
     flags: c_int,
 ) -> isize {
-    if !on_user_thread() || msg.is_null() {
+    if !user_path() || msg.is_null() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::sendmsg()(fd, msg, flags) };
     }
@@ -554,7 +573,7 @@ pub unsafe extern "C-unwind" fn sendto(
     to: *const libc::sockaddr,
     to_len: libc::socklen_t,
 ) -> isize {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::sendto()(fd, buf, len, flags, to, to_len) };
     }
@@ -606,7 +625,7 @@ pub unsafe extern "C-unwind" fn accept4(
     len: *mut libc::socklen_t,
     flags: c_int,
 ) -> c_int {
-    if on_user_thread() {
+    if user_path() {
         crate::cancel::test();
         loop {
             let before = snapshot(fd);
@@ -622,11 +641,49 @@ pub unsafe extern "C-unwind" fn accept4(
                     return -1;
                 }
                 Next::Plain => break,
+                Next::Cancel => crate::cancel::act(),
             }
         }
     }
+    if user_path() {
+        // Another thread may have taken the connection: a blocking accept,
+        // which a cancellation stops (`cancel::syscall`).
+        // SAFETY: the caller's arguments.
+        return unsafe {
+            crate::cancel::syscall_c(
+                libc::SYS_accept4,
+                [fd as usize, addr as usize, len as usize, flags as usize, 0, 0],
+            ) as c_int
+        };
+    }
     // SAFETY: forwarded unchanged.
     unsafe { next::accept4()(fd, addr, len, flags) }
+}
+
+/// `connect`: on a user thread the kernel's call, as a cancellation point
+/// that a `pthread_cancel` stops while the handshake waits
+/// (`cancel::syscall`); it still holds its kernel thread (module docs).
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn connect(
+    fd: c_int,
+    addr: *const libc::sockaddr,
+    len: libc::socklen_t,
+) -> c_int {
+    if !user_path() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::connect()(fd, addr, len) };
+    }
+    // SAFETY: the caller's arguments.
+    unsafe {
+        crate::cancel::syscall_c(
+            libc::SYS_connect,
+            [fd as usize, addr as usize, len as usize, 0, 0, 0],
+        ) as c_int
+    }
 }
 
 /// `close`: the poller forgets the descriptor first (a number C reuses).

@@ -13,8 +13,12 @@
 //! signal the kernel delivers to the thread in the same moment as the
 //! runtime's is the one case whose `EINTR` is absorbed: its handler has run,
 //! and the call goes on waiting.
+//!
+//! Each is a cancellation point: on a user thread the call is the kernel's
+//! (`ppoll`, `select`, `pselect6`, `epoll_pwait`), made through
+//! `cancel::syscall`, which a `pthread_cancel` stops while it waits.
 
-use crate::thread::{current, on_user_thread};
+use crate::thread::{current, user_path};
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -83,6 +87,25 @@ fn ts(left: Duration) -> libc::timespec {
     }
 }
 
+/// The kernel's signal set size, which the `p` variants take beside the set.
+const SIGSET: usize = 8;
+
+/// A timeout's address for the kernel, or 0 (none).
+fn opt(t: &Option<libc::timespec>) -> usize {
+    t.as_ref().map_or(0, |t| t as *const libc::timespec as usize)
+}
+
+/// The system call as a cancellation point (`cancel::syscall`), with C's
+/// result convention, as an `int`.
+///
+/// # Safety
+///
+/// The system call's contract.
+unsafe fn kernel(nr: libc::c_long, args: [usize; 6]) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { crate::cancel::syscall_c(nr, args) as c_int }
+}
+
 /// glibc's `poll`, for the library's own zero-timeout looks (`fdio.rs`).
 ///
 /// # Safety
@@ -104,12 +127,15 @@ pub unsafe extern "C-unwind" fn poll(
     n: libc::nfds_t,
     timeout: c_int,
 ) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::poll()(fds, n, timeout) };
     }
-    // SAFETY: forwarded, with the time left.
-    retrying(ms_deadline(timeout), |left| unsafe { next::poll()(fds, n, ms(left)) })
+    retrying(ms_deadline(timeout), |left| {
+        let t = left.map(ts);
+        // SAFETY: `ppoll` with the caller's descriptors and the time left.
+        unsafe { kernel(libc::SYS_ppoll, [fds as usize, n as usize, opt(&t), 0, SIGSET, 0]) }
+    })
 }
 
 /// `ppoll`.
@@ -124,15 +150,16 @@ pub unsafe extern "C-unwind" fn ppoll(
     timeout: *const libc::timespec,
     mask: *const libc::sigset_t,
 ) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::ppoll()(fds, n, timeout, mask) };
     }
     retrying(ts_deadline(timeout), |left| {
         let t = left.map(ts);
-        let tp = t.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: forwarded, with the time left.
-        unsafe { next::ppoll()(fds, n, tp, mask) }
+        // SAFETY: forwarded, with the time left (a copy: the kernel writes it).
+        unsafe {
+            kernel(libc::SYS_ppoll, [fds as usize, n as usize, opt(&t), mask as usize, SIGSET, 0])
+        }
     })
 }
 
@@ -149,7 +176,7 @@ pub unsafe extern "C-unwind" fn select(
     e: *mut libc::fd_set,
     timeout: *mut libc::timeval,
 ) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::select()(nfds, r, w, e, timeout) };
     }
@@ -164,7 +191,12 @@ pub unsafe extern "C-unwind" fn select(
             }
         }
         // SAFETY: forwarded; the kernel leaves the time left in `timeout`.
-        unsafe { next::select()(nfds, r, w, e, timeout) }
+        unsafe {
+            kernel(
+                libc::SYS_select,
+                [nfds as usize, r as usize, w as usize, e as usize, timeout as usize, 0],
+            )
+        }
     })
 }
 
@@ -182,7 +214,7 @@ pub unsafe extern "C-unwind" fn pselect(
     timeout: *const libc::timespec,
     mask: *const libc::sigset_t,
 ) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::pselect()(nfds, r, w, e, timeout, mask) };
     }
@@ -196,9 +228,16 @@ pub unsafe extern "C-unwind" fn pselect(
             }
         }
         let t = left.map(ts);
-        let tp = t.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: forwarded, with the time left.
-        unsafe { next::pselect()(nfds, r, w, e, tp, mask) }
+        // The kernel's sixth argument: the mask and its size.
+        let m = [mask as usize, SIGSET];
+        let mp = if mask.is_null() { 0 } else { m.as_ptr() as usize };
+        // SAFETY: forwarded, with the time left (a copy: the kernel writes it).
+        unsafe {
+            kernel(
+                libc::SYS_pselect6,
+                [nfds as usize, r as usize, w as usize, e as usize, opt(&t), mp],
+            )
+        }
     })
 }
 
@@ -214,13 +253,14 @@ pub unsafe extern "C-unwind" fn epoll_wait(
     max: c_int,
     timeout: c_int,
 ) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::epoll_wait()(epfd, events, max, timeout) };
     }
-    // SAFETY: forwarded, with the time left.
+    // SAFETY: forwarded, with the time left (`epoll_pwait` with no mask).
     retrying(ms_deadline(timeout), |left| unsafe {
-        next::epoll_wait()(epfd, events, max, ms(left))
+        let ms = ms(left) as usize;
+        kernel(libc::SYS_epoll_pwait, [epfd as usize, events as usize, max as usize, ms, 0, SIGSET])
     })
 }
 
@@ -237,12 +277,18 @@ pub unsafe extern "C-unwind" fn epoll_pwait(
     timeout: c_int,
     mask: *const libc::sigset_t,
 ) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::epoll_pwait()(epfd, events, max, timeout, mask) };
     }
     retrying(ms_deadline(timeout), |left| {
+        let ms = ms(left) as usize;
         // SAFETY: forwarded, with the time left.
-        unsafe { next::epoll_pwait()(epfd, events, max, ms(left), mask) }
+        unsafe {
+            kernel(
+                libc::SYS_epoll_pwait,
+                [epfd as usize, events as usize, max as usize, ms, mask as usize, SIGSET],
+            )
+        }
     })
 }

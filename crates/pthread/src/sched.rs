@@ -8,7 +8,7 @@
 //! sleep with `EINTR` and the time left. On a kernel thread every function
 //! is glibc's.
 
-use crate::thread::on_user_thread;
+use crate::thread::user_path;
 use crate::wait::Deadline;
 use std::ffi::{c_int, c_uint};
 use std::time::Duration;
@@ -39,7 +39,7 @@ pub(crate) fn yield_any() {
 /// the processor it was made on (`schedlab_rt::shared::yield_if_free`).
 #[no_mangle]
 pub extern "C-unwind" fn sched_yield() -> c_int {
-    if on_user_thread() && schedlab_rt::shared::yield_if_free() {
+    if user_path() && schedlab_rt::shared::yield_if_free() {
         0
     } else {
         // SAFETY: glibc's, unchanged.
@@ -116,7 +116,7 @@ pub unsafe extern "C-unwind" fn nanosleep(
     req: *const libc::timespec,
     rem: *mut libc::timespec,
 ) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::nanosleep()(req, rem) };
     }
@@ -153,7 +153,7 @@ pub unsafe extern "C-unwind" fn clock_nanosleep(
     req: *const libc::timespec,
     rem: *mut libc::timespec,
 ) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: forwarded unchanged.
         return unsafe { next::clock_nanosleep()(clock, flags, req, rem) };
     }
@@ -188,7 +188,7 @@ pub unsafe extern "C-unwind" fn clock_nanosleep(
 /// `usleep`.
 #[no_mangle]
 pub extern "C-unwind" fn usleep(us: libc::useconds_t) -> c_int {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: glibc's, unchanged.
         return unsafe { next::usleep()(us) };
     }
@@ -204,7 +204,7 @@ pub extern "C-unwind" fn usleep(us: libc::useconds_t) -> c_int {
 /// `sleep`.
 #[no_mangle]
 pub extern "C-unwind" fn sleep(s: c_uint) -> c_uint {
-    if !on_user_thread() {
+    if !user_path() {
         // SAFETY: glibc's, unchanged.
         return unsafe { next::sleep()(s) };
     }

@@ -38,6 +38,11 @@ mod next {
     crate::glibc::real!(sigtimedwait: fn(*const libc::sigset_t, *mut libc::siginfo_t, *const libc::timespec) -> c_int);
 }
 
+fn errno() -> c_int {
+    // SAFETY: the calling thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
 fn word(set: *const libc::sigset_t) -> u64 {
     // SAFETY: a sigset_t is at least 8 bytes on Linux; the caller's set.
     unsafe { std::ptr::read_unaligned(set.cast::<u64>()) }
@@ -251,6 +256,33 @@ fn waiting_for<R>(set: u64, f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// The kernel's `rt_sigtimedwait` for a user thread, as a cancellation
+/// point (`cancel::syscall`), C's convention. Signals the program may not
+/// wait for are left out of `set`, as glibc leaves out its own two (32 and
+/// 33): those and the runtime's signal, which a `pthread_cancel` of the
+/// waiting thread sends (taken by the wait, it would be returned to the
+/// program).
+///
+/// # Safety
+///
+/// C's contract for `sigtimedwait`.
+unsafe fn timed_wait(
+    set: *const libc::sigset_t,
+    info: *mut libc::siginfo_t,
+    timeout: *const libc::timespec,
+) -> c_int {
+    let own = bit(32) | bit(33) | bit(schedlab_rt::shared::runtime_signal());
+    let w = word(set) & !own;
+    // SAFETY: the caller's out-parameters; our own copy of the set, in the
+    // kernel's 8 bytes.
+    unsafe {
+        crate::cancel::syscall_c(
+            libc::SYS_rt_sigtimedwait,
+            [&w as *const u64 as usize, info as usize, timeout as usize, 8, 0, 0],
+        ) as c_int
+    }
+}
+
 /// `sigwait`.
 ///
 /// # Safety
@@ -258,14 +290,27 @@ fn waiting_for<R>(set: u64, f: impl FnOnce() -> R) -> R {
 /// C's contract.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn sigwait(set: *const libc::sigset_t, sig: *mut c_int) -> c_int {
-    if on_user_thread() {
+    if crate::thread::user_path() {
         if let Some(s) = take_own(word(set)) {
             // SAFETY: the caller's out-parameter.
             unsafe { *sig = s };
             return 0;
         }
-        // SAFETY: forwarded to glibc's, with our pending ones raised first.
-        return waiting_for(word(set), || unsafe { next::sigwait()(set, sig) });
+        // The kernel's wait, with our pending ones raised first; `EINTR`
+        // (a handler ran, or the runtime's signal) waits again, as glibc's.
+        return waiting_for(word(set), || loop {
+            // SAFETY: the caller's set.
+            let r = unsafe { timed_wait(set, std::ptr::null_mut(), std::ptr::null()) };
+            if r > 0 {
+                // SAFETY: the caller's out-parameter.
+                unsafe { *sig = r };
+                return 0;
+            }
+            let e = errno();
+            if e != libc::EINTR {
+                return e;
+            }
+        });
     }
     // SAFETY: forwarded unchanged.
     unsafe { next::sigwait()(set, sig) }
@@ -294,13 +339,13 @@ pub unsafe extern "C-unwind" fn sigwaitinfo(
     set: *const libc::sigset_t,
     info: *mut libc::siginfo_t,
 ) -> c_int {
-    if on_user_thread() {
+    if crate::thread::user_path() {
         if let Some(s) = take_own(word(set)) {
             fill_info(info, s);
             return s;
         }
-        // SAFETY: forwarded, as in `sigwait`.
-        return waiting_for(word(set), || unsafe { next::sigwaitinfo()(set, info) });
+        // SAFETY: as in `sigwait`.
+        return waiting_for(word(set), || unsafe { timed_wait(set, info, std::ptr::null()) });
     }
     // SAFETY: forwarded unchanged.
     unsafe { next::sigwaitinfo()(set, info) }
@@ -317,13 +362,13 @@ pub unsafe extern "C-unwind" fn sigtimedwait(
     info: *mut libc::siginfo_t,
     timeout: *const libc::timespec,
 ) -> c_int {
-    if on_user_thread() {
+    if crate::thread::user_path() {
         if let Some(s) = take_own(word(set)) {
             fill_info(info, s);
             return s;
         }
-        // SAFETY: forwarded, as in `sigwait`.
-        return waiting_for(word(set), || unsafe { next::sigtimedwait()(set, info, timeout) });
+        // SAFETY: as in `sigwait`.
+        return waiting_for(word(set), || unsafe { timed_wait(set, info, timeout) });
     }
     // SAFETY: forwarded unchanged.
     unsafe { next::sigtimedwait()(set, info, timeout) }

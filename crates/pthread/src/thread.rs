@@ -324,6 +324,21 @@ pub(crate) fn on_user_thread() -> bool {
     p != 0 && unsafe { &*(p as *const ThreadData) }.kind.get() == Kind::User
 }
 
+/// Whether the caller is a user thread running its own code: the path
+/// choice of the functions the runtime's own code and its dependencies may
+/// reach too (`read`, `write`, the `poll` family, the sleeps, `sched_yield`,
+/// `sigwait`). Inside a runtime section (`schedlab_rt::shared::in_runtime`:
+/// a scheduling decision made on a user thread's stack, with its thread
+/// pointer) the call is the runtime's, and takes glibc's path, which
+/// neither parks nor yields nor acts on a cancellation (docs/PTHREAD.md,
+/// "Re-entry from the runtime"). The other functions keep
+/// [`on_user_thread`]: a program's signal handler that runs inside a
+/// section and posts a semaphore is still the user thread's.
+#[inline]
+pub(crate) fn user_path() -> bool {
+    on_user_thread() && !schedlab_rt::shared::in_runtime()
+}
+
 /// Live user threads, and whether the initial thread has called
 /// `pthread_exit` (then the last user thread to end ends the process, as
 /// glibc's last thread does).

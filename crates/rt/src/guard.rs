@@ -96,8 +96,11 @@ fn report(name: Option<&str>, id: u64, size: usize) {
     put(b") overflowed its stack of ");
     put(decimal(size as u64, &mut [0; 20]));
     put(b" bytes\n");
-    // SAFETY: write(2) from a valid buffer; async-signal-safe.
-    unsafe { libc::write(2, buf.as_ptr().cast(), len) };
+    // SAFETY: write(2) from a valid buffer; async-signal-safe. The system
+    // call, not libc's `write`: in the `shared-library` build that is the
+    // library's, whose user-thread path may park in the poller or act on a
+    // pending cancellation, neither of which a fault handler may do.
+    unsafe { libc::syscall(libc::SYS_write, 2, buf.as_ptr(), len) };
 }
 
 fn decimal(mut v: u64, out: &mut [u8; 20]) -> &[u8] {

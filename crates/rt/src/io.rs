@@ -126,9 +126,10 @@ pub fn wait(fd: RawFd, interest: Interest, deadline: Option<Instant>) -> io::Res
             format!("schedlab_rt::io::wait on descriptor {fd} outside a user thread"),
         ));
     };
-    match crate::poll::poller()?.wait(fd, interest.bits(), None, deadline, None, &task)? {
+    match crate::poll::poller()?.wait(fd, interest.bits(), None, deadline, None, None, &task)? {
         crate::poll::Woke::Ready(d) => Ok(Readiness(d)),
         crate::poll::Woke::TimedOut => Err(timed_out(fd)),
+        crate::poll::Woke::Stopped => unreachable!("a wait without `stop` stopped"),
     }
 }
 
@@ -159,6 +160,21 @@ pub fn wait_since(
     interest: Interest,
     deadline: Option<Instant>,
 ) -> io::Result<Readiness> {
+    wait_since_unless(before, interest, deadline, None)
+}
+
+/// [`wait_since`] that a third party can end: `stop` is asked once the
+/// thread is listed and after every wake-up, and `true` ends the wait with
+/// an `Interrupted` error (readiness that came first wins: `Ok`). Whoever
+/// makes `stop` true must then unpark the thread ([`crate::Thread::unpark`]).
+/// For a library whose blocking calls are cancellation points (a POSIX
+/// thread's `pthread_cancel`) or end when a signal handler ran.
+pub fn wait_since_unless(
+    before: Snapshot,
+    interest: Interest,
+    deadline: Option<Instant>,
+    stop: Option<&dyn Fn() -> bool>,
+) -> io::Result<Readiness> {
     let fd = before.fd;
     let Some(task) = crate::processor::current_task_ref() else {
         return Err(io::Error::new(
@@ -166,9 +182,14 @@ pub fn wait_since(
             format!("schedlab_rt::io::wait_since on descriptor {fd} outside a user thread"),
         ));
     };
-    match crate::poll::poller()?.wait(fd, interest.bits(), before.seen, deadline, None, &task)? {
+    let poller = crate::poll::poller()?;
+    match poller.wait(fd, interest.bits(), before.seen, deadline, None, stop, &task)? {
         crate::poll::Woke::Ready(d) => Ok(Readiness(d)),
         crate::poll::Woke::TimedOut => Err(timed_out(fd)),
+        crate::poll::Woke::Stopped => Err(io::Error::new(
+            io::ErrorKind::Interrupted,
+            format!("descriptor {fd}: the wait was stopped"),
+        )),
     }
 }
 

@@ -364,6 +364,8 @@ mod imp {
         Ready(u8),
         /// The deadline passed first.
         TimedOut,
+        /// The caller's `stop` said so after an unpark (cancellation).
+        Stopped,
     }
 
     impl Poller {
@@ -457,7 +459,12 @@ mod imp {
         /// Waiting steps 2 and 3 for the calling user thread `task`.
         /// `check_level`: look at the descriptor's state with `poll(2)` once
         /// listed (for callers with no `seen` from before their operation:
-        /// then `seen` is taken here).
+        /// then `seen` is taken here). `stop`: asked once listed and after
+        /// every wake-up; `true` ends the wait with [`Woke::Stopped`] (a
+        /// pthread cancellation or signal, which sets what `stop` reads and
+        /// then unparks the thread), unless readiness already took the
+        /// entry, which wins.
+        #[allow(clippy::too_many_arguments)]
         pub(crate) fn wait(
             &self,
             fd: i32,
@@ -465,6 +472,7 @@ mod imp {
             seen: Option<[u32; 2]>,
             deadline: Option<Instant>,
             owner: Option<&AtomicBool>,
+            stop: Option<&dyn Fn() -> bool>,
             task: &TaskRef,
         ) -> io::Result<Woke> {
             let slot = self.slot(fd).ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
@@ -508,7 +516,15 @@ mod imp {
             task.external_wait.store(true, Ordering::Relaxed);
             // Listed for idle-stack reclaim while it waits (`reclaim.rs`).
             let waiting = crate::reclaim::Waiting::enter(task);
+            let stopped = || stop.is_some_and(|f| f());
             let woke = loop {
+                if stopped() {
+                    break if self.delist(slot, ticket) {
+                        Woke::Stopped
+                    } else {
+                        Woke::Ready(interest)
+                    };
+                }
                 match deadline {
                     Some(d) => {
                         let now = Instant::now();

@@ -328,6 +328,11 @@ unsafe extern "C" fn handler(
         }
         _ => {}
     }
+    // A cancellable system call not yet finished tests its word again
+    // (`shared::syscall_cancellable`); after the redirect above, which
+    // never takes a context there (not the program's text).
+    #[cfg(feature = "shared-library")]
+    crate::shared::rewind_cancellable(ctx.cast());
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
 }

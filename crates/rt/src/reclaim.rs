@@ -566,6 +566,8 @@ impl Resolver {
             stop: unsafe { OwnedFd::from_raw_fd(stop) },
         });
         r.uffd.register(scratch, page)?;
+        register_fork_handlers();
+        RESOLVERS.lock().unwrap_or_else(|e| e.into_inner()).push(Arc::downgrade(&r));
         let helper = {
             let r = r.clone();
             // One of the runtime's own kernel threads (in the
@@ -586,6 +588,11 @@ impl Resolver {
     /// `say`: a refused registration is said (once).
     fn take_out(&self, lo: usize, top: usize, sp: usize, say: bool) -> Option<usize> {
         let mut parts = self.lock();
+        if FORKING.load(Ordering::Acquire) > 0 {
+            // A `fork` took its list of parts: one made now would be
+            // missing from the child ("A forked child").
+            return None;
+        }
         // Registered first: an access by another thread after a page moves
         // out must wait for the part, not find a fresh zero page. It waits
         // in the helper, which takes `parts`'s lock we hold until the part
@@ -731,8 +738,9 @@ impl Resolver {
 
     fn stop(&self) {
         let one = 1u64;
-        // SAFETY: writes 8 bytes from our stack to our eventfd.
-        unsafe { libc::write(self.stop.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        // SAFETY: writes 8 bytes from our stack to our eventfd. The system
+        // call: libc's `write` is the pthread library's in its process.
+        unsafe { libc::syscall(libc::SYS_write, self.stop.as_raw_fd(), &one as *const u64, 8) };
     }
 }
 
@@ -740,6 +748,97 @@ impl Drop for Resolver {
     fn drop(&mut self) {
         // SAFETY: mapped in `start`; nobody uses it once the resolver goes.
         unsafe { libc::munmap(self.scratch as *mut libc::c_void, self.page) };
+    }
+}
+
+/// Forks under way in the process (between their `pthread_atfork` prepare
+/// and parent handlers): no part is taken out meanwhile.
+static FORKING: AtomicUsize = AtomicUsize::new(0);
+
+/// Every resolver of the process (a runtime's drop leaves its entry, whose
+/// map is then empty): what a `fork` must put back in its child.
+static RESOLVERS: Mutex<Vec<std::sync::Weak<Resolver>>> = Mutex::new(Vec::new());
+
+/// What a `fork`'s prepare handler leaves its parent and child handlers, on
+/// the forking thread: the parts it found, and the resolvers' list held
+/// across the `fork` (so the child's copy of the lock is not left taken by a
+/// runtime that was starting its resolver).
+type AtFork =
+    (Vec<Arc<Saved>>, Option<std::sync::MutexGuard<'static, Vec<std::sync::Weak<Resolver>>>>);
+
+std::thread_local! {
+    static AT_FORK: std::cell::RefCell<AtFork> = const { std::cell::RefCell::new((Vec::new(), None)) };
+}
+
+/// Registers the `fork` handlers once per process, at the first resolver.
+fn register_fork_handlers() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: three `extern "C" fn()` of ours, valid for the process.
+        unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
+    });
+}
+
+/// A forked child does not inherit the userfaultfd registration: a page of
+/// a reclaimed live part is missing in it, and reads as zeros there (a local
+/// of an idle parent thread that the forking thread has a pointer to). So
+/// `fork`'s prepare handler takes the list of parts (under each resolver's
+/// lock, so none is half made; `FORKING` stops new ones until the parent's
+/// handler), and the child's handler fills every page of them still missing
+/// in the child, through a descriptor of the child's own (`UFFDIO_COPY`
+/// fills only a missing page: a part whose owner resumed in between has its
+/// pages present, and they stay as they are). The parent pays a lock and a
+/// list per fork; the child a registration, one fill per page of each part
+/// and an unregistration.
+extern "C" fn fork_prepare() {
+    FORKING.fetch_add(1, Ordering::AcqRel);
+    let list = RESOLVERS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut all = Vec::new();
+    for r in list.iter().filter_map(std::sync::Weak::upgrade) {
+        all.extend(r.lock().values().cloned());
+    }
+    AT_FORK.with(|f| *f.borrow_mut() = (all, Some(list)));
+}
+
+extern "C" fn fork_parent() {
+    drop(AT_FORK.with(|f| std::mem::take(&mut *f.borrow_mut())));
+    FORKING.fetch_sub(1, Ordering::AcqRel);
+}
+
+extern "C" fn fork_child() {
+    FORKING.store(0, Ordering::Release);
+    let (parts, list) = AT_FORK.with(|f| std::mem::take(&mut *f.borrow_mut()));
+    drop(list);
+    if parts.is_empty() {
+        return;
+    }
+    let page = crate::stack::page_size();
+    let uffd = Uffd::open().ok();
+    let mut buf = PageBuf::new(page);
+    for part in &parts {
+        let registered = uffd.as_ref().filter(|u| u.register(part.lo, part.top - part.lo).is_ok());
+        for at in (part.lo..part.top).step_by(page) {
+            part.fill(at, buf.as_mut());
+            match registered {
+                // SAFETY: `buf` is a readable page; `at` is in the range
+                // just registered.
+                Some(u) => drop(unsafe { u.copy(at, buf.as_ptr(), page) }),
+                // No descriptor here: a page not resident is written whole
+                // (one present is the truth, as with the fill's `EEXIST`).
+                None => {
+                    if resident_bytes(at, at + page, page) == 0 {
+                        // SAFETY: a page of a stack mapping the child has.
+                        unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), at as *mut u8, page) };
+                    }
+                }
+            }
+        }
+        if let Some(u) = registered {
+            let _ = u.unregister(part.lo, part.top - part.lo);
+        }
+    }
+    if let Some(u) = uffd {
+        u.close();
     }
 }
 

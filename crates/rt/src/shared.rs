@@ -75,6 +75,22 @@ pub fn yield_if_free() -> bool {
     crate::processor::yield_if_free()
 }
 
+/// Whether the calling user thread is inside the runtime's own code (a
+/// runtime section is open on its kernel thread: a scheduling decision, a
+/// wait queue's lock, the poller's bookkeeping). The library's functions
+/// that the runtime and its dependencies reach (`write` from a message,
+/// `sched_yield` from a spin, `nanosleep`...) take their kernel-thread path
+/// then: their user-thread path parks, yields or acts on a cancellation,
+/// which in the middle of a decision broke the processor it was made on
+/// (the `sched_yield` case, [`yield_if_free`]). Must be called on a
+/// runtime kernel thread (one that runs user threads).
+#[inline]
+pub fn in_runtime() -> bool {
+    // Without the deferral flag, which a section lowered quietly leaves set
+    // with no section open.
+    crate::machine::Machine::here().guard_word() & !crate::arch::DEFERRED != 0
+}
+
 /// Gives the calling kernel thread its runtime block, if it has none of its
 /// own yet (a thread started by one with a block inherits that block's
 /// address, which is not its own: `arch/x86_64.rs`, `thread_block_attach`).
@@ -438,4 +454,65 @@ pub fn kernel_thread_of(thread: &crate::hooks::Thread) -> Option<i32> {
             && unsafe { (*p).current_task_ptr() }.is_some_and(|c| c.as_ptr().cast_const() == me)
     };
     on.then(|| m.tid.load(Ordering::Relaxed))
+}
+
+/// Makes system call `nr` with `args` on the calling user thread unless
+/// `*word & mask == want` — a library's "cancellation requested and
+/// enabled" — and lets another thread stop it with [`cancel_blocked_call`]
+/// until the kernel has finished it: the test is made again after any
+/// preemption signal that lands before the call is in the kernel or while
+/// the kernel would restart it (`arch/x86_64.rs`, "A cancellable system
+/// call"; musl's design). `None` when the call was not made; otherwise the
+/// kernel's result, a negative error number on failure. A call the kernel
+/// ends with `EINTR` whatever `SA_RESTART` says (`poll`, `sigtimedwait`)
+/// returns `-EINTR`: the caller tests `word` then.
+///
+/// # Safety
+///
+/// The system call's own contract (its pointers valid for it).
+pub unsafe fn syscall_cancellable(
+    word: &std::sync::atomic::AtomicU32,
+    mask: u32,
+    want: u32,
+    nr: libc::c_long,
+    args: [usize; 6],
+) -> Option<isize> {
+    let a = args.map(|a| a as u64);
+    crate::arch::syscall_cancellable(
+        word,
+        mask,
+        want,
+        [nr as u64, a[0], a[1], a[2], a[3], a[4], a[5]],
+    )
+    .map(|r| r as isize)
+}
+
+/// The signal the runtime sends its kernel threads (preemption, hand-off,
+/// [`interrupt`], [`cancel_blocked_call`]): a library's `sigwait` on a user
+/// thread must not take it from the kernel.
+pub fn runtime_signal() -> libc::c_int {
+    crate::preempt::SIGNAL
+}
+
+/// After setting the word a [`syscall_cancellable`] of `thread` tests:
+/// sends the preemption signal to the kernel thread `thread` is on (running,
+/// or blocked in the kernel after a hand-off), whose handler moves a call
+/// that has not finished back to its test. `false` when `thread` is on no
+/// kernel thread at this moment (queued, parked, between two kernel
+/// threads): then it is not inside such a call, or will test the word before
+/// making it again after it moves; the caller may look again.
+pub fn cancel_blocked_call(thread: &crate::hooks::Thread) -> bool {
+    kernel_thread_of(thread).is_some_and(crate::preempt::signal_thread)
+}
+
+/// In the preemption signal's handler: moves an interrupted context whose
+/// rip lies between a [`syscall_cancellable`]'s test and the end of its
+/// `syscall` instruction back to the test. Async-signal-safe.
+pub(crate) fn rewind_cancellable(uc: *mut libc::ucontext_t) {
+    let (begin, end) = crate::arch::cancellable_window();
+    // SAFETY: the kernel's signal frame for this thread.
+    let rip = unsafe { &mut (*uc).uc_mcontext.gregs[libc::REG_RIP as usize] };
+    if (begin..end).contains(&(*rip as usize)) {
+        *rip = begin as i64;
+    }
 }

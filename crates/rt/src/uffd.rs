@@ -14,7 +14,7 @@
 //! 6.8), which the `libc` crate does not carry.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 
 const UFFDIO: u64 = 0xAA;
 const fn iowr(nr: u64, size: usize) -> u64 {
@@ -134,8 +134,10 @@ impl Uffd {
             // SAFETY: `dev` is ours; the ioctl takes the new descriptor's flags.
             let fd = unsafe { libc::ioctl(dev, USERFAULTFD_IOC_NEW as _, flags) };
             let err = io::Error::last_os_error();
-            // SAFETY: `dev` is ours and not used again.
-            unsafe { libc::close(dev) };
+            // SAFETY: `dev` is ours and not used again (the system call:
+            // libc's `close` is the pthread library's, which asks its
+            // poller, whose locks a forked child may have inherited taken).
+            unsafe { libc::syscall(libc::SYS_close, dev) };
             if fd < 0 {
                 return Err(err);
             }
@@ -153,6 +155,14 @@ impl Uffd {
             return Err(io::Error::from_raw_os_error(libc::ENOSYS));
         }
         Ok(uffd)
+    }
+
+    /// Closes the descriptor with the system call (see `open`), for a
+    /// forked child's handler.
+    pub(crate) fn close(self) {
+        let fd = self.0.into_raw_fd();
+        // SAFETY: ours, not used again.
+        unsafe { libc::syscall(libc::SYS_close, fd) };
     }
 
     fn fd(&self) -> libc::c_int {

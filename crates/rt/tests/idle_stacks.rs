@@ -373,6 +373,56 @@ fn a_scoped_thread_reads_and_writes_a_local_of_a_reader_whose_stack_was_given_ba
     });
 }
 
+/// A child forked while a thread's stack is given back reads that stack as
+/// it was: the scoped thread forks, and the child reads its parent's local
+/// through the borrowed pointer. The child does not inherit the
+/// userfaultfd registration, so without the fork handlers (`reclaim.rs`, "A
+/// forked child") the page was missing there and read as zeros.
+#[test]
+fn a_child_forked_while_a_stack_is_given_back_reads_the_stack_as_it_was() {
+    let _one = serial();
+    let live = uffd_refused().is_none();
+    watchdog(60, move || {
+        let rt = quick_reclaim(2);
+        let (mut a, mut b) = UnixStream::pair().unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let reader = rt.spawn(move || {
+            std::hint::black_box(go_deep(6));
+            let range = schedlab_rt::stack_bounds().unwrap();
+            let before = resident(range.clone());
+            let local = pattern(5);
+            schedlab_rt::scope(|s| {
+                let local = &local;
+                s.spawn(move || {
+                    until_given_back(&range, before, live);
+                    // SAFETY: the child only reads memory and exits.
+                    let pid = unsafe { libc::fork() };
+                    if pid == 0 {
+                        let same = std::hint::black_box(*local) == pattern(5);
+                        // SAFETY: ends the child at once.
+                        unsafe { libc::_exit(if same { 0 } else { 3 }) };
+                    }
+                    let mut status = 0;
+                    // SAFETY: our own child, into our int.
+                    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+                    done_tx.send((pid > 0 && waited == pid, status)).unwrap();
+                });
+                let mut byte = [0u8; 1];
+                a.read_exact(&mut byte).unwrap();
+            });
+            local == pattern(5)
+        });
+        let (forked, status) = done_rx.recv().unwrap();
+        assert!(forked, "fork and waitpid");
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child read the idle thread's local as something else (status {status:#x})"
+        );
+        b.write_all(&[1]).unwrap();
+        assert!(reader.join().unwrap(), "the parent's local after the fork");
+    });
+}
+
 /// The kernel writes into a reclaimed stack: another thread `read(2)`s
 /// from a pipe into a buffer on the stack of a thread blocked in a socket
 /// read, whose pages were given back. The kernel's access waits for the

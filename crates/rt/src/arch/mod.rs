@@ -24,7 +24,10 @@
 //!   is reached through `gs`, once `thread_block_attach` gave it one, or
 //!   when it inherited its creator's `gs` base: `thread_block_attach`, not
 //!   this, tells a block of its own);
-//! - the preemption trampoline and its `xsave` sizing (`preempt.rs`).
+//! - the preemption trampoline and its `xsave` sizing (`preempt.rs`);
+//! - in the `shared-library` build, a system call a preemption signal can
+//!   cancel before it enters the kernel (`syscall_cancellable`, with
+//!   `cancellable_window` for the handler).
 //!
 //! The state saved is exactly what the platform ABI says a called function must
 //! preserve (callee-saved integer registers, the stack pointer and the
@@ -50,15 +53,16 @@ pub(crate) const DEFERRED: u32 = 1 << 31;
 
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
+#[cfg(all(target_arch = "x86_64", feature = "shared-library"))]
+pub(crate) use self::x86_64::{
+    cancellable_window, set_thread_pointer, syscall_cancellable, thread_block_attach,
+    thread_block_detach, thread_pointer,
+};
 #[cfg(target_arch = "x86_64")]
 pub(crate) use self::x86_64::{
     fsgsbase_usable, init_preemption, init_stack, preempt_trampoline, switch, thread_block,
     thread_block_lower, thread_block_present, thread_block_raise, xsave_area_bytes,
     INIT_STACK_BYTES,
-};
-#[cfg(all(target_arch = "x86_64", feature = "shared-library"))]
-pub(crate) use self::x86_64::{
-    set_thread_pointer, thread_block_attach, thread_block_detach, thread_pointer,
 };
 
 #[cfg(not(target_arch = "x86_64"))]

@@ -760,3 +760,126 @@ pub(crate) fn init_preemption() {
     // SAFETY: written before any reader (the handler is installed after).
     unsafe { std::ptr::addr_of_mut!(SCHEDLAB_RT_XSAVE_BYTES).write(bytes.max(576)) };
 }
+
+// ---------------------------------------------------------------------------
+// A cancellable system call (`shared-library` build; `shared::syscall_cancellable`)
+//
+// musl's design (`src/thread/x86_64/syscall_cp.s`): the test of the caller's
+// cancellation word and the `syscall` instruction lie between two labels,
+// `schedlab_rt_cp_begin` and `schedlab_rt_cp_end`. The preemption signal's
+// handler moves an interrupted context whose rip lies in between back to
+// `schedlab_rt_cp_begin` (`shared::rewind_cancellable`), so the test is made
+// again after every signal that lands before the call enters the kernel or
+// while the kernel restarts it (`SA_RESTART` leaves rip on the `syscall`
+// instruction itself). A canceller sets the word first and then signals the
+// kernel thread: either the test sees the word, or the thread is past it
+// and the signal rewinds it to the test, or the call had already returned
+// (rip at the end label or beyond: not rewound, its result stands, as
+// POSIX wants for a call that transferred data). A call the kernel ends
+// with `EINTR` (poll, sigtimedwait: never restarted) returns it; the caller
+// tests the word then.
+//
+// Arguments: rdi the word, rsi seven words (number, six arguments), edx the
+// mask and ecx the value of the word that means "cancelled": the call is not
+// made and the result is i64::MIN. rbx, r12, r13, r14 (callee-saved, kept
+// across `syscall` and a signal) hold them from the test to the call.
+// ---------------------------------------------------------------------------
+
+#[cfg(feature = "shared-library")]
+global_asm!(
+    ".text",
+    ".globl schedlab_rt_syscall_cp",
+    ".hidden schedlab_rt_syscall_cp",
+    ".globl schedlab_rt_cp_begin",
+    ".hidden schedlab_rt_cp_begin",
+    ".globl schedlab_rt_cp_end",
+    ".hidden schedlab_rt_cp_end",
+    ".type schedlab_rt_syscall_cp,@function",
+    ".p2align 4",
+    "schedlab_rt_syscall_cp:",
+    ".cfi_startproc",
+    "push rbx",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset rbx, -16",
+    "push r12",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset r12, -24",
+    "push r13",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset r13, -32",
+    "push r14",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset r14, -40",
+    "mov rbx, rdi",  // the cancellation word
+    "mov r12, rsi",  // number and arguments
+    "mov r13d, edx", // mask
+    "mov r14d, ecx", // "cancelled" under the mask
+    "schedlab_rt_cp_begin:",
+    "mov eax, dword ptr [rbx]",
+    "and eax, r13d",
+    "cmp eax, r14d",
+    "je 2f", // cancelled: no call
+    "mov rax, [r12]",
+    "mov rdi, [r12 + 8]",
+    "mov rsi, [r12 + 16]",
+    "mov rdx, [r12 + 24]",
+    "mov r10, [r12 + 32]",
+    "mov r8, [r12 + 40]",
+    "mov r9, [r12 + 48]",
+    "syscall",
+    "schedlab_rt_cp_end:",
+    "3:",
+    "pop r14",
+    ".cfi_adjust_cfa_offset -8",
+    "pop r13",
+    ".cfi_adjust_cfa_offset -8",
+    "pop r12",
+    ".cfi_adjust_cfa_offset -8",
+    "pop rbx",
+    ".cfi_adjust_cfa_offset -8",
+    "ret",
+    ".cfi_adjust_cfa_offset 32",
+    "2:",
+    "movabs rax, 0x8000000000000000",
+    "jmp 3b",
+    ".cfi_endproc",
+    ".size schedlab_rt_syscall_cp, . - schedlab_rt_syscall_cp",
+);
+
+#[cfg(feature = "shared-library")]
+extern "C" {
+    fn schedlab_rt_syscall_cp(word: *const u32, call: *const [u64; 7], mask: u32, want: u32)
+        -> i64;
+    static schedlab_rt_cp_begin: u8;
+    static schedlab_rt_cp_end: u8;
+}
+
+/// Makes system call `call[0]` with arguments `call[1..]` unless
+/// `*word & mask == want`, tested again after any preemption signal that
+/// lands before the call is in the kernel or while the kernel would restart
+/// it (see above). `None`: not made (cancelled); else the kernel's result
+/// (a negative error number on failure).
+#[cfg(feature = "shared-library")]
+pub(crate) fn syscall_cancellable(
+    word: &std::sync::atomic::AtomicU32,
+    mask: u32,
+    want: u32,
+    call: [u64; 7],
+) -> Option<i64> {
+    // SAFETY: the stub reads `word` and `call` (both live for the call) and
+    // makes the system call the caller chose, whose own contract the caller
+    // keeps; it preserves the ABI's callee-saved registers.
+    let r = unsafe { schedlab_rt_syscall_cp(word.as_ptr(), &call, mask, want) };
+    (r != i64::MIN).then_some(r)
+}
+
+/// The addresses between which an interrupted context is moved back to the
+/// first (the test), `[begin, end)`.
+#[cfg(feature = "shared-library")]
+pub(crate) fn cancellable_window() -> (usize, usize) {
+    // Only the labels' addresses are taken.
+    (
+        std::ptr::addr_of!(schedlab_rt_cp_begin) as usize,
+        std::ptr::addr_of!(schedlab_rt_cp_end) as usize,
+    )
+}

@@ -219,8 +219,16 @@ impl<T: AsRawFd> Io<T> {
             };
             match parking {
                 Some((poller, task)) => {
-                    match poller.wait(fd, interest, seen, deadline, Some(&self.closed), &task)? {
-                        Woke::Ready(_) => {}
+                    match poller.wait(
+                        fd,
+                        interest,
+                        seen,
+                        deadline,
+                        Some(&self.closed),
+                        None,
+                        &task,
+                    )? {
+                        Woke::Ready(_) | Woke::Stopped => {}
                         Woke::TimedOut => return Err(would_block()),
                     }
                 }
