@@ -231,6 +231,7 @@ impl Builder {
     pub fn priority(mut self, p: crate::Priority) -> Builder {
         self.opts.priority = p;
         self.opts.rt_priority = 0;
+        self.opts.rt_fifo = false;
         self
     }
 
