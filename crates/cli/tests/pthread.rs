@@ -29,6 +29,7 @@ const TESTS: &[&str] = &[
     "malloc",
     "priority",
     "rtorder",
+    "rtchange",
     "io",
     "storm",
     "stacks",
@@ -196,6 +197,11 @@ fn real_time_priorities_order_the_waiters() {
 #[test]
 fn a_higher_real_time_priority_runs_first_at_create_and_wake_up_and_keeps_its_yields() {
     check("rtorder");
+}
+
+#[test]
+fn a_changed_real_time_priority_moves_the_thread_at_once_and_fifo_keeps_its_processor() {
+    check("rtchange");
 }
 
 #[test]

@@ -86,9 +86,10 @@
 //!
 //! `PTHREAD_PRIO_INHERIT` and `PTHREAD_PRIO_PROTECT` are accepted, kept and
 //! reported (`pthread_mutexattr_getprotocol`, the mutex's ceiling through
-//! `pthread_mutex_getprioceiling`), but they change no thread's priority:
-//! the runtime schedules its user threads at three levels of its own, with
-//! no POSIX real-time priorities to raise or inherit. The mutexes behave as
+//! `pthread_mutex_getprioceiling`), but they change no thread's priority
+//! yet: a real-time waiter (`SCHED_FIFO`/`SCHED_RR`, the runtime's real-time
+//! `High` threads) is queued first but lends the holder nothing
+//! (docs/PTHREAD.md, "Not done yet"). The mutexes behave as
 //! `PTHREAD_PRIO_NONE` ones otherwise.
 
 use crate::thread::{current, ThreadData};

@@ -9,8 +9,11 @@
 //!   priority are kept and reported back as given (validated as glibc does:
 //!   `EINVAL` for a priority outside the policy's range). A thread created
 //!   with `SCHED_FIFO` or `SCHED_RR` runs as a real-time `High` thread of the
-//!   runtime (`thread.rs`, `Builder::realtime`); changing a running thread's
-//!   policy or priority here does not yet move it (docs/PTHREAD.md, "Not done").
+//!   runtime (`thread.rs`, `Builder::realtime`, `Builder::fifo`); a change here
+//!   moves it in the runtime's queues as POSIX asks (`Thread::set_realtime`,
+//!   the runtime's `realtime.rs`): a thread raised above the caller runs when
+//!   the call returns, the caller lowering itself yields to a higher waiting
+//!   thread and goes to the head of its new priority's list.
 //! - `pthread_getcpuclockid`: of another user thread, `ENOENT`, POSIX's
 //!   answer for a thread without a CPU-time clock (Linux keeps none per user
 //!   thread); of the calling one, `CLOCK_THREAD_CPUTIME_ID`, the clock of the
@@ -75,7 +78,19 @@ pub unsafe extern "C-unwind" fn pthread_setschedparam(
         return libc::EINVAL;
     }
     d.sched.store(pack(policy, prio), Ordering::Relaxed);
+    take_effect(d, policy, prio);
     0
+}
+
+/// Moves a user thread whose policy or priority was just recorded in the runtime's
+/// queues (`schedlab_rt::Thread::set_realtime`): `SCHED_FIFO` and `SCHED_RR` as
+/// real-time `High` threads of their priority, the others as `Normal` ones. A thread
+/// already joined has nothing left to move.
+fn take_effect(d: &crate::thread::ThreadData, policy: c_int, prio: c_int) {
+    let rt = wait_priority(pack(policy, prio)).clamp(0, 255) as u8;
+    if let Some(t) = d.runtime_thread() {
+        t.set_realtime(rt, policy == libc::SCHED_FIFO);
+    }
 }
 
 /// The place a thread with `sched` (as [`pack`]ed) takes in a wait queue:
@@ -138,6 +153,7 @@ pub extern "C-unwind" fn pthread_setschedprio(t: libc::pthread_t, prio: c_int) -
         return libc::EINVAL;
     }
     d.sched.store(pack(policy, prio), Ordering::Relaxed);
+    take_effect(d, policy, prio);
     0
 }
 

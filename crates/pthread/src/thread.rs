@@ -263,6 +263,16 @@ impl ThreadData {
         }
     }
 
+    /// The runtime's handle of this user thread, from any thread: its own (made on
+    /// its first call, so a thread that its creator has not yet given its join handle
+    /// has it), else its join handle's; `None` once it was joined.
+    pub(crate) fn runtime_thread(&self) -> Option<schedlab_rt::Thread> {
+        if std::ptr::eq(self, current()) {
+            return self.own_handle().cloned();
+        }
+        self.handle.lock().as_ref().map(|h| h.thread().clone())
+    }
+
     fn joiners(&self) -> Queue<'_> {
         Queue::new(&self.queue_lock, 1, &self.queue_head, &self.queue_tail)
     }
@@ -621,7 +631,8 @@ pub unsafe extern "C-unwind" fn pthread_create(
         // A `SCHED_FIFO`/`SCHED_RR` thread: strictly ordered by its priority among the
         // runtime's `High` threads, above every `SCHED_OTHER` one (docs/PTHREAD.md,
         // "Real-time priorities"). Made by a thread of a lower one, it runs at once.
-        builder = builder.realtime(realtime.clamp(1, 255) as u8);
+        builder =
+            builder.realtime(realtime.clamp(1, 255) as u8).fifo(sched >> 16 == libc::SCHED_FIFO);
     }
     if a.stack_size != crate::runtime::stack_size() {
         // The runtime's own size needs no word: it is what the runtime was

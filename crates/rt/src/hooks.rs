@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! api        thread sync scope local net io runtime yielder (lib.rs)
-//! policy     hooks preempt blocking monitor poll shared
+//! policy     hooks preempt blocking monitor poll shared realtime
 //! processor  processor machine state guard
 //! data       task lifecycle park slot handoff queue priority budget wait
 //!            timer spin registry event idle reclaim pollplace
@@ -76,6 +76,9 @@ pub(crate) use crate::preempt::{
 };
 #[cfg(all(feature = "shared-library", not(loom)))]
 pub(crate) use crate::shared::{before_idle_sleep, resumed, run_hook};
+// And the real-time policies' decision and what a switch publishes for the monitor.
+#[cfg(not(loom))]
+pub(crate) use crate::realtime::{published_rt, realtime_decision};
 #[cfg(not(loom))]
 pub(crate) use crate::thread::JoinHandle;
 

@@ -168,6 +168,8 @@ mod processor;
 #[cfg(not(loom))]
 mod queue;
 #[cfg(not(loom))]
+mod realtime;
+#[cfg(not(loom))]
 mod reclaim;
 #[cfg(not(loom))]
 mod registry;

@@ -368,6 +368,9 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
     // Per processor, for the levels (`priority.rs`): since when it has run
     // `High` threads, and the signal the monitor sent it for a level in this stint.
     let mut prio_seen: Vec<(Option<Instant>, Option<Sent>)> = vec![(None, None); procs.len()];
+    // Per look, the processors running a `High` thread outside a turn, with its real-time
+    // priority as published (`realtime.rs`, rule 2).
+    let mut rt_running: Vec<(usize, u16)> = Vec::with_capacity(procs.len());
     let mut detached = Detached::default();
     let mut scan_gate = ScanGate::default();
     // The first look for a blocked kernel thread after a switch
@@ -440,6 +443,30 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
         // other ran every computing thread (rt.blocking.throughput, 2
         // processors: 50%).
         let high_waiting = prios && shared.prio.high_waiting();
+        // A waiting real-time thread takes the processor running the lowest real-time
+        // priority below its own, when no processor runs a lower level (`realtime.rs`,
+        // rule 2).
+        let top_rt = if high_waiting { shared.prio.top_rt() } else { None };
+        rt_running.clear();
+        let mut lower_runs = false;
+        if top_rt.is_some() {
+            for (i, p) in procs.iter().enumerate() {
+                // SAFETY: processors outlive the monitor.
+                let vp = unsafe { &*p.0 };
+                let cur = vp.cur_prio.load(Ordering::Relaxed);
+                if cur & crate::task::TURN != 0
+                    || vp.status.state(Ordering::Relaxed) != RUNNING
+                    || !vp.in_user.load(Ordering::Relaxed)
+                {
+                    continue;
+                }
+                if Priority::from_u8(cur) == Priority::High {
+                    rt_running.push((i, vp.cur_rt.load(Ordering::Relaxed)));
+                } else {
+                    lower_runs = true;
+                }
+            }
+        }
         let stealable = global
             || high_waiting
             || procs.iter().any(|p| {
@@ -503,7 +530,9 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
                     ps.0 = None;
                 }
                 let mut preempt = (running > Priority::High && high_waiting)
-                    || (running == Priority::Low && normal_waits);
+                    || (running == Priority::Low && normal_waits)
+                    || (running == Priority::High
+                        && crate::realtime::preempt_lowest(i, &rt_running, lower_runs, top_rt));
                 if running == Priority::High && normal_waits {
                     match ps.0 {
                         Some(t) if now - t >= AGING => {
@@ -554,7 +583,8 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             // processor's waiting work is its own quantum's business).
             let waiting = global || vp.has_waiting();
             // What the quantum yields to (`priority.rs`): a turn, to any
-            // level; a `High` thread, to another `High` one only (the decision
+            // level; a `High` thread, to another `High` one only, of its real-time
+            // priority or a higher one (the decision
             // after its preemption is made before it is queued again, so
             // `Normal` work would take the processor, to be preempted at once
             // for it: a few µs of `Normal` work per quantum instead of the
@@ -564,7 +594,8 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             } else if turn {
                 waiting || high_waiting
             } else if Priority::from_u8(cur_prio) == Priority::High {
-                high_waiting
+                // Real-time ones: to an equal only under `SCHED_RR` (`realtime.rs`).
+                crate::realtime::quantum_yields(vp.cur_rt.load(Ordering::Relaxed), top_rt)
             } else {
                 waiting
             };

@@ -573,10 +573,14 @@ pub(crate) fn explain_panic(
 /// `Normal` work: the decision is made before the thread is queued again
 /// (`priority.rs`). Seen under load: a woken `High` thread preempted at once
 /// in favour of a `Normal` one.
+///
+/// A real-time thread's preemption is likewise stale unless a thread it would pass the
+/// processor to waits (`realtime.rs`, rule 1: never a lower priority, never an equal one
+/// under `SCHED_FIFO`).
 fn stale_for_high(vp: &processor::Processor, t: &crate::task::Task) -> bool {
     vp.prios.load(Ordering::Relaxed)
         && t.priority() == crate::Priority::High
-        && !vp.shared.prio.high_waiting()
+        && !crate::realtime::preemptable(t, &vp.shared.prio)
         && !vp.normal_turn.load(Ordering::Relaxed)
         && !vp.halt.load(Ordering::Relaxed)
 }

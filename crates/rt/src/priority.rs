@@ -116,14 +116,17 @@
 //!   a park passes to the scheduler context, whose decision takes the best waiting
 //!   (`Processor::prio_first`). So a real-time thread that yields in a loop keeps its
 //!   processor against lower ones, as under the kernel's `SCHED_FIFO`.
+//! - `realtime.rs` adds POSIX's two policies on top: under `SCHED_FIFO`
+//!   ([`crate::Builder::fifo`]) a preemption never passes the processor to an equal; a
+//!   thread preempted by a higher one goes back to the head of its priority's list; the
+//!   monitor preempts the processor running the lowest real-time priority for a higher
+//!   waiting one; and a running or waiting thread's priority can be changed
+//!   ([`crate::Thread::set_realtime`]).
 //!
 //! Left as they are: aging (work under a saturating `High` level still gets its turn
-//! every [`AGING`]), inheritance (of levels, not of real-time priorities), and the monitor,
-//! which preempts a processor for a waiting `High` thread only when it runs a lower level:
-//! a real-time thread woken from outside (a timer, another processor) waits for a
-//! processor running a lower real-time priority to decide (its yield, park or quantum).
-//! Plain `High` threads (the Rust API's) are unchanged: every test above is of a
-//! real-time priority of 0 on their paths, and no path without levels reads it.
+//! every [`AGING`]) and inheritance (of levels, not of real-time priorities). Plain `High`
+//! threads (the Rust API's) are unchanged: every test above is of a real-time priority of
+//! 0 on their paths, and no path without levels reads it.
 
 //! # Where the levels live
 //!
@@ -140,7 +143,7 @@
 
 use crate::task::{Task, TaskRef};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -283,6 +286,8 @@ pub(crate) struct PrioQueues {
     /// `Low` threads that waited [`AGING`], each for one turn (module docs).
     aged: Mutex<VecDeque<TaskRef>>,
     high_len: AtomicUsize,
+    /// The first `High` thread's real-time priority, while `high_len` is not 0.
+    high_top: AtomicU8,
     low_len: AtomicUsize,
     aged_len: AtomicUsize,
 }
@@ -302,9 +307,15 @@ impl PrioQueues {
                 // order"): first come, first served among equals. Among plain `High`
                 // threads (all 0) the first comparison ends the search: a push at the back.
                 let rt = t.rt_priority();
-                let at = q.iter().rposition(|o| o.rt_priority() >= rt).map_or(0, |i| i + 1);
+                let at = if t.take_rt_head() {
+                    // At the head of its priority's list instead (a preempted real-time
+                    // thread, or one whose priority was lowered: `realtime.rs`).
+                    q.iter().position(|o| o.rt_priority() <= rt).unwrap_or(q.len())
+                } else {
+                    q.iter().rposition(|o| o.rt_priority() >= rt).map_or(0, |i| i + 1)
+                };
                 q.insert(at, t);
-                self.high_len.store(q.len(), Ordering::Release);
+                self.high_changed(&q);
             }
             Priority::Low => {
                 let mut q = lock(&self.low);
@@ -351,8 +362,35 @@ impl PrioQueues {
             return None;
         }
         let t = q.pop_front();
-        self.high_len.store(q.len(), Ordering::Release);
+        self.high_changed(&q);
         t
+    }
+
+    /// Publishes the `High` queue's length and first real-time priority (the hints
+    /// [`PrioQueues::high_waiting`] and [`PrioQueues::top_rt`] read). Under its lock.
+    fn high_changed(&self, q: &VecDeque<TaskRef>) {
+        self.high_top.store(q.front().map_or(0, |t| t.rt_priority()), Ordering::Relaxed);
+        self.high_len.store(q.len(), Ordering::Release);
+    }
+
+    /// The real-time priority of the first waiting `High` thread, if one waits (a hint:
+    /// what the monitor and a preemption compare the running thread's with, `realtime.rs`).
+    #[inline]
+    pub(crate) fn top_rt(&self) -> Option<u8> {
+        self.high_waiting().then(|| self.high_top.load(Ordering::Relaxed))
+    }
+
+    /// Takes `t` out of the `High` queue, if it waits there (`realtime.rs`: a thread
+    /// whose real-time priority changed is queued again at its new place).
+    pub(crate) fn take_high(&self, t: &Task) -> Option<TaskRef> {
+        if !self.high_waiting() {
+            return None;
+        }
+        let mut q = lock(&self.high);
+        let i = q.iter().position(|r| std::ptr::eq(&**r, t))?;
+        let taken = q.remove(i);
+        self.high_changed(&q);
+        taken
     }
 
     pub(crate) fn pop_low(&self) -> Option<TaskRef> {
@@ -417,6 +455,7 @@ impl PrioQueues {
     /// Every queued thread (at shutdown).
     pub(crate) fn drain(&self) -> Vec<TaskRef> {
         let mut all: Vec<TaskRef> = lock(&self.high).drain(..).collect();
+        self.high_top.store(0, Ordering::Relaxed);
         all.extend(lock(&self.aged).drain(..));
         all.extend(lock(&self.low).drain(..).map(|(t, _)| t));
         self.high_len.store(0, Ordering::Release);

@@ -301,6 +301,21 @@ pub(crate) const TURN: u8 = 0x80;
 /// level is then kept in the [`BASE`] bits.
 pub(crate) const BOOSTED: u8 = 0x40;
 
+/// The bit of `Task::rt_flags` of a real-time thread under POSIX's `SCHED_FIFO`: its
+/// quantum does not pass the processor to a thread of its own real-time priority
+/// (`realtime.rs`).
+pub(crate) const RT_FIFO: u8 = 0x01;
+
+/// The bit of `Task::rt_flags` that puts the thread at the head of its real-time
+/// priority's list when it is next queued, not at the tail (POSIX: a preempted thread,
+/// or one whose priority was lowered; `realtime.rs`). Cleared by that queueing.
+pub(crate) const RT_HEAD: u8 = 0x02;
+
+/// The bit of `Task::rt_flags` that makes the task's next decision yield only to a
+/// higher real-time priority, putting the task at the head of its list if one takes
+/// the processor (its own priority lowered, `realtime.rs`).
+pub(crate) const RT_STRICT: u8 = 0x04;
+
 /// The bits of `Task::priority` holding the effective level (the one every
 /// scheduling path reads).
 const LEVEL: u8 = 0x03;
@@ -380,6 +395,8 @@ pub(crate) struct Task {
     /// `SCHED_RR` priority, `Builder::realtime`), 0 for none: orders the `High` queue and
     /// its decisions (`priority.rs`, "Real-time order").
     rt: AtomicU8,
+    /// [`RT_FIFO`], [`RT_HEAD`] and [`RT_STRICT`] (`realtime.rs`).
+    rt_flags: AtomicU8,
     /// Idle-stack reclaim's state of the thread (`reclaim.rs`).
     pub(crate) idle: crate::reclaim::IdleStack,
     /// The address of the lock core of the `Mutex` the thread is in the slow
@@ -631,6 +648,7 @@ impl Task {
                     budget: AtomicPtr::new(std::ptr::null_mut()),
                     priority: AtomicU8::new(1),
                     rt: AtomicU8::new(0),
+                    rt_flags: AtomicU8::new(0),
                     idle: Default::default(),
                     blocked_on: crate::spin::SpinLock::new(0),
                     lent: Default::default(),
@@ -717,6 +735,50 @@ impl Task {
     /// which takes effect from the thread's next queueing).
     pub(crate) fn set_rt_priority(&self, p: u8) {
         self.rt.store(p, Ordering::Relaxed);
+    }
+
+    /// Whether the task has `flag` (one of [`RT_FIFO`], [`RT_HEAD`], [`RT_STRICT`]).
+    #[inline]
+    pub(crate) fn rt_flag(&self, flag: u8) -> bool {
+        self.rt_flags.load(Ordering::Relaxed) & flag != 0
+    }
+
+    /// Sets or clears `flag` (`realtime.rs`).
+    pub(crate) fn set_rt_flag(&self, flag: u8, on: bool) {
+        if on {
+            self.rt_flags.fetch_or(flag, Ordering::Relaxed);
+        } else {
+            self.rt_flags.fetch_and(!flag, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the task goes to the head of its list now (the mark is cleared). Under
+    /// the `High` queue's lock.
+    pub(crate) fn take_rt_head(&self) -> bool {
+        self.rt_flags.load(Ordering::Relaxed) & RT_HEAD != 0
+            && self.rt_flags.fetch_and(!RT_HEAD, Ordering::Relaxed) & RT_HEAD != 0
+    }
+
+    /// Sets the task's own level to `p` while it may be running or queued
+    /// (`realtime.rs`): an inherited level it holds is kept while it is higher.
+    pub(crate) fn set_own_priority(&self, p: crate::Priority) {
+        let mut cur = self.priority.load(Ordering::Relaxed);
+        loop {
+            let new = if cur & BOOSTED != 0 && (cur & LEVEL) < p.as_u8() {
+                (cur & TURN) | BOOSTED | (p.as_u8() << BASE_SHIFT) | (cur & LEVEL)
+            } else {
+                (cur & TURN) | p.as_u8()
+            };
+            match self.priority.compare_exchange_weak(
+                cur,
+                new,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
     }
 
     /// The task's level: its own, or the one it inherited while it holds a

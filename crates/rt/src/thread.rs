@@ -61,6 +61,18 @@ impl Thread {
         &self.task
     }
 
+    /// Changes the thread's scheduling while it runs, waits to run or is parked
+    /// (POSIX's `pthread_setschedparam`): real-time priority `rt` under `SCHED_FIFO`
+    /// (`fifo`) or `SCHED_RR`, as [`Builder::realtime`] and [`Builder::fifo`] give at
+    /// spawn; `rt` 0 makes it a [`Normal`](crate::Priority) thread. Raised above the
+    /// caller's, it takes the caller's processor when the caller leaves the runtime's code;
+    /// the caller lowering its own yields at once to a higher waiting thread and goes to
+    /// the head of its new priority's list (`realtime.rs`, rule 3, for where a thread
+    /// running on another processor or queued among `Normal` work stands).
+    pub fn set_realtime(&self, rt: u8, fifo: bool) {
+        crate::realtime::set(&self.task, rt, fifo);
+    }
+
     /// Makes the thread's park token available: a parked thread runs again,
     /// and a running thread's next [`park`] returns at once. Can be called
     /// from any thread, inside or outside the runtime.
@@ -219,6 +231,7 @@ impl Builder {
     pub fn priority(mut self, p: crate::Priority) -> Builder {
         self.opts.priority = p;
         self.opts.rt_priority = 0;
+        self.opts.rt_fifo = false;
         self
     }
 
@@ -231,6 +244,15 @@ impl Builder {
     pub fn realtime(mut self, rt: u8) -> Builder {
         self.opts.priority = crate::Priority::High;
         self.opts.rt_priority = rt;
+        self
+    }
+
+    /// With [`realtime`](Builder::realtime): POSIX's `SCHED_FIFO` (`true`) rather than
+    /// `SCHED_RR` (the default): the thread's quantum never passes the processor to a
+    /// thread of its own real-time priority; it keeps it until it blocks, yields, or a
+    /// higher one comes (`realtime.rs`).
+    pub fn fifo(mut self, on: bool) -> Builder {
+        self.opts.rt_fifo = on;
         self
     }
 

@@ -40,7 +40,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("processor", &["processor", "machine", "state", "guard"]),
-    ("policy", &["hooks", "preempt", "blocking", "monitor", "poll", "shared"]),
+    ("policy", &["hooks", "preempt", "blocking", "monitor", "poll", "shared", "realtime"]),
     ("api", &["thread", "sync", "scope", "local", "net", "io", "runtime", "yielder", "lib"]),
 ];
 

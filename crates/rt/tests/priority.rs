@@ -478,3 +478,161 @@ fn real_time_priorities_run_highest_first_and_keep_their_yields() {
     // 30 and 30 ran at their spawns (above the spawner's 10), in turn; then 5, 5, 0.
     assert_eq!(order, "beacd");
 }
+
+/// `SCHED_FIFO` (`Builder::fifo`, `realtime.rs` rule 1): a FIFO thread's quantum does not
+/// pass its processor to a waiting thread of its own priority, and a higher one that
+/// preempts it (woken by a timer: the monitor's) leaves it at the head of its priority's
+/// list, so it runs again before the equal one that waited all along. One processor, a
+/// 2 ms quantum: before, the quantum rotated the two equals while the higher one slept.
+#[test]
+fn a_fifo_thread_keeps_its_processor_against_an_equal_one_and_its_place_when_preempted() {
+    let order = watchdog(20, || {
+        let rt = one_processor(Preemption::Quantum(Duration::from_millis(2)));
+        rt.block_on(|| {
+            let log = Arc::new(Mutex::new(String::new()));
+            let l = log.clone();
+            Builder::new()
+                .realtime(10)
+                .fifo(true)
+                .spawn(move || {
+                    let lb = l.clone();
+                    // Its equal: waits behind it.
+                    let b = Builder::new()
+                        .realtime(10)
+                        .fifo(true)
+                        .spawn(move || lb.lock().unwrap().push('B'))
+                        .unwrap();
+                    let lc = l.clone();
+                    // Higher: runs at once, then sleeps 30 ms (15 quanta) on a timer.
+                    let c = Builder::new()
+                        .realtime(20)
+                        .fifo(true)
+                        .spawn(move || {
+                            sleep(Duration::from_millis(30));
+                            lc.lock().unwrap().push('C');
+                        })
+                        .unwrap();
+                    while !l.lock().unwrap().contains('C') {
+                        std::hint::spin_loop();
+                    }
+                    l.lock().unwrap().push('A');
+                    c.join().unwrap();
+                    b.join().unwrap();
+                })
+                .unwrap()
+                .join()
+                .unwrap();
+            let s = log.lock().unwrap().clone();
+            s
+        })
+        .unwrap()
+    });
+    assert_eq!(order, "CAB", "B (10) ran in its equal's quanta, or took its place after C");
+}
+
+/// The monitor's rule 2 (`realtime.rs`): a real-time thread woken from outside (an OS
+/// thread's unpark) above the priorities running takes the processor running the lowest
+/// of them at once, without waiting for a quantum (an hour here). Two processors spin
+/// `SCHED_FIFO` threads of 10 and 20; the woken 30 must displace 10: while it runs, 10
+/// makes no progress and 20 does. Before, it waited for the hour's quantum (the watchdog).
+#[test]
+fn a_real_time_thread_woken_from_outside_preempts_the_lowest_running_priority() {
+    use std::sync::atomic::AtomicU64;
+    watchdog(20, || {
+        let rt = Runtime::builder()
+            .processors(2)
+            .preemption(Preemption::Quantum(Duration::from_secs(3600)))
+            .build()
+            .unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let go = Arc::new(AtomicBool::new(false));
+        let counts: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let (c, g) = (counts.clone(), go.clone());
+        let high = Builder::new()
+            .realtime(30)
+            .fifo(true)
+            .spawn_on(&rt, move || {
+                while !g.load(Ordering::Acquire) {
+                    schedlab_rt::park();
+                }
+                // Running now, on 10's processor: 10 is queued (20 never yields to it).
+                let ten = c[0].load(Ordering::Relaxed);
+                let twenty = c[1].load(Ordering::Relaxed);
+                while c[1].load(Ordering::Relaxed) == twenty {
+                    std::hint::spin_loop();
+                }
+                assert_eq!(c[0].load(Ordering::Relaxed), ten, "30 displaced 20, not 10");
+            })
+            .unwrap();
+        let spinners: Vec<_> = [10u8, 20]
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let (c, d) = (counts.clone(), done.clone());
+                Builder::new()
+                    .realtime(p)
+                    .fifo(true)
+                    .spawn_on(&rt, move || {
+                        while !d.load(Ordering::Relaxed) {
+                            c[i].fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                    .unwrap()
+            })
+            .collect();
+        while counts.iter().any(|c| c.load(Ordering::Relaxed) == 0) {
+            std::thread::yield_now();
+        }
+        go.store(true, Ordering::Release);
+        high.thread().unpark();
+        let r = high.join();
+        done.store(true, Ordering::Relaxed);
+        for s in spinners {
+            s.join().unwrap();
+        }
+        r.unwrap();
+    });
+}
+
+/// A thread's real-time priority changed while it runs or waits (`Thread::set_realtime`,
+/// `realtime.rs` rule 3), on one processor: a thread of 20 lowering itself to 12 yields at
+/// once to the waiting 15 (and not to 10); raising the waiting 10 to 25 runs it before
+/// the call returns. Before, both only took effect at the next queueing.
+#[test]
+fn a_changed_real_time_priority_takes_effect_at_once() {
+    let order = watchdog(10, || {
+        let rt = one_processor(Preemption::Cooperative);
+        rt.block_on(|| {
+            let log = Arc::new(Mutex::new(String::new()));
+            let l = log.clone();
+            Builder::new()
+                .realtime(20)
+                .fifo(true)
+                .spawn(move || {
+                    let mk = |p: u8, name: char| {
+                        let l = l.clone();
+                        Builder::new()
+                            .realtime(p)
+                            .fifo(true)
+                            .spawn(move || l.lock().unwrap().push(name))
+                            .unwrap()
+                    };
+                    let b = mk(10, 'B');
+                    let c = mk(15, 'C');
+                    schedlab_rt::current().set_realtime(12, true);
+                    l.lock().unwrap().push('A');
+                    b.thread().set_realtime(25, true);
+                    l.lock().unwrap().push('a');
+                    b.join().unwrap();
+                    c.join().unwrap();
+                })
+                .unwrap()
+                .join()
+                .unwrap();
+            let s = log.lock().unwrap().clone();
+            s
+        })
+        .unwrap()
+    });
+    assert_eq!(order, "CABa");
+}

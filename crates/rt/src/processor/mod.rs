@@ -52,7 +52,7 @@ mod yield_to;
 pub(crate) use self::inline::join_inline;
 pub(crate) use self::yield_to::yield_to;
 
-pub(crate) use self::spawn::{spawn, SpawnOptions, Target};
+pub(crate) use self::spawn::{enable_levels, spawn, SpawnOptions, Target};
 pub(crate) use self::switch::{after_switch, complete_leave, Pending};
 pub(crate) use self::switch::{
     join_park, make_runnable, park_current, park_unlocking, unpark_sync, unpark_user, wake_queued,
@@ -335,6 +335,9 @@ pub(crate) struct Processor {
     /// the scheduler context), plus `task::TURN` while its stint is a turn
     /// (`priority.rs`, "Aging"), for the monitor, while `prios` is set.
     pub(crate) cur_prio: std::sync::atomic::AtomicU8,
+    /// The running thread's real-time priority, plus `CUR_FIFO` under `SCHED_FIFO`
+    /// (`realtime.rs`), for the monitor, while `prios` is set.
+    pub(crate) cur_rt: std::sync::atomic::AtomicU16,
     /// The last turn given here went to an aged `Low` thread, and no `Normal`
     /// thread has run here since: the next aged one waits behind `Normal`
     /// work (`priority.rs`, "Aging"). Only this processor's kernel thread.
@@ -396,6 +399,7 @@ impl Processor {
             policies: AtomicBool::new(false),
             prios: AtomicBool::new(false),
             cur_prio: std::sync::atomic::AtomicU8::new(1),
+            cur_rt: std::sync::atomic::AtomicU16::new(0),
             normal_turn: AtomicBool::new(false),
             aged_last: Cell::new(false),
             budgets: AtomicBool::new(false),
@@ -534,6 +538,7 @@ impl Processor {
             }
             let turn_bit = if turn { crate::task::TURN } else { 0 };
             self.cur_prio.store(p.as_u8() | turn_bit, Ordering::Relaxed);
+            self.cur_rt.store(cur.map_or(0, crate::hooks::published_rt), Ordering::Relaxed);
         }
     }
 
@@ -823,14 +828,15 @@ impl Processor {
         let turn = if self.normal_turn.swap(false, Ordering::Relaxed) {
             aged().or_else(|| self.pop_local())
         } else {
-            let rt = self
-                .current_task()
-                .filter(|c| c.priority() == crate::Priority::High)
-                .map_or(0, |c| c.rt_priority());
+            let cur = self.current_task().filter(|c| c.priority() == crate::Priority::High);
+            let rt = cur.map_or(0, |c| c.rt_priority());
+            if rt != 0 {
+                // A real-time thread's decision (`realtime.rs`).
+                let cur = cur.expect("rt != 0");
+                return crate::hooks::realtime_decision(prio, cur, rt).map(Some).ok_or(());
+            }
             if let Some(t) = prio.pop_high_from(rt) {
                 return Ok(Some(t));
-            } else if rt != 0 {
-                return Err(());
             }
             aged()
         };

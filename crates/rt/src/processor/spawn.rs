@@ -25,6 +25,8 @@ pub(crate) struct SpawnOptions {
     pub(crate) priority: crate::Priority,
     /// `Builder::realtime`: the real-time priority among `High` threads, 0 for none.
     pub(crate) rt_priority: u8,
+    /// `Builder::fifo`: a real-time thread under `SCHED_FIFO` (`realtime.rs`).
+    pub(crate) rt_fifo: bool,
     /// `Builder::thread_pointer` (`shared-library` build): the thread's own
     /// TLS block and thread control block; 0 for none.
     pub(crate) thread_pointer: usize,
@@ -58,7 +60,7 @@ where
     T: Send + 'static,
 {
     let (policies, priority, budget) = (opts.has_policies(), opts.priority, opts.budget);
-    let rt_priority = opts.rt_priority;
+    let rt_priority = (opts.rt_priority, opts.rt_fifo);
     if policies {
         check_policies(&opts)?;
     }
@@ -222,7 +224,7 @@ fn check_policies(opts: &SpawnOptions) -> io::Result<()> {
 fn apply_policies(
     task: &Task,
     priority: crate::Priority,
-    rt_priority: u8,
+    (rt_priority, rt_fifo): (u8, bool),
     budget: Option<(f64, std::time::Duration)>,
     shared: &Shared,
 ) {
@@ -236,16 +238,8 @@ fn apply_policies(
     if priority != crate::Priority::Normal {
         task.set_priority(priority);
         task.set_rt_priority(rt_priority);
-        if !crate::priority::LEVELS.load(Ordering::Relaxed) {
-            // Mutexes record their holders from now on (`priority.rs`, "Inheritance").
-            crate::priority::LEVELS.store(true, Ordering::Relaxed);
-        }
-        if !shared.prios.swap(true, Ordering::Relaxed) {
-            each_processor(&|p| {
-                p.prios.store(true, Ordering::Relaxed);
-                p.policies.store(true, Ordering::Relaxed);
-            });
-        }
+        task.set_rt_flag(crate::task::RT_FIFO, rt_fifo);
+        enable_levels(shared);
     }
     if let Some((fraction, period)) = budget {
         task.set_budget(Box::new(crate::budget::Budget::new(fraction, period)));
@@ -254,6 +248,25 @@ fn apply_policies(
                 p.budgets.store(true, Ordering::Relaxed);
                 p.policies.store(true, Ordering::Relaxed);
             });
+        }
+    }
+}
+
+/// Turns the levels' paths on for good in `shared`'s runtime (`priority.rs`): at its
+/// first thread of a level other than `Normal`, spawned (`apply_policies`) or changed
+/// (`realtime.rs`).
+pub(crate) fn enable_levels(shared: &Shared) {
+    use std::sync::atomic::Ordering;
+    if !crate::priority::LEVELS.load(Ordering::Relaxed) {
+        // Mutexes record their holders from now on (`priority.rs`, "Inheritance").
+        crate::priority::LEVELS.store(true, Ordering::Relaxed);
+    }
+    if !shared.prios.swap(true, Ordering::Relaxed) {
+        for p in shared.processors() {
+            // SAFETY: processors live as long as their runtime's `Shared`.
+            let p = unsafe { &*p.0 };
+            p.prios.store(true, Ordering::Relaxed);
+            p.policies.store(true, Ordering::Relaxed);
         }
     }
 }
