@@ -1113,7 +1113,8 @@ impl Processor {
             } else {
                 (Duration::ZERO, SEARCH_BACKOFF.start)
             };
-            spin_until = Some(Instant::now() + look);
+            // No spin: no clock read either (a look, then sleep).
+            spin_until = (!look.is_zero()).then(|| Instant::now() + look);
             backoff = first_pause;
         }
     }
