@@ -11,9 +11,11 @@
 //! a processor asleep in `epoll_wait` (`poll.rs`) as well as to one that
 //! spins, and a spinner looks at it one event at a time — a non-blocking
 //! `epoll_wait` per look — where a sleeper wakes to the batch that came
-//! meanwhile. On the echo server with 16 connections (issue 29) the spin
-//! made 0.57 `epoll_wait` per round trip against tokio's 0.025, and cost
-//! 5–8% of the rate and of the CPU per round trip (docs/PERFORMANCE.md).
+//! meanwhile. On the echo server (issue 29; docs/PERFORMANCE.md) the spin
+//! made 0.4–0.7 `epoll_wait` per round trip at 16 connections against
+//! tokio's 0.03, and cost 3–4% of the rate and 3–6% of the CPU per round
+//! trip; at one connection, 10 per round trip, a quarter of the rate and
+//! 4 µs of CPU per round trip: the spinner did not even answer sooner.
 //! Neither Go nor tokio spins on time: Go's `findRunnable` makes four
 //! stealing rounds, limited to half the busy Ps' worth of spinning Ms,
 //! then blocks in `netpoll`; tokio's worker parks (on the I/O driver, when
