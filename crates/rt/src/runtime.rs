@@ -299,7 +299,11 @@ impl RuntimeBuilder {
     }
 
     /// How long a processor that ran out of work searches before sleeping.
-    /// Default [`DEFAULT_SPIN`]; `Duration::ZERO` sleeps at once; `build`
+    /// Default [`DEFAULT_SPIN`]; `Duration::ZERO` sleeps at once. A
+    /// processor that only I/O readiness can feed (threads wait on
+    /// descriptors, the runtime's other processors sleep, and its last work
+    /// came from its own queue or poll) sleeps at once in the poller
+    /// whatever this says, as Go's and tokio's do. `build`
     /// fails with [`io::ErrorKind::InvalidInput`] naming a value past
     /// [`MAX_SPIN`].
     pub fn spin(mut self, d: Duration) -> Self {

@@ -136,3 +136,63 @@ fn a_low_thread_waiting_for_its_aging_does_not_keep_the_monitor_busy() {
     );
     drop(rt);
 }
+
+/// A processor whose only source of work is the poller (one processor, its thread fed by a
+/// socket) sleeps in `epoll_wait` as soon as it finds nothing, instead of spinning first
+/// (`processor/idle_spin.rs`). It used to spin for the whole configured spin at every
+/// wait for the client, looking at the poller without blocking each time: here, with a
+/// 2 ms spin and a client that pauses 3 ms between round trips, ~2 ms of CPU per round
+/// trip; sleeping at once, a few µs.
+#[test]
+fn a_processor_fed_only_by_the_poller_sleeps_without_spinning() {
+    use std::io::{Read, Write};
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !std::path::Path::new("/proc/self/schedstat").exists() {
+        eprintln!("skipped: this kernel keeps no schedstat (CONFIG_SCHEDSTATS off)");
+        return;
+    }
+    const ROUNDS: u64 = 40;
+    const SPIN: Duration = Duration::from_millis(2);
+    let rt = Runtime::builder().processors(1).spin(SPIN).deadlock_detection(false).build().unwrap();
+    let (mut client, server) = std::os::unix::net::UnixStream::pair().unwrap();
+    let server = schedlab_rt::net::UnixStream::from(server);
+    let echo = Builder::new()
+        .spawn_on(&rt, move || {
+            let mut s = server;
+            let mut b = [0u8; 1];
+            while s.read(&mut b).unwrap() == 1 {
+                s.write_all(&b).unwrap();
+            }
+        })
+        .unwrap();
+    let round_trip = |client: &mut std::os::unix::net::UnixStream| {
+        let mut b = [7u8; 1];
+        client.write_all(&b).unwrap();
+        client.read_exact(&mut b).unwrap();
+        std::thread::sleep(SPIN + Duration::from_millis(1));
+    };
+    // The first search's work came from outside (the spawn): it spins once.
+    for _ in 0..3 {
+        round_trip(&mut client);
+    }
+    let cpu = || runtime_threads_cpu().iter().map(|(_, ns)| ns).sum::<u64>();
+    let before = cpu();
+    for _ in 0..ROUNDS {
+        round_trip(&mut client);
+    }
+    let used = cpu() - before;
+    drop(client);
+    echo.join().unwrap();
+    drop(rt);
+    // Spinning: ~ROUNDS × SPIN (80 ms; less only when the load takes the spinner's CPU).
+    // Sleeping at once: a wake-up, a read and a write per round trip, plus the monitor's
+    // few wake-ups; a quarter of the spin per round trip is a generous bound for those.
+    assert!(
+        used < ROUNDS * SPIN.as_nanos() as u64 / 4,
+        "the runtime's threads used {:.1} ms of CPU over {ROUNDS} round trips {:?} apart \
+         (a {SPIN:?} spin each would be {:.0} ms)",
+        used as f64 / 1e6,
+        SPIN + Duration::from_millis(1),
+        (ROUNDS * SPIN.as_nanos() as u64) as f64 / 1e6
+    );
+}

@@ -44,6 +44,7 @@
 //!    the drop waiting.
 
 mod entry;
+mod idle_spin;
 mod inline;
 mod spawn;
 mod switch;
@@ -372,6 +373,10 @@ pub(crate) struct Processor {
     /// The last look of this (searching) processor saw another processor's
     /// decision count move: back off (`search`).
     owner_busy: Cell<bool>,
+    /// The last search's work came from this processor's own queue, timers
+    /// or poll, not from another processor or the injection queue
+    /// (`idle_spin.rs`).
+    fed_here: Cell<bool>,
 }
 
 impl Processor {
@@ -412,6 +417,7 @@ impl Processor {
             rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
             seen_decisions: std::cell::RefCell::new(Vec::new()),
             owner_busy: Cell::new(false),
+            fed_here: Cell::new(false),
         }
     }
 
@@ -1013,8 +1019,9 @@ impl Processor {
         let shared = &*self.shared;
         let idle = &shared.idle;
         let first = idle.start_searching() == 0;
-        // Only one processor spins at a time; the others sleep at once.
-        let mut spin_until = first.then(|| Instant::now() + shared.spin);
+        // Only one processor spins at a time; the others sleep at once. Nor
+        // does one whose only source of work is the poller (`idle_spin.rs`).
+        let mut spin_until = (first && self.spin_pays()).then(|| Instant::now() + shared.spin);
         let mut backoff = SEARCH_BACKOFF.start;
         // The last look saw another processor switching (`steal_slot`).
         let mut saw_switching;
@@ -1028,7 +1035,8 @@ impl Processor {
                 }
                 return None;
             }
-            if let Some(t) = self.steal_round() {
+            if let Some((t, here)) = self.steal_round() {
+                self.fed_here.set(here);
                 if idle.stop_searching() {
                     shared.notify();
                 }
@@ -1073,7 +1081,8 @@ impl Processor {
             // wake at every end of our search (`idle.rs`, "Slots").
             let deaf = saw_switching;
             idle.prepare_sleep(self.index, !deaf);
-            if let Some(t) = self.steal_round() {
+            if let Some((t, here)) = self.steal_round() {
+                self.fed_here.set(here);
                 idle.cancel_sleep(self.index);
                 shared.monitor.processor_starts();
                 shared.wait_for_check();
@@ -1105,39 +1114,45 @@ impl Processor {
                 // Two looks, DEAF_LOOK apart (the first sees the counter
                 // moved since before the sleep, which doubles the pause).
                 (DEAF_LOOK, DEAF_LOOK / 2)
-            } else {
+            } else if self.spin_pays() {
                 (shared.spin, SEARCH_BACKOFF.start)
+            } else {
+                (Duration::ZERO, SEARCH_BACKOFF.start)
             };
-            spin_until = Some(Instant::now() + look);
+            // No spin: no clock read either (a look, then sleep).
+            spin_until = (!look.is_zero()).then(|| Instant::now() + look);
             backoff = first_pause;
         }
     }
 
-    /// One look at every source of work.
-    fn steal_round(&self) -> Option<TaskRef> {
+    /// One look at every source of work. With the thread found, whether it
+    /// came from this processor's own queue, timers or poll (`true`), or
+    /// from elsewhere: another processor, the injection queue, the
+    /// priority queues (`idle_spin.rs`).
+    fn steal_round(&self) -> Option<(TaskRef, bool)> {
         if self.prios.load(Ordering::Relaxed) {
             // The scheduler context's: no current thread to hold the processor.
             if let Ok(Some(t)) = self.prio_first() {
-                return Some(t);
+                return Some((t, false));
             }
         }
         if let Some(t) = self.pop_local() {
-            return Some(t);
+            return Some((t, true));
         }
         // A fired timer's thread lands in the next slot.
         self.shared.timers.fire(|t| self.wake_timer(t));
         if let Some(t) = self.pop_local() {
-            return Some(t);
+            return Some((t, true));
         }
         if let Some(t) = self.pull_injector() {
-            return Some(t);
+            return Some((t, false));
         }
         // Threads whose descriptors became ready land in the next slot and
         // the queue (Go's `findrunnable` polls the network here too).
         if let Some(p) = crate::hooks::active_poller() {
             if p.poll_idle() != 0 {
                 if let Some(t) = self.pop_local() {
-                    return Some(t);
+                    return Some((t, true));
                 }
             }
         }
@@ -1152,7 +1167,7 @@ impl Processor {
                 }
                 loop {
                     match stealers[victim].steal_into(self.queue.shared()) {
-                        Steal::Success(t) => return Some(t),
+                        Steal::Success(t) => return Some((t, false)),
                         Steal::Empty => break,
                         Steal::Retry => {}
                     }
@@ -1165,12 +1180,12 @@ impl Processor {
                 let victim = (start + k) % n;
                 if victim != self.index {
                     if let Some(t) = self.steal_slot(victim) {
-                        return Some(t);
+                        return Some((t, false));
                     }
                 }
             }
         }
-        self.low_last()
+        self.low_last().map(|t| (t, false))
     }
 
     /// Takes the thread in `victim`'s next slot, unless its owner is likely
