@@ -370,9 +370,25 @@ fn robust_list<R>(d: &ThreadData, f: impl FnOnce(&mut Vec<usize>) -> R) -> R {
 #[cold]
 fn lock_full(r: &Raw, mode: Mode<'_>, cancel: Cancel) -> c_int {
     let kind = r.kind.load(Ordering::Relaxed) & !ELISION;
+    if kind & !(TYPE_MASK | ROBUST) != 0 {
+        return lock_protocol(r, kind, mode, cancel);
+    }
+    lock_kind::<false>(r, kind, mode, cancel)
+}
+
+/// [`lock_full`] for a mutex with a priority protocol (or an invalid kind): its own
+/// copy of the body, so that the mutexes without one pay nothing for the protocols.
+#[cold]
+fn lock_protocol(r: &Raw, kind: i32, mode: Mode<'_>, cancel: Cancel) -> c_int {
     if kind & !(TYPE_MASK | ROBUST | PRIO_INHERIT | PRIO_PROTECT) != 0 {
         return libc::EINVAL;
     }
+    lock_kind::<true>(r, kind, mode, cancel)
+}
+
+/// The body of [`lock_full`]; `PROTOCOL`: `kind` may have a priority protocol.
+#[inline(always)]
+fn lock_kind<const PROTOCOL: bool>(r: &Raw, kind: i32, mode: Mode<'_>, cancel: Cancel) -> c_int {
     let ty = kind & TYPE_MASK;
     let robust = kind & ROBUST != 0;
     let me = current();
@@ -393,7 +409,9 @@ fn lock_full(r: &Raw, mode: Mode<'_>, cancel: Cancel) -> c_int {
     if robust && r.flags.load(Ordering::Acquire) & NOTRECOVERABLE != 0 {
         return libc::ENOTRECOVERABLE;
     }
-    if kind & PRIO_PROTECT != 0 && crate::prio::own_priority(me) > r.ceiling.load(Ordering::Relaxed)
+    if PROTOCOL
+        && kind & PRIO_PROTECT != 0
+        && crate::prio::own_priority(me) > r.ceiling.load(Ordering::Relaxed)
     {
         // POSIX: the caller's priority is above the ceiling.
         return libc::EINVAL;
@@ -409,7 +427,12 @@ fn lock_full(r: &Raw, mode: Mode<'_>, cancel: Cancel) -> c_int {
                 Some(Deadline { clock, at: *ts })
             }
         };
-        match r.acquire_slow(deadline.as_ref(), robust, cancel, kind & PRIO_INHERIT != 0) {
+        match r.acquire_slow(
+            deadline.as_ref(),
+            robust,
+            cancel,
+            PROTOCOL && kind & PRIO_INHERIT != 0,
+        ) {
             Acquired::Yes => {}
             Acquired::TimedOut => return libc::ETIMEDOUT,
             Acquired::NotRecoverable => return libc::ENOTRECOVERABLE,
@@ -420,7 +443,7 @@ fn lock_full(r: &Raw, mode: Mode<'_>, cancel: Cancel) -> c_int {
     if ty == RECURSIVE {
         r.count.store(1, Ordering::Relaxed);
     }
-    if kind & (PRIO_INHERIT | PRIO_PROTECT) != 0 {
+    if PROTOCOL && kind & (PRIO_INHERIT | PRIO_PROTECT) != 0 {
         protocol_held(r, kind, me);
     }
     if robust {
@@ -491,12 +514,28 @@ pub(crate) unsafe fn unlock(m: *mut libc::pthread_mutex_t) -> c_int {
 #[cold]
 fn unlock_full(r: &Raw) -> c_int {
     let kind = r.kind.load(Ordering::Relaxed) & !ELISION;
+    if kind & !(TYPE_MASK | ROBUST) != 0 {
+        return unlock_protocol(r, kind);
+    }
+    unlock_kind::<false>(r, kind)
+}
+
+/// [`unlock_full`] for a mutex with a priority protocol (or an invalid kind), as
+/// [`lock_protocol`].
+#[cold]
+fn unlock_protocol(r: &Raw, kind: i32) -> c_int {
     if kind & !(TYPE_MASK | ROBUST | PRIO_INHERIT | PRIO_PROTECT) != 0 {
         return libc::EINVAL;
     }
+    unlock_kind::<true>(r, kind)
+}
+
+/// The body of [`unlock_full`]; `PROTOCOL` as in [`lock_kind`].
+#[inline(always)]
+fn unlock_kind<const PROTOCOL: bool>(r: &Raw, kind: i32) -> c_int {
     let ty = kind & TYPE_MASK;
     let robust = kind & ROBUST != 0;
-    let protocol = kind & (PRIO_INHERIT | PRIO_PROTECT) != 0;
+    let protocol = PROTOCOL && kind & (PRIO_INHERIT | PRIO_PROTECT) != 0;
     if ty == RECURSIVE || ty == ERRORCHECK || robust {
         let me = current();
         if r.owner.load(Ordering::Relaxed) != me.id || r.state.load(Ordering::Relaxed) & LOCKED == 0
@@ -511,27 +550,31 @@ fn unlock_full(r: &Raw) -> c_int {
             }
             r.count.store(0, Ordering::Relaxed);
         }
+        if robust {
+            let at = r.addr();
+            robust_list(me, |list| {
+                if let Some(i) = list.iter().rposition(|&p| p == at) {
+                    list.swap_remove(i);
+                }
+            });
+            let lower = protocol && crate::prio::unhold(at);
+            r.owner.store(0, Ordering::Relaxed);
+            if r.flags.fetch_and(!INCONSISTENT, Ordering::AcqRel) & INCONSISTENT != 0 {
+                r.release_unrecoverable();
+            } else {
+                r.release();
+            }
+            if lower {
+                crate::prio::apply_self(me);
+            }
+            return 0;
+        }
     }
     // Released for good: the mutex lends nothing from now on, and a holder it raised is
     // lowered once the mutex is free (`prio.rs`, step 3).
     let lower = protocol && crate::prio::unhold(r.addr());
-    if robust {
-        let at = r.addr();
-        robust_list(current(), |list| {
-            if let Some(i) = list.iter().rposition(|&p| p == at) {
-                list.swap_remove(i);
-            }
-        });
-        r.owner.store(0, Ordering::Relaxed);
-        if r.flags.fetch_and(!INCONSISTENT, Ordering::AcqRel) & INCONSISTENT != 0 {
-            r.release_unrecoverable();
-        } else {
-            r.release();
-        }
-    } else {
-        r.owner.store(0, Ordering::Relaxed);
-        r.release();
-    }
+    r.owner.store(0, Ordering::Relaxed);
+    r.release();
     if lower {
         crate::prio::apply_self(current());
     }

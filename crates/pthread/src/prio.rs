@@ -57,6 +57,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 struct Held {
     mutex: usize,
     holder: *const ThreadData,
+    /// The holder's runtime handle, taken by the holder itself ([`hold`]): another
+    /// thread's `ThreadData` gives its handle only once its creator stored it, which a
+    /// thread that locks at once may be ahead of.
+    thread: Option<schedlab_rt::Thread>,
     lends: i32,
 }
 
@@ -77,16 +81,23 @@ fn refresh(rows: &[Held], d: &ThreadData) -> bool {
     d.lent.swap(top, Ordering::Relaxed) != top
 }
 
-/// Moves `d` (not the caller) to its priority now: under [`HELD`]'s lock, so that two
-/// threads moving it cannot apply their answers in the wrong order.
-fn apply_other(d: &ThreadData) {
-    crate::schedparam::take_effect(d);
+/// Moves `d` (not the caller), whose runtime handle is `t`, to its priority now: under
+/// [`HELD`]'s lock, so that two threads moving it cannot apply their answers in the wrong
+/// order.
+fn apply_other(d: &ThreadData, t: Option<&schedlab_rt::Thread>) {
+    if let Some(t) = t {
+        let (rt, fifo) = crate::schedparam::effective(d);
+        t.set_realtime(rt, fifo);
+    }
 }
 
 /// Moves the calling thread `me` to its priority now, with no lock held (lowered, it may
 /// yield); again if its loan changed meanwhile (a waiter that raised it under the lock
 /// just before this lowering landed).
 pub(crate) fn apply_self(me: &ThreadData) {
+    if me.kind.get() != Kind::User {
+        return;
+    }
     loop {
         let lent = me.lent.load(Ordering::Relaxed);
         crate::schedparam::take_effect(me);
@@ -101,7 +112,11 @@ pub(crate) fn apply_self(me: &ThreadData) {
 pub(crate) fn hold(mutex: usize, me: &ThreadData, lends: i32) -> bool {
     let mut rows = HELD.lock();
     USED.store(true, Ordering::Relaxed);
-    rows.push(Held { mutex, holder: me, lends });
+    let thread = match me.kind.get() {
+        Kind::User => me.own_handle().cloned(),
+        Kind::Kernel => None,
+    };
+    rows.push(Held { mutex, holder: me, thread, lends });
     refresh(&rows, me)
 }
 
@@ -118,13 +133,14 @@ pub(crate) fn lend(mutex: usize, lends: i32) -> bool {
     row.lends = lends;
     // SAFETY: a row's holder is alive (`Held`).
     let d = unsafe { &*row.holder };
+    let t = row.thread.clone();
     if !refresh(&rows, d) {
         return false;
     }
     if std::ptr::eq(d, crate::thread::current()) {
         return true;
     }
-    apply_other(d);
+    apply_other(d, t.as_ref());
     false
 }
 
@@ -134,16 +150,16 @@ pub(crate) fn lend(mutex: usize, lends: i32) -> bool {
 pub(crate) fn unhold(mutex: usize) -> bool {
     let mut rows = HELD.lock();
     let Some(i) = rows.iter().position(|h| h.mutex == mutex) else { return false };
-    let d = rows.swap_remove(i).holder;
+    let row = rows.swap_remove(i);
     // SAFETY: a row's holder is alive (`Held`); just removed, under the lock.
-    let d = unsafe { &*d };
+    let d = unsafe { &*row.holder };
     if !refresh(&rows, d) {
         return false;
     }
     if std::ptr::eq(d, crate::thread::current()) {
         return true;
     }
-    apply_other(d);
+    apply_other(d, row.thread.as_ref());
     false
 }
 

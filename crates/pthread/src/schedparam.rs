@@ -90,6 +90,15 @@ pub unsafe extern "C-unwind" fn pthread_setschedparam(
 /// `SCHED_RR` (as Linux's PI futexes raise a `SCHED_OTHER` holder). A thread already
 /// joined has nothing left to move.
 pub(crate) fn take_effect(d: &crate::thread::ThreadData) {
+    if let Some(t) = d.runtime_thread() {
+        let (rt, fifo) = effective(d);
+        t.set_realtime(rt, fifo);
+    }
+}
+
+/// The real-time priority (0: none) and policy (`SCHED_FIFO`: true) `d` runs at now
+/// ([`take_effect`]).
+pub(crate) fn effective(d: &crate::thread::ThreadData) -> (u8, bool) {
     let sched = d.sched.load(Ordering::Relaxed);
     let (own, policy) = (wait_priority(sched), sched >> 16);
     let lent = d.lent.load(Ordering::Relaxed);
@@ -98,9 +107,7 @@ pub(crate) fn take_effect(d: &crate::thread::ThreadData) {
     } else {
         (own, policy == libc::SCHED_FIFO)
     };
-    if let Some(t) = d.runtime_thread() {
-        t.set_realtime(rt.clamp(0, 255) as u8, fifo);
-    }
+    (rt.clamp(0, 255) as u8, fifo)
 }
 
 /// The place a thread with `sched` (as [`pack`]ed) takes in a wait queue:
