@@ -8,6 +8,9 @@
  * - PTHREAD_PRIO_PROTECT: L locks a mutex of ceiling 50 and runs at 50 while it holds it: a
  *   thread of 30 it creates runs only once L unlocks. H (50) locking a mutex of ceiling 20
  *   gets EINVAL (POSIX: the caller's priority is above the ceiling).
+ * - A loan ends with its waiter: H (50) waits on L's PI mutex with a deadline, so L (10)
+ *   runs at 50 and a thread of 30 it creates meanwhile waits; when H's wait times out, L
+ *   drops back to 10 and that thread runs before L goes on.
  * Creating SCHED_FIFO threads needs the privilege to (root, or CAP_SYS_NICE) on glibc's
  * threads: without it the test says so and passes. */
 #define _GNU_SOURCE
@@ -20,13 +23,13 @@
 #include <unistd.h>
 
 enum { L_LOCKED = 1, M_STARTED, H_WAITS, L_UNLOCKS, H_LOCKED, M_ENDED,
-       PP_LOCKED, PP_CREATED, M2_RAN, PP_UNLOCKED };
+       PP_LOCKED, PP_CREATED, M2_RAN, PP_UNLOCKED, H_TIMED_OUT, L_WENT_ON };
 static const char *names[] = { "?", "L locked", "M started", "H waits", "L unlocks",
                                "H locked", "M ended", "L locked PP", "L created M2",
-                               "M2 ran", "L unlocked PP" };
+                               "M2 ran", "L unlocked PP", "H timed out", "L went on" };
 static int events[32], nevents;
 static pthread_mutex_t pi, pp50, pp20;
-static volatile int h_done, m_gave_up, h_pp20;
+static volatile int h_done, m_gave_up, h_pp20, h_timed_out, h_timedlock;
 
 static void record(int e) {
     int i = __atomic_fetch_add(&nevents, 1, __ATOMIC_SEQ_CST);
@@ -98,6 +101,22 @@ static void *medium(void *arg) {
     return NULL;
 }
 
+/* Priority 50: waits 200 ms for the PI mutex L holds. */
+static void *high_timed(void *arg) {
+    (void)arg;
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at);
+    at.tv_nsec += 200 * 1000 * 1000;
+    if (at.tv_nsec >= 1000000000) {
+        at.tv_sec++;
+        at.tv_nsec -= 1000000000;
+    }
+    h_timedlock = pthread_mutex_timedlock(&pi, &at);
+    record(H_TIMED_OUT);
+    h_timed_out = 1;
+    return NULL;
+}
+
 static void *medium2(void *arg) {
     record(M2_RAN);
     return arg;
@@ -130,6 +149,22 @@ static void *low(void *arg) {
     PT(pthread_join(m, NULL));
     int pp_steps[] = { PP_LOCKED, PP_CREATED, M2_RAN, PP_UNLOCKED };
     expect(pp_steps, 4, from, "PTHREAD_PRIO_PROTECT");
+
+    from = nevents;
+    pthread_t h;
+    PT(pthread_mutex_lock(&pi));
+    PT(make(&h, 50, high_timed));
+    /* H waits now (it ran when it was created): L runs at 50, so M2 waits. */
+    PT(make(&m, 30, medium2));
+    while (!h_timed_out)
+        sched_yield(); /* to H once its deadline has passed (both at 50) */
+    record(L_WENT_ON);
+    PT(pthread_mutex_unlock(&pi));
+    PT(pthread_join(h, NULL));
+    PT(pthread_join(m, NULL));
+    CHECK(h_timedlock == ETIMEDOUT, "pthread_mutex_timedlock returned %d", h_timedlock);
+    int timed_steps[] = { H_TIMED_OUT, M2_RAN, L_WENT_ON };
+    expect(timed_steps, 3, from, "a loan ends with its waiter");
     return NULL;
 }
 
