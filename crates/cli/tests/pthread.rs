@@ -30,6 +30,7 @@ const TESTS: &[&str] = &[
     "priority",
     "rtorder",
     "rtchange",
+    "prio_inherit",
     "io",
     "storm",
     "stacks",
@@ -202,6 +203,11 @@ fn a_higher_real_time_priority_runs_first_at_create_and_wake_up_and_keeps_its_yi
 #[test]
 fn a_changed_real_time_priority_moves_the_thread_at_once_and_fifo_keeps_its_processor() {
     check("rtchange");
+}
+
+#[test]
+fn a_priority_inheritance_mutex_ends_inversion_and_a_ceiling_raises_its_holder() {
+    check("prio_inherit");
 }
 
 #[test]

@@ -57,6 +57,7 @@ mod wait;
 mod barrier;
 mod cond;
 mod mutex;
+mod prio;
 mod rwlock;
 mod sem;
 mod spin;

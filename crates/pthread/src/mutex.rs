@@ -84,13 +84,16 @@
 //!
 //! # Priority protocols
 //!
-//! `PTHREAD_PRIO_INHERIT` and `PTHREAD_PRIO_PROTECT` are accepted, kept and
-//! reported (`pthread_mutexattr_getprotocol`, the mutex's ceiling through
-//! `pthread_mutex_getprioceiling`), but they change no thread's priority
-//! yet: a real-time waiter (`SCHED_FIFO`/`SCHED_RR`, the runtime's real-time
-//! `High` threads) is queued first but lends the holder nothing
-//! (docs/PTHREAD.md, "Not done yet"). The mutexes behave as
-//! `PTHREAD_PRIO_NONE` ones otherwise.
+//! `PTHREAD_PRIO_INHERIT`: a waiter lends its priority (its `SCHED_FIFO`/`SCHED_RR`
+//! priority, or what it is lent itself) to the holder, which runs at the highest priority
+//! any waiter of any PI mutex it holds lends, and drops back to the highest still lent (or
+//! its own) at unlock. `PTHREAD_PRIO_PROTECT`: the holder runs at least at the mutex's
+//! ceiling (`pthread_mutexattr_setprioceiling`, `pthread_mutex_setprioceiling`), and a
+//! caller whose own priority is above the ceiling gets `EINVAL`. Both through `prio.rs`
+//! (its record and protocol), from [`lock_full`] and [`unlock_full`] only: mutexes
+//! without a protocol never reach it. The holder moves at once in the runtime's queues
+//! (`schedlab_rt::Thread::set_realtime`). A waiter is still queued by priority, and an
+//! unlock still wakes the first (no hand-off).
 
 use crate::thread::{current, ThreadData};
 use crate::wait::{Cancel, Deadline, Outcome, Queue, Waiter};
@@ -188,6 +191,11 @@ enum Acquired {
 }
 
 impl Raw {
+    /// The mutex's address: its key in `prio.rs`'s record.
+    fn addr(&self) -> usize {
+        self as *const Raw as usize
+    }
+
     fn queue(&self) -> Queue<'_> {
         Queue::new(&self.flags, QUEUE_LOCK, &self.head, &self.tail)
     }
@@ -211,7 +219,16 @@ impl Raw {
 
     /// Locking, slow path (module docs, steps 1 to 4).
     #[cold]
-    fn acquire_slow(&self, deadline: Option<&Deadline>, robust: bool, cancel: Cancel) -> Acquired {
+    ///
+    /// A PI mutex's (`pi`) waiter lends its priority to the holder once it is linked,
+    /// and takes it back if it gives up (`prio.rs`, step 2).
+    fn acquire_slow(
+        &self,
+        deadline: Option<&Deadline>,
+        robust: bool,
+        cancel: Cancel,
+        pi: bool,
+    ) -> Acquired {
         let mut round = 0;
         loop {
             if robust && self.flags.load(Ordering::Acquire) & NOTRECOVERABLE != 0 {
@@ -234,8 +251,12 @@ impl Raw {
             if self.try_acquire() {
                 return Acquired::Yes;
             }
-            let w = Waiter::new(0);
+            let w = match pi {
+                false => Waiter::new(0),
+                true => Waiter::new(0).at_least(current().lent.load(Ordering::Relaxed)),
+            };
             let q = self.queue();
+            let mut lent_to_self = false;
             {
                 // Step 1.
                 let g = q.lock();
@@ -255,6 +276,12 @@ impl Raw {
                     continue;
                 }
                 g.push(&w);
+                if pi {
+                    lent_to_self = crate::prio::lend(self.addr(), g.front_prio());
+                }
+            }
+            if lent_to_self {
+                crate::prio::apply_self(current());
             }
             let outcome = w.wait(&q, deadline, cancel);
             match outcome {
@@ -265,6 +292,10 @@ impl Raw {
                     let g = q.lock();
                     if g.is_empty() {
                         self.state.fetch_and(!PARKED, Ordering::Relaxed);
+                    }
+                    if pi && crate::prio::lend(self.addr(), g.front_prio()) {
+                        drop(g);
+                        crate::prio::apply_self(current());
                     }
                     return match outcome {
                         Outcome::Cancelled => Acquired::Cancelled,
@@ -339,9 +370,25 @@ fn robust_list<R>(d: &ThreadData, f: impl FnOnce(&mut Vec<usize>) -> R) -> R {
 #[cold]
 fn lock_full(r: &Raw, mode: Mode<'_>, cancel: Cancel) -> c_int {
     let kind = r.kind.load(Ordering::Relaxed) & !ELISION;
+    if kind & !(TYPE_MASK | ROBUST) != 0 {
+        return lock_protocol(r, kind, mode, cancel);
+    }
+    lock_kind::<false>(r, kind, mode, cancel)
+}
+
+/// [`lock_full`] for a mutex with a priority protocol (or an invalid kind): its own
+/// copy of the body, so that the mutexes without one pay nothing for the protocols.
+#[cold]
+fn lock_protocol(r: &Raw, kind: i32, mode: Mode<'_>, cancel: Cancel) -> c_int {
     if kind & !(TYPE_MASK | ROBUST | PRIO_INHERIT | PRIO_PROTECT) != 0 {
         return libc::EINVAL;
     }
+    lock_kind::<true>(r, kind, mode, cancel)
+}
+
+/// The body of [`lock_full`]; `PROTOCOL`: `kind` may have a priority protocol.
+#[inline(always)]
+fn lock_kind<const PROTOCOL: bool>(r: &Raw, kind: i32, mode: Mode<'_>, cancel: Cancel) -> c_int {
     let ty = kind & TYPE_MASK;
     let robust = kind & ROBUST != 0;
     let me = current();
@@ -362,6 +409,13 @@ fn lock_full(r: &Raw, mode: Mode<'_>, cancel: Cancel) -> c_int {
     if robust && r.flags.load(Ordering::Acquire) & NOTRECOVERABLE != 0 {
         return libc::ENOTRECOVERABLE;
     }
+    if PROTOCOL
+        && kind & PRIO_PROTECT != 0
+        && crate::prio::own_priority(me) > r.ceiling.load(Ordering::Relaxed)
+    {
+        // POSIX: the caller's priority is above the ceiling.
+        return libc::EINVAL;
+    }
     if !r.try_acquire() {
         let deadline = match mode {
             Mode::Try => return libc::EBUSY,
@@ -373,7 +427,12 @@ fn lock_full(r: &Raw, mode: Mode<'_>, cancel: Cancel) -> c_int {
                 Some(Deadline { clock, at: *ts })
             }
         };
-        match r.acquire_slow(deadline.as_ref(), robust, cancel) {
+        match r.acquire_slow(
+            deadline.as_ref(),
+            robust,
+            cancel,
+            PROTOCOL && kind & PRIO_INHERIT != 0,
+        ) {
             Acquired::Yes => {}
             Acquired::TimedOut => return libc::ETIMEDOUT,
             Acquired::NotRecoverable => return libc::ENOTRECOVERABLE,
@@ -383,6 +442,9 @@ fn lock_full(r: &Raw, mode: Mode<'_>, cancel: Cancel) -> c_int {
     r.owner.store(me.id, Ordering::Relaxed);
     if ty == RECURSIVE {
         r.count.store(1, Ordering::Relaxed);
+    }
+    if PROTOCOL && kind & (PRIO_INHERIT | PRIO_PROTECT) != 0 {
+        protocol_held(r, kind, me);
     }
     if robust {
         robust_list(me, |l| l.push(r as *const Raw as usize));
@@ -413,7 +475,7 @@ pub(crate) unsafe fn lock(m: *mut libc::pthread_mutex_t, cancel: Cancel) -> c_in
             && !r.try_acquire()
         {
             // (A normal mutex relocked by its holder waits for good, as glibc's.)
-            if let Acquired::Cancelled = r.acquire_slow(None, false, cancel) {
+            if let Acquired::Cancelled = r.acquire_slow(None, false, cancel, false) {
                 crate::cancel::act();
             }
         }
@@ -452,11 +514,28 @@ pub(crate) unsafe fn unlock(m: *mut libc::pthread_mutex_t) -> c_int {
 #[cold]
 fn unlock_full(r: &Raw) -> c_int {
     let kind = r.kind.load(Ordering::Relaxed) & !ELISION;
+    if kind & !(TYPE_MASK | ROBUST) != 0 {
+        return unlock_protocol(r, kind);
+    }
+    unlock_kind::<false>(r, kind)
+}
+
+/// [`unlock_full`] for a mutex with a priority protocol (or an invalid kind), as
+/// [`lock_protocol`].
+#[cold]
+fn unlock_protocol(r: &Raw, kind: i32) -> c_int {
     if kind & !(TYPE_MASK | ROBUST | PRIO_INHERIT | PRIO_PROTECT) != 0 {
         return libc::EINVAL;
     }
+    unlock_kind::<true>(r, kind)
+}
+
+/// The body of [`unlock_full`]; `PROTOCOL` as in [`lock_kind`].
+#[inline(always)]
+fn unlock_kind<const PROTOCOL: bool>(r: &Raw, kind: i32) -> c_int {
     let ty = kind & TYPE_MASK;
     let robust = kind & ROBUST != 0;
+    let protocol = PROTOCOL && kind & (PRIO_INHERIT | PRIO_PROTECT) != 0;
     if ty == RECURSIVE || ty == ERRORCHECK || robust {
         let me = current();
         if r.owner.load(Ordering::Relaxed) != me.id || r.state.load(Ordering::Relaxed) & LOCKED == 0
@@ -472,24 +551,51 @@ fn unlock_full(r: &Raw) -> c_int {
             r.count.store(0, Ordering::Relaxed);
         }
         if robust {
-            let at = r as *const Raw as usize;
+            let at = r.addr();
             robust_list(me, |list| {
                 if let Some(i) = list.iter().rposition(|&p| p == at) {
                     list.swap_remove(i);
                 }
             });
+            let lower = protocol && crate::prio::unhold(at);
             r.owner.store(0, Ordering::Relaxed);
             if r.flags.fetch_and(!INCONSISTENT, Ordering::AcqRel) & INCONSISTENT != 0 {
                 r.release_unrecoverable();
-                return 0;
+            } else {
+                r.release();
             }
-            r.release();
+            if lower {
+                crate::prio::apply_self(me);
+            }
             return 0;
         }
     }
+    // Released for good: the mutex lends nothing from now on, and a holder it raised is
+    // lowered once the mutex is free (`prio.rs`, step 3).
+    let lower = protocol && crate::prio::unhold(r.addr());
     r.owner.store(0, Ordering::Relaxed);
     r.release();
+    if lower {
+        crate::prio::apply_self(current());
+    }
     0
+}
+
+/// Step 1 of `prio.rs`: the caller `me` has just locked the protocol mutex `r`, which
+/// lends it its ceiling (PP) or its first waiter's priority (PI, read under the queue
+/// lock so that a waiter linking meanwhile either sees the row or is seen here).
+#[cold]
+fn protocol_held(r: &Raw, kind: i32, me: &ThreadData) {
+    let raised = if kind & PRIO_PROTECT != 0 {
+        crate::prio::hold(r.addr(), me, r.ceiling.load(Ordering::Relaxed))
+    } else {
+        let q = r.queue();
+        let g = q.lock();
+        crate::prio::hold(r.addr(), me, g.front_prio())
+    };
+    if raised {
+        crate::prio::apply_self(me);
+    }
 }
 
 /// Releases the robust mutexes a user thread still holds as it ends (module
@@ -739,7 +845,8 @@ pub unsafe extern "C-unwind" fn pthread_mutex_getprioceiling(
 }
 
 /// `pthread_mutex_setprioceiling`: locks the mutex (unless the caller holds
-/// it), changes the ceiling, unlocks; the old ceiling in `old`.
+/// it; then the new ceiling raises or lowers it at once), changes the ceiling,
+/// unlocks; the old ceiling in `old`.
 ///
 /// # Safety
 ///
@@ -764,20 +871,24 @@ pub unsafe extern "C-unwind" fn pthread_mutex_setprioceiling(
     let held = r.owner.load(Ordering::Relaxed) == current().id
         && r.state.load(Ordering::Relaxed) & LOCKED != 0;
     if !held {
-        // SAFETY: forwarded.
-        let e = unsafe { lock(m, Cancel::Never) };
-        if e != 0 && e != libc::EOWNERDEAD {
-            return e;
+        // Locked without the protocol, as glibc's: no ceiling check against the caller's
+        // priority and no raise (a priority-protected mutex is never robust).
+        if !r.try_acquire() {
+            let _ = r.acquire_slow(None, false, Cancel::Never, false);
         }
+        r.owner.store(current().id, Ordering::Relaxed);
     }
     let was = r.ceiling.swap(ceiling, Ordering::Relaxed);
+    if held && crate::prio::set_ceiling(r.addr(), ceiling) {
+        crate::prio::apply_self(current());
+    }
     if !old.is_null() {
         // SAFETY: the caller's out-parameter.
         unsafe { *old = was };
     }
     if !held {
-        // SAFETY: locked just above.
-        unsafe { unlock(m) };
+        r.owner.store(0, Ordering::Relaxed);
+        r.release();
     }
     0
 }

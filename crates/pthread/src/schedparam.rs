@@ -78,19 +78,36 @@ pub unsafe extern "C-unwind" fn pthread_setschedparam(
         return libc::EINVAL;
     }
     d.sched.store(pack(policy, prio), Ordering::Relaxed);
-    take_effect(d, policy, prio);
+    take_effect(d);
     0
 }
 
-/// Moves a user thread whose policy or priority was just recorded in the runtime's
-/// queues (`schedlab_rt::Thread::set_realtime`): `SCHED_FIFO` and `SCHED_RR` as
-/// real-time `High` threads of their priority, the others as `Normal` ones. A thread
-/// already joined has nothing left to move.
-fn take_effect(d: &crate::thread::ThreadData, policy: c_int, prio: c_int) {
-    let rt = wait_priority(pack(policy, prio)).clamp(0, 255) as u8;
+/// Moves a user thread whose policy or priority was just recorded, or whose protocol
+/// mutexes lend it another priority (`prio.rs`), in the runtime's queues
+/// (`schedlab_rt::Thread::set_realtime`): `SCHED_FIFO` and `SCHED_RR` as real-time
+/// `High` threads of their priority, the others as `Normal` ones; lent a higher priority
+/// than its own, a thread runs at it, under `SCHED_FIFO` unless its own policy is
+/// `SCHED_RR` (as Linux's PI futexes raise a `SCHED_OTHER` holder). A thread already
+/// joined has nothing left to move.
+pub(crate) fn take_effect(d: &crate::thread::ThreadData) {
     if let Some(t) = d.runtime_thread() {
-        t.set_realtime(rt, policy == libc::SCHED_FIFO);
+        let (rt, fifo) = effective(d);
+        t.set_realtime(rt, fifo);
     }
+}
+
+/// The real-time priority (0: none) and policy (`SCHED_FIFO`: true) `d` runs at now
+/// ([`take_effect`]).
+pub(crate) fn effective(d: &crate::thread::ThreadData) -> (u8, bool) {
+    let sched = d.sched.load(Ordering::Relaxed);
+    let (own, policy) = (wait_priority(sched), sched >> 16);
+    let lent = d.lent.load(Ordering::Relaxed);
+    let (rt, fifo) = if lent > own {
+        (lent, policy != libc::SCHED_RR)
+    } else {
+        (own, policy == libc::SCHED_FIFO)
+    };
+    (rt.clamp(0, 255) as u8, fifo)
 }
 
 /// The place a thread with `sched` (as [`pack`]ed) takes in a wait queue:
@@ -153,7 +170,7 @@ pub extern "C-unwind" fn pthread_setschedprio(t: libc::pthread_t, prio: c_int) -
         return libc::EINVAL;
     }
     d.sched.store(pack(policy, prio), Ordering::Relaxed);
-    take_effect(d, policy, prio);
+    take_effect(d);
     0
 }
 

@@ -170,6 +170,9 @@ pub(crate) struct ThreadData {
     pub(crate) sigwait_set: std::sync::atomic::AtomicU64,
     /// Scheduling policy (high 16 bits) and priority, as last set.
     pub(crate) sched: std::sync::atomic::AtomicI32,
+    /// The highest priority the protocol mutexes the thread holds lend it (`prio.rs`),
+    /// 0 for none; it runs at the higher of this and its own.
+    pub(crate) lent: std::sync::atomic::AtomicI32,
     /// Signals delivered to the thread so far (a sleep they interrupt ends
     /// with `EINTR`).
     pub(crate) signals_seen: AtomicU32,
@@ -234,6 +237,7 @@ impl ThreadData {
             shared_mutex: AtomicPtr::new(std::ptr::null_mut()),
             shared_waking: AtomicU32::new(0),
             sched: std::sync::atomic::AtomicI32::new(0),
+            lent: std::sync::atomic::AtomicI32::new(0),
         }
     }
 
@@ -701,6 +705,7 @@ fn thread_main(data: usize, start: usize, arg: usize) {
 fn finish(d: &ThreadData) {
     crate::key::run_destructors(d);
     crate::glibc::call_tls_dtors();
+    crate::prio::forget(d);
     crate::mutex::release_robust(d);
     let was = d.state.fetch_or(EXITED, Ordering::AcqRel);
     if was & DETACHED != 0 {

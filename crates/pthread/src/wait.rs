@@ -93,7 +93,7 @@ pub(crate) struct Waiter {
     /// What the waiter waits as (a read-write lock's reader or writer...),
     /// or what a waker hands it; the primitive's own meaning.
     pub(crate) tag: Cell<u32>,
-    /// Its place in the queue (`schedparam::wait_priority`).
+    /// Its place in the queue (`schedparam::wait_priority`, or more: [`Waiter::at_least`]).
     prio: i32,
 }
 
@@ -132,6 +132,13 @@ impl Waiter {
     /// may instead return, spuriously).
     pub(crate) fn interruptible(self) -> Waiter {
         self.interruptible.set(true);
+        self
+    }
+
+    /// Queues the waiter at `prio` if that is higher than its own: a PI mutex's waiter
+    /// that holds another PI mutex queues at what it is lent (`prio.rs`, "Chains").
+    pub(crate) fn at_least(mut self, prio: i32) -> Waiter {
+        self.prio = self.prio.max(prio);
         self
     }
 
@@ -365,6 +372,16 @@ impl Locked<'_, '_> {
         let h = self.q.head.load(Ordering::Relaxed);
         // SAFETY: as in `push`.
         (!h.is_null()).then(|| unsafe { (*h).tag.get() })
+    }
+
+    /// The first waiter's priority (the highest linked, step 1), 0 with none.
+    pub(crate) fn front_prio(&self) -> i32 {
+        let h = self.q.head.load(Ordering::Relaxed);
+        if h.is_null() {
+            return 0;
+        }
+        // SAFETY: as in `push`.
+        unsafe { (*h).prio }
     }
 
     /// Unlinks the first waiter.
