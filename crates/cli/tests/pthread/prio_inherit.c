@@ -15,6 +15,7 @@
  * threads: without it the test says so and passes. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "rt.h"
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -53,24 +54,6 @@ static void expect(const int *want, int n, int from, const char *what) {
     exit(1);
 }
 
-static int make(pthread_t *t, int prio, void *(*f)(void *)) {
-    pthread_attr_t a;
-    struct sched_param sp = {.sched_priority = prio};
-    PT(pthread_attr_init(&a));
-    PT(pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED));
-    PT(pthread_attr_setschedpolicy(&a, SCHED_FIFO));
-    PT(pthread_attr_setschedparam(&a, &sp));
-    int e = pthread_create(t, &a, f, NULL);
-    PT(pthread_attr_destroy(&a));
-    return e;
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Priority 50. */
 static void *high(void *arg) {
     (void)arg;
@@ -88,7 +71,7 @@ static void *medium(void *arg) {
     (void)arg;
     pthread_t h;
     record(M_STARTED);
-    PT(make(&h, 50, high));
+    PT(fifo_thread(&h, 50, high, NULL));
     double give_up = now() + 5;
     while (!h_done) {
         if (now() > give_up) {
@@ -128,7 +111,7 @@ static void *low(void *arg) {
     pthread_t m;
     PT(pthread_mutex_lock(&pi));
     record(L_LOCKED);
-    PT(make(&m, 30, medium));
+    PT(fifo_thread(&m, 30, medium, NULL));
     /* Here only once H's loan let L run before M. */
     record(L_UNLOCKS);
     PT(pthread_mutex_unlock(&pi));
@@ -142,7 +125,7 @@ static void *low(void *arg) {
     int from = nevents;
     PT(pthread_mutex_lock(&pp50));
     record(PP_LOCKED);
-    PT(make(&m, 30, medium2));
+    PT(fifo_thread(&m, 30, medium2, NULL));
     record(PP_CREATED);
     PT(pthread_mutex_unlock(&pp50));
     record(PP_UNLOCKED);
@@ -153,9 +136,9 @@ static void *low(void *arg) {
     from = nevents;
     pthread_t h;
     PT(pthread_mutex_lock(&pi));
-    PT(make(&h, 50, high_timed));
+    PT(fifo_thread(&h, 50, high_timed, NULL));
     /* H waits now (it ran when it was created): L runs at 50, so M2 waits. */
-    PT(make(&m, 30, medium2));
+    PT(fifo_thread(&m, 30, medium2, NULL));
     while (!h_timed_out)
         sched_yield(); /* to H once its deadline has passed (both at 50) */
     record(L_WENT_ON);
@@ -166,10 +149,6 @@ static void *low(void *arg) {
     int timed_steps[] = { H_TIMED_OUT, M2_RAN, L_WENT_ON };
     expect(timed_steps, 3, from, "a loan ends with its waiter");
     return NULL;
-}
-
-static void *nothing(void *arg) {
-    return arg;
 }
 
 static void init(pthread_mutex_t *m, int protocol, int ceiling) {
@@ -183,20 +162,12 @@ static void init(pthread_mutex_t *m, int protocol, int ceiling) {
 }
 
 int main(void) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(sched_getcpu(), &one);
-    CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity: errno %d", errno);
-    /* One virtual processor under the library, as in rtorder.c. */
+    one_cpu_one_processor();
     pthread_t t;
-    PT(pthread_create(&t, NULL, nothing, NULL));
-    PT(pthread_join(t, NULL));
-    PT(pthread_setconcurrency(1));
-    usleep(50000);
     init(&pi, PTHREAD_PRIO_INHERIT, 0);
     init(&pp50, PTHREAD_PRIO_PROTECT, 50);
     init(&pp20, PTHREAD_PRIO_PROTECT, 20);
-    int e = make(&t, 10, low);
+    int e = fifo_thread(&t, 10, low, NULL);
     if (e == EPERM) {
         printf("ok (skipped: no privilege to create SCHED_FIFO threads)\n");
         return 0;

@@ -16,6 +16,7 @@
  * threads: without it the test says so and passes. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "rt.h"
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -29,31 +30,13 @@ static void *mark(void *arg) {
     return NULL;
 }
 
-static int make(pthread_t *t, int prio, void *(*f)(void *), long arg) {
-    pthread_attr_t a;
-    struct sched_param sp = {.sched_priority = prio};
-    PT(pthread_attr_init(&a));
-    PT(pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED));
-    PT(pthread_attr_setschedpolicy(&a, SCHED_FIFO));
-    PT(pthread_attr_setschedparam(&a, &sp));
-    int e = pthread_create(t, &a, f, (void *)arg);
-    PT(pthread_attr_destroy(&a));
-    return e;
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* SCHED_FIFO, priority 10. */
 static void *driver(void *arg) {
     (void)arg;
     pthread_t t;
     struct sched_param sp;
 
-    PT(make(&t, 5, mark, 1));
+    PT(fifo_thread(&t, 5, mark, (void *)1));
     CHECK(!ran[1], "a thread of 5 ran before its creator (10) waited");
     sp.sched_priority = 20;
     PT(pthread_setschedparam(t, SCHED_FIFO, &sp));
@@ -61,7 +44,7 @@ static void *driver(void *arg) {
                   "caller (10), and returned before it ran");
     PT(pthread_join(t, NULL));
 
-    PT(make(&t, 10, mark, 2));
+    PT(fifo_thread(&t, 10, mark, (void *)2));
     CHECK(!ran[2], "a thread of 10 ran before its creator (10) waited");
     PT(pthread_setschedprio(pthread_self(), 15));
     CHECK(!ran[2], "raised from 10 to 15, the caller passed its processor to a thread of 10");
@@ -72,20 +55,20 @@ static void *driver(void *arg) {
     CHECK(ran[2], "sched_yield kept the processor from a waiting thread of equal priority");
     PT(pthread_join(t, NULL));
 
-    PT(make(&t, 8, mark, 3));
+    PT(fifo_thread(&t, 8, mark, (void *)3));
     PT(pthread_setschedprio(pthread_self(), 5));
     CHECK(ran[3], "lowered from 10 to 5, the caller went on before the waiting thread of 8");
     PT(pthread_join(t, NULL));
     PT(pthread_setschedprio(pthread_self(), 10));
 
-    PT(make(&t, 10, mark, 4));
+    PT(fifo_thread(&t, 10, mark, (void *)4));
     for (double end = now() + 0.1; now() < end && !ran[4];)
         ;
     CHECK(!ran[4], "a thread of the SCHED_FIFO caller's own priority ran while the caller "
                    "computed (a quantum passed the processor to it)");
     PT(pthread_join(t, NULL));
 
-    PT(make(&t, 1, mark, 5));
+    PT(fifo_thread(&t, 1, mark, (void *)5));
     sp.sched_priority = 0;
     PT(pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp));
     CHECK(ran[5], "moved to SCHED_OTHER, the caller went on before a waiting SCHED_FIFO "
@@ -94,22 +77,10 @@ static void *driver(void *arg) {
     return NULL;
 }
 
-static void *nothing(void *arg) {
-    return arg;
-}
-
 int main(void) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(sched_getcpu(), &one);
-    CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity: errno %d", errno);
-    /* One virtual processor under the library (as in rtorder.c). */
+    one_cpu_one_processor();
     pthread_t t;
-    PT(pthread_create(&t, NULL, nothing, NULL));
-    PT(pthread_join(t, NULL));
-    PT(pthread_setconcurrency(1));
-    usleep(50000);
-    int e = make(&t, 10, driver, 0);
+    int e = fifo_thread(&t, 10, driver, (void *)0);
     if (e == EPERM) {
         printf("ok (skipped: no privilege to create SCHED_FIFO threads)\n");
         return 0;

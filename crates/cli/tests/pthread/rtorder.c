@@ -9,6 +9,7 @@
  * threads: without it the test says so and passes. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "rt.h"
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -37,34 +38,18 @@ static void *high_waiter(void *arg) {
     return NULL;
 }
 
-static int make(pthread_t *t, int prio, void *(*f)(void *)) {
-    pthread_attr_t a;
-    struct sched_param sp = {.sched_priority = prio};
-    PT(pthread_attr_init(&a));
-    PT(pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED));
-    PT(pthread_attr_setschedpolicy(&a, SCHED_FIFO));
-    PT(pthread_attr_setschedparam(&a, &sp));
-    int e = pthread_create(t, &a, f, NULL);
-    PT(pthread_attr_destroy(&a));
-    return e;
-}
-
-static void *nothing(void *arg) {
-    return arg;
-}
-
 /* Priority 10. */
 static void *low(void *arg) {
     (void)arg;
     pthread_t t;
-    PT(make(&t, 20, high_yielder));
+    PT(fifo_thread(&t, 20, high_yielder, NULL));
     creator_went_on = 1;
     CHECK(high_yields == 1000 && !high_saw_creator,
           "the creator (priority 10) went on after %d of 1000 yields of its priority-20 thread",
           high_yields);
     PT(pthread_join(t, NULL));
 
-    PT(make(&t, 20, high_waiter));
+    PT(fifo_thread(&t, 20, high_waiter, NULL));
     /* It waits now: it ran when it was created, and its wait is the only way it stops. */
     CHECK(!woken_ran, "the waiter ran past an empty semaphore");
     PT(sem_post(&sem));
@@ -75,20 +60,10 @@ static void *low(void *arg) {
 }
 
 int main(void) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(sched_getcpu(), &one);
-    CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity: errno %d", errno);
-    /* One virtual processor under the library (`schedlab exec --processors 2` gives two;
-     * a hint on glibc's threads): set once the first thread has started the runtime, and
-     * given a moment to retire the other. */
+    one_cpu_one_processor();
     pthread_t t;
-    PT(pthread_create(&t, NULL, nothing, NULL));
-    PT(pthread_join(t, NULL));
-    PT(pthread_setconcurrency(1));
-    usleep(50000);
     PT(sem_init(&sem, 0, 0));
-    int e = make(&t, 10, low);
+    int e = fifo_thread(&t, 10, low, NULL);
     if (e == EPERM) {
         printf("ok (skipped: no privilege to create SCHED_FIFO threads)\n");
         return 0;

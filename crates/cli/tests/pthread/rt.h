@@ -1,0 +1,53 @@
+/* What the real-time C tests (rtorder.c, rtchange.c, prio_inherit.c) share: SCHED_FIFO
+ * threads, one CPU with one virtual processor, and a monotonic clock in seconds. Include
+ * after check.h, with _GNU_SOURCE defined. */
+#ifndef SCHEDLAB_RT_H
+#define SCHEDLAB_RT_H
+#include "check.h"
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Creates a SCHED_FIFO thread of priority `prio` running f(arg); the error number
+ * (EPERM without the privilege, on glibc's threads). */
+static inline int fifo_thread(pthread_t *t, int prio, void *(*f)(void *), void *arg) {
+    pthread_attr_t a;
+    struct sched_param sp = {.sched_priority = prio};
+    PT(pthread_attr_init(&a));
+    PT(pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED));
+    PT(pthread_attr_setschedpolicy(&a, SCHED_FIFO));
+    PT(pthread_attr_setschedparam(&a, &sp));
+    int e = pthread_create(t, &a, f, arg);
+    PT(pthread_attr_destroy(&a));
+    return e;
+}
+
+static inline void *rt_nothing(void *arg) {
+    return arg;
+}
+
+/* Pins the process to the CPU it is on and, under the library (`schedlab exec
+ * --processors 2` gives two), leaves one virtual processor: set once a first thread has
+ * started the runtime, and given a moment to retire the other (a hint on glibc's
+ * threads). */
+static inline void one_cpu_one_processor(void) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity: errno %d", errno);
+    pthread_t t;
+    PT(pthread_create(&t, NULL, rt_nothing, NULL));
+    PT(pthread_join(t, NULL));
+    PT(pthread_setconcurrency(1));
+    usleep(50000);
+}
+
+/* CLOCK_MONOTONIC in seconds. */
+static inline double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+#endif
