@@ -6,6 +6,7 @@
  * the page gone before the fork (under the library, where userfaultfd is allowed), "ok
  * resident" otherwise (glibc's threads). */
 #include "check.h"
+#include "reclaim.h"
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -30,28 +31,13 @@ static void *idle_reader(void *arg) {
     return (void *)1L;
 }
 
-/* The page holding `p` is resident (mincore's low bit). */
-static int resident(const void *p) {
-    long page = sysconf(_SC_PAGESIZE);
-    unsigned char v = 0;
-    void *base = (void *)((unsigned long)p & ~(unsigned long)(page - 1));
-    CHECK(mincore(base, (size_t)page, &v) == 0, "mincore");
-    return v & 1;
-}
-
 int main(void) {
     CHECK(pipe(wake) == 0, "pipe");
     pthread_t t;
     PT(pthread_create(&t, NULL, idle_reader, NULL));
     while (shared_word == NULL)
         usleep(1000);
-    /* The reclaim takes a thread idle for 1 s; look for up to 3 s. */
-    int gone = 0;
-    for (int i = 0; i < 30 && !gone; i++) {
-        struct timespec ts = {0, 100 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-        gone = !resident((const void *)shared_word);
-    }
+    int gone = wait_given_back((const void *)shared_word);
     for (int round = 0; round < 3; round++) {
         pid_t pid = fork();
         CHECK(pid >= 0, "fork");

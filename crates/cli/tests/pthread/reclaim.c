@@ -6,6 +6,7 @@
  * thread's stack page gone before main touched it (under the library, where userfaultfd is
  * allowed), "ok resident" otherwise (glibc's threads). */
 #include "check.h"
+#include "reclaim.h"
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -30,15 +31,6 @@ static void *idle_reader(void *arg) {
     return (void *)1L;
 }
 
-/* The page holding `p` is resident (mincore's low bit). */
-static int resident(const void *p) {
-    long page = sysconf(_SC_PAGESIZE);
-    unsigned char v = 0;
-    void *base = (void *)((unsigned long)p & ~(unsigned long)(page - 1));
-    CHECK(mincore(base, (size_t)page, &v) == 0, "mincore");
-    return v & 1;
-}
-
 int main(void) {
     CHECK(pipe(wake) == 0 && pipe(data) == 0, "pipe");
     const char msg[] = "the kernel wrote this";
@@ -47,13 +39,7 @@ int main(void) {
     PT(pthread_create(&t, NULL, idle_reader, NULL));
     while (shared_buf == NULL)
         usleep(1000);
-    /* The reclaim takes a thread idle for 1 s; look for up to 3 s. */
-    int gone = 0;
-    for (int i = 0; i < 30 && !gone; i++) {
-        struct timespec ts = {0, 100 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-        gone = !resident(shared_buf);
-    }
+    int gone = wait_given_back(shared_buf);
     CHECK(read(data[0], shared_buf, sizeof msg) == (ssize_t)sizeof msg, "read into the idle stack");
     *shared_word = 42;
     CHECK(*shared_word == 42, "the store did not stay");
