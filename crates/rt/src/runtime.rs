@@ -418,6 +418,7 @@ impl RuntimeBuilder {
         let max = self.max_processors.unwrap_or(self.processors).max(self.processors);
         Shared {
             max_procs: max,
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             active: CachePadded::new(AtomicUsize::new(self.processors)),
             resize: Mutex::new(()),
             stack_size: self.stack_size,

@@ -51,6 +51,10 @@ use std::time::Duration;
 pub(crate) struct Shared {
     /// Processors made at build (the length of every per-processor array).
     pub(crate) max_procs: usize,
+    /// The CPUs the process could use at build (`available_parallelism`:
+    /// the building thread's affinity mask, its cgroup's quota): more awake
+    /// processors than that take CPU time from each other (`idle_spin.rs`).
+    pub(crate) cpus: usize,
     /// Processors that run user threads: those of index `< active`
     /// ("Resizing" above). Read on slow paths only.
     pub(crate) active: CachePadded<AtomicUsize>,

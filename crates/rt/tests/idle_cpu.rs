@@ -196,3 +196,98 @@ fn a_processor_fed_only_by_the_poller_sleeps_without_spinning() {
         (ROUNDS * SPIN.as_nanos() as u64) as f64 / 1e6
     );
 }
+
+/// The calling kernel thread's id.
+fn gettid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// Pins the calling thread to the CPU it is on; returns its mask before, to put back.
+fn pin_here() -> libc::cpu_set_t {
+    // SAFETY: plain affinity calls on the calling thread with sets on our stack.
+    unsafe {
+        let mut before: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(libc::sched_getaffinity(0, std::mem::size_of_val(&before), &mut before), 0);
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(libc::sched_getcpu() as usize, &mut one);
+        assert_eq!(libc::sched_setaffinity(0, std::mem::size_of_val(&one), &one), 0);
+        before
+    }
+}
+
+/// A runtime with more processors than the CPUs it may use: a processor out of work
+/// does not spin while the other awake processors fill them (`processor/idle_spin.rs`).
+/// Here two processors share one CPU: one runs a thread that computes, the other wakes
+/// for a sleeper every 3 ms. With a 2 ms spin after each wake-up the second took about
+/// half the CPU for its spins (tens of ms over 40 wake-ups); without, a few µs each.
+#[test]
+fn a_processor_does_not_spin_when_the_others_fill_the_cpus() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !std::path::Path::new("/proc/self/schedstat").exists() {
+        eprintln!("skipped: this kernel keeps no schedstat (CONFIG_SCHEDSTATS off)");
+        return;
+    }
+    const WAKES: u32 = 40;
+    const SPIN: Duration = Duration::from_millis(2);
+    // The runtime's kernel threads inherit this thread's one CPU, and the runtime reads it.
+    let before = pin_here();
+    let rt = Runtime::builder().processors(2).spin(SPIN).deadlock_detection(false).build().unwrap();
+    // SAFETY: puts back this thread's own mask, read above.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&before), &before) };
+    let stop = Arc::new(AtomicBool::new(false));
+    let computing = Arc::new(AtomicU64::new(0));
+    let computer = {
+        let (stop, computing) = (stop.clone(), computing.clone());
+        Builder::new()
+            .spawn_on(&rt, move || {
+                computing.store(gettid() as u64, Ordering::SeqCst);
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    n = std::hint::black_box(n + 1);
+                }
+                gettid()
+            })
+            .unwrap()
+    };
+    while computing.load(Ordering::SeqCst) == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let on = computing.load(Ordering::SeqCst) as i32;
+    let others = || -> u64 {
+        runtime_threads_cpu()
+            .iter()
+            .filter(|(name, _)| {
+                name.starts_with("schedlab-vp") && !name.ends_with(&format!("/{on}"))
+            })
+            .map(|(_, ns)| ns)
+            .sum()
+    };
+    let start = others();
+    let sleeper = Builder::new()
+        .spawn_on(&rt, || {
+            for _ in 0..WAKES {
+                schedlab_rt::sleep(SPIN + Duration::from_millis(1));
+            }
+        })
+        .unwrap();
+    sleeper.join().unwrap();
+    let used = others() - start;
+    stop.store(true, Ordering::Relaxed);
+    let ended_on = computer.join().unwrap();
+    drop(rt);
+    if ended_on != on {
+        eprintln!("skipped: the computing thread moved to another kernel thread");
+        return;
+    }
+    // Spinning: ~WAKES × SPIN / 2 (40 ms; the spinner and the computer share the CPU).
+    // Not spinning: a wake-up, a timer and a park per round; an eighth of the spin each is
+    // a generous bound for those.
+    assert!(
+        used < WAKES as u64 * SPIN.as_nanos() as u64 / 8,
+        "the other processor used {:.1} ms of CPU over {WAKES} wake-ups beside a computing \
+         thread on the same CPU (a {SPIN:?} spin each would be ~{:.0} ms)",
+        used as f64 / 1e6,
+        (WAKES as u64 * SPIN.as_nanos() as u64 / 2) as f64 / 1e6
+    );
+}
