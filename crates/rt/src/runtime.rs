@@ -303,7 +303,9 @@ impl RuntimeBuilder {
     /// processor that only I/O readiness can feed (threads wait on
     /// descriptors, the runtime's other processors sleep, and its last work
     /// came from its own queue or poll) sleeps at once in the poller
-    /// whatever this says, as Go's and tokio's do. `build`
+    /// whatever this says, as Go's and tokio's do; so does one whose
+    /// runtime's other awake processors already fill the CPUs the process
+    /// may use (more processors than CPUs). `build`
     /// fails with [`io::ErrorKind::InvalidInput`] naming a value past
     /// [`MAX_SPIN`].
     pub fn spin(mut self, d: Duration) -> Self {
