@@ -762,23 +762,13 @@ impl Task {
     /// Sets the task's own level to `p` while it may be running or queued
     /// (`realtime.rs`): an inherited level it holds is kept while it is higher.
     pub(crate) fn set_own_priority(&self, p: crate::Priority) {
-        let mut cur = self.priority.load(Ordering::Relaxed);
-        loop {
-            let new = if cur & BOOSTED != 0 && (cur & LEVEL) < p.as_u8() {
+        let _ = self.priority.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |cur| {
+            Some(if cur & BOOSTED != 0 && (cur & LEVEL) < p.as_u8() {
                 (cur & TURN) | BOOSTED | (p.as_u8() << BASE_SHIFT) | (cur & LEVEL)
             } else {
                 (cur & TURN) | p.as_u8()
-            };
-            match self.priority.compare_exchange_weak(
-                cur,
-                new,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
-                Err(now) => cur = now,
-            }
-        }
+            })
+        });
     }
 
     /// The task's level: its own, or the one it inherited while it holds a
@@ -792,49 +782,28 @@ impl Task {
     /// of that level waits on (`priority.rs`, "Inheritance"); keeps its own
     /// level to come back to. Whether the level changed (it was lower).
     pub(crate) fn inherit(&self, to: crate::Priority) -> bool {
-        let mut cur = self.priority.load(Ordering::Relaxed);
-        loop {
-            let level = cur & LEVEL;
-            if to.as_u8() >= level {
-                return false;
-            }
-            let base = if cur & BOOSTED != 0 { cur & BASE } else { level << BASE_SHIFT };
-            let new = (cur & TURN) | BOOSTED | base | to.as_u8();
-            match self.priority.compare_exchange_weak(
-                cur,
-                new,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(now) => cur = now,
-            }
-        }
+        self.priority
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |cur| {
+                let level = cur & LEVEL;
+                let base = if cur & BOOSTED != 0 { cur & BASE } else { level << BASE_SHIFT };
+                (to.as_u8() < level).then_some((cur & TURN) | BOOSTED | base | to.as_u8())
+            })
+            .is_ok()
     }
 
     /// Sets the inherited level to `to` (`None`: none), whether that raises or
     /// lowers the one it has: the task runs at the higher of `to` and its own
     /// (`priority.rs`, "Inheritance", step 3, for a holder of several locks).
     pub(crate) fn set_inherited(&self, to: Option<crate::Priority>) {
-        let mut cur = self.priority.load(Ordering::Relaxed);
-        loop {
+        let _ = self.priority.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |cur| {
             let own = if cur & BOOSTED != 0 { (cur & BASE) >> BASE_SHIFT } else { cur & LEVEL };
-            let new = match to {
+            Some(match to {
                 Some(to) if to.as_u8() < own => {
                     (cur & TURN) | BOOSTED | (own << BASE_SHIFT) | to.as_u8()
                 }
                 _ => (cur & TURN) | own,
-            };
-            match self.priority.compare_exchange_weak(
-                cur,
-                new,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
-                Err(now) => cur = now,
-            }
-        }
+            })
+        });
     }
 
     /// Marks the task as taken for a turn (`priority.rs`, "Aging"), by the
