@@ -22,6 +22,7 @@ const TESTS: &[&str] = &[
     "async_cancel",
     "keys",
     "fork",
+    "fork_early",
     "fork_io",
     "initializers",
     "pshared",
@@ -158,6 +159,11 @@ fn key_destructors_run_every_round() {
 #[test]
 fn fork_from_a_user_thread_leaves_one_thread() {
     check("fork");
+}
+
+#[test]
+fn a_child_forked_as_the_runtime_starts_inherits_nothing_half_made() {
+    check("fork_early");
 }
 
 #[test]

@@ -62,6 +62,17 @@ use std::cell::{Cell, UnsafeCell};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// Makes crossbeam-epoch's process-wide collector, which every steal uses
+/// and which would otherwise be made at the first steal, under a
+/// `std::sync::Once`. Called by `RuntimeBuilder::build` before any
+/// processor exists: a processor making it while a user thread forked left
+/// the `Once` running for good in the child, whose processors then waited
+/// on it at their first steal (the child of a program that forks early
+/// hung, one in a few hundred).
+pub(crate) fn make_steal_collector() {
+    crossbeam_epoch::default_collector();
+}
+
 /// Bits of [`RunQueue::used`]: which parts besides the private one may hold
 /// a thread, as the owner knows it.
 const FRESH: u8 = 1;

@@ -468,6 +468,7 @@ impl RuntimeBuilder {
         let max = this.max_processors.unwrap_or(this.processors);
         crate::guard::install_handler();
         crate::preempt::install_handler();
+        crate::queue::make_steal_collector();
         // With one processor for good nobody steals: its whole run queue is
         // private. With more, or more to come, nothing is (`queue.rs`).
         let private_cap = if max == 1 { usize::MAX } else { 0 };

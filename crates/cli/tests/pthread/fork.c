@@ -1,5 +1,7 @@
 /* fork from a created thread: the child has one thread (the caller), can create and join
- * threads of its own, and the parent's threads go on. */
+ * threads of its own, and the parent's threads go on; and forks while other threads create
+ * and join threads (the library's kept control blocks are under a lock a child must not
+ * inherit taken) leave every child able to create threads. */
 #include "check.h"
 #include <dirent.h>
 #include <pthread.h>
@@ -55,6 +57,41 @@ static void *busy(void *arg) {
     return (void *)n;
 }
 
+static void *nothing(void *arg) { return arg; }
+
+/* Creates and joins threads until told to stop: the library takes its kept blocks' lock
+ * on both sides. */
+static void *churn(void *arg) {
+    volatile long *stop = arg;
+    long n = 0;
+    while (!*stop) {
+        pthread_t t;
+        PT(pthread_create(&t, NULL, nothing, NULL));
+        PT(pthread_join(t, NULL));
+        n++;
+    }
+    return (void *)n;
+}
+
+/* Forks `rounds` times beside the churners; each child creates and joins one thread. */
+static void *churn_forker(void *arg) {
+    long rounds = (long)arg;
+    for (long i = 0; i < rounds; i++) {
+        pid_t pid = fork();
+        CHECK(pid >= 0, "fork failed");
+        if (pid == 0) {
+            pthread_t t;
+            if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0)
+                _exit(6);
+            _exit(0);
+        }
+        int status;
+        CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %ld status %#x", i, status);
+    }
+    return NULL;
+}
+
 int main(void) {
     volatile long stop = 0;
     pthread_t b, f;
@@ -65,6 +102,16 @@ int main(void) {
     CHECK(r == (void *)1L, "forker returned %p", r);
     stop = 1;
     PT(pthread_join(b, NULL));
+
+    volatile long stop_churn = 0;
+    pthread_t c[2], cf;
+    for (int i = 0; i < 2; i++)
+        PT(pthread_create(&c[i], NULL, churn, (void *)&stop_churn));
+    PT(pthread_create(&cf, NULL, churn_forker, (void *)30L));
+    PT(pthread_join(cf, NULL));
+    stop_churn = 1;
+    for (int i = 0; i < 2; i++)
+        PT(pthread_join(c[i], NULL));
     printf("ok\n");
     return 0;
 }
