@@ -23,7 +23,8 @@
 //!    cannot see; the monitor retries shortly;
 //! 4. the interrupted context was not itself in a signal handler (its signal
 //!    mask is the kernel thread's ordinary one);
-//! 5. the user stack has room for the trampoline's frame.
+//! 5. the interrupted code runs on the user thread's own stack (not an
+//!    alternate signal stack), which has room for the trampoline's frame.
 //!
 //! At a safe point the handler redirects the thread, on return from the
 //! signal, into `schedlab_rt_preempt` (`arch/x86_64.rs`): as if the
@@ -258,7 +259,7 @@ pub(crate) fn install_handler() {
             let mut action: libc::sigaction = MaybeUninit::zeroed().assume_init();
             action.sa_sigaction = handler as *const () as usize;
             action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
-            libc::sigemptyset(&mut action.sa_mask);
+            crate::guard::block_all_but_faults(&mut action.sa_mask);
             libc::sigaction(SIGNAL, &action, std::ptr::null_mut());
         }
     });
@@ -393,10 +394,13 @@ unsafe fn redirect(m: &Machine, uc: *mut libc::ucontext_t, req: u8) {
     if first_word(&uc.uc_sigmask) != m.sigmask.load(Ordering::Relaxed) {
         return;
     }
-    // Safe point 5: the stack must hold the trampoline's frame above the
-    // guard page.
-    let Some(low) = task.stack_low() else { return };
-    if sp < low + frame_bytes() {
+    // Safe point 5: the interrupted code runs on the thread's own stack (not
+    // a kernel thread's alternate signal stack, where a program's handler
+    // may run: switched away there, it would go on on another kernel thread
+    // while this one's next signal reused the same stack), and that stack
+    // holds the trampoline's frame above the guard page.
+    let Some(stack) = task.stack_range() else { return };
+    if sp < stack.start + frame_bytes() || sp > stack.end {
         return;
     }
     // As if the interrupted instruction had called the trampoline, below the

@@ -865,12 +865,12 @@ impl Task {
         false
     }
 
-    /// The lowest usable address of the task's stack (above its guard page),
-    /// while it has one. Read by the signal handler on the task's own thread.
-    pub(crate) fn stack_low(&self) -> Option<usize> {
+    /// The usable range of the task's stack (above its guard page), while it
+    /// has one. Read by the signal handler on the task's own thread.
+    pub(crate) fn stack_range(&self) -> Option<std::ops::Range<usize>> {
         // SAFETY: the stack is taken only by the task's own exit, which does
         // not run while the task is interrupted here.
-        unsafe { (*self.stack.get()).as_ref() }.map(|s| s.guard_range().end)
+        unsafe { (*self.stack.get()).as_ref() }.map(|s| s.guard_range().end..s.top() as usize)
     }
 
     /// Records what the task is about to wait on.
