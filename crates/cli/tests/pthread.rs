@@ -27,6 +27,7 @@ const TESTS: &[&str] = &[
     "initializers",
     "pshared",
     "signal",
+    "handler_wait",
     "malloc",
     "priority",
     "rtorder",
@@ -189,6 +190,11 @@ fn process_shared_mutexes_semaphores_and_barriers_work_between_two_processes() {
 #[test]
 fn a_signal_to_one_thread_is_handled_by_it() {
     check("signal");
+}
+
+#[test]
+fn a_signal_handler_that_waits_leaves_its_mask_to_no_other_thread() {
+    check("handler_wait");
 }
 
 #[test]

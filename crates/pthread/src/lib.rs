@@ -41,6 +41,7 @@ mod events;
 mod fdio;
 mod fork;
 mod glibc;
+mod handlers;
 mod io;
 mod key;
 mod once;

@@ -536,13 +536,14 @@ fn inherited_sched() -> i32 {
 
 /// Whether `start` is a function of this library (the runtime's own kernel
 /// threads, started through `std::thread`, come to our `pthread_create`
-/// too: they must be glibc's).
-fn ours(start: usize) -> bool {
+/// too: they must be glibc's; the runtime's signal handlers come to our
+/// `sigaction`, `handlers.rs`).
+pub(crate) fn in_this_library(start: usize) -> bool {
     static RANGE: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
     let &(lo, hi) = RANGE.get_or_init(|| {
         let mut info: libc::Dl_info = unsafe_zeroed();
         // SAFETY: dladdr on one of our own functions, into a struct on our stack.
-        unsafe { libc::dladdr(ours as *const c_void, &mut info) };
+        unsafe { libc::dladdr(in_this_library as *const c_void, &mut info) };
         let base = info.dli_fbase as usize;
         let mut found = (base, base);
         // The extent of our object: its loaded segments.
@@ -593,7 +594,7 @@ pub unsafe extern "C-unwind" fn pthread_create(
     start: extern "C" fn(*mut c_void) -> *mut c_void,
     arg: *mut c_void,
 ) -> c_int {
-    if ours(start as usize) {
+    if in_this_library(start as usize) {
         // SAFETY: forwarded unchanged to glibc.
         return unsafe { next::pthread_create()(thread, attr, start, arg) };
     }

@@ -270,6 +270,35 @@ pub fn set_signal_mask(mask: u64) -> u64 {
     }
 }
 
+/// A program's signal handler starts, or ends, on the calling user thread:
+/// the kernel runs it with `mask` blocked (the library computes it from the
+/// interrupted context's mask, the handler's `sa_mask` and its signal), or
+/// `sigreturn` is about to restore `mask`. Records it as the thread's mask
+/// and this kernel thread's, with no system call, because the kernel
+/// changed the mask behind the runtime's back: a handler that waited on a
+/// library primitive switched to another user thread, which then ran with
+/// the handler's mask on this kernel thread (the signal being handled
+/// blocked: its own fault, a Java thread's implicit null check or stack
+/// bang, killed the process), while the handler went on elsewhere with the
+/// other kernel thread's. With the records true, a switch inside the
+/// handler applies the next thread's mask here and the handler's wherever
+/// it resumes. On a kernel thread with no user thread, or inside a runtime
+/// section (the handler interrupted the runtime, which switches nothing
+/// until the section ends), nothing is recorded.
+pub fn handler_mask(mask: u64) {
+    use std::sync::atomic::Ordering;
+    let m = crate::machine::Machine::here();
+    if m.guard_word() & !crate::arch::DEFERRED != 0 {
+        return;
+    }
+    let Some(t) = crate::processor::current_task_ptr() else { return };
+    let _section = crate::processor::here();
+    let mask = mask & !preempt_bit();
+    // SAFETY: the running thread (the caller) is alive while it runs.
+    unsafe { t.as_ref() }.sigmask.store(mask, Ordering::Relaxed);
+    m.sigmask.store(mask, Ordering::Relaxed);
+}
+
 /// The calling thread's signal mask (a user thread's own, as given).
 pub fn signal_mask() -> u64 {
     match crate::processor::current_task_ptr() {

@@ -1,0 +1,236 @@
+//! The program's signal handlers, run through one wrapper that tells the
+//! runtime the signal mask the kernel gives them: `sigaction`, `signal`,
+//! `bsd_signal`, `sysv_signal`.
+//!
+//! The kernel blocks a handler's `sa_mask` and its own signal while the
+//! handler runs, and `sigreturn` restores the interrupted mask: changes the
+//! runtime does not see. The runtime applies each user thread's mask to the
+//! kernel thread that resumes it, skipping the system call when its record
+//! of that kernel thread's mask already matches (`schedlab_rt::shared`,
+//! "Signals"). A handler that waits on one of the library's primitives — the
+//! Java virtual machine's `SIGSEGV` handler takes a lock while it turns a
+//! fault into a `StackOverflowError` or a `NullPointerException` — switched
+//! its kernel thread to another user thread, which then ran with the
+//! handler's mask (`SIGSEGV` blocked), and its own next fault killed the
+//! process (a `java` program whose 16 threads each caught a thousand null
+//! dereferences and one stack overflow died in 6 runs of 8 on two
+//! processors).
+//!
+//! So a handler the program installs is recorded here, and the kernel is
+//! given [`wrapper`] in its place, with the program's flags (and
+//! `SA_SIGINFO`) and mask. On a user thread the wrapper records the
+//! handler's mask for the runtime (`schedlab_rt::shared::handler_mask`:
+//! the interrupted mask, the handler's `sa_mask` and its signal unless
+//! `SA_NODEFER`) before it calls the program's handler, and the mask
+//! `sigreturn` will restore after, so a switch inside the handler applies
+//! the right mask on each side. Asking for a disposition answers with the
+//! program's handler and flags, as the kernel would have. The runtime's own
+//! handlers (the preemption signal, stack-overflow reports), which are
+//! functions of this library, and `SIG_DFL`/`SIG_IGN` go to the kernel as
+//! they are.
+//!
+//! Not covered: a handler installed with the `rt_sigaction` system call
+//! directly, or with `sigset` (System V's, rarely used). A handler that
+//! runs on an alternate signal stack and waits on a library primitive
+//! still switches its kernel thread (its frames would then be on that
+//! kernel thread's alternate stack while another thread's signal may use
+//! it); the runtime never preempts one there.
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+
+/// glibc's definition.
+mod next {
+    crate::glibc::real!(sigaction: fn(std::ffi::c_int, *const libc::sigaction, *mut libc::sigaction) -> std::ffi::c_int);
+}
+
+/// Signals 1 to 64.
+const SIGNALS: usize = 65;
+
+/// What the program gave `sigaction` for one signal, while its disposition
+/// is [`wrapper`].
+struct Installed {
+    /// The program's handler (`sa_sigaction`, or `sa_handler` without
+    /// `SA_SIGINFO`); 0 when the kernel holds the program's disposition
+    /// itself.
+    handler: AtomicUsize,
+    /// The program's `sa_flags`.
+    flags: AtomicI32,
+    /// The first word of the program's `sa_mask`.
+    mask: AtomicU64,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY: Installed =
+    Installed { handler: AtomicUsize::new(0), flags: AtomicI32::new(0), mask: AtomicU64::new(0) };
+
+static INSTALLED: [Installed; SIGNALS] = [EMPTY; SIGNALS];
+
+fn word(set: &libc::sigset_t) -> u64 {
+    // SAFETY: a sigset_t is at least 8 bytes on Linux.
+    unsafe { std::ptr::read_unaligned((set as *const libc::sigset_t).cast::<u64>()) }
+}
+
+fn bit(sig: c_int) -> u64 {
+    1u64 << (sig - 1)
+}
+
+/// Whether `handler` is a real function the program wants run (not
+/// `SIG_DFL`, `SIG_IGN` or `SIG_HOLD`), and not one of the runtime's.
+fn wrappable(handler: usize) -> bool {
+    handler > 2 && !crate::thread::in_this_library(handler)
+}
+
+/// The kernel runs every program handler through this: on a user thread it
+/// tells the runtime the mask the handler runs with, and the one
+/// `sigreturn` restores (module docs).
+unsafe extern "C" fn wrapper(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let Some(slot) = usize::try_from(sig).ok().and_then(|s| INSTALLED.get(s)) else { return };
+    let handler = slot.handler.load(Ordering::Acquire);
+    if handler == 0 {
+        return;
+    }
+    let flags = slot.flags.load(Ordering::Relaxed);
+    let uc = ctx.cast::<libc::ucontext_t>();
+    let user = crate::thread::on_user_thread() && !uc.is_null();
+    if user {
+        // SAFETY: the kernel's signal frame for this delivery.
+        let interrupted = word(unsafe { &(*uc).uc_sigmask });
+        let own = if flags & libc::SA_NODEFER != 0 { 0 } else { bit(sig) };
+        schedlab_rt::shared::handler_mask(interrupted | slot.mask.load(Ordering::Relaxed) | own);
+    }
+    if flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: the program installed this three-argument handler.
+        let h: unsafe extern "C" fn(c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute(handler) };
+        // SAFETY: the kernel's arguments, passed on.
+        unsafe { h(sig, info, ctx) };
+    } else {
+        // SAFETY: the program installed this one-argument handler.
+        let h: unsafe extern "C" fn(c_int) = unsafe { std::mem::transmute(handler) };
+        // SAFETY: as above.
+        unsafe { h(sig) };
+    }
+    if user {
+        // The handler may have changed the mask `sigreturn` restores.
+        // SAFETY: as above.
+        schedlab_rt::shared::handler_mask(word(unsafe { &(*uc).uc_sigmask }));
+    }
+}
+
+/// `sigaction`: a program handler is recorded and [`wrapper`] installed for
+/// it; a query answers with the program's own disposition.
+///
+/// # Safety
+/// As `sigaction(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn sigaction(
+    sig: c_int,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+) -> c_int {
+    let slot = usize::try_from(sig).ok().filter(|&s| s > 0).and_then(|s| INSTALLED.get(s));
+    let Some(slot) = slot else {
+        // SAFETY: the caller's arguments; glibc reports EINVAL.
+        return unsafe { next::sigaction()(sig, act, old) };
+    };
+    let before = (
+        slot.handler.load(Ordering::Acquire),
+        slot.flags.load(Ordering::Relaxed),
+        slot.mask.load(Ordering::Relaxed),
+    );
+    // SAFETY: `act`, if not null, is the caller's valid action.
+    let wanted = unsafe { act.as_ref() };
+    let r = match wanted {
+        Some(a) if wrappable(a.sa_sigaction) => {
+            let mut given = *a;
+            given.sa_sigaction = wrapper as *const () as usize;
+            given.sa_flags |= libc::SA_SIGINFO;
+            slot.flags.store(a.sa_flags, Ordering::Relaxed);
+            slot.mask.store(word(&a.sa_mask), Ordering::Relaxed);
+            slot.handler.store(a.sa_sigaction, Ordering::Release);
+            // SAFETY: a valid action made from the caller's.
+            let r = unsafe { next::sigaction()(sig, &given, old) };
+            if r != 0 {
+                slot.handler.store(before.0, Ordering::Release);
+                slot.flags.store(before.1, Ordering::Relaxed);
+                slot.mask.store(before.2, Ordering::Relaxed);
+            }
+            r
+        }
+        Some(_) => {
+            // SAFETY: the caller's arguments.
+            let r = unsafe { next::sigaction()(sig, act, old) };
+            if r == 0 {
+                slot.handler.store(0, Ordering::Release);
+            }
+            r
+        }
+        // SAFETY: a query, into the caller's `old`.
+        None => unsafe { next::sigaction()(sig, act, old) },
+    };
+    if r == 0 {
+        // SAFETY: `old`, if not null, is the caller's, just filled.
+        if let Some(o) = unsafe { old.as_mut() } {
+            if o.sa_sigaction == wrapper as *const () as usize && before.0 != 0 {
+                o.sa_sigaction = before.0;
+                o.sa_flags = before.1;
+            }
+        }
+    }
+    r
+}
+
+/// The classic `signal`, with BSD's semantics as glibc gives them (the
+/// handler stays, its signal is blocked while it runs, calls restart).
+fn install(
+    sig: c_int,
+    handler: libc::sighandler_t,
+    flags: c_int,
+    block_own: bool,
+) -> libc::sighandler_t {
+    // SAFETY: an all-zero sigaction is valid; filled below.
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    act.sa_sigaction = handler;
+    act.sa_flags = flags;
+    // SAFETY: our own set.
+    unsafe {
+        libc::sigemptyset(&mut act.sa_mask);
+        if block_own && sig > 0 && sig < SIGNALS as c_int {
+            libc::sigaddset(&mut act.sa_mask, sig);
+        }
+    }
+    // SAFETY: as above.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: valid action and out-parameter.
+    if unsafe { sigaction(sig, &act, &mut old) } != 0 {
+        return libc::SIG_ERR;
+    }
+    old.sa_sigaction
+}
+
+/// `signal`: BSD's semantics, glibc's default.
+#[no_mangle]
+pub extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    install(sig, handler, libc::SA_RESTART, true)
+}
+
+/// `bsd_signal`: as `signal`.
+#[no_mangle]
+pub extern "C" fn bsd_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    install(sig, handler, libc::SA_RESTART, true)
+}
+
+/// `sysv_signal`: System V's semantics (the handler is reset on delivery,
+/// its signal not blocked, calls not restarted).
+#[no_mangle]
+pub extern "C" fn sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    install(sig, handler, libc::SA_RESETHAND | libc::SA_NODEFER, false)
+}
+
+/// `__sysv_signal`, what `<signal.h>` maps `signal` to under `_XOPEN_SOURCE`
+/// without `_DEFAULT_SOURCE`.
+#[no_mangle]
+pub extern "C" fn __sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    sysv_signal(sig, handler)
+}
