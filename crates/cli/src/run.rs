@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use schedlab_measure::clock::Calibration;
 use schedlab_measure::machine::Machine;
-use schedlab_measure::model::{Params, RunMeta, RunStatus};
+use schedlab_measure::model::{Params, Run, RunMeta, RunStatus};
 use schedlab_measure::{interrupt, warnings};
 use schedlab_probes::{catalog, runner, select, Probe};
 use schedlab_report::views;
@@ -80,7 +80,8 @@ pub fn run(plan: RunPlan, store: &mut Store, db: &Location) -> Result<(i64, Exit
     let _ = out("\n");
 
     let mut terminal = RunTerminal::new(work.len() * plan.rounds);
-    let mut sink = StoreSink::new(store, run_id);
+    // The results as kept (judged), for the verdicts printed at the end.
+    let mut sink = StoreSink::keeping(store, run_id);
     let outcome = runner::run_rounds(
         &work,
         plan.rounds,
@@ -92,6 +93,8 @@ pub fn run(plan: RunPlan, store: &mut Store, db: &Location) -> Result<(i64, Exit
         &mut terminal,
     );
     terminal.pb.finish_and_clear();
+    let judged =
+        Run { meta: meta.clone(), results: std::mem::take(&mut sink.results), warnings: vec![] };
     let store = sink.store;
     let mut report = outcome.map_err(|e| record::storage_failed(store, run_id, e))?;
     if plan.study && !report.interrupted {
@@ -113,6 +116,9 @@ pub fn run(plan: RunPlan, store: &mut Store, db: &Location) -> Result<(i64, Exit
         .and_then(|()| record::finish(store, run_id, interrupted))
         .map_err(|e| record::storage_failed(store, run_id, e))?;
 
+    if let Some(t) = schedlab_report::sched::verdict_text(&judged) {
+        let _ = out(&t);
+    }
     if !all_warnings.is_empty() {
         let mut text = String::from("\nwarnings:\n");
         for line in views::warning_lines(&all_warnings, 12) {

@@ -16,6 +16,25 @@ fn smoke(db: &Path, filter: &str, label: &str) -> Output {
     o
 }
 
+/// Seed 001's verdicts end the run's output and `show`'s, each method with the interval of
+/// its frames' tail against the unloaded run's; the raw frames are stored, not shown.
+#[test]
+fn a_run_of_the_background_budget_ends_with_its_verdicts_and_their_intervals() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let o = smoke(&db, "sched.background_budget", "seed001");
+    for out in [text(&o.stdout), ok(&run(&db, &["show", "seed001"]))] {
+        let at = out.find("seed 001's verdicts").unwrap_or_else(|| panic!("{out}"));
+        let verdicts = &out[at..];
+        assert!(verdicts.contains("frame p95 − unloaded [95% CI]"), "{out}");
+        let rt = verdicts.lines().find(|l| l.starts_with("rt ")).unwrap_or_else(|| panic!("{out}"));
+        assert!(rt.contains(" ms [") && rt.contains("] ms"), "{rt}\n{out}");
+        assert!(!out.contains("frame_us_raw"), "{out}");
+    }
+    let json = ok(&run(&db, &["export", "seed001", "--format", "json"]));
+    assert!(json.contains("frame_us_raw"), "the frames are exported");
+}
+
 /// Issue 26: `show --view hbench` reads rt.bystander's states as ratios to no runtime.
 #[test]
 fn the_hbench_view_puts_each_runtime_state_beside_no_runtime() {

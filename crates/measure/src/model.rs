@@ -132,6 +132,23 @@ impl Metric {
     }
 }
 
+/// The suffix of a note that holds a result's raw values for a later analysis (numbers
+/// separated by spaces, e.g. `frame_us_raw`, every frame's time): stored and exported with
+/// the result, left out of tables (a few hundred numbers would hide the rest of the row), and
+/// pooled across `--rounds` where the other notes are the first round's.
+pub const RAW_NOTE_SUFFIX: &str = "_raw";
+
+/// Whether note `key` holds raw values ([`RAW_NOTE_SUFFIX`]).
+pub fn is_raw_note(key: &str) -> bool {
+    key.ends_with(RAW_NOTE_SUFFIX)
+}
+
+/// The values of raw note `key` of `notes` ([`RAW_NOTE_SUFFIX`]); `None` when it is absent or
+/// a value does not parse.
+pub fn raw_note(notes: &Params, key: &str) -> Option<Vec<f64>> {
+    notes.get(key)?.split_whitespace().map(|v| v.parse::<f64>().ok()).collect()
+}
+
 /// A probe's parameters, in the order the probe declares them. Part of a result's identity.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Params(pub Vec<(String, String)>);

@@ -11,6 +11,12 @@
 //! measurements), [`nearest_rank`] returns one of the values (a description of many observed
 //! durations, where a value that never occurred would mislead: a timeline's time slices, the
 //! tail of wake-up latencies). Every other crate takes its medians and percentiles from here.
+//!
+//! [`bootstrap_quantile_diff`] bounds the difference of one percentile between two sets of
+//! many values (two runs' frame times): the percentile bootstrap (Efron & Tibshirani, *An
+//! Introduction to the Bootstrap*, 1993, ch. 13), each set resampled apart, with a seeded
+//! generator so the same values always give the same interval (a verdict read twice, or in a
+//! test, never changes).
 
 use serde::{Deserialize, Serialize};
 
@@ -238,6 +244,122 @@ pub fn median_ci_ranks(n: usize, level: f64) -> (usize, usize, f64) {
     (best_l - 1, n - best_l, best_level.max(0.0))
 }
 
+/// The difference of one percentile between two sets of values (`other − base`), with a
+/// bootstrap confidence interval ([`bootstrap_quantile_diff`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuantileDiff {
+    /// The observed difference of the two nearest-rank percentiles.
+    pub point: f64,
+    /// Lower end of the interval.
+    pub low: f64,
+    /// Upper end of the interval.
+    pub high: f64,
+    /// The interval's confidence level (0.95).
+    pub level: f64,
+}
+
+/// Where a [`QuantileDiff`]'s interval lies against a bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bounded {
+    /// The whole interval is at or below the bound.
+    Within,
+    /// The whole interval is above the bound.
+    Beyond,
+    /// The interval straddles the bound: the values cannot say.
+    Undecided,
+}
+
+impl QuantileDiff {
+    /// Whether the difference is at most `bound`: [`Bounded::Within`] only when the interval's
+    /// upper end is, [`Bounded::Beyond`] only when its lower end is above it.
+    pub fn against(&self, bound: f64) -> Bounded {
+        if self.high <= bound {
+            Bounded::Within
+        } else if self.low > bound {
+            Bounded::Beyond
+        } else {
+            Bounded::Undecided
+        }
+    }
+}
+
+/// The `p`-th nearest-rank percentile of `other` minus that of `base`, with its `level`
+/// confidence interval from `resamples` bootstrap resamples drawn with the generator seeded
+/// by `seed`; `None` when either set is empty or holds a NaN.
+///
+/// Each resample draws `base.len()` values of `base` and `other.len()` of `other` with
+/// replacement and takes the difference of their percentiles; the interval is the central
+/// `level` of those differences (nearest rank). The values are treated as independent draws:
+/// true of frames spaced a period apart unless one stall spans several of them.
+///
+/// How far out `p` may go is the caller's question: the bootstrap cannot put a percentile
+/// above the largest value, so with `k = n·(1 − p/100)` values above it, an upper end is
+/// only as good as the few values there are. With k ≈ 2 (p99 of 200) the upper end is the
+/// largest value; with k ≈ 10 (p95 of 200) it moves by a rank when one value does.
+pub fn bootstrap_quantile_diff(
+    base: &[f64],
+    other: &[f64],
+    p: f64,
+    level: f64,
+    resamples: usize,
+    seed: u64,
+) -> Option<QuantileDiff> {
+    if base.is_empty() || other.is_empty() || base.iter().chain(other).any(|v| v.is_nan()) {
+        return None;
+    }
+    let sorted = |v: &[f64]| {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        s
+    };
+    let (base, other) = (sorted(base), sorted(other));
+    let point = nearest_rank(&other, p) - nearest_rank(&base, p);
+    let mut rng = SplitMix64(seed);
+    let mut idx: Vec<usize> = Vec::new();
+    // A resample's percentile: the rank-th smallest of indices drawn into the sorted values
+    // is the rank-th smallest value drawn, found in linear time.
+    let mut resampled = |s: &[f64], rng: &mut SplitMix64| {
+        let n = s.len();
+        idx.clear();
+        idx.extend((0..n).map(|_| rng.below(n)));
+        let rank = ((p / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1;
+        s[*idx.select_nth_unstable(rank).1]
+    };
+    let mut diffs: Vec<f64> = (0..resamples.max(1))
+        .map(|_| {
+            let b = resampled(&base, &mut rng);
+            resampled(&other, &mut rng) - b
+        })
+        .collect();
+    diffs.sort_by(f64::total_cmp);
+    let tail = (1.0 - level) / 2.0 * 100.0;
+    Some(QuantileDiff {
+        point,
+        low: nearest_rank(&diffs, tail),
+        high: nearest_rank(&diffs, 100.0 - tail),
+        level,
+    })
+}
+
+/// SplitMix64 (Steele, Lea & Flood, "Fast splittable pseudorandom number generators",
+/// OOPSLA 2014): a tiny seeded generator, enough for resampling and no dependency.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `0..n` (Lemire's multiply-shift; its bias, below n / 2^64, is nothing here).
+    fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next()) * n as u128) >> 64) as usize
+    }
+}
+
 /// The verdict of comparing one result against a baseline.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Verdict {
@@ -460,6 +582,82 @@ mod tests {
             let s = Summary::of(&v).unwrap();
             let c = compare(&s, &s, Better::Lower);
             prop_assert!(c.within_noise);
+        }
+    }
+
+    /// `n` values spread evenly over `lo..lo + width` (a deterministic uniform sample).
+    fn spread(n: usize, lo: f64, width: f64) -> Vec<f64> {
+        (0..n).map(|i| lo + width * (i as f64 + 0.5) / n as f64).collect()
+    }
+
+    #[test]
+    fn a_quantile_difference_is_within_beyond_or_undecided_against_its_bound() {
+        // Two hundred frames of 4.0–4.5 ms; the other set shifted by 0.2, 3 and 1 ms against
+        // a 1 ms bound (values in µs). The interval follows the shift, so 0.2 ms is within,
+        // 3 ms beyond, and exactly 1 ms straddles it.
+        let base = spread(200, 4000.0, 500.0);
+        let shifted = |by: f64| base.iter().map(|v| v + by).collect::<Vec<_>>();
+        let judge = |by: f64| {
+            let d = bootstrap_quantile_diff(&base, &shifted(by), 95.0, 0.95, 2000, 1).unwrap();
+            assert!(d.low <= d.point && d.point <= d.high, "{d:?}");
+            assert!((d.point - by).abs() < 1e-9, "{d:?}");
+            d.against(1000.0)
+        };
+        assert_eq!(judge(200.0), Bounded::Within);
+        assert_eq!(judge(3000.0), Bounded::Beyond);
+        assert_eq!(judge(1000.0), Bounded::Undecided);
+        // A wider spread at the same shift: 0.8 ms over, but the tail's interval is wider
+        // than the 0.2 ms left, so the frames cannot say.
+        let wide = spread(200, 4000.0, 8000.0);
+        let d = bootstrap_quantile_diff(
+            &wide,
+            &wide.iter().map(|v| v + 800.0).collect::<Vec<_>>(),
+            95.0,
+            0.95,
+            2000,
+            1,
+        )
+        .unwrap();
+        assert_eq!(d.against(1000.0), Bounded::Undecided, "{d:?}");
+    }
+
+    #[test]
+    fn two_stalls_move_the_p95_by_little_and_the_p99_to_the_stall() {
+        // Why a tail verdict on a few hundred frames uses the p95: two 100 ms stalls among
+        // 200 frames of 4–4.5 ms are the p99's whole upper interval, and a rank of the p95's.
+        let base = spread(200, 4000.0, 500.0);
+        let mut stalled = base.clone();
+        stalled[0] = 100_000.0;
+        stalled[1] = 100_000.0;
+        let p99 = bootstrap_quantile_diff(&base, &stalled, 99.0, 0.95, 2000, 1).unwrap();
+        assert!(p99.high > 90_000.0, "{p99:?}");
+        let p95 = bootstrap_quantile_diff(&base, &stalled, 95.0, 0.95, 2000, 1).unwrap();
+        assert!(p95.high < 100.0, "{p95:?}");
+        assert_eq!(p95.against(1000.0), Bounded::Within);
+    }
+
+    #[test]
+    fn no_values_or_a_nan_have_no_difference() {
+        assert!(bootstrap_quantile_diff(&[], &[1.0], 95.0, 0.95, 10, 1).is_none());
+        assert!(bootstrap_quantile_diff(&[1.0], &[f64::NAN], 95.0, 0.95, 10, 1).is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn a_bootstrap_interval_is_seeded_ordered_and_moves_with_a_shift(
+            base in prop::collection::vec(0.0f64..1e5, 1..120),
+            other in prop::collection::vec(0.0f64..1e5, 1..120),
+            shift in -1e4f64..1e4,
+            seed in any::<u64>(),
+        ) {
+            let d = bootstrap_quantile_diff(&base, &other, 95.0, 0.95, 200, seed).unwrap();
+            prop_assert!(d.low <= d.high);
+            // The same values and seed give the same interval.
+            prop_assert_eq!(d, bootstrap_quantile_diff(&base, &other, 95.0, 0.95, 200, seed).unwrap());
+            // Shifting one set shifts the interval by as much (the same draws are made).
+            let moved: Vec<f64> = other.iter().map(|v| v + shift).collect();
+            let e = bootstrap_quantile_diff(&base, &moved, 95.0, 0.95, 200, seed).unwrap();
+            prop_assert!((e.low - d.low - shift).abs() < 1e-6 && (e.high - d.high - shift).abs() < 1e-6);
         }
     }
 

@@ -92,6 +92,7 @@ pub fn advice_for(kind: &str) -> &'static str {
         "rounds" => "the machine changed between rounds more than within them: compare such results only within a round, or rerun when the host is steadier",
         "drift" => "the machine's speed moved during the run (host clock, a neighbour, steal): rerun the flagged probes, or compare them only within this run",
         "bimodal" => "read both modes (the `modes` note); pin the parties or keep the CPUs awake if the placement or an idle CPU's wake-up alternates between samples",
+        "disturbed-baseline" => "rerun when the machine is quiet (load average below 1), alone: schedlab run --filter sched.background_budget",
         "placement-split" => "read the two placements apart (the `placement` note marks each sample S or x), or measure the pinned variants (placement=same|cross) where the probe has them",
         _ => "",
     }
@@ -218,6 +219,9 @@ pub fn kind_heading(kind: &str) -> &'static str {
         }
         "drift" => "measured while the drift sentinel had moved by more than 10%",
         "rounds" => "rounds whose medians spread more than 5% (and more than the pooled interval)",
+        "disturbed-baseline" => {
+            "DISTURBED BASELINES: unloaded runs whose own frame p99 exceeded the frame period"
+        }
         _ => "other",
     }
 }

@@ -133,13 +133,15 @@ pub trait Probe: Send + Sync {
     /// Judges `m`, this probe's result, against the results of the same run kept before it
     /// (`earlier`, in the order kept), adding what it finds to `m`'s notes before `m` is
     /// stored: for a verdict that needs another variant, as seed 001's goal needs the
-    /// unloaded run. Nothing by default.
+    /// unloaded run. Returns the warnings it finds (a disturbed baseline), which the run
+    /// shows and stores with its others (not in smoke runs). Nothing by default.
     fn judge(
         &self,
         m: &mut schedlab_measure::model::Measurement,
         earlier: &[schedlab_measure::model::Measurement],
-    ) {
+    ) -> Vec<schedlab_measure::model::Warning> {
         let _ = (m, earlier);
+        Vec::new()
     }
 
     /// Sets the probe up for `params` (not timed).

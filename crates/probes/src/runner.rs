@@ -21,7 +21,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
 use schedlab_measure::clock::Calibration;
-use schedlab_measure::model::{Measurement, Outcome, Params, Warning};
+use schedlab_measure::model::{is_raw_note, Measurement, Outcome, Params, Warning};
 use schedlab_measure::placement::Placement;
 use schedlab_measure::sampler::{self, Settings};
 use schedlab_measure::{interrupt, warnings, ProbeError};
@@ -219,13 +219,14 @@ pub fn run_rounds<S: RunSink>(
                 sink: &mut S|
      -> Result<(), S::Error> {
         let mut m = merge_rounds(&got[i], rounds, drifted[i]);
-        work[i].0.judge(&mut m, kept);
+        let found = work[i].0.judge(&mut m, kept);
         sink.save(&m)?;
         report.results += 1;
         if let Outcome::Failed(_) = m.outcome {
             report.failed += 1;
         }
         if suite != Suite::Smoke {
+            report.warnings.extend(found);
             report.warnings.extend(warnings::measurement_warnings(&m));
             if let (Some(d), Outcome::Ok) = (drifted[i], &m.outcome) {
                 report.warnings.push(warnings::drift_warning(&m, d));
@@ -306,6 +307,10 @@ fn pool_rounds(ms: &[Measurement], rounds: usize) -> Measurement {
     }
     m.notes = first.notes.clone();
     m.notes.0.retain(|(k, _)| k != "modes" && k != "drift" && k != "placement");
+    // Raw values are every round's (`RAW_NOTE_SUFFIX`): a verdict on them sees them all.
+    for (key, raw) in m.notes.0.iter_mut().filter(|(k, _)| is_raw_note(k)) {
+        *raw = ok.iter().filter_map(|r| r.notes.get(key)).collect::<Vec<_>>().join(" ");
+    }
     let placements: Vec<(Option<&str>, usize)> =
         ok.iter().map(|r| (r.notes.get("placement"), r.samples.len())).collect();
     if let Some(p) = Placement::merge_rounds(&placements) {
@@ -454,6 +459,30 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), work.len(), "no result kept twice");
+    }
+
+    #[test]
+    fn rounds_pool_their_raw_notes_and_keep_the_first_rounds_others() {
+        let round = |raw: &str, p99: &str| {
+            let mut m = Measurement::of_samples(
+                "p",
+                Params::new(),
+                schedlab_measure::model::Unit::Nanos,
+                vec![schedlab_measure::model::Sample {
+                    iters: 1,
+                    elapsed_ns: 1,
+                    value: 4.0,
+                    other_cpu_ns: None,
+                    migrated: false,
+                }],
+                1.0,
+            );
+            m.notes = Params::new().with("p99_us", p99).with("frame_us_raw", raw);
+            m
+        };
+        let m = merge_rounds(&[round("1 2", "2"), round("3", "3"), round("4 5", "5")], 3, None);
+        assert_eq!(m.notes.get("frame_us_raw"), Some("1 2 3 4 5"), "{}", m.notes);
+        assert_eq!(m.notes.get("p99_us"), Some("2"));
     }
 
     #[test]

@@ -510,6 +510,9 @@ fn sched_html(run: &Run) -> Option<String> {
     let judged = crate::sched::judged(run);
     if !judged.is_empty() {
         out.push_str(&format!("<p>{}</p>\n", escape(crate::sched::DEFINITION)));
+        for line in crate::sched::disturbed_lines(&judged) {
+            out.push_str(&format!("<p class=\"verdict\"><strong>{}</strong></p>\n", escape(&line)));
+        }
         out.push_str("<div class=\"scroll\">");
         out.push_str(
             &crate::sched::verdict_table(&judged).to_html("Seed 001's verdicts, per method", None),

@@ -8,7 +8,8 @@
 //! order) is judged here all the same.
 
 use schedlab_measure::model::{Measurement, Outcome, Run};
-use schedlab_probes::sched::{budget_verdict_of, wakeup, BudgetVerdict, BUDGET_ID};
+use schedlab_measure::stats::QuantileDiff;
+use schedlab_probes::sched::{budget_verdict_of, interval_ms, wakeup, BudgetVerdict, BUDGET_ID};
 
 use crate::svg::{self, BarGroup};
 use crate::table::{Align, Table};
@@ -24,6 +25,10 @@ pub struct Judged {
     pub share: Option<f64>,
     /// Frame p99, µs.
     pub p99_us: Option<f64>,
+    /// Frame p95 minus the unloaded run's, µs, with its 95% interval.
+    pub tail: Option<QuantileDiff>,
+    /// The unloaded run's own frame p99 (µs) when it exceeded the frame period.
+    pub disturbed_p99_us: Option<f64>,
     /// The verdict.
     pub verdict: BudgetVerdict,
 }
@@ -34,32 +39,63 @@ pub fn judged(run: &Run) -> Vec<Judged> {
     run.results
         .iter()
         .filter_map(|m| {
-            let verdict = budget_verdict_of(m, &run.results)?;
+            let j = budget_verdict_of(m, &run.results)?;
             let num = |k: &str| m.notes.get(k).and_then(|v| v.parse::<f64>().ok());
             Some(Judged {
                 loader: m.params.get("loader").unwrap_or("?").to_string(),
                 cpus: m.params.get("cpus").unwrap_or("1").to_string(),
                 share: num("loader_share"),
                 p99_us: num("p99_us"),
-                verdict,
+                tail: j.tail,
+                disturbed_p99_us: j.disturbed_p99_us,
+                verdict: j.verdict,
             })
         })
         .collect()
 }
 
-/// How a verdict reads in a cell: `pass`, `FAIL` or `unjudged`.
+/// How a verdict reads in a cell: `pass`, `FAIL`, `undecided` or `unjudged`.
 fn word(v: &BudgetVerdict) -> &'static str {
     match v {
         BudgetVerdict::Pass(_) => "pass",
         BudgetVerdict::Fail(_) => "FAIL",
+        BudgetVerdict::Undecided(_) => "undecided",
         BudgetVerdict::Unjudged(_) => "unjudged",
     }
 }
 
+/// A tail difference as a cell: `+0.21 ms [-0.10, +0.55] ms`.
+fn tail_cell(t: &Option<QuantileDiff>) -> String {
+    t.map_or("-".into(), |t| format!("{:+.2} ms {}", t.point / 1e3, interval_ms(&t)))
+}
+
 /// The definition, printed under every verdict table.
 pub const DEFINITION: &str = "seed 001's goal, per method: the loader takes at most 10% of a CPU \
-    (±1 point) while doing work, and the frame p99 stays within 1 ms of the unloaded run's \
-    (loader=none, same cpus, same run)";
+    (±1 point) while doing work, and the frame p95 stays within 1 ms of the unloaded run's \
+    (loader=none, same cpus, same run), judged by the 95% bootstrap interval of the \
+    difference: pass when all of it is at or below 1 ms, FAIL when all of it is above (or the \
+    share is over), undecided when it straddles 1 ms or the unloaded run's own p99 exceeds the \
+    20 ms period (a disturbed baseline); the p95, as a p99 of a few hundred frames is the \
+    second- or third-worst, which no interval can bound";
+
+/// The loud lines for the disturbed baselines among `j`, one per `cpus`.
+pub fn disturbed_lines(j: &[Judged]) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for r in j {
+        if let Some(p) = r.disturbed_p99_us {
+            let line = format!(
+                "WARNING: disturbed baseline (cpus={}): the unloaded run's own frame p99 is {:.2} ms, over the 20 ms frame period: the frames cannot judge a method against it, so its verdicts are undecided unless the share fails them; {}",
+                r.cpus,
+                p / 1e3,
+                schedlab_measure::warnings::advice_for("disturbed-baseline")
+            );
+            if !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+    }
+    lines
+}
 
 /// One run's verdicts: method, cpus, share, frame p99, verdict and why.
 pub fn verdict_table(j: &[Judged]) -> Table {
@@ -68,6 +104,7 @@ pub fn verdict_table(j: &[Judged]) -> Table {
         ("cpus", Align::Right),
         ("loader share", Align::Right),
         ("frame p99", Align::Right),
+        ("frame p95 − unloaded [95% CI]", Align::Right),
         ("verdict", Align::Left),
         ("why", Align::Left),
     ]);
@@ -77,6 +114,7 @@ pub fn verdict_table(j: &[Judged]) -> Table {
             r.cpus.clone(),
             r.share.map_or("-".into(), |s| format!("{:.1}%", s * 100.0)),
             r.p99_us.map_or("-".into(), |p| format!("{:.2} ms", p / 1e3)),
+            tail_cell(&r.tail),
             word(&r.verdict).to_string(),
             r.verdict.why().to_string(),
         ]);
@@ -85,7 +123,8 @@ pub fn verdict_table(j: &[Judged]) -> Table {
 }
 
 /// The verdicts of `runs` side by side: one row per method and cpus any run judged, one
-/// column per run (`pass`, `FAIL (share 65.0%, p99 9.10 ms)`, `-` where not measured);
+/// column per run (`pass`, `FAIL (share 65.0%, p95 +3.20 ms [+2.10, +4.00] ms)`, `-` where
+/// not measured);
 /// `None` when no run judged any.
 pub fn verdicts_across(runs: &[Run]) -> Option<Table> {
     let per_run: Vec<Vec<Judged>> = runs.iter().map(judged).collect();
@@ -111,10 +150,11 @@ pub fn verdicts_across(runs: &[Run]) -> Option<Table> {
                 |j| match &j.verdict {
                     BudgetVerdict::Pass(_) => "pass".to_string(),
                     v => format!(
-                        "{} ({}, p99 {})",
+                        "{}{} ({}, p95 {})",
                         word(v),
+                        if j.disturbed_p99_us.is_some() { " (disturbed baseline)" } else { "" },
                         j.share.map_or("share -".into(), |s| format!("share {:.1}%", s * 100.0)),
-                        j.p99_us.map_or("-".into(), |p| format!("{:.2} ms", p / 1e3))
+                        tail_cell(&j.tail)
                     ),
                 },
             ));
@@ -130,8 +170,10 @@ pub fn verdict_text(run: &Run) -> Option<String> {
     if j.is_empty() {
         return None;
     }
+    let loud: String =
+        disturbed_lines(&j).iter().map(|l| crate::table::wrap(l, 100) + "\n").collect();
     Some(format!(
-        "\nseed 001's verdicts ({BUDGET_ID}):\n{}{}\n",
+        "\nseed 001's verdicts ({BUDGET_ID}):\n{loud}{}{}\n",
         verdict_table(&j).to_terminal(),
         crate::table::wrap(DEFINITION, 100)
     ))
@@ -226,6 +268,7 @@ mod tests {
     use super::*;
     use schedlab_measure::machine::Machine;
     use schedlab_measure::model::{Params, RunMeta, Sample, Unit};
+    use schedlab_probes::sched::FRAMES_NOTE;
 
     fn run(id: i64, label: &str) -> Run {
         let mut meta = RunMeta::starting("quick", Machine::fingerprint(), ("0", "x"));
@@ -234,7 +277,9 @@ mod tests {
         Run { meta, results: vec![], warnings: vec![] }
     }
 
-    fn budget(loader: &str, share: Option<&str>, p99: &str) -> Measurement {
+    /// A stored result of `loader` whose 200 frames (4.0–4.5 ms) come `by` µs later than the
+    /// unloaded run's, its p99 note from them.
+    fn budget(loader: &str, share: Option<&str>, by: f64) -> Measurement {
         let s = Sample { iters: 1, elapsed_ns: 1, value: 4e6, other_cpu_ns: None, migrated: false };
         let mut m = Measurement::of_samples(
             BUDGET_ID,
@@ -243,7 +288,10 @@ mod tests {
             vec![s],
             1.0,
         );
-        m.notes.set("p99_us", p99);
+        let frames: Vec<f64> = (0..200).map(|i| 4000.0 + 2.5 * i as f64 + by).collect();
+        let raw: Vec<String> = frames.iter().map(|f| format!("{f:.0}")).collect();
+        m.notes.set(FRAMES_NOTE, raw.join(" "));
+        m.notes.set("p99_us", format!("{:.0}", frames[197]));
         if let Some(s) = share {
             m.notes.set("loader_share", s);
         }
@@ -253,30 +301,56 @@ mod tests {
     #[test]
     fn verdicts_are_judged_against_the_run_baseline_whatever_the_order_stored() {
         let mut r = run(1, "a");
-        // The loaded result first, the baseline after (a rotated --rounds order).
-        r.results.push(budget("os", Some("0.650"), "9100"));
-        r.results.push(budget("rt", Some("0.105"), "4900"));
-        r.results.push(budget("none", None, "4000"));
+        // The loaded results first, the baseline after (a rotated --rounds order).
+        r.results.push(budget("os", Some("0.650"), 5100.0));
+        r.results.push(budget("rt", Some("0.105"), 200.0));
+        r.results.push(budget("rt-budget", Some("0.105"), 1000.0));
+        r.results.push(budget("none", None, 0.0));
         let j = judged(&r);
-        assert_eq!(j.len(), 2);
+        assert_eq!(j.len(), 3);
         assert_eq!(j[0].verdict.key(), "fail");
         assert_eq!(j[1].verdict.key(), "pass");
+        assert_eq!(j[2].verdict.key(), "undecided");
         let text = verdict_text(&r).unwrap();
-        assert!(text.contains("FAIL") && text.contains("pass"), "{text}");
+        assert!(
+            text.contains("FAIL") && text.contains("pass") && text.contains("undecided"),
+            "{text}"
+        );
+        // The interval is in the table: the tail's difference and its ends.
+        let rt = text.lines().find(|l| l.starts_with("rt ")).unwrap();
+        assert!(rt.contains("+0.20 ms [+0."), "{text}");
+        assert!(!text.contains("WARNING"), "{text}");
+    }
+
+    #[test]
+    fn a_disturbed_baseline_heads_the_verdicts() {
+        let mut r = run(1, "a");
+        let mut none = budget("none", None, 0.0);
+        let mut frames: Vec<String> = (0..200).map(|i| format!("{}", 4000 + i)).collect();
+        frames[..3].fill("106000".into());
+        none.notes.set(FRAMES_NOTE, frames.join(" "));
+        r.results.push(none);
+        r.results.push(budget("rt", Some("0.105"), 200.0));
+        let text = verdict_text(&r).unwrap();
+        assert!(text.contains("WARNING: disturbed baseline (cpus=1)"), "{text}");
+        assert!(text.contains("frame p99 is 106.00 ms"), "{text}");
+        assert!(text.contains("undecided"), "{text}");
+        let t = verdicts_across(&[r]).unwrap().to_terminal();
+        assert!(t.contains("undecided (disturbed baseline) (share 10.5%, p95 +"), "{t}");
     }
 
     #[test]
     fn compare_lays_the_verdicts_of_runs_side_by_side() {
         let mut a = run(1, "before");
-        a.results.push(budget("none", None, "4000"));
-        a.results.push(budget("rt", Some("0.150"), "4100"));
+        a.results.push(budget("none", None, 0.0));
+        a.results.push(budget("rt", Some("0.150"), 100.0));
         let mut b = run(2, "after");
-        b.results.push(budget("none", None, "4000"));
-        b.results.push(budget("rt", Some("0.100"), "4100"));
-        b.results.push(budget("idle", Some("0.020"), "4200"));
+        b.results.push(budget("none", None, 0.0));
+        b.results.push(budget("rt", Some("0.100"), 100.0));
+        b.results.push(budget("idle", Some("0.020"), 200.0));
         let t = verdicts_across(&[a.clone(), b]).unwrap().to_terminal();
         let rt = t.lines().find(|l| l.starts_with("rt")).unwrap();
-        assert!(rt.contains("FAIL (share 15.0%, p99 4.10 ms)") && rt.contains("pass"), "{t}");
+        assert!(rt.contains("FAIL (share 15.0%, p95 +0.10 ms [") && rt.contains("pass"), "{t}");
         let idle = t.lines().find(|l| l.starts_with("idle")).unwrap();
         assert!(idle.contains(" - ") || idle.contains("-  "), "not measured in run a: {t}");
         assert!(verdicts_across(&[run(3, "empty")]).is_none());

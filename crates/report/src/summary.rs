@@ -233,30 +233,42 @@ fn published_values(run: &Run) -> Vec<(&'static str, &'static str, Published)> {
     out
 }
 
-/// Seed 001's goal in a sentence: which methods met it on one CPU, by the verdict
-/// [`crate::sched::judged`] computes (the loader at most 10% ± 1 point of a CPU, frame p99
-/// within 1 ms of the unloaded run's).
+/// Seed 001's goal in a sentence: which methods met it on one CPU, which did not and which
+/// the frames could not decide, by the verdict [`crate::sched::judged`] computes (the loader
+/// at most 10% ± 1 point of a CPU, the 95% interval of frame p95 minus the unloaded run's at
+/// or below 1 ms), with a warning first when the unloaded run was disturbed.
 fn seed001(run: &Run) -> Option<String> {
     let rows: Vec<crate::sched::Judged> =
         crate::sched::judged(run).into_iter().filter(|j| j.cpus == "1").collect();
     if rows.is_empty() {
         return None;
     }
-    let (mut met, mut not) = (Vec::new(), Vec::new());
+    let (mut met, mut not, mut open) = (Vec::new(), Vec::new(), Vec::new());
+    let disturbed = rows.iter().find_map(|j| j.disturbed_p99_us);
     for j in rows {
         let share = j.share.map_or("no progress".into(), |s| format!("{:.1}%", s * 100.0));
-        let p99 = j.p99_us.map_or(String::new(), |p| format!(" p99 {:.1} ms", p / 1e3));
-        let text = format!("{} {share}{p99}", j.loader);
+        let tail = j.tail.map_or(String::new(), |t| {
+            format!(" p95 {:+.1} ms {}", t.point / 1e3, schedlab_probes::sched::interval_ms(&t))
+        });
+        let text = format!("{} {share}{tail}", j.loader);
         match j.verdict {
             schedlab_probes::sched::BudgetVerdict::Pass(_) => met.push(text),
+            schedlab_probes::sched::BudgetVerdict::Undecided(_) => open.push(text),
             _ => not.push(text),
         }
     }
     let list = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
+    let warning = disturbed.map_or(String::new(), |p| {
+        format!(
+            "WARNING, disturbed baseline (the unloaded frame p99 {:.1} ms > the 20 ms period); ",
+            p / 1e3
+        )
+    });
     Some(format!(
-        "seed 001 (a loader held to 10% ± 1 of one CPU beside a 50 FPS loop, frame p99 within 1 ms of the unloaded run): met by {}; not by {}",
+        "seed 001 (a loader held to 10% ± 1 of one CPU beside a 50 FPS loop, frame p95 within 1 ms of the unloaded run's by its 95% interval): {warning}met by {}; not by {}; undecided: {}",
         list(&met),
-        list(&not)
+        list(&not),
+        list(&open)
     ))
 }
 
@@ -478,7 +490,13 @@ mod tests {
     #[test]
     fn the_seed_experiments_are_a_sentence_each() {
         let mut r = run(1, 100.0);
-        let budget = |loader: &str, share: &str, p99: &str| {
+        // 200 frames of 4.0–4.5 ms, `by` µs later.
+        let frames = |by: f64| {
+            let f: Vec<String> =
+                (0..200).map(|i| format!("{:.0}", 4000.0 + 2.5 * i as f64 + by)).collect();
+            f.join(" ")
+        };
+        let budget = |loader: &str, share: &str, by: f64| {
             let mut m = result(
                 "sched.background_budget",
                 Params::new().with("loader", loader).with("cpus", 1),
@@ -486,20 +504,28 @@ mod tests {
                 4e6,
             );
             m.notes.set("loader_share", share);
-            m.notes.set("p99_us", p99);
+            m.notes.set(schedlab_probes::sched::FRAMES_NOTE, frames(by));
             m.notes.set("loader_goal", 0.1);
             m
         };
-        r.results.push(budget("none", "0", "4000"));
-        r.results.push(budget("os", "0.650", "4100"));
-        r.results.push(budget("rt", "0.105", "4900"));
-        r.results.push(budget("rt-budget", "0.106", "5100"));
+        r.results.push(budget("none", "0", 0.0));
+        r.results.push(budget("os", "0.650", 100.0));
+        r.results.push(budget("rt", "0.105", 200.0));
+        r.results.push(budget("rt-budget", "0.106", 3000.0));
+        r.results.push(budget("test9", "0.050", 1000.0));
         let s = summarise(&r, None);
         assert_eq!(s.verdicts.len(), 1);
         let v = &s.verdicts[0];
+        assert!(v.contains("met by rt 10.5% p95 +0.2 ms [+0."), "{v}");
         assert!(
-            v.contains("met by rt 10.5% p99 4.9 ms; not by os 65.0% p99 4.1 ms, rt-budget 10.6% p99 5.1 ms"),
+            v.contains("; not by os 65.0% p95 +0.1 ms [")
+                && v.contains(", rt-budget 10.6% p95 +3.0 ms ["),
             "{v}"
         );
+        assert!(
+            v.contains("; undecided: test9 5.0% p95 +1.0 ms [+0.") && v.ends_with(" ms"),
+            "{v}"
+        );
+        assert!(!v.contains("WARNING"), "{v}");
     }
 }

@@ -1,7 +1,7 @@
 //! The tables people read: a run's results, the machine it ran on, runs side by side, and
 //! what a recorded timeline's threads got.
 
-use schedlab_measure::model::{Measurement, Outcome, Run, RunMeta, Warning};
+use schedlab_measure::model::{is_raw_note, Measurement, Outcome, Run, RunMeta, Warning};
 use schedlab_measure::stats;
 use schedlab_measure::text::escape;
 use schedlab_measure::warnings::kind_heading;
@@ -57,7 +57,10 @@ pub fn shared_notes(rows: &[&Measurement]) -> Vec<(String, Notes)> {
                 shared.retain(|note| m.notes.0.contains(note));
                 *count += 1;
             }
-            None => probes.push((m.probe.clone(), m.notes.0.clone(), 1)),
+            None => {
+                let shown = m.notes.0.iter().filter(|(k, _)| !is_raw_note(k)).cloned().collect();
+                probes.push((m.probe.clone(), shown, 1))
+            }
         }
     }
     probes
@@ -87,7 +90,11 @@ pub fn result_cells_except(m: &Measurement, shared: &[(String, String)]) -> Vec<
             }
             // Note values may hold commas (`cpus=0,0`): separate entries with spaces.
             notes.extend(
-                m.notes.0.iter().filter(|n| !shared.contains(n)).map(|(k, v)| format!("{k}={v}")),
+                m.notes
+                    .0
+                    .iter()
+                    .filter(|n| !shared.contains(n) && !is_raw_note(&n.0))
+                    .map(|(k, v)| format!("{k}={v}")),
             );
             cells.push(notes.join(" "));
         }
@@ -681,6 +688,19 @@ mod tests {
         rows[5].notes = Params::new().with("cpu", 1).with("size", 5).with("thp", "madvise");
         let refs: Vec<&Measurement> = rows.iter().collect();
         assert_eq!(shared_notes(&refs)[0].1, vec![("thp".to_string(), "madvise".to_string())]);
+    }
+
+    #[test]
+    fn raw_notes_are_kept_but_not_shown_in_a_table() {
+        let mut m = Measurement {
+            summary: Summary::of(&[1.0, 2.0, 3.0]),
+            ..Measurement::without_samples("p", Params::new(), Unit::Nanos, Outcome::Ok, 0.0)
+        };
+        m.notes = Params::new().with("p99_us", 5).with("frame_us_raw", "4010 4020 9000");
+        assert_eq!(result_cells(&m)[6], "p99_us=5");
+        let rows = vec![m; SHARED_NOTES_FROM];
+        let refs: Vec<&Measurement> = rows.iter().collect();
+        assert_eq!(shared_notes(&refs)[0].1, vec![("p99_us".to_string(), "5".to_string())]);
     }
 
     #[test]

@@ -196,6 +196,8 @@ mod timer;
 #[cfg(not(loom))]
 mod uffd;
 #[cfg(not(loom))]
+pub mod userfaultfd;
+#[cfg(not(loom))]
 mod wait;
 #[cfg(not(loom))]
 mod yielder;

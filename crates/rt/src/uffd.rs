@@ -10,72 +10,18 @@
 //! page out of such a range atomically: an access after it faults, one before
 //! it is in the page moved. This file knows nothing of stacks or threads.
 //!
-//! The constants and structures are the kernel's uapi (`linux/userfaultfd.h`,
-//! 6.8), which the `libc` crate does not carry.
+//! The constants and structures are the kernel's uapi, from
+//! [`crate::userfaultfd`] (the one copy, which the lab's probe uses too).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 
-const UFFDIO: u64 = 0xAA;
-const fn iowr(nr: u64, size: usize) -> u64 {
-    (3 << 30) | ((size as u64) << 16) | (UFFDIO << 8) | nr
-}
-const fn ior(nr: u64, size: usize) -> u64 {
-    (2 << 30) | ((size as u64) << 16) | (UFFDIO << 8) | nr
-}
-
-#[repr(C)]
-#[derive(Default)]
-struct Api {
-    api: u64,
-    features: u64,
-    ioctls: u64,
-}
-#[repr(C)]
-#[derive(Default, Clone, Copy)]
-struct Range {
-    start: u64,
-    len: u64,
-}
-#[repr(C)]
-#[derive(Default)]
-struct Register {
-    range: Range,
-    mode: u64,
-    ioctls: u64,
-}
-#[repr(C)]
-#[derive(Default)]
-struct Copy {
-    dst: u64,
-    src: u64,
-    len: u64,
-    mode: u64,
-    copy: i64,
-}
-#[repr(C)]
-#[derive(Default)]
-struct ZeroPage {
-    range: Range,
-    mode: u64,
-    zeropage: i64,
-}
-/// `struct uffdio_move` has the same layout as `struct uffdio_copy`.
-type Move = Copy;
-
-const UFFD_API: u64 = 0xAA;
-const UFFD_FEATURE_MOVE: u64 = 1 << 16;
-const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
-const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
-const UFFDIO_API: u64 = iowr(0x3F, std::mem::size_of::<Api>());
-const UFFDIO_REGISTER: u64 = iowr(0x00, std::mem::size_of::<Register>());
-const UFFDIO_UNREGISTER: u64 = ior(0x01, std::mem::size_of::<Range>());
-const UFFDIO_WAKE: u64 = ior(0x02, std::mem::size_of::<Range>());
-const UFFDIO_COPY: u64 = iowr(0x03, std::mem::size_of::<Copy>());
-const UFFDIO_ZEROPAGE: u64 = iowr(0x04, std::mem::size_of::<ZeroPage>());
-const UFFDIO_MOVE: u64 = iowr(0x05, std::mem::size_of::<Move>());
-/// `USERFAULTFD_IOC_NEW` on `/dev/userfaultfd`: `_IO(0xAA, 0)`.
-const USERFAULTFD_IOC_NEW: u64 = UFFDIO << 8;
+use crate::userfaultfd::{
+    UffdMsg, UffdioApi, UffdioCopy, UffdioRange, UffdioRegister, UffdioZeropage, UFFDIO_API,
+    UFFDIO_COPY, UFFDIO_MOVE, UFFDIO_REGISTER, UFFDIO_REGISTER_MODE_MISSING, UFFDIO_UNREGISTER,
+    UFFDIO_WAKE, UFFDIO_ZEROPAGE, UFFD_API, UFFD_EVENT_PAGEFAULT, UFFD_FEATURE_MOVE,
+    USERFAULTFD_IOC_NEW,
+};
 
 /// A userfaultfd descriptor set up for missing-page faults and page moves.
 #[derive(Debug)]
@@ -145,8 +91,8 @@ impl Uffd {
         };
         // SAFETY: a descriptor just returned to us, owned by nobody else.
         let uffd = Uffd(unsafe { OwnedFd::from_raw_fd(fd) });
-        let mut api = Api { api: UFFD_API, features: UFFD_FEATURE_MOVE, ioctls: 0 };
-        // SAFETY: UFFDIO_API reads and writes the `Api` on our stack.
+        let mut api = UffdioApi { api: UFFD_API, features: UFFD_FEATURE_MOVE, ioctls: 0 };
+        // SAFETY: UFFDIO_API reads and writes the `UffdioApi` on our stack.
         if unsafe { libc::ioctl(uffd.fd(), UFFDIO_API as _, &mut api) } != 0 {
             // EINVAL: a kernel without UFFDIO_MOVE (before 6.8).
             return Err(io::Error::last_os_error());
@@ -181,8 +127,8 @@ impl Uffd {
     /// memory) for missing-page faults. `ENOMEM` when splitting its mapping
     /// would pass `vm.max_map_count`.
     pub(crate) fn register(&self, start: usize, len: usize) -> io::Result<()> {
-        let mut r = Register {
-            range: Range { start: start as u64, len: len as u64 },
+        let mut r = UffdioRegister {
+            range: UffdioRange { start: start as u64, len: len as u64 },
             mode: UFFDIO_REGISTER_MODE_MISSING,
             ioctls: 0,
         };
@@ -192,13 +138,13 @@ impl Uffd {
     /// Undoes [`register`](Self::register); threads waiting on a fault there
     /// are woken (and retry it as an ordinary fault).
     pub(crate) fn unregister(&self, start: usize, len: usize) -> io::Result<()> {
-        let mut r = Range { start: start as u64, len: len as u64 };
+        let mut r = UffdioRange { start: start as u64, len: len as u64 };
         self.ioctl(UFFDIO_UNREGISTER, &mut r).map(drop)
     }
 
     /// Wakes threads waiting on a fault in `start..start + len`.
     pub(crate) fn wake(&self, start: usize, len: usize) {
-        let mut r = Range { start: start as u64, len: len as u64 };
+        let mut r = UffdioRange { start: start as u64, len: len as u64 };
         let _ = self.ioctl(UFFDIO_WAKE, &mut r);
     }
 
@@ -213,7 +159,7 @@ impl Uffd {
     pub(crate) unsafe fn copy(&self, dst: usize, src: *const u8, len: usize) -> Result<(), Miss> {
         loop {
             let mut c =
-                Copy { dst: dst as u64, src: src as u64, len: len as u64, mode: 0, copy: 0 };
+                UffdioCopy { dst: dst as u64, src: src as u64, len: len as u64, mode: 0, copy: 0 };
             return match self.ioctl(UFFDIO_COPY, &mut c) {
                 Ok(_) => Ok(()),
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => continue,
@@ -226,8 +172,8 @@ impl Uffd {
     /// Fills the missing page `dst` of a registered range with zeros.
     pub(crate) fn zero(&self, dst: usize, len: usize) -> Result<(), Miss> {
         loop {
-            let mut z = ZeroPage {
-                range: Range { start: dst as u64, len: len as u64 },
+            let mut z = UffdioZeropage {
+                range: UffdioRange { start: dst as u64, len: len as u64 },
                 mode: 0,
                 zeropage: 0,
             };
@@ -251,7 +197,7 @@ impl Uffd {
     pub(crate) unsafe fn move_page(&self, dst: usize, src: usize, len: usize) -> Result<(), Miss> {
         loop {
             let mut m =
-                Move { dst: dst as u64, src: src as u64, len: len as u64, mode: 0, copy: 0 };
+                UffdioCopy { dst: dst as u64, src: src as u64, len: len as u64, mode: 0, copy: 0 };
             return match self.ioctl(UFFDIO_MOVE, &mut m) {
                 Ok(_) => Ok(()),
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => continue,
@@ -265,21 +211,18 @@ impl Uffd {
     /// The faulting addresses of the page-fault events queued now (none if
     /// none: the descriptor does not block), appended to `out`.
     pub(crate) fn read_faults(&self, out: &mut Vec<usize>) {
-        // `struct uffd_msg` is 32 bytes: the event byte first, the faulting
-        // address at offset 16 for a page fault.
-        let mut buf = [0u64; 4 * 16];
+        let mut buf = [UffdMsg::default(); 16];
         loop {
-            // SAFETY: reads into our own buffer, of its length.
+            // SAFETY: reads whole messages into our own buffer, of its length.
             let n = unsafe {
                 libc::read(self.fd(), buf.as_mut_ptr().cast(), std::mem::size_of_val(&buf))
             };
             if n <= 0 {
                 return;
             }
-            for msg in buf[..n as usize / 8].chunks_exact(4) {
-                if msg[0] as u8 == UFFD_EVENT_PAGEFAULT {
-                    out.push(msg[2] as usize);
-                }
+            let got = n as usize / std::mem::size_of::<UffdMsg>();
+            for msg in buf[..got].iter().filter(|m| m.event == UFFD_EVENT_PAGEFAULT) {
+                out.push(msg.address as usize);
             }
         }
     }

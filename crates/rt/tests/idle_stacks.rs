@@ -223,9 +223,6 @@ fn turned_off_an_idle_reader_keeps_its_pages() {
     });
 }
 
-/// Random wakes around the threshold: echo threads whose stacks are
-/// reclaimed (live mode) and restored while clients write after random
-/// pauses; every reply and every thread's stack pattern must survive.
 /// The client side of the stress tests: `rounds` one-byte round trips on `b`,
 /// each after a pseudo-random sleep of 0 to 2.5 ms (seeded by `i`): either
 /// side of the 1 ms reclaim threshold and its period.
@@ -244,33 +241,45 @@ fn random_client(i: usize, mut b: UnixStream, rounds: usize) {
     }
 }
 
-fn stress(procs: usize) {
+/// The server side: echoes every byte on `a` until the client closes it,
+/// checking after each wake that thread `i`'s pattern, kept on its stack
+/// while it blocked, survived; returns how many it echoed.
+fn echo(i: usize, a: &mut UnixStream) -> usize {
+    let kept = pattern(i);
+    let at = std::hint::black_box(&kept);
+    let mut byte = [0u8; 1];
+    let mut n = 0;
+    while a.read(&mut byte).unwrap() == 1 {
+        assert_eq!(*at, pattern(i), "thread {i}'s stack intact after wake {n}");
+        a.write_all(&byte).unwrap();
+        n += 1;
+    }
+    n
+}
+
+/// The stress tests' scaffolding: a runtime from `builder` whose idle
+/// threads are reclaimed after 1 ms (live mode), `conns` socket pairs, a
+/// `server(i, end)` thread on one end of each and a [`random_client`] of
+/// `rounds` round trips on the other; every server must have echoed every
+/// round.
+fn echo_stress(
+    builder: schedlab_rt::RuntimeBuilder,
+    conns: usize,
+    rounds: usize,
+    server: fn(usize, UnixStream) -> usize,
+) {
     let _one = serial();
     watchdog(120, move || {
-        let rt = Runtime::builder()
-            .processors(procs)
+        let rt = builder
             .idle_stack_reclaim(Some(Duration::from_millis(1)))
             .idle_stack_reclaim_live(true)
             .build()
             .unwrap();
-        let conns = 24;
-        let rounds = 30;
         let mut servers = Vec::new();
         let mut clients = Vec::new();
         for i in 0..conns {
-            let (mut a, b) = UnixStream::pair().unwrap();
-            servers.push(rt.spawn(move || {
-                let kept = pattern(i);
-                let at = std::hint::black_box(&kept);
-                let mut byte = [0u8; 1];
-                let mut n = 0;
-                while a.read(&mut byte).unwrap() == 1 {
-                    assert_eq!(*at, pattern(i), "thread {i}'s stack intact after wake {n}");
-                    a.write_all(&byte).unwrap();
-                    n += 1;
-                }
-                n
-            }));
+            let (a, b) = UnixStream::pair().unwrap();
+            servers.push(rt.spawn(move || server(i, a)));
             clients.push(rt.spawn(move || random_client(i, b, rounds)));
         }
         for c in clients {
@@ -280,6 +289,13 @@ fn stress(procs: usize) {
             assert_eq!(s.join().unwrap(), rounds);
         }
     });
+}
+
+/// Random wakes around the threshold: echo threads whose stacks are
+/// reclaimed (live mode) and restored while clients write after random
+/// pauses; every reply and every thread's stack pattern must survive.
+fn stress(procs: usize) {
+    echo_stress(Runtime::builder().processors(procs), 24, 30, |i, mut a| echo(i, &mut a));
 }
 
 #[test]
@@ -584,67 +600,37 @@ fn the_live_mode_falls_back_to_keeping_the_live_page_where_userfaultfd_is_refuse
 /// sleeps and yields, under preemption: every write lands (the parent's
 /// counter equals the writer's count) and every stack pattern survives.
 fn touched_stress(procs: usize) {
-    let _one = serial();
-    watchdog(120, move || {
-        let rt = common::builder_in(procs, common::Mode::Both)
-            .idle_stack_reclaim(Some(Duration::from_millis(1)))
-            .idle_stack_reclaim_live(true)
-            .build()
-            .unwrap();
-        let conns = 8;
-        let rounds = 25;
-        let mut servers = Vec::new();
-        let mut clients = Vec::new();
-        for i in 0..conns {
-            let (mut a, b) = UnixStream::pair().unwrap();
-            servers.push(rt.spawn(move || {
-                let kept = pattern(i);
-                let counter = std::sync::atomic::AtomicU64::new(0);
-                let stop = std::sync::atomic::AtomicBool::new(false);
-                let (echoed, written) = schedlab_rt::scope(|s| {
-                    let writer = s.spawn(|| {
-                        let mut x = (i as u64 + 7).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                        let mut n = 0u64;
-                        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                            x ^= x << 13;
-                            x ^= x >> 7;
-                            x ^= x << 17;
-                            if x.is_multiple_of(3) {
-                                schedlab_rt::yield_now();
-                            } else {
-                                schedlab_rt::sleep(Duration::from_micros(x % 2500));
-                            }
-                            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            n += 1;
-                        }
-                        n
-                    });
-                    let at = std::hint::black_box(&kept);
-                    let mut byte = [0u8; 1];
-                    let mut n = 0;
-                    while a.read(&mut byte).unwrap() == 1 {
-                        assert_eq!(*at, pattern(i), "thread {i}'s stack intact after wake {n}");
-                        a.write_all(&byte).unwrap();
-                        n += 1;
+    echo_stress(common::builder_in(procs, common::Mode::Both), 8, 25, |i, mut a| {
+        let counter = std::sync::atomic::AtomicU64::new(0);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let (echoed, written) = schedlab_rt::scope(|s| {
+            let writer = s.spawn(|| {
+                let mut x = (i as u64 + 7).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if x.is_multiple_of(3) {
+                        schedlab_rt::yield_now();
+                    } else {
+                        schedlab_rt::sleep(Duration::from_micros(x % 2500));
                     }
-                    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-                    (n, writer.join().unwrap())
-                });
-                assert_eq!(
-                    counter.into_inner(),
-                    written,
-                    "thread {i}: every write of its scoped thread kept"
-                );
-                echoed
-            }));
-            clients.push(rt.spawn(move || random_client(i, b, rounds)));
-        }
-        for c in clients {
-            c.join().unwrap();
-        }
-        for s in servers {
-            assert_eq!(s.join().unwrap(), rounds);
-        }
+                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    n += 1;
+                }
+                n
+            });
+            let n = echo(i, &mut a);
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            (n, writer.join().unwrap())
+        });
+        assert_eq!(
+            counter.into_inner(),
+            written,
+            "thread {i}: every write of its scoped thread kept"
+        );
+        echoed
     });
 }
 

@@ -38,53 +38,13 @@ use schedlab_measure::{interrupt, ProbeError, Timing, Workload};
 
 use crate::{Context, Info, Instance, Probe, Suite};
 
-// The userfaultfd ABI (linux/userfaultfd.h); the libc crate does not carry it.
-const UFFD_API: u64 = 0xAA;
-const UFFD_USER_MODE_ONLY: libc::c_int = 1;
-/// `_IOWR(0xAA, 0x3F, struct uffdio_api)`, 24 bytes.
-const UFFDIO_API: libc::c_ulong = 0xC018_AA3F;
-/// `_IOWR(0xAA, 0x00, struct uffdio_register)`, 32 bytes.
-const UFFDIO_REGISTER: libc::c_ulong = 0xC020_AA00;
-/// `_IOWR(0xAA, 0x03, struct uffdio_copy)`, 40 bytes.
-const UFFDIO_COPY: libc::c_ulong = 0xC028_AA03;
-/// `_IOWR(0xAA, 0x04, struct uffdio_zeropage)`, 32 bytes.
-const UFFDIO_ZEROPAGE: libc::c_ulong = 0xC020_AA04;
-/// `_IO(0xAA, 0x00)` on /dev/userfaultfd.
-const USERFAULTFD_IOC_NEW: libc::c_ulong = 0xAA00;
-const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
-const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
-
-#[repr(C)]
-struct UffdioApi {
-    api: u64,
-    features: u64,
-    ioctls: u64,
-}
-
-#[repr(C)]
-struct UffdioRegister {
-    start: u64,
-    len: u64,
-    mode: u64,
-    ioctls: u64,
-}
-
-#[repr(C)]
-struct UffdioCopy {
-    dst: u64,
-    src: u64,
-    len: u64,
-    mode: u64,
-    copy: i64,
-}
-
-#[repr(C)]
-struct UffdioZeropage {
-    start: u64,
-    len: u64,
-    mode: u64,
-    zeropage: i64,
-}
+// The userfaultfd ABI (linux/userfaultfd.h): the libc crate does not carry it, and the
+// runtime's idle-stack reclaim needs it too, so its one copy is schedlab-rt's.
+use schedlab_rt::userfaultfd::{
+    UffdMsg, UffdioApi, UffdioCopy, UffdioRange, UffdioRegister, UffdioZeropage, UFFDIO_API,
+    UFFDIO_COPY, UFFDIO_REGISTER, UFFDIO_REGISTER_MODE_MISSING, UFFDIO_ZEROPAGE, UFFD_API,
+    UFFD_EVENT_PAGEFAULT, UFFD_USER_MODE_ONLY, USERFAULTFD_IOC_NEW,
+};
 
 /// The region faulted in, page by page: 1024 pages of 4 KiB.
 const REGION: usize = 4 << 20;
@@ -236,8 +196,7 @@ fn register(uffd: RawFd, region: &Region) -> Result<(), ProbeError> {
         return Err(ProbeError::last_os("ioctl(UFFDIO_API)"));
     }
     let mut reg = UffdioRegister {
-        start: region.ptr as u64,
-        len: region.len as u64,
+        range: UffdioRange { start: region.ptr as u64, len: region.len as u64 },
         mode: UFFDIO_REGISTER_MODE_MISSING,
         ioctls: 0,
     };
@@ -265,15 +224,15 @@ fn serve(uffd: RawFd, stop: RawFd, source: usize, page: usize, error: &AtomicI32
         if fds[1].revents != 0 {
             return;
         }
-        // struct uffd_msg: 32 bytes; event in byte 0, the fault's address in word 2. A read
-        // that finds nothing (EAGAIN: another wake-up) goes back to poll.
-        let mut msg = [0u64; 4];
-        // SAFETY: `msg` is 32 writable bytes.
-        let got = unsafe { libc::read(uffd, msg.as_mut_ptr().cast(), 32) };
-        if got != 32 || msg[0] as u8 != UFFD_EVENT_PAGEFAULT {
+        // One message. A read that finds nothing (EAGAIN: another wake-up) goes back to poll.
+        let mut msg = UffdMsg::default();
+        let size = std::mem::size_of::<UffdMsg>();
+        // SAFETY: `msg` is `size` writable bytes.
+        let got = unsafe { libc::read(uffd, (&raw mut msg).cast(), size) };
+        if got != size as isize || msg.event != UFFD_EVENT_PAGEFAULT {
             continue;
         }
-        let dst = msg[2] & !(page as u64 - 1);
+        let dst = msg.address & !(page as u64 - 1);
         let mut copy = UffdioCopy { dst, src: source as u64, len: page as u64, mode: 0, copy: 0 };
         // SAFETY: `copy` is the struct UFFDIO_COPY reads and writes; `src` is a live page.
         if unsafe { libc::ioctl(uffd, UFFDIO_COPY, &mut copy) } != 0 {
@@ -282,7 +241,8 @@ fn serve(uffd: RawFd, stop: RawFd, source: usize, page: usize, error: &AtomicI32
                 continue;
             }
             error.store(e, Ordering::Relaxed);
-            let mut zero = UffdioZeropage { start: dst, len: page as u64, mode: 0, zeropage: 0 };
+            let range = UffdioRange { start: dst, len: page as u64 };
+            let mut zero = UffdioZeropage { range, mode: 0, zeropage: 0 };
             // SAFETY: as above, UFFDIO_ZEROPAGE's struct.
             unsafe { libc::ioctl(uffd, UFFDIO_ZEROPAGE, &mut zero) };
         }
