@@ -23,7 +23,9 @@
 //! the interrupted mask, the handler's `sa_mask` and its signal unless
 //! `SA_NODEFER`) before it calls the program's handler, and the mask
 //! `sigreturn` will restore after, so a switch inside the handler applies
-//! the right mask on each side. Asking for a disposition answers with the
+//! the right mask on each side; a `pthread_kill` the handler's mask kept
+//! pending in the library is raised as the handler ends, for the kernel to
+//! deliver once `sigreturn` unblocks it. Asking for a disposition answers with the
 //! program's handler and flags, as the kernel would have. The runtime's own
 //! handlers (the preemption signal, stack-overflow reports), which are
 //! functions of this library, and `SIG_DFL`/`SIG_IGN` go to the kernel as
@@ -115,6 +117,11 @@ unsafe extern "C" fn wrapper(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut l
         // The handler may have changed the mask `sigreturn` restores.
         // SAFETY: as above.
         schedlab_rt::shared::handler_mask(word(unsafe { &(*uc).uc_sigmask }));
+        // A `pthread_kill` that came while the handler's mask blocked its
+        // signal is still pending in the library, where nothing else would
+        // look again (a sender waiting for its answer hung): raised now, the
+        // kernel holds it until `sigreturn` unblocks it, as it would have.
+        crate::signal::deliver_pending();
     }
 }
 
