@@ -38,6 +38,8 @@ const TESTS: &[&str] = &[
     "reclaim",
     "broadcast",
     "cancelio",
+    "cancelsys",
+    "restart",
     "fork_reclaimed",
 ];
 
@@ -143,6 +145,16 @@ fn cancellation_runs_cleanup_handlers_innermost_first() {
 #[test]
 fn cancellation_ends_a_wait_for_io_a_signal_or_a_connection_and_keeps_data_that_came() {
     check("cancelio");
+}
+
+#[test]
+fn cancellation_ends_a_wait_in_any_blocking_system_call() {
+    check("cancelsys");
+}
+
+#[test]
+fn a_handler_ends_or_restarts_a_blocked_call_as_the_kernel_does_and_the_runtime_ends_none() {
+    check("restart");
 }
 
 #[test]

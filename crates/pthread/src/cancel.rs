@@ -173,11 +173,26 @@ pub(crate) fn unwind(d: &ThreadData) -> ! {
 ///
 /// The system call's contract.
 pub(crate) unsafe fn syscall(nr: libc::c_long, args: [usize; 6]) -> isize {
+    // SAFETY: the caller's contract.
+    match unsafe { syscall_unless_cancelled(nr, args) } {
+        Some(r) => r,
+        None => act(),
+    }
+}
+
+/// [`syscall`], but a cancellation that stops the call is returned
+/// (`None`) for the caller to act on once it has undone its own state (a
+/// semaphore's waiter count, `sem.rs`).
+///
+/// # Safety
+///
+/// The system call's contract.
+pub(crate) unsafe fn syscall_unless_cancelled(nr: libc::c_long, args: [usize; 6]) -> Option<isize> {
     let d = current();
     if d.kind.get() != Kind::User {
         // SAFETY: the caller's call.
         let r = unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3], args[4], args[5]) };
-        return if r < 0 { -(errno() as isize) } else { r as isize };
+        return Some(if r < 0 { -(errno() as isize) } else { r as isize });
     }
     // Set before the call's own test of the word, in the word: a canceller's
     // `fetch_or` sees it, or the test sees the canceller's request.
@@ -187,9 +202,8 @@ pub(crate) unsafe fn syscall(nr: libc::c_long, args: [usize; 6]) -> isize {
     let r = unsafe { schedlab_rt::shared::syscall_cancellable(&d.cancel, mask, PENDING, nr, args) };
     d.cancel.fetch_and(!IN_CALL, Ordering::AcqRel);
     match r {
-        None => act(),
-        Some(r) if r == -(libc::EINTR as isize) && cancel_pending(d) => act(),
-        Some(r) => r,
+        Some(r) if r == -(libc::EINTR as isize) && cancel_pending(d) => None,
+        r => r,
     }
 }
 

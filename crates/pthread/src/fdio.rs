@@ -256,9 +256,21 @@ pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, len: usize) ->
         false,
         false,
         |_| rw_nowait(false, fd, &rest(buf, len, 0), 1),
-        // SAFETY: forwarded.
-        |_| unsafe { next::read()(fd, buf, len) },
+        // SAFETY: the caller's buffer.
+        |_| unsafe { kernel(libc::SYS_read, [fd as usize, buf as usize, len, 0, 0, 0]) },
     )
+}
+
+/// The blocking call itself, as a cancellation point (`points::blocking`;
+/// each of these is restarted after a handler with `SA_RESTART`): C's
+/// convention.
+///
+/// # Safety
+///
+/// The system call's contract.
+unsafe fn kernel(nr: libc::c_long, args: [usize; 6]) -> isize {
+    // SAFETY: the caller's contract.
+    unsafe { crate::points::blocking(crate::points::Restart::Sa, nr, args) }
 }
 
 /// The blocking call's result after `done` bytes already went: the total,
@@ -290,8 +302,9 @@ pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, len: usize)
         false,
         |done| rw_nowait(true, fd, &rest(buf, len, done), 1),
         |done| {
+            let at = buf.cast::<u8>().wrapping_add(done) as usize;
             // SAFETY: the rest of the caller's buffer.
-            let r = unsafe { next::write()(fd, buf.cast::<u8>().add(done).cast(), len - done) };
+            let r = unsafe { kernel(libc::SYS_write, [fd as usize, at, len - done, 0, 0, 0]) };
             plain_total(done, r)
         },
     )
@@ -346,8 +359,8 @@ pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const libc::iovec, n: c_i
         false,
         false,
         |_| rw_nowait(false, fd, iov, n),
-        // SAFETY: forwarded.
-        |_| unsafe { next::readv()(fd, iov, n) },
+        // SAFETY: the caller's buffers.
+        |_| unsafe { kernel(libc::SYS_readv, [fd as usize, iov as usize, n as usize, 0, 0, 0]) },
     )
 }
 
@@ -382,8 +395,9 @@ pub unsafe extern "C-unwind" fn writev(fd: c_int, iov: *const libc::iovec, n: c_
         },
         |done| {
             let v = at(done);
+            let a = [fd as usize, v.as_ptr() as usize, v.len(), 0, 0, 0];
             // SAFETY: the rest of the caller's buffers.
-            plain_total(done, unsafe { next::writev()(fd, v.as_ptr(), v.len() as c_int) })
+            plain_total(done, unsafe { kernel(libc::SYS_writev, a) })
         },
     )
 }
@@ -434,18 +448,10 @@ pub unsafe extern "C-unwind" fn recvfrom(
             next::recvfrom()(fd, rest, len - done, flags | libc::MSG_DONTWAIT, from, from_len)
         },
         |done| {
+            let at = buf.cast::<u8>().wrapping_add(done) as usize;
+            let a = [fd as usize, at, len - done, flags as usize, from as usize, from_len as usize];
             // SAFETY: as above.
-            let r = unsafe {
-                next::recvfrom()(
-                    fd,
-                    buf.cast::<u8>().add(done).cast(),
-                    len - done,
-                    flags,
-                    from,
-                    from_len,
-                )
-            };
-            plain_total(done, r)
+            plain_total(done, unsafe { kernel(libc::SYS_recvfrom, a) })
         },
     )
 }
@@ -466,10 +472,21 @@ pub unsafe extern "C-unwind" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags
     let whole = flags & libc::MSG_WAITALL != 0;
     // With MSG_WAITALL, what follows a first part goes into the rest of the
     // buffers, through a copy of the header (the caller's keeps its iovecs).
-    let rest_of = |done: usize, flags: c_int| -> isize {
+    // `plain`: the blocking call, a cancellation point (`kernel`).
+    let rest_of = |done: usize, flags: c_int, plain: bool| -> isize {
+        let call = |m: *mut libc::msghdr| {
+            if plain {
+                // SAFETY: a header over the caller's buffers.
+                unsafe {
+                    kernel(libc::SYS_recvmsg, [fd as usize, m as usize, flags as usize, 0, 0, 0])
+                }
+            } else {
+                // SAFETY: as above.
+                unsafe { next::recvmsg()(fd, m, flags) }
+            }
+        };
         if done == 0 {
-            // SAFETY: the caller's header and buffers.
-            return unsafe { next::recvmsg()(fd, msg, flags) };
+            return call(msg);
         }
         // SAFETY: the caller's array.
         let mut v = unsafe { advanced(iov, n, done) };
@@ -478,7 +495,7 @@ pub unsafe extern "C-unwind" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags
             let mut m = *msg;
             m.msg_iov = v.as_mut_ptr();
             m.msg_iovlen = v.len() as _;
-            let r = next::recvmsg()(fd, &mut m, flags);
+            let r = call(&mut m);
             (*msg).msg_flags = m.msg_flags;
             r
         }
@@ -490,8 +507,8 @@ pub unsafe extern "C-unwind" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags
         unsafe { iov_len(iov, n) },
         whole,
         flags & libc::MSG_DONTWAIT != 0,
-        |done| rest_of(done, flags | libc::MSG_DONTWAIT),
-        |done| plain_total(done, rest_of(done, flags)),
+        |done| rest_of(done, flags | libc::MSG_DONTWAIT, false),
+        |done| plain_total(done, rest_of(done, flags, true)),
     )
 }
 
@@ -513,10 +530,19 @@ pub unsafe extern "C-unwind" fn sendmsg(
     }
     // SAFETY: the caller's header.
     let (iov, n) = unsafe { ((*msg).msg_iov, (*msg).msg_iovlen as c_int) };
-    let call = |done: usize, flags: c_int| -> isize {
+    // `plain`: the blocking call, a cancellation point (`kernel`).
+    let send = |m: *const libc::msghdr, flags: c_int, plain: bool| -> isize {
+        if plain {
+            // SAFETY: a header over the caller's buffers.
+            unsafe { kernel(libc::SYS_sendmsg, [fd as usize, m as usize, flags as usize, 0, 0, 0]) }
+        } else {
+            // SAFETY: as above.
+            unsafe { next::sendmsg()(fd, m, flags) }
+        }
+    };
+    let call = |done: usize, flags: c_int, plain: bool| -> isize {
         if done == 0 {
-            // SAFETY: the caller's header and buffers.
-            return unsafe { next::sendmsg()(fd, msg, flags) };
+            return send(msg, flags, plain);
         }
         // SAFETY: the caller's array.
         let mut v = unsafe { advanced(iov, n, done) };
@@ -528,7 +554,7 @@ pub unsafe extern "C-unwind" fn sendmsg(
             m.msg_iovlen = v.len() as _;
             m.msg_control = std::ptr::null_mut();
             m.msg_controllen = 0;
-            next::sendmsg()(fd, &m, flags)
+            send(&m, flags, plain)
         }
     };
     transfer(
@@ -538,8 +564,8 @@ pub unsafe extern "C-unwind" fn sendmsg(
         unsafe { iov_len(iov, n) },
         true,
         flags & libc::MSG_DONTWAIT != 0,
-        |done| call(done, flags | libc::MSG_DONTWAIT),
-        |done| plain_total(done, call(done, flags)),
+        |done| call(done, flags | libc::MSG_DONTWAIT, false),
+        |done| plain_total(done, call(done, flags, true)),
     )
 }
 
@@ -589,8 +615,11 @@ pub unsafe extern "C-unwind" fn sendto(
             next::sendto()(fd, at(done), len - done, flags | libc::MSG_DONTWAIT, to, to_len)
         },
         |done| {
+            let a = [fd as usize, at(done) as usize, len - done, flags as usize, to as usize];
             // SAFETY: as above.
-            let r = unsafe { next::sendto()(fd, at(done), len - done, flags, to, to_len) };
+            let r = unsafe {
+                kernel(libc::SYS_sendto, [a[0], a[1], a[2], a[3], a[4], to_len as usize])
+            };
             plain_total(done, r)
         },
     )
@@ -650,7 +679,7 @@ pub unsafe extern "C-unwind" fn accept4(
         // which a cancellation stops (`cancel::syscall`).
         // SAFETY: the caller's arguments.
         return unsafe {
-            crate::cancel::syscall_c(
+            kernel(
                 libc::SYS_accept4,
                 [fd as usize, addr as usize, len as usize, flags as usize, 0, 0],
             ) as c_int
@@ -679,14 +708,15 @@ pub unsafe extern "C-unwind" fn connect(
     }
     // SAFETY: the caller's arguments.
     unsafe {
-        crate::cancel::syscall_c(
-            libc::SYS_connect,
-            [fd as usize, addr as usize, len as usize, 0, 0, 0],
-        ) as c_int
+        kernel(libc::SYS_connect, [fd as usize, addr as usize, len as usize, 0, 0, 0]) as c_int
     }
 }
 
 /// `close`: the poller forgets the descriptor first (a number C reuses).
+/// A cancellation point on a user thread (POSIX's, and glibc's): a
+/// cancellation pending acts before the descriptor is closed; one that
+/// comes while the kernel's close waits (a flush to a network file system)
+/// acts after it, the descriptor closed, as on glibc.
 ///
 /// # Safety
 ///
@@ -694,6 +724,10 @@ pub unsafe extern "C-unwind" fn connect(
 #[no_mangle]
 pub unsafe extern "C-unwind" fn close(fd: c_int) -> c_int {
     schedlab_rt::io::forget(fd);
+    if user_path() {
+        // SAFETY: the caller's descriptor.
+        return unsafe { kernel(libc::SYS_close, [fd as usize, 0, 0, 0, 0, 0]) as c_int };
+    }
     // SAFETY: forwarded unchanged.
     unsafe { next::close()(fd) }
 }

@@ -7,20 +7,16 @@
 //! whatever `SA_RESTART` says: the program would see `EINTR` for a signal it
 //! never got (`hackbench -T` and `perf bench sched messaging -t` stopped on
 //! it). On a user thread each wrapper calls again, with the time left, when
-//! the interruption was the runtime's own (`schedlab_rt::shared::
-//! interruptions` moved) and no signal of the program's was delivered to the
-//! thread meanwhile by the library (`signals_seen`). A process-directed
-//! signal the kernel delivers to the thread in the same moment as the
-//! runtime's is the one case whose `EINTR` is absorbed: its handler has run,
-//! and the call goes on waiting.
+//! the interruption was the runtime's own (`points::retrying`, the rule of
+//! every call the kernel never restarts, `points.rs`).
 //!
 //! Each is a cancellation point: on a user thread the call is the kernel's
 //! (`ppoll`, `select`, `pselect6`, `epoll_pwait`), made through
 //! `cancel::syscall`, which a `pthread_cancel` stops while it waits.
 
-use crate::thread::{current, user_path};
+use crate::points::retrying;
+use crate::thread::user_path;
 use std::ffi::c_int;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// glibc's definitions.
@@ -36,31 +32,6 @@ mod next {
     crate::glibc::real!(epoll_pwait: fn(c_int, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int);
 }
 
-fn errno() -> c_int {
-    // SAFETY: the calling thread's errno.
-    unsafe { *libc::__errno_location() }
-}
-
-/// Calls `call` with the time left of `deadline` (`None`: no limit) until
-/// it returns anything but an `EINTR` of the runtime's own making.
-fn retrying(deadline: Option<Instant>, mut call: impl FnMut(Option<Duration>) -> c_int) -> c_int {
-    let d = current();
-    loop {
-        let ours = schedlab_rt::shared::interruptions();
-        let seen = d.signals_seen.load(Ordering::Acquire);
-        let left = deadline.map(|at| at.saturating_duration_since(Instant::now()));
-        let r = call(left);
-        if r == -1
-            && errno() == libc::EINTR
-            && schedlab_rt::shared::interruptions() != ours
-            && d.signals_seen.load(Ordering::Acquire) == seen
-        {
-            continue;
-        }
-        return r;
-    }
-}
-
 fn ms_deadline(timeout: c_int) -> Option<Instant> {
     (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64))
 }
@@ -70,7 +41,8 @@ fn ms(left: Option<Duration>) -> c_int {
     left.map_or(-1, |d| d.as_nanos().div_ceil(1_000_000).min(c_int::MAX as u128) as c_int)
 }
 
-fn ts_deadline(t: *const libc::timespec) -> Option<Instant> {
+/// The deadline of a relative timeout (`None`: none, a null pointer).
+pub(crate) fn ts_deadline(t: *const libc::timespec) -> Option<Instant> {
     if t.is_null() {
         return None;
     }
@@ -80,7 +52,8 @@ fn ts_deadline(t: *const libc::timespec) -> Option<Instant> {
     Some(Instant::now() + d)
 }
 
-fn ts(left: Duration) -> libc::timespec {
+/// A time left as the kernel takes it.
+pub(crate) fn ts(left: Duration) -> libc::timespec {
     libc::timespec {
         tv_sec: left.as_secs() as libc::time_t,
         tv_nsec: left.subsec_nanos() as libc::c_long,
@@ -91,7 +64,7 @@ fn ts(left: Duration) -> libc::timespec {
 const SIGSET: usize = 8;
 
 /// A timeout's address for the kernel, or 0 (none).
-fn opt(t: &Option<libc::timespec>) -> usize {
+pub(crate) fn opt(t: &Option<libc::timespec>) -> usize {
     t.as_ref().map_or(0, |t| t as *const libc::timespec as usize)
 }
 

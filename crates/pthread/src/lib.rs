@@ -44,6 +44,7 @@ mod glibc;
 mod io;
 mod key;
 mod once;
+mod points;
 mod runtime;
 mod sched;
 mod schedparam;

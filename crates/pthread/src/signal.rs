@@ -36,6 +36,7 @@ mod next {
     crate::glibc::real!(sigwait: fn(*const libc::sigset_t, *mut c_int) -> c_int);
     crate::glibc::real!(sigwaitinfo: fn(*const libc::sigset_t, *mut libc::siginfo_t) -> c_int);
     crate::glibc::real!(sigtimedwait: fn(*const libc::sigset_t, *mut libc::siginfo_t, *const libc::timespec) -> c_int);
+    crate::glibc::real!(sigsuspend: fn(*const libc::sigset_t) -> c_int);
 }
 
 fn errno() -> c_int {
@@ -261,7 +262,8 @@ fn waiting_for<R>(set: u64, f: impl FnOnce() -> R) -> R {
 /// wait for are left out of `set`, as glibc leaves out its own two (32 and
 /// 33): those and the runtime's signal, which a `pthread_cancel` of the
 /// waiting thread sends (taken by the wait, it would be returned to the
-/// program).
+/// program). Never restarted by the kernel, so an `EINTR` of the runtime's
+/// own signal alone waits again, for the time left (`points::retrying`).
 ///
 /// # Safety
 ///
@@ -273,14 +275,17 @@ unsafe fn timed_wait(
 ) -> c_int {
     let own = bit(32) | bit(33) | bit(schedlab_rt::shared::runtime_signal());
     let w = word(set) & !own;
-    // SAFETY: the caller's out-parameters; our own copy of the set, in the
-    // kernel's 8 bytes.
-    unsafe {
-        crate::cancel::syscall_c(
-            libc::SYS_rt_sigtimedwait,
-            [&w as *const u64 as usize, info as usize, timeout as usize, 8, 0, 0],
-        ) as c_int
-    }
+    crate::points::retrying(crate::io::ts_deadline(timeout), |left| {
+        let t = left.map(crate::io::ts);
+        // SAFETY: the caller's out-parameter; our own copy of the set, in
+        // the kernel's 8 bytes; the time left (a copy).
+        unsafe {
+            crate::cancel::syscall_c(
+                libc::SYS_rt_sigtimedwait,
+                [&w as *const u64 as usize, info as usize, crate::io::opt(&t), 8, 0, 0],
+            ) as c_int
+        }
+    })
 }
 
 /// `sigwait`.
@@ -372,4 +377,34 @@ pub unsafe extern "C-unwind" fn sigtimedwait(
     }
     // SAFETY: forwarded unchanged.
     unsafe { next::sigtimedwait()(set, info, timeout) }
+}
+
+/// `sigsuspend`: the kernel's, under `mask` — with the runtime's signal left
+/// out of it, which must reach every user thread (a hand-off, a
+/// cancellation) — as a cancellation point that only a handler ends
+/// (`points::Restart::Never`: an `EINTR` of the runtime's signal alone
+/// waits again). The thread's pending signals that `mask` opens are raised
+/// on its kernel thread first, where the kernel keeps them (the thread's
+/// own mask still blocks them) until the suspend opens them.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn sigsuspend(mask: *const libc::sigset_t) -> c_int {
+    if !crate::thread::user_path() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::sigsuspend()(mask) };
+    }
+    let w = word(mask) & !bit(schedlab_rt::shared::runtime_signal());
+    waiting_for(!w, || {
+        // SAFETY: our own copy of the set, in the kernel's 8 bytes.
+        unsafe {
+            crate::points::blocking(
+                crate::points::Restart::Never,
+                libc::SYS_rt_sigsuspend,
+                [&w as *const u64 as usize, 8, 0, 0, 0, 0],
+            ) as c_int
+        }
+    })
 }
