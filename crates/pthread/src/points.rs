@@ -401,3 +401,181 @@ pub unsafe extern "C-unwind" fn lockf64(fd: c_int, cmd: c_int, len: libc::off_t)
     // SAFETY: the same function on a 64-bit system.
     unsafe { lockf(fd, cmd, len) }
 }
+
+extern "C" {
+    /// glibc's "buffer overflow detected" abort.
+    fn __chk_fail() -> !;
+}
+
+/// `__read_chk`: `read` as `_FORTIFY_SOURCE` calls it when the buffer's
+/// size is known (Debian builds its packages so). glibc's goes to its
+/// internal `__read`, past the library: here the check, then the library's
+/// `read` (`fdio.rs`), a cancellation point that parks on a pipe or socket.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn __read_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: usize,
+    size: usize,
+) -> isize {
+    if n > size {
+        // SAFETY: glibc's abort for an overflow it detected.
+        unsafe { __chk_fail() }
+    }
+    // SAFETY: the caller's buffer, checked above.
+    unsafe { crate::fdio::read(fd, buf, n) }
+}
+
+/// `__pread_chk`: as `__read_chk`, for `pread`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn __pread_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: usize,
+    off: libc::off_t,
+    size: usize,
+) -> isize {
+    if n > size {
+        // SAFETY: as above.
+        unsafe { __chk_fail() }
+    }
+    // SAFETY: as above.
+    unsafe { pread(fd, buf, n, off) }
+}
+
+/// `__pread64_chk`: `__pread_chk`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn __pread64_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: usize,
+    off: libc::off_t,
+    size: usize,
+) -> isize {
+    // SAFETY: the same function on a 64-bit system.
+    unsafe { __pread_chk(fd, buf, n, off, size) }
+}
+
+/// `__recv_chk`: as `__read_chk`, for `recv`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn __recv_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: usize,
+    size: usize,
+    flags: c_int,
+) -> isize {
+    if n > size {
+        // SAFETY: as above.
+        unsafe { __chk_fail() }
+    }
+    // SAFETY: as above.
+    unsafe { crate::fdio::recv(fd, buf, n, flags) }
+}
+
+/// `__recvfrom_chk`: as `__read_chk`, for `recvfrom`.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn __recvfrom_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: usize,
+    size: usize,
+    flags: c_int,
+    from: *mut libc::sockaddr,
+    from_len: *mut libc::socklen_t,
+) -> isize {
+    if n > size {
+        // SAFETY: as above.
+        unsafe { __chk_fail() }
+    }
+    // SAFETY: as above.
+    unsafe { crate::fdio::recvfrom(fd, buf, n, flags, from, from_len) }
+}
+
+/// `__poll_chk`: as `__read_chk`, for `poll` (`io.rs`).
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn __poll_chk(
+    fds: *mut libc::pollfd,
+    n: libc::nfds_t,
+    timeout: c_int,
+    size: usize,
+) -> c_int {
+    if (n as usize).saturating_mul(std::mem::size_of::<libc::pollfd>()) > size {
+        // SAFETY: as above.
+        unsafe { __chk_fail() }
+    }
+    // SAFETY: as above.
+    unsafe { crate::io::poll(fds, n, timeout) }
+}
+
+/// glibc's `semop` and `semtimedop`.
+mod glibc_sem {
+    use std::ffi::c_int;
+    crate::glibc::real!(semop: fn(c_int, *mut libc::sembuf, usize) -> c_int);
+    crate::glibc::real!(semtimedop: fn(c_int, *mut libc::sembuf, usize, *const libc::timespec) -> c_int);
+}
+
+/// `semop`: not a cancellation point, but never restarted by the kernel
+/// ([`Restart::Never`]): on a user thread an `EINTR` of the runtime's own
+/// signal alone waits again.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn semop(id: c_int, ops: *mut libc::sembuf, n: usize) -> c_int {
+    if !user_path() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { glibc_sem::semop()(id, ops, n) };
+    }
+    // SAFETY: forwarded, again after the runtime's own EINTR.
+    retrying(None, |_| unsafe { glibc_sem::semop()(id, ops, n) })
+}
+
+/// `semtimedop`: as `semop`, again with the time left.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn semtimedop(
+    id: c_int,
+    ops: *mut libc::sembuf,
+    n: usize,
+    timeout: *const libc::timespec,
+) -> c_int {
+    if !user_path() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { glibc_sem::semtimedop()(id, ops, n, timeout) };
+    }
+    retrying(crate::io::ts_deadline(timeout), |left| {
+        let t = left.map(crate::io::ts);
+        let tp = t.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: forwarded, with the time left.
+        unsafe { glibc_sem::semtimedop()(id, ops, n, tp) }
+    })
+}

@@ -4,7 +4,8 @@
  * pseudo-terminal with nothing typed), an open of a FIFO nobody opens for writing,
  * fcntl(F_SETLKW) and lockf(F_LOCK) on a lock a child process holds, msgrcv on an empty
  * System V queue, mq_receive on an empty POSIX queue (where the system has them), sem_wait on
- * a process-shared semaphore (glibc's, whose own wait acts only for glibc's threads). Each
+ * a process-shared semaphore (glibc's, whose own wait acts only for glibc's threads), and a
+ * terminal read through __read_chk (what read becomes under _FORTIFY_SOURCE). Each
  * thread is cancelled and joined: its cleanup handler ran and the join gives PTHREAD_CANCELED.
  * A regular file's read never waits long, so a terminal stands for "a descriptor the poller
  * cannot watch". An alarm ends the test if a cancellation never acts (the thread would wait
@@ -24,11 +25,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { WAITPID, WAITID, PAUSE, SIGSUSPEND, TTY, FIFO, SETLKW, LOCKF, SEM, MSGRCV, MQ, CASES };
-static const char *names[CASES] = {"waitpid",         "waitid",        "pause",
-                                    "sigsuspend",      "a terminal read", "a FIFO open",
-                                    "fcntl(F_SETLKW)", "lockf(F_LOCK)", "a shared sem_wait",
-                                    "msgrcv",          "mq_receive"};
+enum { WAITPID, WAITID, PAUSE, SIGSUSPEND, TTY, READ_CHK, FIFO, SETLKW, LOCKF, SEM, MSGRCV, MQ, CASES };
+static const char *names[CASES] = {
+    "waitpid",     "waitid",          "pause",         "sigsuspend",
+    "a terminal read", "__read_chk",  "a FIFO open",   "fcntl(F_SETLKW)",
+    "lockf(F_LOCK)", "a shared sem_wait", "msgrcv",    "mq_receive"};
+
+/* glibc's fortified read (<bits/unistd.h> calls it under _FORTIFY_SOURCE). */
+extern ssize_t __read_chk(int fd, void *buf, size_t n, size_t size);
 
 static pid_t sleeper;      /* a child that waits for the end of the test */
 static int tty;            /* a pseudo-terminal's slave side, nothing typed */
@@ -68,6 +72,9 @@ static void *blocked(void *arg) {
     }
     case TTY:
         read(tty, &b, 1);
+        break;
+    case READ_CHK:
+        __read_chk(tty, &b, 1, sizeof b);
         break;
     case FIFO:
         open(fifo_path, O_RDONLY);

@@ -6,11 +6,11 @@
  *   thread and for a kill of the process whose only thread not blocking the signal is the
  *   blocked one;
  * - pause, sigsuspend and msgrcv end with EINTR whatever SA_RESTART says;
- * - and none of them ends without a signal of the program's: sigtimedwait, pause, msgrcv and
- *   waitpid, on threads sharing one processor with threads that compute under a 1 ms quantum
- *   (so the runtime's own signal reaches them, handing off their processor or preempting),
- *   return only what the program asked for (the runtime's signal once ended pause and
- *   sigtimedwait with EINTR). */
+ * - and none of them ends without a signal of the program's: sigtimedwait, semtimedop, pause,
+ *   msgrcv and waitpid, on threads sharing two processors with threads that compute under a
+ *   1 ms quantum (so the runtime's own signal reaches them, handing off their processor or
+ *   preempting), return only what the program asked for (the runtime's signal ended
+ *   sigtimedwait with EINTR in every run, and could end pause, semtimedop and msgrcv so). */
 #define _GNU_SOURCE
 #include "check.h"
 #include <errno.h>
@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/msg.h>
+#include <sys/sem.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -43,7 +44,7 @@ static void on_usr1(int restart) {
     CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
 }
 
-static int pty_master, tty, msq;
+static int pty_master, tty, msq, semid;
 static int gate[2]; /* the sleeping child exits when a byte comes */
 static pid_t child;
 
@@ -180,12 +181,13 @@ static void *waits(void *arg) {
                 spurious++;
             }
         } else if (which == 1) {
-            struct {
-                long type;
-                char text[8];
-            } m;
-            int r = msgrcv(msq, &m, sizeof m.text, 0, IPC_NOWAIT);
-            (void)r;
+            struct sembuf take = {.sem_num = 0, .sem_op = -1, .sem_flg = 0};
+            struct timespec ts = {0, 3000000};
+            int r = semtimedop(semid, &take, 1, &ts);
+            if (!(r == -1 && errno == EAGAIN)) {
+                fprintf(stderr, "semtimedop: %d (errno %s)\n", r, strerror(errno));
+                spurious++;
+            }
             pid_t p = fork();
             CHECK(p >= 0, "fork");
             if (p == 0) {
@@ -212,19 +214,41 @@ static void *pauses(void *arg) {
     return NULL;
 }
 
+static struct {
+    long type;
+    char text[8];
+} message;
+static long received;
+static void *receives(void *arg) {
+    (void)arg;
+    errno = 0;
+    received = msgrcv(msq, &message, sizeof message.text, 0, 0);
+    if (received < 0)
+        fprintf(stderr, "msgrcv: errno %s\n", strerror(errno));
+    return NULL;
+}
+
 /* The runtime's own signal ends none of the calls. */
 static void no_spurious_eintr(void) {
     setenv("SCHEDLAB_RT_QUANTUM_MS", "1", 1); /* read when the runtime starts */
-    pthread_t c[3], w[2], p;
+    pthread_t c[3], w[2], p, m;
     for (int i = 0; i < 3; i++)
         PT(pthread_create(&c[i], NULL, compute, NULL));
     PT(pthread_create(&p, NULL, pauses, NULL));
+    PT(pthread_create(&m, NULL, receives, NULL));
     for (long i = 0; i < 2; i++)
         PT(pthread_create(&w[i], NULL, waits, (void *)i));
     for (int i = 0; i < 2; i++)
         PT(pthread_join(w[i], NULL));
     CHECK(!spurious, "%d calls ended without the program's signal", spurious);
     CHECK(!paused_out, "pause returned without a signal");
+    struct {
+        long type;
+        char text[8];
+    } hello = {1, "hello"};
+    CHECK(msgsnd(msq, &hello, sizeof hello.text, 0) == 0, "msgsnd: %s", strerror(errno));
+    PT(pthread_join(m, NULL));
+    CHECK(received == sizeof hello.text, "msgrcv returned %ld", received);
     PT(pthread_cancel(p));
     PT(pthread_join(p, NULL));
     stop = 1;
@@ -242,6 +266,8 @@ int main(void) {
     PT(pthread_sigmask(SIG_BLOCK, &s, NULL));
     msq = msgget(IPC_PRIVATE, IPC_CREAT | 0600);
     CHECK(msq >= 0, "msgget: %s", strerror(errno));
+    semid = semget(IPC_PRIVATE, 1, IPC_CREAT | 0600); /* one semaphore, 0 */
+    CHECK(semid >= 0, "semget: %s", strerror(errno));
     no_spurious_eintr();
 
     pty_master = posix_openpt(O_RDWR | O_NOCTTY);
@@ -258,6 +284,7 @@ int main(void) {
             for (int which = 0; which < CASES; which++)
                 one(which, restart, process);
     msgctl(msq, IPC_RMID, NULL);
+    semctl(semid, 0, IPC_RMID);
     printf("ok\n");
     return 0;
 }
