@@ -4,10 +4,13 @@
 //! A cancelled user thread acts at the next cancellation point it reaches
 //! with cancellation enabled: `pthread_testcancel`, `pthread_join`,
 //! `pthread_cond_wait`/`timedwait`, `sem_wait`/`timedwait`, the sleeping
-//! functions, the pipe and socket calls of `fdio.rs`, the `poll`, `select`
-//! and `epoll_wait` family, `sigwait` and its variants, `connect`; one
-//! waiting in such a call is woken to act ("Cancellation points in the
-//! kernel", below). It then runs its C
+//! functions, and every system call that is one (POSIX XSH 2.9.5.2 and
+//! glibc's: the pipe and socket calls of `fdio.rs`, the `poll` family of
+//! `io.rs`, the `sigwait` family and `sigsuspend` of `signal.rs`, and the
+//! table of `points.rs`: `open`, `pread`, the `wait` family, `pause`,
+//! `fcntl(F_SETLKW)`, the message queues, `close`...); one waiting in such a
+//! call is woken to act ("Cancellation points in the kernel", below). It
+//! then runs its C
 //! cleanup handlers, innermost first, and unwinds to its base
 //! (`thread.rs`), which runs C++ destructors on the way, then its key
 //! destructors; its joiner gets `PTHREAD_CANCELED`.
@@ -58,9 +61,8 @@
 //! (`schedlab_rt::io::wait_since_unless`). A call that data already went
 //! through returns its count; the cancellation acts at the next point.
 //!
-//! The cancellation points that wait in the kernel (`poll`, `select`,
-//! `epoll_wait` and their variants, `sigwait` and its variants, `connect`,
-//! an `accept` another thread raced to) go through [`syscall`]: the
+//! Every other cancellation point that waits in the kernel (`points.rs`
+//! has the list) goes through [`syscall`]: the
 //! runtime's cancellable system call, musl's design, which tests the
 //! thread's cancellation word and makes the call between two labels; the
 //! canceller sets the word and signals the thread's kernel thread, whose
@@ -68,11 +70,12 @@
 //! finished keeps its result (POSIX: a call that transferred data is not
 //! cancelled), and one that had not is not made. glibc 2.36's own points
 //! switch to asynchronous cancellation around the call instead, which can
-//! act after the call returned (glibc bug 12683, fixed in 2.39).
+//! act after the call returned (glibc bug 12683, fixed in 2.39), and on a
+//! user thread do nothing at all: they read the cancellation state glibc
+//! keeps in its own thread control block, which a user thread's never gets.
 //!
-//! Not done: the other blocking calls (`read` of a terminal, `open` of a
-//! FIFO, `waitpid`, `pause`, `fsync`, ...) and glibc's own internal calls
-//! finish first.
+//! Not done: glibc's own internal calls (stdio's `__read`, `system`'s
+//! wait) finish first.
 
 use crate::thread::{current, Kind, ThreadData};
 use std::ffi::{c_int, c_void};

@@ -38,7 +38,8 @@
 //! 3. a descriptor the poller cannot watch (a regular file, whose
 //!    `RWF_NOWAIT` read says `EAGAIN` when the page is not cached; a
 //!    terminal, which refuses `RWF_NOWAIT`): the plain blocking call, with
-//!    the runtime's hand-off, as before.
+//!    the runtime's hand-off, made as a cancellation point
+//!    (`points::blocking`).
 //!
 //! A blocking `write` or `send` on a stream transfers everything before it
 //! returns; a non-blocking one may stop part-way, so these go on with the

@@ -16,10 +16,20 @@
 //! returns (spuriously, as POSIX allows), its sleep ends with `EINTR`.
 //!
 //! A signal stays pending while the thread blocks it and is delivered when
-//! `pthread_sigmask` unblocks it. Not done: the program's `SA_RESTART` for a
-//! system call a user thread is blocked in when a `pthread_kill` arrives (the
-//! runtime's own handler restarts it, so the program's handler runs and the
-//! call goes on).
+//! `pthread_sigmask` unblocks it.
+//!
+//! # A thread blocked in a system call
+//!
+//! A user thread blocked in the kernel is on a kernel thread that has its
+//! mask (running, or detached after the runtime's hand-off), so a
+//! `pthread_kill` is a `tgkill` of that kernel thread: the kernel runs the
+//! handler there and ends the call with `EINTR` or restarts it by the
+//! handler's own `SA_RESTART`, exactly as for a kernel thread — and so for a
+//! process-directed signal the kernel routes there. What the library adds
+//! is for the runtime's own signal, which has `SA_RESTART`: the calls the
+//! kernel never restarts (signal(7); `sigwaitinfo`, `sigtimedwait` and
+//! `sigsuspend` here) are made again after an `EINTR` that was the
+//! runtime's alone, with the time left (`points::retrying`).
 
 use crate::thread::{current, gone, on_user_thread, user_thread, Kind, ThreadData};
 use std::ffi::c_int;
