@@ -256,22 +256,60 @@ pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, len: usize) ->
         len,
         false,
         false,
-        |_| rw_nowait(false, fd, &rest(buf, len, 0), 1),
+        move |_| rw_nowait(false, fd, &rest(buf, len, 0), 1),
         // SAFETY: the caller's buffer.
-        |_| unsafe { kernel(libc::SYS_read, [fd as usize, buf as usize, len, 0, 0, 0]) },
+        move |_| unsafe { blocking_read(fd, buf, len) },
     )
 }
 
 /// The blocking call itself, as a cancellation point (`points::blocking`;
 /// each of these is restarted after a handler with `SA_RESTART`): C's
-/// convention.
+/// convention. Out of line and cold: the fallback must not take registers
+/// or stack from the calls' fast paths.
 ///
 /// # Safety
 ///
 /// The system call's contract.
-unsafe fn kernel(nr: libc::c_long, args: [usize; 6]) -> isize {
+#[cold]
+#[inline(never)]
+unsafe fn kernel(
+    nr: libc::c_long,
+    a: usize,
+    b: usize,
+    c: usize,
+    d: usize,
+    e: usize,
+    f: usize,
+) -> isize {
     // SAFETY: the caller's contract.
-    unsafe { crate::points::blocking(crate::points::Restart::Sa, nr, args) }
+    unsafe { crate::points::blocking(crate::points::Restart::Sa, nr, [a, b, c, d, e, f]) }
+}
+
+/// `read(2)` through [`kernel`], with `read`'s own arguments: the plain
+/// call of [`read`] costs its fast path nothing (the same shape as the
+/// call of glibc's it replaced; [`kernel`]'s seven arguments there cost
+/// `read` a spill, 3 instructions a call).
+///
+/// # Safety
+///
+/// `read`'s contract.
+#[cold]
+#[inline(never)]
+unsafe fn blocking_read(fd: c_int, buf: *mut c_void, len: usize) -> isize {
+    // SAFETY: the caller's contract.
+    unsafe { kernel(libc::SYS_read, fd as usize, buf as usize, len, 0, 0, 0) }
+}
+
+/// `write(2)` through [`kernel`], as [`blocking_read`].
+///
+/// # Safety
+///
+/// `write`'s contract.
+#[cold]
+#[inline(never)]
+unsafe fn blocking_write(fd: c_int, buf: *const c_void, len: usize) -> isize {
+    // SAFETY: the caller's contract.
+    unsafe { kernel(libc::SYS_write, fd as usize, buf as usize, len, 0, 0, 0) }
 }
 
 /// The blocking call's result after `done` bytes already went: the total,
@@ -301,11 +339,10 @@ pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, len: usize)
         len,
         true,
         false,
-        |done| rw_nowait(true, fd, &rest(buf, len, done), 1),
-        |done| {
-            let at = buf.cast::<u8>().wrapping_add(done) as usize;
+        move |done| rw_nowait(true, fd, &rest(buf, len, done), 1),
+        move |done| {
             // SAFETY: the rest of the caller's buffer.
-            let r = unsafe { kernel(libc::SYS_write, [fd as usize, at, len - done, 0, 0, 0]) };
+            let r = unsafe { blocking_write(fd, buf.cast::<u8>().add(done).cast(), len - done) };
             plain_total(done, r)
         },
     )
@@ -361,7 +398,7 @@ pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const libc::iovec, n: c_i
         false,
         |_| rw_nowait(false, fd, iov, n),
         // SAFETY: the caller's buffers.
-        |_| unsafe { kernel(libc::SYS_readv, [fd as usize, iov as usize, n as usize, 0, 0, 0]) },
+        |_| unsafe { kernel(libc::SYS_readv, fd as usize, iov as usize, n as usize, 0, 0, 0) },
     )
 }
 
@@ -396,9 +433,9 @@ pub unsafe extern "C-unwind" fn writev(fd: c_int, iov: *const libc::iovec, n: c_
         },
         |done| {
             let v = at(done);
-            let a = [fd as usize, v.as_ptr() as usize, v.len(), 0, 0, 0];
+            let (p, n) = (v.as_ptr() as usize, v.len());
             // SAFETY: the rest of the caller's buffers.
-            plain_total(done, unsafe { kernel(libc::SYS_writev, a) })
+            plain_total(done, unsafe { kernel(libc::SYS_writev, fd as usize, p, n, 0, 0, 0) })
         },
     )
 }
@@ -450,9 +487,12 @@ pub unsafe extern "C-unwind" fn recvfrom(
         },
         |done| {
             let at = buf.cast::<u8>().wrapping_add(done) as usize;
-            let a = [fd as usize, at, len - done, flags as usize, from as usize, from_len as usize];
+            let (f, from, from_len) = (flags as usize, from as usize, from_len as usize);
             // SAFETY: as above.
-            plain_total(done, unsafe { kernel(libc::SYS_recvfrom, a) })
+            let r = unsafe {
+                kernel(libc::SYS_recvfrom, fd as usize, at, len - done, f, from, from_len)
+            };
+            plain_total(done, r)
         },
     )
 }
@@ -479,7 +519,7 @@ pub unsafe extern "C-unwind" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags
             if plain {
                 // SAFETY: a header over the caller's buffers.
                 unsafe {
-                    kernel(libc::SYS_recvmsg, [fd as usize, m as usize, flags as usize, 0, 0, 0])
+                    kernel(libc::SYS_recvmsg, fd as usize, m as usize, flags as usize, 0, 0, 0)
                 }
             } else {
                 // SAFETY: as above.
@@ -535,7 +575,7 @@ pub unsafe extern "C-unwind" fn sendmsg(
     let send = |m: *const libc::msghdr, flags: c_int, plain: bool| -> isize {
         if plain {
             // SAFETY: a header over the caller's buffers.
-            unsafe { kernel(libc::SYS_sendmsg, [fd as usize, m as usize, flags as usize, 0, 0, 0]) }
+            unsafe { kernel(libc::SYS_sendmsg, fd as usize, m as usize, flags as usize, 0, 0, 0) }
         } else {
             // SAFETY: as above.
             unsafe { next::sendmsg()(fd, m, flags) }
@@ -616,11 +656,10 @@ pub unsafe extern "C-unwind" fn sendto(
             next::sendto()(fd, at(done), len - done, flags | libc::MSG_DONTWAIT, to, to_len)
         },
         |done| {
-            let a = [fd as usize, at(done) as usize, len - done, flags as usize, to as usize];
+            let (p, f, to, to_len) =
+                (at(done) as usize, flags as usize, to as usize, to_len as usize);
             // SAFETY: as above.
-            let r = unsafe {
-                kernel(libc::SYS_sendto, [a[0], a[1], a[2], a[3], a[4], to_len as usize])
-            };
+            let r = unsafe { kernel(libc::SYS_sendto, fd as usize, p, len - done, f, to, to_len) };
             plain_total(done, r)
         },
     )
@@ -682,7 +721,12 @@ pub unsafe extern "C-unwind" fn accept4(
         return unsafe {
             kernel(
                 libc::SYS_accept4,
-                [fd as usize, addr as usize, len as usize, flags as usize, 0, 0],
+                fd as usize,
+                addr as usize,
+                len as usize,
+                flags as usize,
+                0,
+                0,
             ) as c_int
         };
     }
@@ -708,9 +752,7 @@ pub unsafe extern "C-unwind" fn connect(
         return unsafe { next::connect()(fd, addr, len) };
     }
     // SAFETY: the caller's arguments.
-    unsafe {
-        kernel(libc::SYS_connect, [fd as usize, addr as usize, len as usize, 0, 0, 0]) as c_int
-    }
+    unsafe { kernel(libc::SYS_connect, fd as usize, addr as usize, len as usize, 0, 0, 0) as c_int }
 }
 
 /// `close`: the poller forgets the descriptor first (a number C reuses).
@@ -727,7 +769,7 @@ pub unsafe extern "C-unwind" fn close(fd: c_int) -> c_int {
     schedlab_rt::io::forget(fd);
     if user_path() {
         // SAFETY: the caller's descriptor.
-        return unsafe { kernel(libc::SYS_close, [fd as usize, 0, 0, 0, 0, 0]) as c_int };
+        return unsafe { kernel(libc::SYS_close, fd as usize, 0, 0, 0, 0, 0) as c_int };
     }
     // SAFETY: forwarded unchanged.
     unsafe { next::close()(fd) }
