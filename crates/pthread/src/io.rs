@@ -1,5 +1,5 @@
 //! Waiting for file descriptors without spurious `EINTR`: `poll`, `ppoll`,
-//! `select`, `pselect`, `epoll_wait`, `epoll_pwait`.
+//! `select`, `pselect`, `epoll_wait`, `epoll_pwait`, `epoll_pwait2`.
 //!
 //! The runtime interrupts a user thread blocked in the kernel with its own
 //! signal when it hands the thread's processor to another kernel thread (and
@@ -30,6 +30,7 @@ mod next {
     crate::glibc::real!(pselect: fn(c_int, *mut libc::fd_set, *mut libc::fd_set, *mut libc::fd_set, *const libc::timespec, *const libc::sigset_t) -> c_int);
     crate::glibc::real!(epoll_wait: fn(c_int, *mut libc::epoll_event, c_int, c_int) -> c_int);
     crate::glibc::real!(epoll_pwait: fn(c_int, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int);
+    crate::glibc::real!(epoll_pwait2: fn(c_int, *mut libc::epoll_event, c_int, *const libc::timespec, *const libc::sigset_t) -> c_int);
 }
 
 fn ms_deadline(timeout: c_int) -> Option<Instant> {
@@ -261,6 +262,35 @@ pub unsafe extern "C-unwind" fn epoll_pwait(
             kernel(
                 libc::SYS_epoll_pwait,
                 [epfd as usize, events as usize, max as usize, ms, mask as usize, SIGSET],
+            )
+        }
+    })
+}
+
+/// `epoll_pwait2` (a `timespec` timeout).
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn epoll_pwait2(
+    epfd: c_int,
+    events: *mut libc::epoll_event,
+    max: c_int,
+    timeout: *const libc::timespec,
+    mask: *const libc::sigset_t,
+) -> c_int {
+    if !user_path() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::epoll_pwait2()(epfd, events, max, timeout, mask) };
+    }
+    retrying(ts_deadline(timeout), |left| {
+        let t = left.map(ts);
+        // SAFETY: forwarded, with the time left (a copy: the kernel reads it).
+        unsafe {
+            kernel(
+                libc::SYS_epoll_pwait2,
+                [epfd as usize, events as usize, max as usize, opt(&t), mask as usize, SIGSET],
             )
         }
     })

@@ -275,6 +275,15 @@ points! {
     /// `msync`.
     fn msync(addr: *mut c_void, len: usize, flags: c_int) -> c_int
         = SYS_msync [addr, len, flags] Sa;
+    /// `fallocate` (glibc's is a cancellation point).
+    fn fallocate(fd: c_int, mode: c_int, off: libc::off_t, len: libc::off_t) -> c_int
+        = SYS_fallocate [fd, mode, off, len] Sa;
+    /// `fallocate64`: `fallocate`.
+    fn fallocate64(fd: c_int, mode: c_int, off: libc::off_t, len: libc::off_t) -> c_int
+        = SYS_fallocate [fd, mode, off, len] Sa;
+    /// `sync_file_range` (glibc's is a cancellation point).
+    fn sync_file_range(fd: c_int, off: libc::off_t, n: libc::off_t, flags: c_uint) -> c_int
+        = SYS_sync_file_range [fd, off, n, flags] Sa;
     /// `recvmmsg`.
     fn recvmmsg(fd: c_int, v: *mut libc::mmsghdr, n: c_uint, flags: c_int, timeout: *mut libc::timespec) -> c_int
         = SYS_recvmmsg [fd, v, n, flags, timeout] Sa;

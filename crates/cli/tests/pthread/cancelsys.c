@@ -4,8 +4,9 @@
  * pseudo-terminal with nothing typed), an open of a FIFO nobody opens for writing,
  * fcntl(F_SETLKW) and lockf(F_LOCK) on a lock a child process holds, msgrcv on an empty
  * System V queue, mq_receive on an empty POSIX queue (where the system has them), sem_wait on
- * a process-shared semaphore (glibc's, whose own wait acts only for glibc's threads), and a
- * terminal read through __read_chk (what read becomes under _FORTIFY_SOURCE). Each
+ * a process-shared semaphore (glibc's, whose own wait acts only for glibc's threads), a
+ * terminal read through __read_chk (what read becomes under _FORTIFY_SOURCE), epoll_pwait2 on
+ * an empty set. Each
  * thread is cancelled and joined: its cleanup handler ran and the join gives PTHREAD_CANCELED.
  * A regular file's read never waits long, so a terminal stands for "a descriptor the poller
  * cannot watch". An alarm ends the test if a cancellation never acts (the thread would wait
@@ -17,6 +18,7 @@
 #include <mqueue.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <sys/epoll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +27,26 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { WAITPID, WAITID, PAUSE, SIGSUSPEND, TTY, READ_CHK, FIFO, SETLKW, LOCKF, SEM, MSGRCV, MQ, CASES };
+enum {
+    WAITPID,
+    WAITID,
+    PAUSE,
+    SIGSUSPEND,
+    TTY,
+    READ_CHK,
+    FIFO,
+    SETLKW,
+    LOCKF,
+    SEM,
+    EPOLL2,
+    MSGRCV,
+    MQ,
+    CASES
+};
 static const char *names[CASES] = {
-    "waitpid",     "waitid",          "pause",         "sigsuspend",
-    "a terminal read", "__read_chk",  "a FIFO open",   "fcntl(F_SETLKW)",
-    "lockf(F_LOCK)", "a shared sem_wait", "msgrcv",    "mq_receive"};
+    "waitpid",         "waitid",        "pause",          "sigsuspend",       "a terminal read",
+    "__read_chk",      "a FIFO open",   "fcntl(F_SETLKW)", "lockf(F_LOCK)",   "a shared sem_wait",
+    "epoll_pwait2",    "msgrcv",        "mq_receive"};
 
 /* glibc's fortified read (<bits/unistd.h> calls it under _FORTIFY_SOURCE). */
 extern ssize_t __read_chk(int fd, void *buf, size_t n, size_t size);
@@ -91,6 +108,12 @@ static void *blocked(void *arg) {
     case SEM:
         sem_wait(&shared_sem);
         break;
+    case EPOLL2: {
+        struct epoll_event e;
+        int ep = epoll_create1(EPOLL_CLOEXEC);
+        epoll_pwait2(ep, &e, 1, NULL, NULL);
+        break;
+    }
     case MSGRCV: {
         struct {
             long type;
@@ -156,7 +179,7 @@ int main(void) {
     CHECK(mkfifo(fifo_path, 0600) == 0, "mkfifo: %s", strerror(errno));
 
     CHECK(sem_init(&shared_sem, 1, 0) == 0, "sem_init: %s", strerror(errno));
-    for (long w = WAITPID; w <= SEM; w++)
+    for (long w = WAITPID; w <= EPOLL2; w++)
         cancel_blocked(w);
     /* The cancelled waiter left: a post and a wait still pass the value on. */
     CHECK(sem_post(&shared_sem) == 0 && sem_wait(&shared_sem) == 0, "the semaphore after");
