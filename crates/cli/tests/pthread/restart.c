@@ -4,7 +4,7 @@
  * - a waitpid on a sleeping child and a read of a terminal (a pseudo-terminal) go on after a
  *   handler with SA_RESTART and end with EINTR after one without, for a pthread_kill of the
  *   thread and for a kill of the process whose only thread not blocking the signal is the
- *   blocked one;
+ *   blocked one (a child process per case);
  * - pause, sigsuspend and msgrcv end with EINTR whatever SA_RESTART says;
  * - and none of them ends without a signal of the program's: sigtimedwait, semtimedop, pause,
  *   msgrcv and waitpid, on threads sharing two processors with threads that compute under a
@@ -279,10 +279,27 @@ int main(void) {
     CHECK(tcgetattr(tty, &raw) == 0, "tcgetattr");
     cfmakeraw(&raw); /* a read returns each byte as it comes; nothing echoed */
     CHECK(tcsetattr(tty, TCSANOW, &raw) == 0, "tcsetattr");
-    for (int process = 0; process <= 1; process++)
-        for (int restart = 0; restart <= 1; restart++)
-            for (int which = 0; which < CASES; which++)
-                one(which, restart, process);
+    for (int restart = 0; restart <= 1; restart++)
+        for (int which = 0; which < CASES; which++)
+            one(which, restart, 0);
+    /* A kill of the process, each in a child of its own whose one thread that does not block
+     * the signal is the blocked one. (Here, the runtime's kernel threads that ran the earlier
+     * cases' threads keep their masks while idle, and may take the signal: docs/PTHREAD.md,
+     * "Not done yet".) */
+    for (int restart = 0; restart <= 1; restart++)
+        for (int which = 0; which < CASES; which++) {
+            fflush(stdout);
+            pid_t p = fork();
+            CHECK(p >= 0, "fork");
+            if (p == 0) {
+                one(which, restart, 1);
+                _exit(0);
+            }
+            int st;
+            CHECK(waitpid(p, &st, 0) == p, "waitpid");
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s, %s, kill of the process: status %#x",
+                  names[which], restart ? "SA_RESTART" : "no SA_RESTART", st);
+        }
     msgctl(msq, IPC_RMID, NULL);
     semctl(semid, 0, IPC_RMID);
     printf("ok\n");
