@@ -40,6 +40,7 @@ const TESTS: &[&str] = &[
     "cancelio",
     "cancelsys",
     "restart",
+    "sigblocked",
     "fork_reclaimed",
 ];
 
@@ -225,6 +226,11 @@ fn a_priority_inheritance_mutex_ends_inversion_and_a_ceiling_raises_its_holder()
 #[test]
 fn reads_and_writes_on_pipes_and_sockets_wait_without_a_kernel_thread() {
     check("io");
+}
+
+#[test]
+fn a_signal_sent_to_a_thread_that_blocks_it_is_delivered_when_it_unblocks_it_elsewhere() {
+    check("sigblocked");
 }
 
 #[test]

@@ -169,11 +169,17 @@ pub unsafe extern "C-unwind" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> 
     crate::runtime::enter();
     let Some(thread) = d.rt_thread() else { return libc::ESRCH };
     // On a kernel thread now (running, or blocked in a system call such as
-    // `sigwait` or `pause`): that kernel thread has the target's mask, so the
-    // kernel itself delivers or keeps the signal exactly as for a kernel
-    // thread. Otherwise (queued, parked in the library's waits) it waits in
-    // the thread's pending set for its next resumption.
-    if let Some(tid) = schedlab_rt::shared::kernel_thread_of(&thread) {
+    // `waitpid` or `pause`), and not blocking the signal or waiting for it
+    // (`sigwait`, `sigsuspend`): that kernel thread has the target's mask, so
+    // the kernel itself delivers the signal exactly as for a kernel thread,
+    // ending or restarting the call by the handler's `SA_RESTART`. Otherwise
+    // (queued, parked in the library's waits, or blocking it) it waits in the
+    // thread's pending set for its next resumption or its unblocking — a
+    // signal it blocks, raised on its kernel thread, would stay pending there
+    // when the thread moves, and reach whichever thread runs there next.
+    let open = schedlab_rt::shared::signal_mask_of(&thread) & bit(sig) == 0
+        || d.sigwait_set.load(Ordering::Acquire) & bit(sig) != 0;
+    if let Some(tid) = schedlab_rt::shared::kernel_thread_of(&thread).filter(|_| open) {
         // SAFETY: tgkill to a kernel thread of our own process.
         if unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, sig) } == 0 {
             count_delivery(d, sig);
