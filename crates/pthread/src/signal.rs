@@ -16,13 +16,16 @@
 //! returns (spuriously, as POSIX allows), its sleep ends with `EINTR`.
 //!
 //! A signal stays pending while the thread blocks it and is delivered when
-//! `pthread_sigmask` unblocks it.
+//! `pthread_sigmask` unblocks it: kept in the thread's own pending set, not
+//! raised on the kernel thread it is on, where the kernel would keep it when
+//! the thread moves.
 //!
 //! # A thread blocked in a system call
 //!
 //! A user thread blocked in the kernel is on a kernel thread that has its
 //! mask (running, or detached after the runtime's hand-off), so a
-//! `pthread_kill` is a `tgkill` of that kernel thread: the kernel runs the
+//! `pthread_kill` of a signal it does not block (or waits for) is a `tgkill`
+//! of that kernel thread: the kernel runs the
 //! handler there and ends the call with `EINTR` or restarts it by the
 //! handler's own `SA_RESTART`, exactly as for a kernel thread — and so for a
 //! process-directed signal the kernel routes there. What the library adds
