@@ -196,3 +196,45 @@ int main(void) {
     let o = output_within(exec().arg("--trace").arg(&json).args(["--", "true"]), LIMIT);
     assert!(text(&o.stderr).contains("no scheduling events"), "{}", text(&o.stderr));
 }
+
+/// `exit` from a user thread with a cancellation pending, traced: the trace is written with
+/// the system calls themselves, not the library's `open`/`write`/`close`, which are
+/// cancellation points — through them the thread was cancelled inside `exit`, its joiner got
+/// `PTHREAD_CANCELED`, and the program exited 0 with an empty trace instead of 3.
+#[test]
+fn exit_with_a_cancellation_pending_keeps_its_status_and_its_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("e.c");
+    std::fs::write(
+        &src,
+        r#"
+#include <pthread.h>
+#include <stdlib.h>
+static void *run(void *a) {
+    (void)a;
+    pthread_cancel(pthread_self()); /* pending: exit is no cancellation point */
+    exit(3);
+}
+int main(void) {
+    pthread_t t;
+    pthread_create(&t, 0, run, 0);
+    pthread_join(t, 0);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let prog = dir.path().join("e");
+    match Command::new("cc").args(["-O1", "-pthread", "-o"]).arg(&prog).arg(&src).output() {
+        Err(e) => {
+            eprintln!("skipped: no C compiler (cc: {e})");
+            return;
+        }
+        Ok(o) => assert!(o.status.success(), "{}", text(&o.stderr)),
+    }
+    let json = dir.path().join("trace.json");
+    let o = output_within(exec().arg("--trace").arg(&json).arg("--").arg(&prog), LIMIT);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(!doc["traceEvents"].as_array().unwrap().is_empty(), "the trace was written");
+}

@@ -40,6 +40,9 @@ const TESTS: &[&str] = &[
     "reclaim",
     "broadcast",
     "cancelio",
+    "cancelsys",
+    "restart",
+    "sigblocked",
     "fork_reclaimed",
 ];
 
@@ -148,6 +151,16 @@ fn cancellation_ends_a_wait_for_io_a_signal_or_a_connection_and_keeps_data_that_
 }
 
 #[test]
+fn cancellation_ends_a_wait_in_any_blocking_system_call() {
+    check("cancelsys");
+}
+
+#[test]
+fn a_handler_ends_or_restarts_a_blocked_call_as_the_kernel_does_and_the_runtime_ends_none() {
+    check("restart");
+}
+
+#[test]
 fn asynchronous_cancellation_stops_a_thread_that_only_computes() {
     check("async_cancel");
 }
@@ -225,6 +238,11 @@ fn a_priority_inheritance_mutex_ends_inversion_and_a_ceiling_raises_its_holder()
 #[test]
 fn reads_and_writes_on_pipes_and_sockets_wait_without_a_kernel_thread() {
     check("io");
+}
+
+#[test]
+fn a_signal_sent_to_a_thread_that_blocks_it_is_delivered_when_it_unblocks_it_elsewhere() {
+    check("sigblocked");
 }
 
 #[test]

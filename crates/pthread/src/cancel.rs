@@ -4,10 +4,13 @@
 //! A cancelled user thread acts at the next cancellation point it reaches
 //! with cancellation enabled: `pthread_testcancel`, `pthread_join`,
 //! `pthread_cond_wait`/`timedwait`, `sem_wait`/`timedwait`, the sleeping
-//! functions, the pipe and socket calls of `fdio.rs`, the `poll`, `select`
-//! and `epoll_wait` family, `sigwait` and its variants, `connect`; one
-//! waiting in such a call is woken to act ("Cancellation points in the
-//! kernel", below). It then runs its C
+//! functions, and every system call that is one (POSIX XSH 2.9.5.2 and
+//! glibc's: the pipe and socket calls of `fdio.rs`, the `poll` family of
+//! `io.rs`, the `sigwait` family and `sigsuspend` of `signal.rs`, and the
+//! table of `points.rs`: `open`, `pread`, the `wait` family, `pause`,
+//! `fcntl(F_SETLKW)`, the message queues, `close`...); one waiting in such a
+//! call is woken to act ("Cancellation points in the kernel", below). It
+//! then runs its C
 //! cleanup handlers, innermost first, and unwinds to its base
 //! (`thread.rs`), which runs C++ destructors on the way, then its key
 //! destructors; its joiner gets `PTHREAD_CANCELED`.
@@ -58,9 +61,8 @@
 //! (`schedlab_rt::io::wait_since_unless`). A call that data already went
 //! through returns its count; the cancellation acts at the next point.
 //!
-//! The cancellation points that wait in the kernel (`poll`, `select`,
-//! `epoll_wait` and their variants, `sigwait` and its variants, `connect`,
-//! an `accept` another thread raced to) go through [`syscall`]: the
+//! Every other cancellation point that waits in the kernel (`points.rs`
+//! has the list) goes through [`syscall`]: the
 //! runtime's cancellable system call, musl's design, which tests the
 //! thread's cancellation word and makes the call between two labels; the
 //! canceller sets the word and signals the thread's kernel thread, whose
@@ -68,11 +70,12 @@
 //! finished keeps its result (POSIX: a call that transferred data is not
 //! cancelled), and one that had not is not made. glibc 2.36's own points
 //! switch to asynchronous cancellation around the call instead, which can
-//! act after the call returned (glibc bug 12683, fixed in 2.39).
+//! act after the call returned (glibc bug 12683, fixed in 2.39), and on a
+//! user thread do nothing at all: they read the cancellation state glibc
+//! keeps in its own thread control block, which a user thread's never gets.
 //!
-//! Not done: the other blocking calls (`read` of a terminal, `open` of a
-//! FIFO, `waitpid`, `pause`, `fsync`, ...) and glibc's own internal calls
-//! finish first.
+//! Not done: glibc's own internal calls (stdio's `__read`, `system`'s
+//! wait) finish first.
 
 use crate::thread::{current, Kind, ThreadData};
 use std::ffi::{c_int, c_void};
@@ -173,11 +176,26 @@ pub(crate) fn unwind(d: &ThreadData) -> ! {
 ///
 /// The system call's contract.
 pub(crate) unsafe fn syscall(nr: libc::c_long, args: [usize; 6]) -> isize {
+    // SAFETY: the caller's contract.
+    match unsafe { syscall_unless_cancelled(nr, args) } {
+        Some(r) => r,
+        None => act(),
+    }
+}
+
+/// [`syscall`], but a cancellation that stops the call is returned
+/// (`None`) for the caller to act on once it has undone its own state (a
+/// semaphore's waiter count, `sem.rs`).
+///
+/// # Safety
+///
+/// The system call's contract.
+pub(crate) unsafe fn syscall_unless_cancelled(nr: libc::c_long, args: [usize; 6]) -> Option<isize> {
     let d = current();
     if d.kind.get() != Kind::User {
         // SAFETY: the caller's call.
         let r = unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3], args[4], args[5]) };
-        return if r < 0 { -(errno() as isize) } else { r as isize };
+        return Some(if r < 0 { -(errno() as isize) } else { r as isize });
     }
     // Set before the call's own test of the word, in the word: a canceller's
     // `fetch_or` sees it, or the test sees the canceller's request.
@@ -187,9 +205,8 @@ pub(crate) unsafe fn syscall(nr: libc::c_long, args: [usize; 6]) -> isize {
     let r = unsafe { schedlab_rt::shared::syscall_cancellable(&d.cancel, mask, PENDING, nr, args) };
     d.cancel.fetch_and(!IN_CALL, Ordering::AcqRel);
     match r {
-        None => act(),
-        Some(r) if r == -(libc::EINTR as isize) && cancel_pending(d) => act(),
-        Some(r) => r,
+        Some(r) if r == -(libc::EINTR as isize) && cancel_pending(d) => None,
+        r => r,
     }
 }
 

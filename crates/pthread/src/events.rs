@@ -132,19 +132,19 @@ extern "C" fn write_out() {
     block.extend_from_slice(&dropped.to_ne_bytes());
     block.extend_from_slice(&body);
     // SAFETY: open/flock/write/close on a descriptor we own; `path` is our C string.
+    // The system calls themselves: libc's `open`, `write` and `close` are this
+    // library's, cancellation points on a user thread, and `exit` may run
+    // this on one with a cancellation pending.
     unsafe {
-        let fd = libc::open(
-            path,
-            libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
-            0o600,
-        );
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC;
+        let fd = libc::syscall(libc::SYS_openat, libc::AT_FDCWD, path, flags, 0o600) as libc::c_int;
         if fd < 0 {
             return;
         }
         libc::flock(fd, libc::LOCK_EX);
         let mut rest = &block[..];
         while !rest.is_empty() {
-            let w = libc::write(fd, rest.as_ptr().cast(), rest.len());
+            let w = libc::syscall(libc::SYS_write, fd, rest.as_ptr(), rest.len());
             if w <= 0 {
                 if w < 0 && *libc::__errno_location() == libc::EINTR {
                     continue;
@@ -154,6 +154,6 @@ extern "C" fn write_out() {
             rest = &rest[w as usize..];
         }
         libc::flock(fd, libc::LOCK_UN);
-        libc::close(fd);
+        libc::syscall(libc::SYS_close, fd);
     }
 }

@@ -1,5 +1,5 @@
 //! Waiting for file descriptors without spurious `EINTR`: `poll`, `ppoll`,
-//! `select`, `pselect`, `epoll_wait`, `epoll_pwait`.
+//! `select`, `pselect`, `epoll_wait`, `epoll_pwait`, `epoll_pwait2`.
 //!
 //! The runtime interrupts a user thread blocked in the kernel with its own
 //! signal when it hands the thread's processor to another kernel thread (and
@@ -7,20 +7,16 @@
 //! whatever `SA_RESTART` says: the program would see `EINTR` for a signal it
 //! never got (`hackbench -T` and `perf bench sched messaging -t` stopped on
 //! it). On a user thread each wrapper calls again, with the time left, when
-//! the interruption was the runtime's own (`schedlab_rt::shared::
-//! interruptions` moved) and no signal of the program's was delivered to the
-//! thread meanwhile by the library (`signals_seen`). A process-directed
-//! signal the kernel delivers to the thread in the same moment as the
-//! runtime's is the one case whose `EINTR` is absorbed: its handler has run,
-//! and the call goes on waiting.
+//! the interruption was the runtime's own (`points::retrying`, the rule of
+//! every call the kernel never restarts, `points.rs`).
 //!
 //! Each is a cancellation point: on a user thread the call is the kernel's
 //! (`ppoll`, `select`, `pselect6`, `epoll_pwait`), made through
 //! `cancel::syscall`, which a `pthread_cancel` stops while it waits.
 
-use crate::thread::{current, user_path};
+use crate::points::retrying;
+use crate::thread::user_path;
 use std::ffi::c_int;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// glibc's definitions.
@@ -34,31 +30,7 @@ mod next {
     crate::glibc::real!(pselect: fn(c_int, *mut libc::fd_set, *mut libc::fd_set, *mut libc::fd_set, *const libc::timespec, *const libc::sigset_t) -> c_int);
     crate::glibc::real!(epoll_wait: fn(c_int, *mut libc::epoll_event, c_int, c_int) -> c_int);
     crate::glibc::real!(epoll_pwait: fn(c_int, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int);
-}
-
-fn errno() -> c_int {
-    // SAFETY: the calling thread's errno.
-    unsafe { *libc::__errno_location() }
-}
-
-/// Calls `call` with the time left of `deadline` (`None`: no limit) until
-/// it returns anything but an `EINTR` of the runtime's own making.
-fn retrying(deadline: Option<Instant>, mut call: impl FnMut(Option<Duration>) -> c_int) -> c_int {
-    let d = current();
-    loop {
-        let ours = schedlab_rt::shared::interruptions();
-        let seen = d.signals_seen.load(Ordering::Acquire);
-        let left = deadline.map(|at| at.saturating_duration_since(Instant::now()));
-        let r = call(left);
-        if r == -1
-            && errno() == libc::EINTR
-            && schedlab_rt::shared::interruptions() != ours
-            && d.signals_seen.load(Ordering::Acquire) == seen
-        {
-            continue;
-        }
-        return r;
-    }
+    crate::glibc::real!(epoll_pwait2: fn(c_int, *mut libc::epoll_event, c_int, *const libc::timespec, *const libc::sigset_t) -> c_int);
 }
 
 fn ms_deadline(timeout: c_int) -> Option<Instant> {
@@ -70,7 +42,8 @@ fn ms(left: Option<Duration>) -> c_int {
     left.map_or(-1, |d| d.as_nanos().div_ceil(1_000_000).min(c_int::MAX as u128) as c_int)
 }
 
-fn ts_deadline(t: *const libc::timespec) -> Option<Instant> {
+/// The deadline of a relative timeout (`None`: none, a null pointer).
+pub(crate) fn ts_deadline(t: *const libc::timespec) -> Option<Instant> {
     if t.is_null() {
         return None;
     }
@@ -80,7 +53,8 @@ fn ts_deadline(t: *const libc::timespec) -> Option<Instant> {
     Some(Instant::now() + d)
 }
 
-fn ts(left: Duration) -> libc::timespec {
+/// A time left as the kernel takes it.
+pub(crate) fn ts(left: Duration) -> libc::timespec {
     libc::timespec {
         tv_sec: left.as_secs() as libc::time_t,
         tv_nsec: left.subsec_nanos() as libc::c_long,
@@ -91,7 +65,7 @@ fn ts(left: Duration) -> libc::timespec {
 const SIGSET: usize = 8;
 
 /// A timeout's address for the kernel, or 0 (none).
-fn opt(t: &Option<libc::timespec>) -> usize {
+pub(crate) fn opt(t: &Option<libc::timespec>) -> usize {
     t.as_ref().map_or(0, |t| t as *const libc::timespec as usize)
 }
 
@@ -288,6 +262,35 @@ pub unsafe extern "C-unwind" fn epoll_pwait(
             kernel(
                 libc::SYS_epoll_pwait,
                 [epfd as usize, events as usize, max as usize, ms, mask as usize, SIGSET],
+            )
+        }
+    })
+}
+
+/// `epoll_pwait2` (a `timespec` timeout).
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn epoll_pwait2(
+    epfd: c_int,
+    events: *mut libc::epoll_event,
+    max: c_int,
+    timeout: *const libc::timespec,
+    mask: *const libc::sigset_t,
+) -> c_int {
+    if !user_path() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::epoll_pwait2()(epfd, events, max, timeout, mask) };
+    }
+    retrying(ts_deadline(timeout), |left| {
+        let t = left.map(ts);
+        // SAFETY: forwarded, with the time left (a copy: the kernel reads it).
+        unsafe {
+            kernel(
+                libc::SYS_epoll_pwait2,
+                [epfd as usize, events as usize, max as usize, opt(&t), mask as usize, SIGSET],
             )
         }
     })

@@ -45,6 +45,7 @@ mod handlers;
 mod io;
 mod key;
 mod once;
+mod points;
 mod runtime;
 mod sched;
 mod schedparam;

@@ -234,6 +234,80 @@ fn finish(w: Waited) -> c_int {
     }
 }
 
+/// A process-shared or named semaphore (glibc's) waited for by a user
+/// thread: glibc's own algorithm on glibc's layout (`struct new_sem` with
+/// 64-bit atomics, unchanged since 2.21: the value in the low 32 bits of the
+/// first word, the number of waiters in the high 32, the futex flag at byte
+/// 8), with the futex wait made through `cancel::syscall_unless_cancelled`
+/// so that a `pthread_cancel` stops it — glibc's own wait is a cancellation
+/// point only for glibc's threads. A waiter counts itself in the high word
+/// while it may sleep, so that glibc's `sem_post` (in this process or
+/// another) wakes it, and uncounts itself however it leaves (glibc's
+/// `__sem_wait_cleanup`). `at`: an absolute time on `clock`.
+///
+/// # Safety
+///
+/// `s` is a live glibc semaphore; `at` null or readable.
+unsafe fn shared_wait(
+    s: *mut libc::sem_t,
+    clock: libc::clockid_t,
+    at: *const libc::timespec,
+) -> c_int {
+    const VALUE: u64 = 0xffff_ffff;
+    const ONE_WAITER: u64 = 1 << 32;
+    // SAFETY: glibc's `data`, 8-aligned at the start of the `sem_t`.
+    let data = unsafe { &*s.cast::<std::sync::atomic::AtomicU64>() };
+    // SAFETY: glibc's `private` at byte 8: 0 (private) or 128 (shared).
+    let private = unsafe { s.cast::<u8>().add(8).cast::<c_int>().read() };
+    let take = |d: u64, with_waiter: u64| {
+        data.compare_exchange_weak(d, d - 1 - with_waiter, Ordering::Acquire, Ordering::Relaxed)
+    };
+    let mut d = data.load(Ordering::Relaxed);
+    while d & VALUE != 0 {
+        match take(d, 0) {
+            Ok(_) => return 0,
+            Err(now) => d = now,
+        }
+    }
+    // glibc's futex operation: private unless the semaphore's flag says
+    // shared; an absolute time on CLOCK_REALTIME says so.
+    let mut op = libc::FUTEX_WAIT_BITSET | (private ^ libc::FUTEX_PRIVATE_FLAG);
+    if !at.is_null() && clock == libc::CLOCK_REALTIME {
+        op |= libc::FUTEX_CLOCK_REALTIME;
+    }
+    let mut d = data.fetch_add(ONE_WAITER, Ordering::Relaxed) + ONE_WAITER;
+    loop {
+        if d & VALUE == 0 {
+            // SAFETY: the caller's time, if any.
+            if !at.is_null() && unsafe { (*at).tv_sec } < 0 {
+                // Long past (glibc's answer; the kernel's would be EINVAL).
+                data.fetch_sub(ONE_WAITER, Ordering::Relaxed);
+                return set_errno(libc::ETIMEDOUT);
+            }
+            let args = [data.as_ptr() as usize, op as usize, 0, at as usize, 0, u32::MAX as usize];
+            // SAFETY: a futex wait on the value word (the low half, first on
+            // little-endian) while it is 0.
+            let r = unsafe { crate::cancel::syscall_unless_cancelled(libc::SYS_futex, args) };
+            match r.map(|r| -r as c_int) {
+                None => {
+                    data.fetch_sub(ONE_WAITER, Ordering::Relaxed);
+                    crate::cancel::act();
+                }
+                Some(e @ (libc::ETIMEDOUT | libc::EINTR | libc::EOVERFLOW)) => {
+                    data.fetch_sub(ONE_WAITER, Ordering::Relaxed);
+                    return set_errno(e);
+                }
+                Some(_) => {}
+            }
+            d = data.load(Ordering::Relaxed);
+        } else if let Err(now) = take(d, ONE_WAITER) {
+            d = now;
+        } else {
+            return 0;
+        }
+    }
+}
+
 /// `sem_init`: `pshared` 0 makes one of ours, anything else glibc's.
 ///
 /// # Safety
@@ -310,6 +384,11 @@ pub unsafe extern "C-unwind" fn sem_post(s: *mut libc::sem_t) -> c_int {
 pub unsafe extern "C-unwind" fn sem_wait(s: *mut libc::sem_t) -> c_int {
     // SAFETY: the caller's semaphore.
     let Some(r) = (unsafe { ours(s) }) else {
+        if crate::thread::user_path() {
+            crate::cancel::test();
+            // SAFETY: glibc's semaphore, waited for as glibc does.
+            return unsafe { shared_wait(s, libc::CLOCK_REALTIME, std::ptr::null()) };
+        }
         // SAFETY: glibc's, forwarded unchanged.
         return unsafe { next::sem_wait()(s) };
     };
@@ -358,6 +437,26 @@ unsafe fn timed(r: &Raw, clock: libc::clockid_t, at: *const libc::timespec) -> c
     finish(r.wait_slow(Some(&Deadline { clock, at })))
 }
 
+/// The timed waits on glibc's semaphore for a user thread: glibc checks
+/// the time first, then the cancellation.
+///
+/// # Safety
+///
+/// `s` is a live glibc semaphore; `at` readable.
+unsafe fn shared_timed(
+    s: *mut libc::sem_t,
+    clock: libc::clockid_t,
+    at: *const libc::timespec,
+) -> c_int {
+    // SAFETY: the caller's time.
+    if !Deadline::valid(unsafe { &*at }) {
+        return set_errno(libc::EINVAL);
+    }
+    crate::cancel::test();
+    // SAFETY: the caller's semaphore and time.
+    unsafe { shared_wait(s, clock, at) }
+}
+
 /// `sem_timedwait` (`CLOCK_REALTIME`).
 ///
 /// # Safety
@@ -370,6 +469,10 @@ pub unsafe extern "C-unwind" fn sem_timedwait(
 ) -> c_int {
     // SAFETY: the caller's semaphore.
     let Some(r) = (unsafe { ours(s) }) else {
+        if crate::thread::user_path() {
+            // SAFETY: glibc's semaphore and the caller's time.
+            return unsafe { shared_timed(s, libc::CLOCK_REALTIME, at) };
+        }
         // SAFETY: glibc's, forwarded unchanged.
         return unsafe { next::sem_timedwait()(s, at) };
     };
@@ -390,6 +493,12 @@ pub unsafe extern "C-unwind" fn sem_clockwait(
 ) -> c_int {
     // SAFETY: the caller's semaphore.
     let Some(r) = (unsafe { ours(s) }) else {
+        if crate::thread::user_path()
+            && (clock == libc::CLOCK_REALTIME || clock == libc::CLOCK_MONOTONIC)
+        {
+            // SAFETY: glibc's semaphore and the caller's time.
+            return unsafe { shared_timed(s, clock, at) };
+        }
         // SAFETY: glibc's, forwarded unchanged.
         return unsafe { next::sem_clockwait()(s, clock, at) };
     };

@@ -16,10 +16,23 @@
 //! returns (spuriously, as POSIX allows), its sleep ends with `EINTR`.
 //!
 //! A signal stays pending while the thread blocks it and is delivered when
-//! `pthread_sigmask` unblocks it. Not done: the program's `SA_RESTART` for a
-//! system call a user thread is blocked in when a `pthread_kill` arrives (the
-//! runtime's own handler restarts it, so the program's handler runs and the
-//! call goes on).
+//! `pthread_sigmask` unblocks it: kept in the thread's own pending set, not
+//! raised on the kernel thread it is on, where the kernel would keep it when
+//! the thread moves.
+//!
+//! # A thread blocked in a system call
+//!
+//! A user thread blocked in the kernel is on a kernel thread that has its
+//! mask (running, or detached after the runtime's hand-off), so a
+//! `pthread_kill` of a signal it does not block (or waits for) is a `tgkill`
+//! of that kernel thread: the kernel runs the
+//! handler there and ends the call with `EINTR` or restarts it by the
+//! handler's own `SA_RESTART`, exactly as for a kernel thread — and so for a
+//! process-directed signal the kernel routes there. What the library adds
+//! is for the runtime's own signal, which has `SA_RESTART`: the calls the
+//! kernel never restarts (signal(7); `sigwaitinfo`, `sigtimedwait` and
+//! `sigsuspend` here) are made again after an `EINTR` that was the
+//! runtime's alone, with the time left (`points::retrying`).
 
 use crate::thread::{current, gone, on_user_thread, user_thread, Kind, ThreadData};
 use std::ffi::c_int;
@@ -36,6 +49,7 @@ mod next {
     crate::glibc::real!(sigwait: fn(*const libc::sigset_t, *mut c_int) -> c_int);
     crate::glibc::real!(sigwaitinfo: fn(*const libc::sigset_t, *mut libc::siginfo_t) -> c_int);
     crate::glibc::real!(sigtimedwait: fn(*const libc::sigset_t, *mut libc::siginfo_t, *const libc::timespec) -> c_int);
+    crate::glibc::real!(sigsuspend: fn(*const libc::sigset_t) -> c_int);
 }
 
 fn errno() -> c_int {
@@ -158,11 +172,17 @@ pub unsafe extern "C-unwind" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> 
     crate::runtime::enter();
     let Some(thread) = d.rt_thread() else { return libc::ESRCH };
     // On a kernel thread now (running, or blocked in a system call such as
-    // `sigwait` or `pause`): that kernel thread has the target's mask, so the
-    // kernel itself delivers or keeps the signal exactly as for a kernel
-    // thread. Otherwise (queued, parked in the library's waits) it waits in
-    // the thread's pending set for its next resumption.
-    if let Some(tid) = schedlab_rt::shared::kernel_thread_of(&thread) {
+    // `waitpid` or `pause`), and not blocking the signal or waiting for it
+    // (`sigwait`, `sigsuspend`): that kernel thread has the target's mask, so
+    // the kernel itself delivers the signal exactly as for a kernel thread,
+    // ending or restarting the call by the handler's `SA_RESTART`. Otherwise
+    // (queued, parked in the library's waits, or blocking it) it waits in the
+    // thread's pending set for its next resumption or its unblocking — a
+    // signal it blocks, raised on its kernel thread, would stay pending there
+    // when the thread moves, and reach whichever thread runs there next.
+    let open = schedlab_rt::shared::signal_mask_of(&thread) & bit(sig) == 0
+        || d.sigwait_set.load(Ordering::Acquire) & bit(sig) != 0;
+    if let Some(tid) = schedlab_rt::shared::kernel_thread_of(&thread).filter(|_| open) {
         // SAFETY: tgkill to a kernel thread of our own process.
         if unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, sig) } == 0 {
             count_delivery(d, sig);
@@ -261,7 +281,8 @@ fn waiting_for<R>(set: u64, f: impl FnOnce() -> R) -> R {
 /// wait for are left out of `set`, as glibc leaves out its own two (32 and
 /// 33): those and the runtime's signal, which a `pthread_cancel` of the
 /// waiting thread sends (taken by the wait, it would be returned to the
-/// program).
+/// program). Never restarted by the kernel, so an `EINTR` of the runtime's
+/// own signal alone waits again, for the time left (`points::retrying`).
 ///
 /// # Safety
 ///
@@ -273,14 +294,17 @@ unsafe fn timed_wait(
 ) -> c_int {
     let own = bit(32) | bit(33) | bit(schedlab_rt::shared::runtime_signal());
     let w = word(set) & !own;
-    // SAFETY: the caller's out-parameters; our own copy of the set, in the
-    // kernel's 8 bytes.
-    unsafe {
-        crate::cancel::syscall_c(
-            libc::SYS_rt_sigtimedwait,
-            [&w as *const u64 as usize, info as usize, timeout as usize, 8, 0, 0],
-        ) as c_int
-    }
+    crate::points::retrying(crate::io::ts_deadline(timeout), |left| {
+        let t = left.map(crate::io::ts);
+        // SAFETY: the caller's out-parameter; our own copy of the set, in
+        // the kernel's 8 bytes; the time left (a copy).
+        unsafe {
+            crate::cancel::syscall_c(
+                libc::SYS_rt_sigtimedwait,
+                [&w as *const u64 as usize, info as usize, crate::io::opt(&t), 8, 0, 0],
+            ) as c_int
+        }
+    })
 }
 
 /// `sigwait`.
@@ -372,4 +396,34 @@ pub unsafe extern "C-unwind" fn sigtimedwait(
     }
     // SAFETY: forwarded unchanged.
     unsafe { next::sigtimedwait()(set, info, timeout) }
+}
+
+/// `sigsuspend`: the kernel's, under `mask` — with the runtime's signal left
+/// out of it, which must reach every user thread (a hand-off, a
+/// cancellation) — as a cancellation point that only a handler ends
+/// (`points::Restart::Never`: an `EINTR` of the runtime's signal alone
+/// waits again). The thread's pending signals that `mask` opens are raised
+/// on its kernel thread first, where the kernel keeps them (the thread's
+/// own mask still blocks them) until the suspend opens them.
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn sigsuspend(mask: *const libc::sigset_t) -> c_int {
+    if !crate::thread::user_path() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { next::sigsuspend()(mask) };
+    }
+    let w = word(mask) & !bit(schedlab_rt::shared::runtime_signal());
+    waiting_for(!w, || {
+        // SAFETY: our own copy of the set, in the kernel's 8 bytes.
+        unsafe {
+            crate::points::blocking(
+                crate::points::Restart::Never,
+                libc::SYS_rt_sigsuspend,
+                [&w as *const u64 as usize, 8, 0, 0, 0, 0],
+            ) as c_int
+        }
+    })
 }

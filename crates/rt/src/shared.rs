@@ -299,6 +299,15 @@ pub fn handler_mask(mask: u64) {
     m.sigmask.store(mask, Ordering::Relaxed);
 }
 
+/// `thread`'s signal mask, as its own `set_signal_mask` last gave it (or
+/// [`handler_mask`], while it runs a signal handler): a snapshot (the thread may change it at once). A library sending `thread`
+/// a signal keeps one it blocks with the thread rather than raise it on the
+/// kernel thread it is on, where the kernel would keep it when the thread
+/// moves.
+pub fn signal_mask_of(thread: &crate::hooks::Thread) -> u64 {
+    thread.task().sigmask.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The calling thread's signal mask (a user thread's own, as given).
 pub fn signal_mask() -> u64 {
     match crate::processor::current_task_ptr() {

@@ -72,8 +72,17 @@ impl Uffd {
         } else {
             let first = io::Error::last_os_error();
             // SAFETY: a NUL-terminated path; the flags ask for nothing else.
-            let dev =
-                unsafe { libc::open(c"/dev/userfaultfd".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+            // The system call: libc's `open` is the pthread library's, a
+            // cancellation point on a user thread (a forked child's handler
+            // runs on the forking one).
+            let dev = unsafe {
+                libc::syscall(
+                    libc::SYS_openat,
+                    libc::AT_FDCWD,
+                    c"/dev/userfaultfd".as_ptr(),
+                    libc::O_RDWR | libc::O_CLOEXEC,
+                )
+            } as libc::c_int;
             if dev < 0 {
                 return Err(first);
             }
