@@ -91,6 +91,29 @@ pub fn in_runtime() -> bool {
     crate::machine::Machine::here().guard_word() & !crate::arch::DEFERRED != 0
 }
 
+/// A runtime section opened by the library around a short critical section of its own in
+/// which it calls into the runtime ([`section`]).
+pub struct Section {
+    _here: crate::processor::Here<'static>,
+    /// Closed on the kernel thread that opened it.
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+/// Opens a runtime section on the calling user thread until the returned value is dropped,
+/// for a critical section of the library's that calls into the runtime under a lock of its
+/// own (`libschedlab_pthread`'s priority-inheritance record moving another thread with
+/// [`Thread::set_realtime`](crate::Thread::set_realtime)): a switch the runtime defers to
+/// the end of its own section (a thread made runnable above the caller takes the caller's
+/// processor then) waits for this one's end, so the caller is not switched out holding
+/// that lock, which threads of a higher priority would then spin on, yielding only to
+/// each other. Nothing that parks or yields may run inside; the library's functions take
+/// their kernel-thread paths there ([`in_runtime`]). On a kernel thread with no user
+/// thread it opens nothing; the kernel thread must be attached ([`attach`]).
+#[inline]
+pub fn section() -> Section {
+    Section { _here: crate::processor::here(), _not_send: std::marker::PhantomData }
+}
+
 /// Gives the calling kernel thread its runtime block, if it has none of its
 /// own yet (a thread started by one with a block inherits that block's
 /// address, which is not its own: `arch/x86_64.rs`, `thread_block_attach`).
