@@ -69,6 +69,15 @@ pub unsafe extern "C-unwind" fn pthread_setschedparam(
         if gone(t) {
             return libc::ESRCH;
         }
+        // SAFETY: the caller's parameter.
+        let prio = unsafe { (*param).sched_priority };
+        if crate::prio::used()
+            && valid(policy, prio)
+            && crate::prio::lock().set_kernel_own(t as usize, pack(policy, prio))
+        {
+            // A kernel thread a protocol mutex raised: what it goes back to.
+            return 0;
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_setschedparam()(t, policy, param) };
     };
@@ -79,6 +88,7 @@ pub unsafe extern "C-unwind" fn pthread_setschedparam(
     }
     d.sched.store(pack(policy, prio), Ordering::Relaxed);
     take_effect(d);
+    crate::prio::adjust(d);
     0
 }
 
@@ -143,6 +153,18 @@ pub unsafe extern "C-unwind" fn pthread_getschedparam(
         if gone(t) {
             return libc::ESRCH;
         }
+        if let Some(own) =
+            crate::prio::used().then(|| crate::prio::lock().kernel_own(t as usize)).flatten()
+        {
+            // A kernel thread a protocol mutex raised: its own, as Linux reports a PI
+            // boost's owner (and glibc a PP mutex's holder).
+            // SAFETY: the caller's out-parameters.
+            unsafe {
+                *policy = own >> 16;
+                (*param).sched_priority = own & 0xffff;
+            }
+            return 0;
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_getschedparam()(t, policy, param) };
     };
@@ -171,6 +193,7 @@ pub extern "C-unwind" fn pthread_setschedprio(t: libc::pthread_t, prio: c_int) -
     }
     d.sched.store(pack(policy, prio), Ordering::Relaxed);
     take_effect(d);
+    crate::prio::adjust(d);
     0
 }
 
