@@ -30,6 +30,7 @@ const TESTS: &[&str] = &[
     "priority",
     "rtorder",
     "rtchange",
+    "rtremote",
     "prio_inherit",
     "prio_chain",
     "prio_storm",
@@ -205,6 +206,11 @@ fn a_higher_real_time_priority_runs_first_at_create_and_wake_up_and_keeps_its_yi
 #[test]
 fn a_changed_real_time_priority_moves_the_thread_at_once_and_fifo_keeps_its_processor() {
     check("rtchange");
+}
+
+#[test]
+fn a_priority_lowered_on_another_processor_takes_effect_at_once() {
+    check("rtremote");
 }
 
 #[test]

@@ -334,6 +334,31 @@ pub fn interrupt(thread: &crate::hooks::Thread) {
     ask_preemption(unsafe { &*m });
 }
 
+/// `realtime.rs`, rule 3: `t`'s policy or priority was changed by another thread while
+/// `t` may be running: the kernel thread that last resumed it is asked for a preemption,
+/// whose decision follows the new values, and the processor it runs publishes them at
+/// once, so that the monitor (rule 2) asks again if that request finds no safe point. If
+/// `t` no longer runs there, the thread that does is preempted for nothing (a `High`
+/// one's request is dropped and its own values published again, `preempt.rs`,
+/// `stale_for_high`; a `Normal` one makes one switch more).
+pub(crate) fn preempt_running(t: &crate::task::Task) {
+    use std::sync::atomic::Ordering;
+    let m = t.machine.load(Ordering::Acquire);
+    if m.is_null() || t.state.is_complete() || t.park.is_parked() {
+        return;
+    }
+    // SAFETY: machines' blocks live as long as the process in this build.
+    let m = unsafe { &*m };
+    let p = m.processor();
+    if !p.is_null() {
+        // SAFETY: a processor of `t`'s runtime, which `t` keeps alive; the words it
+        // publishes are atomics any thread may store.
+        crate::realtime::republish(unsafe { &*p }, t);
+    }
+    ask_preemption(m);
+    t.shared.monitor.poke();
+}
+
 /// Asks `m`'s kernel thread for a preemption, unless a request is pending
 /// there (a signal in flight takes the new one too).
 fn ask_preemption(m: &crate::machine::Machine) {
