@@ -87,13 +87,17 @@
 //! `PTHREAD_PRIO_INHERIT`: a waiter lends its priority (its `SCHED_FIFO`/`SCHED_RR`
 //! priority, or what it is lent itself) to the holder, which runs at the highest priority
 //! any waiter of any PI mutex it holds lends, and drops back to the highest still lent (or
-//! its own) at unlock. `PTHREAD_PRIO_PROTECT`: the holder runs at least at the mutex's
-//! ceiling (`pthread_mutexattr_setprioceiling`, `pthread_mutex_setprioceiling`), and a
-//! caller whose own priority is above the ceiling gets `EINVAL`. Both through `prio.rs`
-//! (its record and protocol), from [`lock_full`] and [`unlock_full`] only: mutexes
-//! without a protocol never reach it. The holder moves at once in the runtime's queues
-//! (`schedlab_rt::Thread::set_realtime`). A waiter is still queued by priority, and an
-//! unlock still wakes the first (no hand-off).
+//! its own) at unlock; a holder that waits on another PI mutex passes a loan on down the
+//! chain, and a waiter that leaves takes it back along it (`prio.rs`, "Chains").
+//! `PTHREAD_PRIO_PROTECT`: the holder runs at least at the mutex's ceiling
+//! (`pthread_mutexattr_setprioceiling`, `pthread_mutex_setprioceiling`), and a caller whose
+//! own priority is above the ceiling gets `EINVAL`. Both through `prio.rs` (its record and
+//! protocol), from [`lock_full`] and [`unlock_full`] only: mutexes without a protocol
+//! never reach it. A PI mutex's slow path is its own copy ([`Raw::acquire_slow_pi`]), which
+//! takes `prio.rs`'s record before the queue lock. The holder moves at once in the
+//! runtime's queues (`schedlab_rt::Thread::set_realtime`; a kernel thread through the
+//! kernel). A waiter is still queued by priority, and an unlock still wakes the first (no
+//! hand-off).
 
 use crate::thread::{current, ThreadData};
 use crate::wait::{Cancel, Deadline, Outcome, Queue, Waiter};

@@ -13,7 +13,15 @@
 //!   moves it in the runtime's queues as POSIX asks (`Thread::set_realtime`,
 //!   the runtime's `realtime.rs`): a thread raised above the caller runs when
 //!   the call returns, the caller lowering itself yields to a higher waiting
-//!   thread and goes to the head of its new priority's list.
+//!   thread and goes to the head of its new priority's list, and one running
+//!   on another processor is preempted there to follow its new priority. A
+//!   priority lent by a protocol mutex (`prio.rs`) is not reported: as on
+//!   Linux, where a PI boost does not show in `sched_getparam`, and glibc's
+//!   PP raise not in `pthread_getschedparam`. A change of a thread waiting on
+//!   a PI mutex moves it in that queue and down the chain (`prio::adjust`).
+//!   A kernel thread (glibc's) that `prio.rs` raised through the kernel
+//!   reports, and is given by `pthread_setschedparam`, its own policy and
+//!   priority, the one it goes back to.
 //! - `pthread_getcpuclockid`: of another user thread, `ENOENT`, POSIX's
 //!   answer for a thread without a CPU-time clock (Linux keeps none per user
 //!   thread); of the calling one, `CLOCK_THREAD_CPUTIME_ID`, the clock of the
