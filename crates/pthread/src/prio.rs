@@ -74,7 +74,10 @@
 //! thread, which the runtime does not schedule: lent a priority above its own, it is
 //! raised by the kernel (`sched_setscheduler` to `SCHED_FIFO` at the loan, its policy and
 //! priority saved and given back when the loan ends), so that it runs before the
-//! processors' kernel threads on its CPU, as a PI futex's owner is boosted. That needs
+//! processors' kernel threads on its CPU, as a PI futex's owner is boosted. The move is
+//! planned under the record's lock and made after it ([`plan_kernel`]): raised, the thread
+//! may preempt the caller on its CPU, and would then spin, as `SCHED_FIFO`, on a lock the
+//! caller held. That needs
 //! the privilege to (root, `CAP_SYS_NICE`, or `RLIMIT_RTPRIO`): without it a PI loan
 //! leaves the thread as it was, and a PP lock fails with the kernel's `EPERM`, as glibc's
 //! does (`__pthread_tpp_change_priority`). Its own waits lend by the priority the library
@@ -95,8 +98,10 @@ struct Held {
     holder: *const ThreadData,
     /// The holder's runtime handle, taken by the holder itself ([`Record::hold`]):
     /// another thread's `ThreadData` gives its handle only once its creator stored it,
-    /// which a thread that locks at once may be ahead of. `None`: a kernel thread.
+    /// which a thread that locks at once may be ahead of.
     thread: Option<schedlab_rt::Thread>,
+    /// The holder is a kernel thread (moved through the kernel, [`apply_kernel`]).
+    kernel: bool,
     lends: i32,
 }
 
@@ -111,6 +116,9 @@ struct Blocked {
 pub(crate) struct Record {
     held: Vec<Held>,
     blocked: Vec<Blocked>,
+    /// Kernel threads whose new policy and priority ([`plan_kernel`]) are to be given to
+    /// the kernel once the lock is dropped ([`Locked`]'s drop).
+    pending: Vec<*const ThreadData>,
 }
 
 // SAFETY: the pointers are to threads' data and waiters, alive while their rows are (a
@@ -118,29 +126,43 @@ pub(crate) struct Record {
 // its blocked row before its frame goes); read only under the record's lock.
 unsafe impl Send for Record {}
 
-static RECORD: SpinLock<Record> = SpinLock::new(Record { held: Vec::new(), blocked: Vec::new() });
+static RECORD: SpinLock<Record> =
+    SpinLock::new(Record { held: Vec::new(), blocked: Vec::new(), pending: Vec::new() });
 
 /// Set at the first row ever (read without the lock by [`forget`] and [`adjust`]; a
 /// thread's own rows were added by itself, so it sees the store).
 static USED: AtomicBool = AtomicBool::new(false);
 
-/// The record, locked ([`lock`]).
+/// The record, locked ([`lock`]). Dropped, it applies the kernel threads' planned moves
+/// after the lock.
 pub(crate) struct Locked {
-    /// Dropped first: the lock, then the section.
-    record: SpinGuard<'static, Record>,
-    _section: Option<schedlab_rt::shared::Section>,
+    record: Option<SpinGuard<'static, Record>>,
+    section: Option<schedlab_rt::shared::Section>,
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        let mut record = self.record.take().expect("held until dropped");
+        let pending = std::mem::take(&mut record.pending);
+        drop(record);
+        drop(self.section.take());
+        for d in pending {
+            // SAFETY: a kernel thread's data is never freed (`thread::adopt`).
+            let _ = apply_kernel(unsafe { &*d });
+        }
+    }
 }
 
 impl std::ops::Deref for Locked {
     type Target = Record;
     fn deref(&self) -> &Record {
-        &self.record
+        self.record.as_ref().expect("held until dropped")
     }
 }
 
 impl std::ops::DerefMut for Locked {
     fn deref_mut(&mut self) -> &mut Record {
-        &mut self.record
+        self.record.as_mut().expect("held until dropped")
     }
 }
 
@@ -155,7 +177,7 @@ pub(crate) fn lock() -> Locked {
     };
     let record = RECORD.lock();
     USED.store(true, Ordering::Relaxed);
-    Locked { record, _section: section }
+    Locked { record: Some(record), section }
 }
 
 /// Recomputes `d`'s loan from its rows; whether it changed.
@@ -171,19 +193,18 @@ fn queue_prio(d: &ThreadData) -> i32 {
         .max(d.lent.load(Ordering::Relaxed))
 }
 
-/// Moves `d` (not the caller), whose runtime handle is `t` (`None`: a kernel thread), to
-/// its priority now: under the record's lock, so that two threads moving it cannot apply
-/// their answers in the wrong order.
-fn apply_other(d: &ThreadData, t: Option<&schedlab_rt::Thread>) {
-    match t {
-        Some(t) => {
-            let (rt, fifo) = crate::schedparam::effective(d);
-            t.set_realtime(rt, fifo);
+/// Moves `d` (not the caller), whose row is `row`, to its priority now: under the
+/// record's lock, so that two threads moving it cannot apply their answers in the wrong
+/// order; a kernel thread's move is planned here and made once the lock is dropped
+/// ([`plan_kernel`]).
+fn apply_other(pending: &mut Vec<*const ThreadData>, d: &ThreadData, row: &Held) {
+    if row.kernel {
+        if plan_kernel(d) {
+            pending.push(d);
         }
-        None => {
-            // Without the privilege the thread stays as it was (module docs).
-            let _ = apply_kernel(d);
-        }
+    } else if let Some(t) = &row.thread {
+        let (rt, fifo) = crate::schedparam::effective(d);
+        t.set_realtime(rt, fifo);
     }
 }
 
@@ -193,8 +214,11 @@ fn apply_other(d: &ThreadData, t: Option<&schedlab_rt::Thread>) {
 /// number if it may not be raised.
 pub(crate) fn apply_self(me: &ThreadData) -> c_int {
     if me.kind.get() != Kind::User {
-        let _g = RECORD.lock();
-        return apply_kernel(me);
+        let planned = {
+            let _g = RECORD.lock();
+            plan_kernel(me)
+        };
+        return if planned { apply_kernel(me) } else { 0 };
     }
     loop {
         let lent = me.lent.load(Ordering::Relaxed);
@@ -221,19 +245,42 @@ fn kernel_sched(tid: c_int) -> i32 {
     }
 }
 
-/// Raises the kernel thread `d` to its loan through the kernel, or gives it back its own
-/// policy and priority once the loan is no higher (module docs, "Kernel threads"); under
-/// the record's lock. 0, or the kernel's error number (`EPERM`).
+/// Plans the kernel thread `d`'s move (module docs, "Kernel threads"), under the record's
+/// lock: raised to its loan if that is above its own policy and priority (saved), or given
+/// those back once the loan is no higher. Whether there is a move to make
+/// ([`apply_kernel`], with no lock held: the thread raised may preempt the caller on its
+/// CPU, and then spin, as `SCHED_FIFO`, on a lock the caller would hold).
+fn plan_kernel(d: &ThreadData) -> bool {
+    let saved = d.kernel_sched.load(Ordering::Relaxed);
+    let own = if saved == NOT_RAISED { kernel_sched(crate::glibc::tid_of(d.tcb)) } else { saved };
+    let lent = d.lent.load(Ordering::Relaxed);
+    let target = if lent > crate::schedparam::wait_priority(own) {
+        let policy = if own >> 16 == libc::SCHED_RR { libc::SCHED_RR } else { libc::SCHED_FIFO };
+        d.kernel_sched.store(own, Ordering::Relaxed);
+        crate::schedparam::pack(policy, lent)
+    } else if saved != NOT_RAISED {
+        d.kernel_sched.store(NOT_RAISED, Ordering::Relaxed);
+        saved
+    } else {
+        return false;
+    };
+    d.kernel_target.store(target, Ordering::Relaxed);
+    d.kernel_plans.fetch_add(1, Ordering::Release);
+    true
+}
+
+/// Makes the kernel thread `d`'s planned move ([`plan_kernel`]), with no lock held; again
+/// if another was planned meanwhile, so the last plan is the one that lands. 0, or the
+/// kernel's error number (`EPERM` without the privilege).
 fn apply_kernel(d: &ThreadData) -> c_int {
     let tid = crate::glibc::tid_of(d.tcb);
-    let saved = d.kernel_sched.load(Ordering::Relaxed);
-    let own = if saved == NOT_RAISED { kernel_sched(tid) } else { saved };
-    let lent = d.lent.load(Ordering::Relaxed);
-    let set = |sched: i32| {
+    loop {
+        let plan = d.kernel_plans.load(Ordering::Acquire);
+        let sched = d.kernel_target.load(Ordering::Relaxed);
         let p = libc::sched_param { sched_priority: crate::schedparam::wait_priority(sched) };
         // SAFETY: a plain request about a thread of this process; the calling thread's
         // errno kept as it was (a pthread function that succeeds leaves it alone).
-        unsafe {
+        let e = unsafe {
             let errno = *libc::__errno_location();
             let e = match libc::sched_setscheduler(tid, sched >> 16, &p) {
                 0 => 0,
@@ -241,20 +288,10 @@ fn apply_kernel(d: &ThreadData) -> c_int {
             };
             *libc::__errno_location() = errno;
             e
+        };
+        if d.kernel_plans.load(Ordering::Acquire) == plan {
+            return e;
         }
-    };
-    if lent > crate::schedparam::wait_priority(own) {
-        let policy = if own >> 16 == libc::SCHED_RR { libc::SCHED_RR } else { libc::SCHED_FIFO };
-        let e = set(crate::schedparam::pack(policy, lent));
-        if e == 0 {
-            d.kernel_sched.store(own, Ordering::Relaxed);
-        }
-        e
-    } else if saved != NOT_RAISED {
-        d.kernel_sched.store(NOT_RAISED, Ordering::Relaxed);
-        set(saved)
-    } else {
-        0
     }
 }
 
@@ -262,11 +299,9 @@ impl Record {
     /// Step 1: the caller `me` now holds `mutex`, which lends `lends`; whether its loan
     /// changed (the caller then calls [`apply_self`], after dropping the locks).
     pub(crate) fn hold(&mut self, mutex: usize, me: &ThreadData, lends: i32) -> bool {
-        let thread = match me.kind.get() {
-            Kind::User => me.own_handle().cloned(),
-            Kind::Kernel => None,
-        };
-        self.held.push(Held { mutex, holder: me, thread, lends });
+        let kernel = me.kind.get() != Kind::User;
+        let thread = if kernel { None } else { me.own_handle().cloned() };
+        self.held.push(Held { mutex, holder: me, thread, kernel, lends });
         refresh(&self.held, me)
     }
 
@@ -283,7 +318,7 @@ impl Record {
             return true;
         }
         // SAFETY: a row's holder is alive (`Record`).
-        apply_other(unsafe { &*row.holder }, row.thread.as_ref());
+        apply_other(&mut self.pending, unsafe { &*row.holder }, &row);
         // The holder may wait on a PI mutex itself (unlocked by another thread).
         self.walk_from(row.holder);
         false
@@ -333,15 +368,15 @@ impl Record {
                 break;
             }
             row.lends = front;
-            let (d, t) = (row.holder, row.thread.clone());
+            let d = row.holder;
             if !refresh(&self.held, d) {
                 break;
             }
             if std::ptr::eq(d, me) {
                 moved_self = true;
-            } else {
+            } else if let Some(row) = self.held.iter().find(|h| h.mutex == mutex) {
                 // SAFETY: a row's holder is alive (`Record`).
-                apply_other(unsafe { &*d }, t.as_ref());
+                apply_other(&mut self.pending, unsafe { &*d }, row);
             }
             match self.requeue(d) {
                 Some(next) => (mutex, front) = next,
@@ -386,10 +421,8 @@ impl Record {
     /// `pthread_getschedparam` reports (Linux does not show a PI boost there).
     pub(crate) fn kernel_own(&self, tcb: usize) -> Option<i32> {
         let row = self.held.iter().find(|h| {
-            h.thread.is_none() && {
-                // SAFETY: a row's holder is alive (`Record`).
-                unsafe { &*h.holder }.tcb == tcb
-            }
+            // SAFETY: a row's holder is alive (`Record`).
+            h.kernel && unsafe { &*h.holder }.tcb == tcb
         })?;
         // SAFETY: as above.
         let saved = unsafe { &*row.holder }.kernel_sched.load(Ordering::Relaxed);
@@ -403,7 +436,7 @@ impl Record {
     pub(crate) fn set_kernel_own(&mut self, tcb: usize, sched: i32) -> bool {
         let Some(row) = self.held.iter().find(|h| {
             // SAFETY: a row's holder is alive (`Record`).
-            h.thread.is_none() && unsafe { &*h.holder }.tcb == tcb
+            h.kernel && unsafe { &*h.holder }.tcb == tcb
         }) else {
             return false;
         };
@@ -413,7 +446,9 @@ impl Record {
             return false;
         }
         d.kernel_sched.store(sched, Ordering::Relaxed);
-        let _ = apply_kernel(d);
+        if plan_kernel(d) {
+            self.pending.push(d);
+        }
         true
     }
 }
