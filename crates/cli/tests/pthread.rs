@@ -32,7 +32,10 @@ const TESTS: &[&str] = &[
     "priority",
     "rtorder",
     "rtchange",
+    "rtremote",
     "prio_inherit",
+    "prio_chain",
+    "prio_storm",
     "io",
     "storm",
     "stacks",
@@ -231,8 +234,23 @@ fn a_changed_real_time_priority_moves_the_thread_at_once_and_fifo_keeps_its_proc
 }
 
 #[test]
+fn a_priority_lowered_on_another_processor_takes_effect_at_once() {
+    check("rtremote");
+}
+
+#[test]
 fn a_priority_inheritance_mutex_ends_inversion_and_a_ceiling_raises_its_holder() {
     check("prio_inherit");
+}
+
+#[test]
+fn priority_inheritance_follows_a_chain_of_mutexes_and_raises_the_initial_thread() {
+    check("prio_chain");
+}
+
+#[test]
+fn priority_inheritance_chains_survive_a_storm_of_timed_locks_and_priority_changes() {
+    check("prio_storm");
 }
 
 #[test]

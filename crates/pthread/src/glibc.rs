@@ -214,6 +214,12 @@ pub(crate) fn own_tid() -> i32 {
     unsafe { ((libc::pthread_self() as usize + layout().tid) as *const i32).read() }
 }
 
+/// The `tid` in the control block `tcb` (a kernel thread's: its kernel thread id).
+pub(crate) fn tid_of(tcb: usize) -> i32 {
+    // SAFETY: a live thread's control block holds `tid` at the offset glibc publishes.
+    unsafe { ((tcb + layout().tid) as *const i32).read() }
+}
+
 /// A new thread control block with fresh TLS, as glibc's `pthread_create`
 /// would make, its header copied from the calling thread's (module docs).
 /// Returns the thread pointer and the companion word a kept block was kept

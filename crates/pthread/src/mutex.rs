@@ -87,13 +87,17 @@
 //! `PTHREAD_PRIO_INHERIT`: a waiter lends its priority (its `SCHED_FIFO`/`SCHED_RR`
 //! priority, or what it is lent itself) to the holder, which runs at the highest priority
 //! any waiter of any PI mutex it holds lends, and drops back to the highest still lent (or
-//! its own) at unlock. `PTHREAD_PRIO_PROTECT`: the holder runs at least at the mutex's
-//! ceiling (`pthread_mutexattr_setprioceiling`, `pthread_mutex_setprioceiling`), and a
-//! caller whose own priority is above the ceiling gets `EINVAL`. Both through `prio.rs`
-//! (its record and protocol), from [`lock_full`] and [`unlock_full`] only: mutexes
-//! without a protocol never reach it. The holder moves at once in the runtime's queues
-//! (`schedlab_rt::Thread::set_realtime`). A waiter is still queued by priority, and an
-//! unlock still wakes the first (no hand-off).
+//! its own) at unlock; a holder that waits on another PI mutex passes a loan on down the
+//! chain, and a waiter that leaves takes it back along it (`prio.rs`, "Chains").
+//! `PTHREAD_PRIO_PROTECT`: the holder runs at least at the mutex's ceiling
+//! (`pthread_mutexattr_setprioceiling`, `pthread_mutex_setprioceiling`), and a caller whose
+//! own priority is above the ceiling gets `EINVAL`. Both through `prio.rs` (its record and
+//! protocol), from [`lock_full`] and [`unlock_full`] only: mutexes without a protocol
+//! never reach it. A PI mutex's slow path is its own copy ([`Raw::acquire_slow_pi`]), which
+//! takes `prio.rs`'s record before the queue lock. The holder moves at once in the
+//! runtime's queues (`schedlab_rt::Thread::set_realtime`; a kernel thread through the
+//! kernel). A waiter is still queued by priority, and an unlock still wakes the first (no
+//! hand-off).
 
 use crate::thread::{current, ThreadData};
 use crate::wait::{Cancel, Deadline, Outcome, Queue, Waiter};
@@ -188,6 +192,9 @@ enum Acquired {
     /// An asynchronous cancellation came while it waited: the caller acts
     /// on it (`cancel::act`) once its own frame holds nothing to drop.
     Cancelled,
+    /// An error-checking PI mutex whose holder waits, through a chain of PI
+    /// mutexes, for the caller (`prio.rs`, "Deadlock").
+    Deadlock,
 }
 
 impl Raw {
@@ -219,16 +226,7 @@ impl Raw {
 
     /// Locking, slow path (module docs, steps 1 to 4).
     #[cold]
-    ///
-    /// A PI mutex's (`pi`) waiter lends its priority to the holder once it is linked,
-    /// and takes it back if it gives up (`prio.rs`, step 2).
-    fn acquire_slow(
-        &self,
-        deadline: Option<&Deadline>,
-        robust: bool,
-        cancel: Cancel,
-        pi: bool,
-    ) -> Acquired {
+    fn acquire_slow(&self, deadline: Option<&Deadline>, robust: bool, cancel: Cancel) -> Acquired {
         let mut round = 0;
         loop {
             if robust && self.flags.load(Ordering::Acquire) & NOTRECOVERABLE != 0 {
@@ -251,12 +249,8 @@ impl Raw {
             if self.try_acquire() {
                 return Acquired::Yes;
             }
-            let w = match pi {
-                false => Waiter::new(0),
-                true => Waiter::new(0).at_least(current().lent.load(Ordering::Relaxed)),
-            };
+            let w = Waiter::new(0);
             let q = self.queue();
-            let mut lent_to_self = false;
             {
                 // Step 1.
                 let g = q.lock();
@@ -276,12 +270,6 @@ impl Raw {
                     continue;
                 }
                 g.push(&w);
-                if pi {
-                    lent_to_self = crate::prio::lend(self.addr(), g.front_prio());
-                }
-            }
-            if lent_to_self {
-                crate::prio::apply_self(current());
             }
             let outcome = w.wait(&q, deadline, cancel);
             match outcome {
@@ -293,15 +281,108 @@ impl Raw {
                     if g.is_empty() {
                         self.state.fetch_and(!PARKED, Ordering::Relaxed);
                     }
-                    if pi && crate::prio::lend(self.addr(), g.front_prio()) {
-                        drop(g);
-                        crate::prio::apply_self(current());
-                    }
                     return match outcome {
                         Outcome::Cancelled => Acquired::Cancelled,
                         _ => Acquired::TimedOut,
                     };
                 }
+            }
+        }
+    }
+
+    /// [`Raw::acquire_slow`] of a `PTHREAD_PRIO_INHERIT` mutex: the same steps, with
+    /// `prio.rs`'s record taken before the queue lock. A waiter queues at its own
+    /// priority or what it is lent, lends to the holder down the chain once it is linked,
+    /// and takes the loan back, down the chain, if it gives up (`prio.rs`, step 2). An
+    /// error-checking mutex (`errorcheck`) whose holder waits, through the chain, for the
+    /// caller answers `EDEADLK` (`prio.rs`, "Deadlock").
+    #[cold]
+    fn acquire_slow_pi(
+        &self,
+        deadline: Option<&Deadline>,
+        robust: bool,
+        cancel: Cancel,
+        errorcheck: bool,
+    ) -> Acquired {
+        let me = current();
+        let mut round = 0;
+        loop {
+            if robust && self.flags.load(Ordering::Acquire) & NOTRECOVERABLE != 0 {
+                return Acquired::NotRecoverable;
+            }
+            if round < SPIN_ROUNDS {
+                for _ in 0..SPIN_PAUSES << round {
+                    std::hint::spin_loop();
+                }
+                round += 1;
+                if self.try_acquire() {
+                    return Acquired::Yes;
+                }
+                continue;
+            }
+            if self.try_acquire() {
+                return Acquired::Yes;
+            }
+            let w = Waiter::new(0);
+            let q = self.queue();
+            let moved_self = {
+                let mut record = crate::prio::lock();
+                // Step 1.
+                let g = q.lock();
+                if robust && self.flags.load(Ordering::Relaxed) & NOTRECOVERABLE != 0 {
+                    continue;
+                }
+                let s = self.state.load(Ordering::Relaxed);
+                if s & LOCKED == 0 {
+                    continue;
+                }
+                if errorcheck && record.would_deadlock(self.addr(), me) {
+                    return Acquired::Deadlock;
+                }
+                // Step 2.
+                if self
+                    .state
+                    .compare_exchange(s, s | PARKED, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+                {
+                    continue;
+                }
+                w.at_least(me.lent.load(Ordering::Relaxed));
+                g.push(&w);
+                let front = g.front_prio();
+                drop(g);
+                record.block(me, self.addr(), &w);
+                record.lend(self.addr(), front)
+            };
+            if moved_self {
+                crate::prio::apply_self(me);
+            }
+            let outcome = w.wait(&q, deadline, cancel);
+            let moved_self = {
+                let mut record = crate::prio::lock();
+                record.unblock(me);
+                match outcome {
+                    // Step 3: the unlock took the mutex's row away before it woke us.
+                    Outcome::Woken => false,
+                    // Step 4, and the loan taken back down the chain.
+                    Outcome::TimedOut | Outcome::Cancelled | Outcome::Interrupted => {
+                        let g = q.lock();
+                        if g.is_empty() {
+                            self.state.fetch_and(!PARKED, Ordering::Relaxed);
+                        }
+                        let front = g.front_prio();
+                        drop(g);
+                        record.lend(self.addr(), front)
+                    }
+                }
+            };
+            if moved_self {
+                crate::prio::apply_self(me);
+            }
+            match outcome {
+                Outcome::Woken => {}
+                Outcome::Cancelled => return Acquired::Cancelled,
+                _ => return Acquired::TimedOut,
             }
         }
     }
@@ -427,15 +508,16 @@ fn lock_kind<const PROTOCOL: bool>(r: &Raw, kind: i32, mode: Mode<'_>, cancel: C
                 Some(Deadline { clock, at: *ts })
             }
         };
-        match r.acquire_slow(
-            deadline.as_ref(),
-            robust,
-            cancel,
-            PROTOCOL && kind & PRIO_INHERIT != 0,
-        ) {
+        let acquired = if PROTOCOL && kind & PRIO_INHERIT != 0 {
+            r.acquire_slow_pi(deadline.as_ref(), robust, cancel, ty == ERRORCHECK)
+        } else {
+            r.acquire_slow(deadline.as_ref(), robust, cancel)
+        };
+        match acquired {
             Acquired::Yes => {}
             Acquired::TimedOut => return libc::ETIMEDOUT,
             Acquired::NotRecoverable => return libc::ENOTRECOVERABLE,
+            Acquired::Deadlock => return libc::EDEADLK,
             Acquired::Cancelled => crate::cancel::act(),
         }
     }
@@ -444,7 +526,21 @@ fn lock_kind<const PROTOCOL: bool>(r: &Raw, kind: i32, mode: Mode<'_>, cancel: C
         r.count.store(1, Ordering::Relaxed);
     }
     if PROTOCOL && kind & (PRIO_INHERIT | PRIO_PROTECT) != 0 {
-        protocol_held(r, kind, me);
+        let e = protocol_held(r, kind, me);
+        if e != 0 {
+            // A kernel thread the kernel may not raise to a PP mutex's ceiling: not
+            // locked, as glibc's (`prio.rs`, "Kernel threads").
+            if ty == RECURSIVE {
+                r.count.store(0, Ordering::Relaxed);
+            }
+            let lowered = crate::prio::lock().unhold(r.addr());
+            r.owner.store(0, Ordering::Relaxed);
+            r.release();
+            if lowered {
+                let _ = crate::prio::apply_self(me);
+            }
+            return e;
+        }
     }
     if robust {
         robust_list(me, |l| l.push(r as *const Raw as usize));
@@ -475,7 +571,7 @@ pub(crate) unsafe fn lock(m: *mut libc::pthread_mutex_t, cancel: Cancel) -> c_in
             && !r.try_acquire()
         {
             // (A normal mutex relocked by its holder waits for good, as glibc's.)
-            if let Acquired::Cancelled = r.acquire_slow(None, false, cancel, false) {
+            if let Acquired::Cancelled = r.acquire_slow(None, false, cancel) {
                 crate::cancel::act();
             }
         }
@@ -557,7 +653,7 @@ fn unlock_kind<const PROTOCOL: bool>(r: &Raw, kind: i32) -> c_int {
                     list.swap_remove(i);
                 }
             });
-            let lower = protocol && crate::prio::unhold(at);
+            let lower = protocol && crate::prio::lock().unhold(at);
             r.owner.store(0, Ordering::Relaxed);
             if r.flags.fetch_and(!INCONSISTENT, Ordering::AcqRel) & INCONSISTENT != 0 {
                 r.release_unrecoverable();
@@ -565,37 +661,59 @@ fn unlock_kind<const PROTOCOL: bool>(r: &Raw, kind: i32) -> c_int {
                 r.release();
             }
             if lower {
-                crate::prio::apply_self(me);
+                let _ = crate::prio::apply_self(me);
             }
             return 0;
         }
     }
     // Released for good: the mutex lends nothing from now on, and a holder it raised is
     // lowered once the mutex is free (`prio.rs`, step 3).
-    let lower = protocol && crate::prio::unhold(r.addr());
+    let lower = protocol && crate::prio::lock().unhold(r.addr());
     r.owner.store(0, Ordering::Relaxed);
     r.release();
     if lower {
-        crate::prio::apply_self(current());
+        let _ = crate::prio::apply_self(current());
     }
     0
 }
 
 /// Step 1 of `prio.rs`: the caller `me` has just locked the protocol mutex `r`, which
 /// lends it its ceiling (PP) or its first waiter's priority (PI, read under the queue
-/// lock so that a waiter linking meanwhile either sees the row or is seen here).
+/// lock, inside the record's, so that a waiter linking meanwhile either sees the row or
+/// is seen here). 0, or the kernel's error number for a kernel thread it may not raise.
 #[cold]
-fn protocol_held(r: &Raw, kind: i32, me: &ThreadData) {
-    let raised = if kind & PRIO_PROTECT != 0 {
-        crate::prio::hold(r.addr(), me, r.ceiling.load(Ordering::Relaxed))
-    } else {
-        let q = r.queue();
-        let g = q.lock();
-        crate::prio::hold(r.addr(), me, g.front_prio())
+fn protocol_held(r: &Raw, kind: i32, me: &ThreadData) -> c_int {
+    let raised = {
+        let mut record = crate::prio::lock();
+        let lends = if kind & PRIO_PROTECT != 0 {
+            r.ceiling.load(Ordering::Relaxed)
+        } else {
+            r.queue().lock().front_prio()
+        };
+        record.hold(r.addr(), me, lends)
     };
-    if raised {
-        crate::prio::apply_self(me);
+    if !raised {
+        return 0;
     }
+    let e = crate::prio::apply_self(me);
+    // A PI loan the kernel refuses leaves a kernel thread as it was; a ceiling fails
+    // the lock, as glibc's.
+    if kind & PRIO_PROTECT != 0 {
+        e
+    } else {
+        0
+    }
+}
+
+/// Moves the waiter `w`, linked in the queue of the mutex at `mutex`, to its place for
+/// priority `prio` (`prio.rs`, "Chains"); the priority of the queue's first waiter then,
+/// or `None` if `w` is no longer linked.
+pub(crate) fn reposition(mutex: usize, w: &Waiter, prio: i32) -> Option<i32> {
+    // SAFETY: a mutex a thread waits on is alive while it waits (`prio.rs`, `Record`).
+    let r = unsafe { &*(mutex as *const Raw) };
+    let q = r.queue();
+    let g = q.lock();
+    g.reposition(w, prio).then(|| g.front_prio())
 }
 
 /// Releases the robust mutexes a user thread still holds as it ends (module
@@ -874,13 +992,13 @@ pub unsafe extern "C-unwind" fn pthread_mutex_setprioceiling(
         // Locked without the protocol, as glibc's: no ceiling check against the caller's
         // priority and no raise (a priority-protected mutex is never robust).
         if !r.try_acquire() {
-            let _ = r.acquire_slow(None, false, Cancel::Never, false);
+            let _ = r.acquire_slow(None, false, Cancel::Never);
         }
         r.owner.store(current().id, Ordering::Relaxed);
     }
     let was = r.ceiling.swap(ceiling, Ordering::Relaxed);
-    if held && crate::prio::set_ceiling(r.addr(), ceiling) {
-        crate::prio::apply_self(current());
+    if held && crate::prio::lock().set_ceiling(r.addr(), ceiling) {
+        let _ = crate::prio::apply_self(current());
     }
     if !old.is_null() {
         // SAFETY: the caller's out-parameter.

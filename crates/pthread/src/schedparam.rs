@@ -13,7 +13,15 @@
 //!   moves it in the runtime's queues as POSIX asks (`Thread::set_realtime`,
 //!   the runtime's `realtime.rs`): a thread raised above the caller runs when
 //!   the call returns, the caller lowering itself yields to a higher waiting
-//!   thread and goes to the head of its new priority's list.
+//!   thread and goes to the head of its new priority's list, and one running
+//!   on another processor is preempted there to follow its new priority. A
+//!   priority lent by a protocol mutex (`prio.rs`) is not reported: as on
+//!   Linux, where a PI boost does not show in `sched_getparam`, and glibc's
+//!   PP raise not in `pthread_getschedparam`. A change of a thread waiting on
+//!   a PI mutex moves it in that queue and down the chain (`prio::adjust`).
+//!   A kernel thread (glibc's) that `prio.rs` raised through the kernel
+//!   reports, and is given by `pthread_setschedparam`, its own policy and
+//!   priority, the one it goes back to.
 //! - `pthread_getcpuclockid`: of another user thread, `ENOENT`, POSIX's
 //!   answer for a thread without a CPU-time clock (Linux keeps none per user
 //!   thread); of the calling one, `CLOCK_THREAD_CPUTIME_ID`, the clock of the
@@ -69,6 +77,15 @@ pub unsafe extern "C-unwind" fn pthread_setschedparam(
         if gone(t) {
             return libc::ESRCH;
         }
+        // SAFETY: the caller's parameter.
+        let prio = unsafe { (*param).sched_priority };
+        if crate::prio::used()
+            && valid(policy, prio)
+            && crate::prio::lock().set_kernel_own(t as usize, pack(policy, prio))
+        {
+            // A kernel thread a protocol mutex raised: what it goes back to.
+            return 0;
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_setschedparam()(t, policy, param) };
     };
@@ -79,6 +96,7 @@ pub unsafe extern "C-unwind" fn pthread_setschedparam(
     }
     d.sched.store(pack(policy, prio), Ordering::Relaxed);
     take_effect(d);
+    crate::prio::adjust(d);
     0
 }
 
@@ -143,6 +161,18 @@ pub unsafe extern "C-unwind" fn pthread_getschedparam(
         if gone(t) {
             return libc::ESRCH;
         }
+        if let Some(own) =
+            crate::prio::used().then(|| crate::prio::lock().kernel_own(t as usize)).flatten()
+        {
+            // A kernel thread a protocol mutex raised: its own, as Linux reports a PI
+            // boost's owner (and glibc a PP mutex's holder).
+            // SAFETY: the caller's out-parameters.
+            unsafe {
+                *policy = own >> 16;
+                (*param).sched_priority = own & 0xffff;
+            }
+            return 0;
+        }
         // SAFETY: forwarded unchanged.
         return unsafe { next::pthread_getschedparam()(t, policy, param) };
     };
@@ -171,6 +201,7 @@ pub extern "C-unwind" fn pthread_setschedprio(t: libc::pthread_t, prio: c_int) -
     }
     d.sched.store(pack(policy, prio), Ordering::Relaxed);
     take_effect(d);
+    crate::prio::adjust(d);
     0
 }
 

@@ -173,6 +173,13 @@ pub(crate) struct ThreadData {
     /// The highest priority the protocol mutexes the thread holds lend it (`prio.rs`),
     /// 0 for none; it runs at the higher of this and its own.
     pub(crate) lent: std::sync::atomic::AtomicI32,
+    /// A kernel thread's own policy and priority (`schedparam::pack`) while `prio.rs`
+    /// has raised it through the kernel, else `prio::NOT_RAISED` (under its record's lock).
+    pub(crate) kernel_sched: std::sync::atomic::AtomicI32,
+    /// The policy and priority `prio.rs` last planned for a kernel thread, and how many
+    /// plans it made (`prio::apply_kernel` makes the last one land).
+    pub(crate) kernel_target: std::sync::atomic::AtomicI32,
+    pub(crate) kernel_plans: AtomicU32,
     /// Signals delivered to the thread so far (a sleep they interrupt ends
     /// with `EINTR`).
     pub(crate) signals_seen: AtomicU32,
@@ -238,6 +245,9 @@ impl ThreadData {
             shared_waking: AtomicU32::new(0),
             sched: std::sync::atomic::AtomicI32::new(0),
             lent: std::sync::atomic::AtomicI32::new(0),
+            kernel_sched: std::sync::atomic::AtomicI32::new(crate::prio::NOT_RAISED),
+            kernel_target: std::sync::atomic::AtomicI32::new(0),
+            kernel_plans: AtomicU32::new(0),
         }
     }
 

@@ -93,8 +93,9 @@ pub(crate) struct Waiter {
     /// What the waiter waits as (a read-write lock's reader or writer...),
     /// or what a waker hands it; the primitive's own meaning.
     pub(crate) tag: Cell<u32>,
-    /// Its place in the queue (`schedparam::wait_priority`, or more: [`Waiter::at_least`]).
-    prio: i32,
+    /// Its place in the queue (`schedparam::wait_priority`, or more: [`Waiter::at_least`],
+    /// [`Locked::reposition`]); changed only under the queue's lock while linked.
+    prio: Cell<i32>,
 }
 
 // SAFETY: the cells are touched only under the owning queue's lock (links)
@@ -123,7 +124,7 @@ impl Waiter {
             user,
             interruptible: Cell::new(false),
             tag: Cell::new(tag),
-            prio: crate::schedparam::wait_priority(me.sched.load(Ordering::Relaxed)),
+            prio: Cell::new(crate::schedparam::wait_priority(me.sched.load(Ordering::Relaxed))),
         }
     }
 
@@ -135,11 +136,11 @@ impl Waiter {
         self
     }
 
-    /// Queues the waiter at `prio` if that is higher than its own: a PI mutex's waiter
-    /// that holds another PI mutex queues at what it is lent (`prio.rs`, "Chains").
-    pub(crate) fn at_least(mut self, prio: i32) -> Waiter {
-        self.prio = self.prio.max(prio);
-        self
+    /// Queues the waiter at `prio` if that is higher than its own (before it is
+    /// linked): a PI mutex's waiter that holds another PI mutex queues at what it is lent
+    /// (`prio.rs`, "Chains").
+    pub(crate) fn at_least(&self, prio: i32) {
+        self.prio.set(self.prio.get().max(prio));
     }
 
     /// Step 1's wait (module docs): `self` must have been linked in `q` and
@@ -293,14 +294,23 @@ impl<'a> Queue<'a> {
         (s & self.bit == 0).then(|| Locked { q: self })
     }
 
-    /// Takes the queue's lock.
+    /// Takes the queue's lock. Inline, its wait apart: the primitives' paths (a condition
+    /// variable's signal and wait) are counted in instructions (docs/PTHREAD.md, "Speed"),
+    /// and a call with its prologue cost them 58 more per hand-off.
+    #[inline]
     pub(crate) fn lock(&self) -> Locked<'_, 'a> {
+        let s = self.lock.fetch_or(self.bit, Ordering::Acquire);
+        if s & self.bit == 0 {
+            return Locked { q: self };
+        }
+        self.lock_contended()
+    }
+
+    /// [`Queue::lock`] when it is held: spins, then yields.
+    #[cold]
+    fn lock_contended(&self) -> Locked<'_, 'a> {
         let mut spins = 0u32;
         loop {
-            let s = self.lock.fetch_or(self.bit, Ordering::Acquire);
-            if s & self.bit == 0 {
-                return Locked { q: self };
-            }
             while self.lock.load(Ordering::Relaxed) & self.bit != 0 {
                 spins += 1;
                 if spins < 64 {
@@ -309,6 +319,10 @@ impl<'a> Queue<'a> {
                     // The holder's kernel thread was descheduled.
                     crate::sched::yield_any();
                 }
+            }
+            let s = self.lock.fetch_or(self.bit, Ordering::Acquire);
+            if s & self.bit == 0 {
+                return Locked { q: self };
             }
         }
     }
@@ -329,7 +343,7 @@ impl Locked<'_, '_> {
         let mut after = self.q.tail.load(Ordering::Relaxed).cast_const();
         // SAFETY: linked waiters are alive (they wait for their wake-up or
         // unlink themselves under this lock).
-        while !after.is_null() && unsafe { (*after).prio } < w.prio {
+        while !after.is_null() && unsafe { (*after).prio.get() } < w.prio.get() {
             // SAFETY: as above.
             after = unsafe { (*after).prev.get() };
         }
@@ -381,7 +395,23 @@ impl Locked<'_, '_> {
             return 0;
         }
         // SAFETY: as in `push`.
-        unsafe { (*h).prio }
+        unsafe { (*h).prio.get() }
+    }
+
+    /// Moves the linked waiter `w` to its place for priority `prio` (behind every waiter
+    /// of that priority or higher, as [`Locked::push`]): a PI mutex's waiter whose loan
+    /// changed while it waits (`prio.rs`, "Chains"). Whether `w` is still linked (an
+    /// unlinked one was woken or gave up, and is left alone).
+    pub(crate) fn reposition(&self, w: &Waiter, prio: i32) -> bool {
+        if !w.linked.get() {
+            return false;
+        }
+        if w.prio.get() != prio {
+            self.unlink(w);
+            w.prio.set(prio);
+            self.push(w);
+        }
+        true
     }
 
     /// Unlinks the first waiter.

@@ -466,6 +466,9 @@ pub(crate) fn preempted() {
                     }
                 }
                 if stale_for_high(vp, t) {
+                    // Perhaps asked for by a change of `t`'s priority from another
+                    // thread (`realtime.rs`, rule 3): the monitor reads the new one.
+                    crate::realtime::republish(vp, t);
                     vp.machine().lower_quietly();
                     return;
                 }

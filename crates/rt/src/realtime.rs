@@ -37,8 +37,16 @@
 //!      the caller leaves the runtime's code, and one raised above another processor's
 //!      thread is the monitor's (rule 2).
 //!    - **parked**: nothing to move; its next wake-up queues it at its new place.
-//!    - **running on another processor**, or **queued among `Normal` work** (a
-//!      `SCHED_OTHER` thread made real-time while it waited to run): takes effect at its
+//!    - **running on another processor** (`shared-library` build, which records the
+//!      kernel thread that resumed each thread): that kernel thread is asked for a
+//!      preemption (`shared::preempt_running`), as the kernel's `sched_setscheduler`
+//!      reschedules the task's CPU. At the safe point the decision follows rule 1 with
+//!      the new values (lowered below a waiting thread, it passes the processor to it,
+//!      going to the head of its new list); a preemption with nothing to pass the
+//!      processor to is dropped and the processor's published values are brought up to
+//!      date ([`republish`]), so the monitor judges it by the new ones (rule 2).
+//!    - **queued among `Normal` work** (a `SCHED_OTHER` thread made real-time while it
+//!      waited to run), or running elsewhere in the Rust API's build: takes effect at its
 //!      next switch (not at once; docs/PTHREAD.md, "Not done yet").
 
 use crate::priority::{PrioQueues, Priority};
@@ -135,24 +143,20 @@ pub(crate) fn set(t: &TaskRef, rt: u8, fifo: bool) {
     let Some(vp) = crate::processor::enter() else {
         // An OS thread, a detached user thread, or the scheduler context.
         let _section = crate::processor::here();
-        if moves {
-            requeue(t, lowered, None);
+        if moves && !requeue(t, lowered, None) {
+            elsewhere(t);
         }
         return;
     };
     let me = vp.current_task().is_some_and(|c| std::ptr::eq(c, &**t));
     if !me {
-        if moves {
-            requeue(t, lowered, t.shared.is(&vp.shared).then_some(&*vp));
+        if moves && !requeue(t, lowered, t.shared.is(&vp.shared).then_some(&*vp)) {
+            elsewhere(t);
         }
         return;
     }
     // The caller: what the monitor reads of it changes now.
-    if vp.prios.load(Ordering::Relaxed) {
-        let turn = vp.cur_prio.load(Ordering::Relaxed) & crate::task::TURN;
-        vp.cur_prio.store(t.priority().as_u8() | turn, Ordering::Relaxed);
-        vp.cur_rt.store(published_rt(t), Ordering::Relaxed);
-    }
+    republish(&vp, t);
     drop(vp);
     let top = shared.prio.top_rt();
     if t.priority() == Priority::High {
@@ -166,11 +170,31 @@ pub(crate) fn set(t: &TaskRef, rt: u8, fifo: bool) {
     }
 }
 
+/// What the monitor reads of `vp`'s running thread `t` (rule 2), published again after
+/// its policy or priority changed: by `t` itself ([`set`]), or at the preemption another
+/// thread's change asked for (`preempt.rs`, a preemption dropped as stale).
+pub(crate) fn republish(vp: &crate::processor::Processor, t: &Task) {
+    if vp.prios.load(Ordering::Relaxed) {
+        let turn = vp.cur_prio.load(Ordering::Relaxed) & crate::task::TURN;
+        vp.cur_prio.store(t.priority().as_u8() | turn, Ordering::Relaxed);
+        vp.cur_rt.store(published_rt(t), Ordering::Relaxed);
+    }
+}
+
+/// Rule 3 for a thread that is neither the caller nor waiting in the `High` queue: if it
+/// runs on another kernel thread, that one is asked for a preemption (module docs).
+fn elsewhere(t: &Task) {
+    #[cfg(feature = "shared-library")]
+    crate::shared::preempt_running(t);
+    #[cfg(not(feature = "shared-library"))]
+    let _ = t;
+}
+
 /// Rule 3 for a thread that is not the caller: if it waits in the `High` queue, it is
 /// queued again at its new place, as a thread the caller woke (on `here`, the caller's
-/// processor of the same runtime, if any).
-fn requeue(t: &TaskRef, lowered: bool, here: Option<&crate::processor::Processor>) {
-    let Some(q) = t.shared.prio.take_high(t) else { return };
+/// processor of the same runtime, if any). Whether it waited there.
+fn requeue(t: &TaskRef, lowered: bool, here: Option<&crate::processor::Processor>) -> bool {
+    let Some(q) = t.shared.prio.take_high(t) else { return false };
     if lowered {
         q.set_rt_flag(crate::task::RT_HEAD, true);
     }
@@ -185,6 +209,7 @@ fn requeue(t: &TaskRef, lowered: bool, here: Option<&crate::processor::Processor
         }
         None => t.shared.inject(q),
     }
+    true
 }
 
 #[cfg(test)]

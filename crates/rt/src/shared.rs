@@ -91,6 +91,29 @@ pub fn in_runtime() -> bool {
     crate::machine::Machine::here().guard_word() & !crate::arch::DEFERRED != 0
 }
 
+/// A runtime section opened by the library around a short critical section of its own in
+/// which it calls into the runtime ([`section`]).
+pub struct Section {
+    _here: crate::processor::Here<'static>,
+    /// Closed on the kernel thread that opened it.
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+/// Opens a runtime section on the calling user thread until the returned value is dropped,
+/// for a critical section of the library's that calls into the runtime under a lock of its
+/// own (`libschedlab_pthread`'s priority-inheritance record moving another thread with
+/// [`Thread::set_realtime`](crate::Thread::set_realtime)): a switch the runtime defers to
+/// the end of its own section (a thread made runnable above the caller takes the caller's
+/// processor then) waits for this one's end, so the caller is not switched out holding
+/// that lock, which threads of a higher priority would then spin on, yielding only to
+/// each other. Nothing that parks or yields may run inside; the library's functions take
+/// their kernel-thread paths there ([`in_runtime`]). On a kernel thread with no user
+/// thread it opens nothing; the kernel thread must be attached ([`attach`]).
+#[inline]
+pub fn section() -> Section {
+    Section { _here: crate::processor::here(), _not_send: std::marker::PhantomData }
+}
+
 /// Gives the calling kernel thread its runtime block, if it has none of its
 /// own yet (a thread started by one with a block inherits that block's
 /// address, which is not its own: `arch/x86_64.rs`, `thread_block_attach`).
@@ -347,6 +370,31 @@ pub fn interrupt(thread: &crate::hooks::Thread) {
     }
     // SAFETY: machines' blocks live as long as the process in this build.
     ask_preemption(unsafe { &*m });
+}
+
+/// `realtime.rs`, rule 3: `t`'s policy or priority was changed by another thread while
+/// `t` may be running: the kernel thread that last resumed it is asked for a preemption,
+/// whose decision follows the new values, and the processor it runs publishes them at
+/// once, so that the monitor (rule 2) asks again if that request finds no safe point. If
+/// `t` no longer runs there, the thread that does is preempted for nothing (a `High`
+/// one's request is dropped and its own values published again, `preempt.rs`,
+/// `stale_for_high`; a `Normal` one makes one switch more).
+pub(crate) fn preempt_running(t: &crate::task::Task) {
+    use std::sync::atomic::Ordering;
+    let m = t.machine.load(Ordering::Acquire);
+    if m.is_null() || t.state.is_complete() || t.park.is_parked() {
+        return;
+    }
+    // SAFETY: machines' blocks live as long as the process in this build.
+    let m = unsafe { &*m };
+    let p = m.processor();
+    if !p.is_null() {
+        // SAFETY: a processor of `t`'s runtime, which `t` keeps alive; the words it
+        // publishes are atomics any thread may store.
+        crate::realtime::republish(unsafe { &*p }, t);
+    }
+    ask_preemption(m);
+    t.shared.monitor.poke();
 }
 
 /// Asks `m`'s kernel thread for a preemption, unless a request is pending
