@@ -112,7 +112,8 @@ unsafe extern "C" fn wrapper(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut l
     let flags = slot.flags.load(Ordering::Relaxed);
     let uc = ctx.cast::<libc::ucontext_t>();
     let user = crate::thread::on_user_thread() && !uc.is_null();
-    let began_on = schedlab_rt::shared::kernel_thread();
+    // Only on a user thread: the runtime runs, so the CPU has `rdgsbase`.
+    let began_on = if user { schedlab_rt::shared::kernel_thread() } else { 0 };
     if user {
         // SAFETY: the kernel's signal frame for this delivery.
         let interrupted = word(unsafe { &(*uc).uc_sigmask });

@@ -114,7 +114,7 @@ pub fn thread_pointer() -> usize {
 /// block; 0 on a thread the runtime never saw): one register read, for the
 /// library to tell whether a user thread moved to another kernel thread
 /// between two points of its own code (a program's signal handler that
-/// waited).
+/// waited). [`fsgsbase_usable`] must hold.
 #[inline]
 pub fn kernel_thread() -> usize {
     crate::arch::thread_block() as usize
