@@ -28,6 +28,7 @@ const TESTS: &[&str] = &[
     "pshared",
     "signal",
     "handler_wait",
+    "handler_altstack",
     "malloc",
     "priority",
     "rtorder",
@@ -211,6 +212,11 @@ fn a_signal_to_one_thread_is_handled_by_it() {
 #[test]
 fn a_signal_handler_that_waits_leaves_its_mask_to_no_other_thread() {
     check("handler_wait");
+}
+
+#[test]
+fn a_signal_handler_that_ends_on_another_kernel_thread_leaves_each_its_alternate_stack() {
+    check("handler_altstack");
 }
 
 #[test]

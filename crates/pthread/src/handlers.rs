@@ -31,6 +31,22 @@
 //! functions of this library, and `SIG_DFL`/`SIG_IGN` go to the kernel as
 //! they are.
 //!
+//! # The alternate stack
+//!
+//! `sigreturn` restores one more piece of kernel-thread state from the
+//! handler's frame: the alternate signal stack (`uc_stack`), which the kernel
+//! recorded there as the one of the kernel thread the signal was delivered
+//! on. A handler that waited and ended on another kernel thread gave that one
+//! the first one's alternate stack, where the runtime runs its own handlers
+//! (`SA_ONSTACK`): two kernel threads then ran the preemption handler on the
+//! same memory at once, each overwriting the other's frames (the `java`
+//! program above died in the runtime's preemption handler about one run in
+//! ten, with another kernel thread's registers). So the wrapper, when the
+//! handler ends on another kernel thread than it began on, writes the current
+//! kernel thread's alternate stack into the frame, as the last thing before
+//! `sigreturn`: this library and the C library are no safe points, so
+//! nothing moves the thread again before it returns.
+//!
 //! Not covered: a handler installed with the `rt_sigaction` system call
 //! directly, or with `sigset` (System V's, rarely used). A handler that
 //! runs on an alternate signal stack and waits on a library primitive
@@ -85,7 +101,8 @@ fn wrappable(handler: usize) -> bool {
 
 /// The kernel runs every program handler through this: on a user thread it
 /// tells the runtime the mask the handler runs with, and the one
-/// `sigreturn` restores (module docs).
+/// `sigreturn` restores, and keeps the alternate stack of the kernel thread
+/// the handler ends on (module docs).
 unsafe extern "C" fn wrapper(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     let Some(slot) = usize::try_from(sig).ok().and_then(|s| INSTALLED.get(s)) else { return };
     let handler = slot.handler.load(Ordering::Acquire);
@@ -95,6 +112,8 @@ unsafe extern "C" fn wrapper(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut l
     let flags = slot.flags.load(Ordering::Relaxed);
     let uc = ctx.cast::<libc::ucontext_t>();
     let user = crate::thread::on_user_thread() && !uc.is_null();
+    // Only on a user thread: the runtime runs, so the CPU has `rdgsbase`.
+    let began_on = if user { schedlab_rt::shared::kernel_thread() } else { 0 };
     if user {
         // SAFETY: the kernel's signal frame for this delivery.
         let interrupted = word(unsafe { &(*uc).uc_sigmask });
@@ -122,6 +141,29 @@ unsafe extern "C" fn wrapper(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut l
         // look again (a sender waiting for its answer hung): raised now, the
         // kernel holds it until `sigreturn` unblocks it, as it would have.
         crate::signal::deliver_pending();
+        if schedlab_rt::shared::kernel_thread() != began_on {
+            // SAFETY: as above; last, so that nothing can move the thread
+            // again before `sigreturn` (this library and the C library are
+            // no safe points).
+            unsafe { keep_alternate_stack(uc) };
+        }
+    }
+}
+
+/// Makes the frame `sigreturn` will restore name the calling kernel thread's
+/// alternate signal stack, for a handler that ended on another kernel thread
+/// than the one the signal was delivered on (module docs, "The alternate
+/// stack").
+///
+/// # Safety
+/// `uc` is the kernel's signal frame of the handler that is ending.
+unsafe fn keep_alternate_stack(uc: *mut libc::ucontext_t) {
+    // SAFETY: a zeroed stack_t is valid; the kernel fills it.
+    let mut own: libc::stack_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a query into our own struct.
+    if unsafe { libc::sigaltstack(std::ptr::null(), &mut own) } == 0 {
+        // SAFETY: the caller's frame, ours until `sigreturn`.
+        unsafe { (*uc).uc_stack = own };
     }
 }
 

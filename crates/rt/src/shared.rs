@@ -133,6 +133,16 @@ pub fn thread_pointer() -> usize {
     crate::arch::thread_pointer()
 }
 
+/// The calling kernel thread, as an identity (the address of its runtime
+/// block; 0 on a thread the runtime never saw): one register read, for the
+/// library to tell whether a user thread moved to another kernel thread
+/// between two points of its own code (a program's signal handler that
+/// waited). [`fsgsbase_usable`] must hold.
+#[inline]
+pub fn kernel_thread() -> usize {
+    crate::arch::thread_block() as usize
+}
+
 /// In a child just after `fork`: the calling kernel thread, the child's only
 /// one, gets a fresh runtime block. Its old one describes a processor of the
 /// parent's runtime, none of whose other kernel threads exist here; nothing

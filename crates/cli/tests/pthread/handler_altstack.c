@@ -1,0 +1,117 @@
+/* A signal handler that ends on another kernel thread than it began on: the kernel's
+ * sigreturn restores the alternate signal stack recorded in the handler's frame, which
+ * is the one of the kernel thread the signal was delivered on. Thread A's SIGUSR1
+ * handler yields until it runs on another kernel thread, then returns: afterwards each
+ * kernel thread must still have its own alternate stack (the runtime gives each one of
+ * its kernel threads one, for its own handlers). Before the library rewrote the frame,
+ * the second kernel thread got the first one's, the two ran the runtime's handlers on
+ * the same memory at once, and a Java program whose threads catch null dereferences and
+ * stack overflows died in the runtime's preemption handler about one run in ten.
+ * On glibc's threads nothing moves and no thread has an alternate stack: nothing to
+ * compare, the rounds just run. */
+#define _GNU_SOURCE
+#include "check.h"
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define ROUNDS 30
+#define SPINNERS 3
+
+static volatile int stop;
+static volatile pid_t began_tid;
+static void *volatile began_stack;
+static volatile int began_enabled;
+static long moved;
+
+static pid_t tid(void) {
+    return (pid_t)syscall(SYS_gettid);
+}
+
+/* The calling kernel thread's alternate signal stack, or NULL if it has none. */
+static void *alt_stack(void) {
+    stack_t ss;
+    CHECK(sigaltstack(NULL, &ss) == 0, "sigaltstack");
+    return (ss.ss_flags & SS_DISABLE) ? NULL : ss.ss_sp;
+}
+
+/* Which kernel thread the caller is on and that thread's alternate stack, read together
+ * (a preemption between the two reads would pair one thread's id with another's stack). */
+static void where(pid_t *t, void **stack) {
+    for (;;) {
+        pid_t before = tid();
+        *stack = alt_stack();
+        *t = tid();
+        if (*t == before)
+            return;
+    }
+}
+
+static void handler(int sig) {
+    (void)sig;
+    pid_t t;
+    void *s;
+    where(&t, &s);
+    began_tid = t;
+    began_stack = s;
+    began_enabled = s != NULL;
+    /* Yield (sometimes sleeping) until this handler runs on another kernel thread; on
+     * glibc's threads it never does, and gives up. */
+    for (int i = 0; i < 2000 && tid() == t; i++) {
+        if (i % 8 == 7)
+            usleep(100);
+        else
+            sched_yield();
+    }
+    if (tid() != t)
+        moved++;
+}
+
+static void *spin(void *arg) {
+    (void)arg;
+    while (!stop)
+        sched_yield();
+    return NULL;
+}
+
+static void *a_main(void *arg) {
+    (void)arg;
+    for (int round = 0; round < ROUNDS; round++) {
+        CHECK(raise(SIGUSR1) == 0, "raise");
+        pid_t t;
+        void *s;
+        where(&t, &s);
+        if (began_enabled && s != NULL) {
+            /* Kernel threads never share an alternate stack: the one the handler began
+             * on has the stack it had then, any other a different one. */
+            CHECK((t == began_tid) == (s == began_stack),
+                  "round %d: after a handler begun on kernel thread %d (alternate stack %p), "
+                  "kernel thread %d has alternate stack %p",
+                  round, (int)began_tid, began_stack, (int)t, s);
+        }
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    int expect = argc > 1 && strcmp(argv[1], "expect-migration") == 0;
+    struct sigaction sa = {0};
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
+    pthread_t spinners[SPINNERS], a;
+    for (int i = 0; i < SPINNERS; i++)
+        PT(pthread_create(&spinners[i], NULL, spin, NULL));
+    PT(pthread_create(&a, NULL, a_main, NULL));
+    PT(pthread_join(a, NULL));
+    stop = 1;
+    for (int i = 0; i < SPINNERS; i++)
+        PT(pthread_join(spinners[i], NULL));
+    if (expect)
+        CHECK(moved > 0, "no handler ever moved to another kernel thread");
+    printf("ok (%ld of %d handlers moved)\n", moved, ROUNDS);
+    return 0;
+}
