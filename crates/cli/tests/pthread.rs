@@ -28,6 +28,7 @@ const TESTS: &[&str] = &[
     "pshared",
     "signal",
     "handler_wait",
+    "handler_longjmp",
     "handler_altstack",
     "malloc",
     "priority",
@@ -217,6 +218,11 @@ fn a_signal_handler_that_waits_leaves_its_mask_to_no_other_thread() {
 #[test]
 fn a_signal_handler_that_ends_on_another_kernel_thread_leaves_each_its_alternate_stack() {
     check("handler_altstack");
+}
+
+#[test]
+fn a_signal_handler_left_by_siglongjmp_leaves_the_saved_mask() {
+    check("handler_longjmp");
 }
 
 #[test]

@@ -47,6 +47,14 @@
 //! `sigreturn`: this library and the C library are no safe points, so
 //! nothing moves the thread again before it returns.
 //!
+//! A handler may also leave by `siglongjmp` (or `longjmp`) to a `sigsetjmp`
+//! that saved the mask, which glibc restores with a system call of its own:
+//! the jump functions are interposed too, and tell the runtime the mask the
+//! jump restores before glibc's jump applies it (without, the runtime kept
+//! the handler's mask for the thread, with the handled signal blocked, and
+//! applied it at the thread's next switch: a second fault then killed the
+//! process).
+//!
 //! Not covered: a handler installed with the `rt_sigaction` system call
 //! directly, or with `sigset` (System V's, rarely used). A handler that
 //! runs on an alternate signal stack and waits on a library primitive
@@ -57,9 +65,12 @@
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
-/// glibc's definition.
+/// glibc's definitions.
 mod next {
     crate::glibc::real!(sigaction: fn(std::ffi::c_int, *const libc::sigaction, *mut libc::sigaction) -> std::ffi::c_int);
+    crate::glibc::real!(siglongjmp: fn(*mut std::ffi::c_void, std::ffi::c_int) -> ());
+    crate::glibc::real!(longjmp: fn(*mut std::ffi::c_void, std::ffi::c_int) -> ());
+    crate::glibc::real!(__longjmp_chk: fn(*mut std::ffi::c_void, std::ffi::c_int) -> ());
 }
 
 /// Signals 1 to 64.
@@ -282,4 +293,75 @@ pub extern "C" fn sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::
 #[no_mangle]
 pub extern "C" fn __sysv_signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
     sysv_signal(sig, handler)
+}
+
+/// glibc's `jmp_buf` (`struct __jmp_buf_tag` on x86-64): the registers, then
+/// whether the mask was saved, then the mask.
+const MASK_WAS_SAVED: usize = 64;
+const SAVED_MASK: usize = 72;
+
+/// Before a jump that restores a saved mask: tells the runtime the mask the
+/// jump restores (module docs).
+///
+/// # Safety
+/// `env` is a `jmp_buf` filled by `setjmp` or `sigsetjmp`.
+unsafe fn before_jump(env: *mut std::ffi::c_void) {
+    if env.is_null() || !crate::thread::on_user_thread() {
+        return;
+    }
+    // SAFETY: a filled `jmp_buf`: these fields are glibc's layout.
+    let (saved, mask) = unsafe {
+        let b = env.cast::<u8>();
+        (
+            std::ptr::read_unaligned(b.add(MASK_WAS_SAVED).cast::<c_int>()),
+            std::ptr::read_unaligned(b.add(SAVED_MASK).cast::<u64>()),
+        )
+    };
+    if saved != 0 {
+        schedlab_rt::shared::handler_mask(mask);
+    }
+}
+
+/// `siglongjmp`: glibc's, after [`before_jump`].
+///
+/// # Safety
+/// As `siglongjmp(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn siglongjmp(env: *mut std::ffi::c_void, val: c_int) -> ! {
+    // SAFETY: the caller's `jmp_buf`.
+    unsafe {
+        before_jump(env);
+        next::siglongjmp()(env, val);
+    }
+    std::process::abort()
+}
+
+/// `longjmp`: glibc's, after [`before_jump`] (glibc's `longjmp` restores a
+/// mask `sigsetjmp` saved, as `siglongjmp` does).
+///
+/// # Safety
+/// As `longjmp(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn longjmp(env: *mut std::ffi::c_void, val: c_int) -> ! {
+    // SAFETY: the caller's `jmp_buf`.
+    unsafe {
+        before_jump(env);
+        next::longjmp()(env, val);
+    }
+    std::process::abort()
+}
+
+/// `__longjmp_chk`, what `_FORTIFY_SOURCE` makes of `longjmp` and
+/// `siglongjmp`: glibc's, after [`before_jump`].
+///
+/// # Safety
+/// As `longjmp(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn __longjmp_chk(env: *mut std::ffi::c_void, val: c_int) -> ! {
+    // SAFETY: the caller's `jmp_buf`.
+    unsafe {
+        before_jump(env);
+        next::__longjmp_chk()(env, val);
+    }
+    std::process::abort()
 }
