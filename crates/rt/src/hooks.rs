@@ -8,8 +8,8 @@
 //! api        thread sync scope local net io runtime yielder (lib.rs)
 //! policy     hooks preempt blocking monitor poll shared realtime
 //! processor  processor machine state guard
-//! data       task lifecycle park slot handoff queue priority budget wait
-//!            timer spin registry event idle reclaim pollplace
+//! data       task lifecycle park slot handoff queue priority budget cputime
+//!            wait timer spin registry event idle reclaim pollplace
 //! machine    loom futex arch stack cputimer
 //! ```
 //!

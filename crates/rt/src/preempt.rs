@@ -456,8 +456,8 @@ pub(crate) fn preempted() {
                     return;
                 }
                 if let Some(b) = t.budget() {
-                    let cpu = crate::cputimer::thread_cpu_ns();
-                    if let Some(left) = b.spent(vp.shared.timers.now(), cpu) {
+                    let ran = t.cpu.checkpoint();
+                    if let Some(left) = b.spent(vp.shared.timers.now(), ran) {
                         return throttle(vp, t, b, left);
                     }
                 }
