@@ -37,6 +37,7 @@
 #![deny(missing_docs)]
 
 mod cancel;
+mod cpuclock;
 mod events;
 mod fdio;
 mod fork;
