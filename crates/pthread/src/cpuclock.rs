@@ -77,7 +77,7 @@ fn encode(k: u32) -> libc::clockid_t {
 
 /// The user-thread number a clock id of ours carries.
 fn decode(clock: libc::clockid_t) -> Option<u32> {
-    (clock < 0 && clock & 7 == 7).then(|| !(clock >> 3) as u32)
+    (clock < 0 && clock & 7 == 7).then_some(!(clock >> 3) as u32)
 }
 
 /// The clock id of user thread `d`, for `pthread_getcpuclockid`; turns the
