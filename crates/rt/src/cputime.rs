@@ -35,8 +35,11 @@
 //!   a thread that never asked before counts only what it ran since some
 //!   thread first asked;
 //! - the asking thread's stint starts at its request; a thread running on
-//!   another processor at that moment is counted from its next switch (a
-//!   quantum at most while others wait, preemption makes one).
+//!   another processor at that moment is sent a preemption request, and its
+//!   stint starts at the safe point that takes it (`preempt::preempted`;
+//!   with nothing else to run the thread goes on, one `Preempted` event
+//!   its only trace), or at its next switch if the request found it where
+//!   it cannot be preempted (in the C library, a `no_preempt` region).
 //!
 //! Not counted either: a thread's time after its processor was handed off
 //! while it blocked in the kernel (`blocking.rs`: detached, until it rejoins

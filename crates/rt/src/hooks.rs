@@ -72,7 +72,7 @@ pub(crate) use crate::local::destroy_all as destroy_locals;
 pub(crate) use crate::poll::{active as active_poller, sleep as poll_sleep, POLL_EVERY};
 #[cfg(not(loom))]
 pub(crate) use crate::preempt::{
-    init_thread as init_preemption, take_deferred, SIGNAL as PREEMPT_SIGNAL,
+    ask as ask_preemption, init_thread as init_preemption, take_deferred, SIGNAL as PREEMPT_SIGNAL,
 };
 #[cfg(all(feature = "shared-library", not(loom)))]
 pub(crate) use crate::shared::{before_idle_sleep, resumed, run_hook};

@@ -65,7 +65,8 @@ impl Thread {
     /// first budgeted spawn) on, at the cost of a read of the kernel thread's
     /// CPU clock at every switch; so the time before that is not counted: a
     /// thread's figure starts at zero then (the caller's own at once, a
-    /// thread running on another processor at its next switch), and the
+    /// thread running on another processor at the safe point a preemption
+    /// request finds, or at its next switch), and the
     /// difference of two calls is exact. Time a thread spends blocked in the
     /// kernel after its processor was handed off is not counted
     /// (`cputime.rs`).

@@ -126,6 +126,41 @@ fn another_threads_clock_is_read_while_it_runs_elsewhere() {
 }
 
 #[test]
+fn a_thread_computing_alone_when_accounting_starts_is_counted_at_once() {
+    watchdog(120, || {
+        let rt = builder_in(2, Mode::Preemptive).build().unwrap();
+        rt.block_on(|| {
+            let (stop, started) =
+                (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+            let (s, st) = (stop.clone(), started.clone());
+            let spinner = spawn(move || {
+                st.store(true, Ordering::Relaxed);
+                // Computing in our own code, where a preemption request
+                // finds a safe point (not in the C library's clock call).
+                let mut x = 0u64;
+                while !s.load(Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+            });
+            // We never yield: the spinner runs on the other processor, alone,
+            // and never switches. Accounting, switched on by the first read
+            // below, reaches it by a preemption request, not at a switch.
+            while !started.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+            let t = spinner.thread().clone();
+            let first = t.cpu_time();
+            while t.cpu_time() <= first + Duration::from_millis(2) {
+                spin(100_000);
+            }
+            stop.store(true, Ordering::Relaxed);
+            spinner.join().unwrap();
+        })
+        .unwrap();
+    });
+}
+
+#[test]
 fn clocks_never_go_back_across_migrations() {
     watchdog(120, || {
         let rt = builder_in(2, Mode::Preemptive).build().unwrap();

@@ -253,6 +253,27 @@ pub(crate) fn enable_cpu_accounting(shared: &Shared) {
             p.cpu_accounting.store(true, Ordering::Relaxed);
             p.policies.store(true, Ordering::Relaxed);
         }
+        // A thread running on another processor now would start its stint
+        // at its next switch, which one alone there may never make: a
+        // preemption request starts it at its next safe point
+        // (`preempt::preempted`; with nothing else to run it goes on, one
+        // `Preempted` event the only trace). The caller's own starts at its
+        // request (`account_cpu`).
+        // SAFETY: no preconditions.
+        let me = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+        for p in shared.processors() {
+            // SAFETY: as above.
+            let p = unsafe { &*p.0 };
+            let m = p.machine.load(Ordering::Acquire);
+            if p.in_user.load(Ordering::Relaxed) && !m.is_null() {
+                // SAFETY: a machine bound to a processor outlives that binding
+                // (the monitor's requests read it the same way).
+                let m = unsafe { &*m };
+                if m.tid.load(Ordering::Relaxed) != me {
+                    crate::hooks::ask_preemption(m);
+                }
+            }
+        }
     }
 }
 
