@@ -49,6 +49,7 @@ const TESTS: &[&str] = &[
     "restart",
     "sigblocked",
     "fork_reclaimed",
+    "cpuclock",
 ];
 
 /// The tests that `dlopen` a library: each source is compiled a second time, with
@@ -138,6 +139,11 @@ fn every_c_test_is_listed() {
 #[test]
 fn the_initial_thread_wakes_a_thousand_waiters_round_after_round() {
     check("broadcast");
+}
+
+#[test]
+fn a_threads_cpu_clock_counts_its_own_time_and_never_goes_back() {
+    check("cpuclock");
 }
 
 #[test]

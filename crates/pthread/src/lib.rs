@@ -3,8 +3,10 @@
 //!
 //! Loaded with `LD_PRELOAD` (or by `schedlab exec -- PROGRAM ARGS...`, which
 //! sets it up), the library defines the `pthread_*`, `sem_*`, sleeping and
-//! yielding functions, which the dynamic linker then binds the program and
-//! its libraries to instead of glibc's. A thread the program creates is a
+//! yielding functions and a thread's CPU clock (`clock_gettime`,
+//! `clock_getres`, `getrusage`, `timer_create`: `cpuclock.rs`), which the
+//! dynamic linker then binds the program and its libraries to instead of
+//! glibc's. A thread the program creates is a
 //! user thread on the runtime's virtual processors, with its own TLS block
 //! and glibc thread control block switched with its stack (`glibc.rs`), so
 //! `errno`, `__thread` variables and glibc's per-thread state follow it
@@ -37,6 +39,7 @@
 #![deny(missing_docs)]
 
 mod cancel;
+mod cpuclock;
 mod events;
 mod fdio;
 mod fork;

@@ -140,8 +140,11 @@ pub unsafe extern "C-unwind" fn nanosleep(
 }
 
 /// `clock_nanosleep`: relative or absolute (`TIMER_ABSTIME`) on the
-/// realtime, monotonic, boot-time and TAI clocks; a CPU-time clock is
-/// `EINVAL` for a user thread (as glibc says of the calling thread's).
+/// realtime, monotonic, boot-time and TAI clocks; on the caller's
+/// `CLOCK_THREAD_CPUTIME_ID` `EINVAL` (as glibc), on a user thread's clock
+/// from `pthread_getcpuclockid` `ENOTSUP` (`cpuclock.rs`); any other clock
+/// (the process's CPU time, a kernel thread's, an invalid id) glibc's, which
+/// sleeps on the kernel thread or gives its error.
 ///
 /// # Safety
 ///
@@ -153,15 +156,17 @@ pub unsafe extern "C-unwind" fn clock_nanosleep(
     req: *const libc::timespec,
     rem: *mut libc::timespec,
 ) -> c_int {
-    if !user_path() {
+    if let Some(e) = crate::cpuclock::no_sleep_on(clock) {
+        return e;
+    }
+    if !user_path()
+        || !matches!(
+            clock,
+            libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_BOOTTIME | libc::CLOCK_TAI
+        )
+    {
         // SAFETY: forwarded unchanged.
         return unsafe { next::clock_nanosleep()(clock, flags, req, rem) };
-    }
-    if !matches!(
-        clock,
-        libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_BOOTTIME | libc::CLOCK_TAI
-    ) {
-        return if clock == libc::CLOCK_THREAD_CPUTIME_ID { libc::EINVAL } else { libc::ENOTSUP };
     }
     // SAFETY: the caller's request.
     let ts = unsafe { &*req };

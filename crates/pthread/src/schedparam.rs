@@ -22,11 +22,9 @@
 //!   A kernel thread (glibc's) that `prio.rs` raised through the kernel
 //!   reports, and is given by `pthread_setschedparam`, its own policy and
 //!   priority, the one it goes back to.
-//! - `pthread_getcpuclockid`: of another user thread, `ENOENT`, POSIX's
-//!   answer for a thread without a CPU-time clock (Linux keeps none per user
-//!   thread); of the calling one, `CLOCK_THREAD_CPUTIME_ID`, the clock of the
-//!   kernel thread it runs on — an overestimate by the time of the other
-//!   user threads that kernel thread ran.
+//! - `pthread_getcpuclockid`: the user thread's own CPU clock, of itself or
+//!   of another user thread (`cpuclock.rs`: a clock id the library reads
+//!   from the runtime's per-thread accounting, which the call turns on).
 //! - `pthread_setaffinity_np`/`getaffinity_np`: a user thread runs on the
 //!   runtime's processors, which may run anywhere the process may: `get`
 //!   reports the process's mask, `set` is `EINVAL` unless it allows every
@@ -216,15 +214,14 @@ pub unsafe extern "C-unwind" fn pthread_getcpuclockid(
     clock: *mut libc::clockid_t,
 ) -> c_int {
     match user_thread(t) {
-        Some(d) if d.tcb == crate::thread::current().tcb => {
-            // The calling thread's: the CPU clock of the kernel thread it
-            // runs on, which counts the time of every user thread that ran
-            // there (module docs).
-            // SAFETY: the caller's out-parameter.
-            unsafe { *clock = libc::CLOCK_THREAD_CPUTIME_ID };
-            0
-        }
-        Some(_) => libc::ENOENT,
+        Some(d) => match crate::cpuclock::clock_of(d) {
+            Ok(c) => {
+                // SAFETY: the caller's out-parameter.
+                unsafe { *clock = c };
+                0
+            }
+            Err(e) => e,
+        },
         None if gone(t) => libc::ESRCH,
         // SAFETY: forwarded unchanged.
         None => unsafe { next::pthread_getcpuclockid()(t, clock) },

@@ -422,6 +422,9 @@ pub(crate) fn reap() {
 ///
 /// The runtime has completed the thread, and nothing else refers to `d`.
 unsafe fn free(d: *mut ThreadData) {
+    // Its CPU clock names it no more (before the block may go).
+    // SAFETY: forwarded: alive until dropped below.
+    crate::cpuclock::forget(unsafe { &*d });
     // SAFETY: forwarded: alive until dropped below, and ours alone (so the
     // handle's lock needs no atomic operations).
     let tcb = unsafe {

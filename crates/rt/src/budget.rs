@@ -5,21 +5,24 @@
 //!
 //! # Accounting
 //!
-//! A budgeted thread is charged the **CPU time** it consumes: its kernel
-//! thread's CPU clock (`cputimer::thread_cpu_ns`, `CLOCK_THREAD_CPUTIME_ID`)
-//! read when a context switch resumes it and again when the processor's next
-//! context resumes (or it leaves the processor without a switch: exit, or
-//! detached by a blocking hand-off, when blocked time is not charged, as
-//! cgroups charge CPU time only). Time its kernel thread spends waiting for a
+//! A budgeted thread is charged the **CPU time** it consumes, as its
+//! account measures it (`cputime.rs`: its kernel thread's CPU clock,
+//! `CLOCK_THREAD_CPUTIME_ID`, read when a context switch resumes it and
+//! again when the processor's next context resumes, or it leaves the
+//! processor without a switch: exit, or detached by a blocking hand-off,
+//! when blocked time is not charged, as cgroups charge CPU time only). The
+//! first budgeted spawn turns the runtime's CPU-time accounting on; the
+//! budget adds the wall-clock periods and charges each stint's CPU time, as
+//! the account reports it, to them. Time its kernel thread spends waiting for a
 //! CPU on a loaded machine is not charged: it did not run. (Before 2026-11-27
 //! the charge was wall time current on a processor, which a loaded machine
 //! inflated by everything the kernel gave to others.) Both ends are seen on
 //! the processor's own kernel thread, in `after_switch` and
 //! `Processor::take_current`, so the charge needs no synchronisation beyond
-//! the atomics that let the thread's handle read it. Unbudgeted threads pay
-//! one test of a runtime-wide flag per switch, and only runtimes that spawned
-//! a budgeted thread pay more (per stint of a budgeted thread: two reads of
-//! each clock and two `timer_settime`).
+//! the atomics that let the thread's handle read it. Runtimes without a
+//! budgeted thread (or a request for a thread's CPU time) pay one test of a
+//! processor flag per switch; the others pay, per stint, two reads of each
+//! clock, and two `timer_settime` per stint of a budgeted thread.
 //!
 //! Periods are wall time, aligned to the thread's first run: period `k` is
 //! `[first + k·period, first + (k+1)·period)`, as `cpu.max`'s period is. A
@@ -94,7 +97,8 @@ fn allowance_ns(fraction: f64, period: Duration) -> u64 {
 
 /// The budget of one user thread, and what it has used. Wall times (`now`)
 /// are nanoseconds on the runtime's timer clock (`Timers::now`); CPU times
-/// (`cpu`) nanoseconds of the running kernel thread's CPU clock. Written only by the
+/// (`ran`) nanoseconds of CPU a stint consumed, from the thread's account
+/// (`cputime.rs`). Written only by the
 /// processor running the thread (or the thread itself); atomics so that its
 /// handle may read the figures at any time.
 pub(crate) struct Budget {
@@ -108,10 +112,6 @@ pub(crate) struct Budget {
     used: AtomicU64,
     /// Wall-clock start of the running stint, or `NOT_RUNNING`.
     stint: AtomicU64,
-    /// The kernel thread's CPU clock at the start of the running stint.
-    stint_cpu: AtomicU64,
-    /// Charged since the thread started.
-    total: AtomicU64,
     /// Times the thread was throttled.
     throttles: AtomicU64,
 }
@@ -146,8 +146,6 @@ impl Budget {
             period_start: AtomicU64::new(NOT_STARTED),
             used: AtomicU64::new(0),
             stint: AtomicU64::new(NOT_RUNNING),
-            stint_cpu: AtomicU64::new(0),
-            total: AtomicU64::new(0),
             throttles: AtomicU64::new(0),
         }
     }
@@ -170,42 +168,40 @@ impl Budget {
         }
     }
 
-    /// A stint starts at wall time `now`, CPU time `cpu`. Returns how much CPU
-    /// time the period's budget has left (0 if it is spent).
-    pub(crate) fn start(&self, now: u64, cpu: u64) -> u64 {
+    /// A stint starts at wall time `now`. Returns how much CPU time the
+    /// period's budget has left (0 if it is spent).
+    pub(crate) fn start(&self, now: u64) -> u64 {
         self.roll(now);
-        self.stint_cpu.store(cpu, Ordering::Relaxed);
         self.stint.store(now, Ordering::Relaxed);
         self.allow.saturating_sub(self.used.load(Ordering::Relaxed))
     }
 
-    /// The running stint ends at `now`, `cpu` (nothing if none runs).
-    pub(crate) fn stop(&self, now: u64, cpu: u64) {
+    /// The running stint ends at `now`, having consumed `ran` ns of CPU
+    /// (nothing if none runs).
+    pub(crate) fn stop(&self, now: u64, ran: u64) {
         let began = self.stint.swap(NOT_RUNNING, Ordering::Relaxed);
         if began == NOT_RUNNING || now < began {
             return;
         }
-        let ran = cpu.saturating_sub(self.stint_cpu.load(Ordering::Relaxed));
         self.roll(now);
         let start = self.period_start.load(Ordering::Relaxed);
         // Across a boundary, the new period is charged no more than it lasted.
         let charge = if began < start { ran.min(now - start) } else { ran };
         self.used.fetch_add(charge, Ordering::Relaxed);
-        self.total.fetch_add(ran, Ordering::Relaxed);
     }
 
-    /// Charges the running stint up to `now`, `cpu` and keeps it running;
-    /// returns how long until the period ends if the period's budget is spent.
-    pub(crate) fn spent(&self, now: u64, cpu: u64) -> Option<Duration> {
+    /// Charges the running stint up to `now`, `ran` ns of CPU since its start
+    /// or last charge, and keeps it running; returns how long until the
+    /// period ends if the period's budget is spent.
+    pub(crate) fn spent(&self, now: u64, ran: u64) -> Option<Duration> {
         let running = self.stint.load(Ordering::Relaxed) != NOT_RUNNING;
         if running {
-            self.stop(now, cpu);
+            self.stop(now, ran);
         } else {
             self.roll(now);
         }
         let spent = self.used.load(Ordering::Relaxed) >= self.allow;
         if running && !spent {
-            self.stint_cpu.store(cpu, Ordering::Relaxed);
             self.stint.store(now, Ordering::Relaxed);
         }
         spent.then(|| {
@@ -224,11 +220,14 @@ impl Budget {
         Duration::from_nanos(self.used.load(Ordering::Relaxed))
     }
 
-    pub(crate) fn stats(&self) -> BudgetStats {
+    /// The figures, with `used` ns of CPU since the thread first ran (its
+    /// account's finished stints: accounting starts before a budgeted
+    /// thread is published).
+    pub(crate) fn stats(&self, used: u64) -> BudgetStats {
         BudgetStats {
             allowed: Duration::from_nanos(self.allow),
             period: Duration::from_nanos(self.period),
-            used: Duration::from_nanos(self.total.load(Ordering::Relaxed)),
+            used: Duration::from_nanos(used),
             throttled: self.throttles.load(Ordering::Relaxed),
         }
     }
@@ -265,66 +264,64 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     // In these tests a stint's CPU time is its wall time (the kernel thread
-    // always had a CPU) unless the test says otherwise.
+    // always had a CPU) unless the test says otherwise; the account's CPU
+    // time (`ran`) is given as the account would report it.
 
     #[test]
     fn a_stint_is_charged_to_its_period_and_the_allowance_left_is_returned() {
         let b = Budget::new(0.1, Duration::from_millis(100));
-        assert_eq!(b.start(1_000, 0), 10 * MS);
+        assert_eq!(b.start(1_000), 10 * MS);
         b.stop(1_000 + 4 * MS, 4 * MS);
         assert_eq!(b.used_in_period(), Duration::from_millis(4));
-        assert_eq!(b.start(1_000 + 50 * MS, 4 * MS), 6 * MS);
-        assert_eq!(b.spent(1_000 + 57 * MS, 11 * MS), Some(Duration::from_millis(43)));
-        assert_eq!(b.stats().used, Duration::from_millis(11));
+        assert_eq!(b.start(1_000 + 50 * MS), 6 * MS);
+        assert_eq!(b.spent(1_000 + 57 * MS, 7 * MS), Some(Duration::from_millis(43)));
     }
 
     #[test]
     fn a_descheduled_kernel_thread_is_charged_only_the_cpu_it_got() {
         let b = Budget::new(0.2, Duration::from_millis(20));
-        assert_eq!(b.start(0, 0), 4 * MS);
+        assert_eq!(b.start(0), 4 * MS);
         // 10 ms current on its processor, but the kernel ran it for 3.
         b.stop(10 * MS, 3 * MS);
         assert_eq!(b.used_in_period(), Duration::from_millis(3));
-        assert_eq!(b.start(11 * MS, 3 * MS), MS, "1 ms of CPU left");
-        assert_eq!(b.spent(18 * MS, 3 * MS + MS / 2), None, "half a ms of CPU in 7 ms");
-        assert_eq!(b.spent(19 * MS, 4 * MS), Some(Duration::from_millis(1)));
-        assert_eq!(b.stats().used, Duration::from_millis(4));
+        assert_eq!(b.start(11 * MS), MS, "1 ms of CPU left");
+        assert_eq!(b.spent(18 * MS, MS / 2), None, "half a ms of CPU in 7 ms");
+        assert_eq!(b.spent(19 * MS, MS / 2), Some(Duration::from_millis(1)));
     }
 
     #[test]
     fn a_stint_across_a_period_boundary_is_charged_from_the_boundary() {
         let b = Budget::new(0.5, Duration::from_millis(10));
-        b.start(0, 0);
+        b.start(0);
         b.stop(2 * MS, 2 * MS);
-        b.start(9 * MS, 2 * MS);
-        b.stop(13 * MS, 6 * MS);
-        // The new period [10, 20) is charged 3 ms; the thread ran 6 ms in all.
+        b.start(9 * MS);
+        b.stop(13 * MS, 4 * MS);
+        // The new period [10, 20) is charged 3 ms of the stint's 4.
         assert_eq!(b.used_in_period(), Duration::from_millis(3));
-        assert_eq!(b.stats().used, Duration::from_millis(6));
         // Periods skipped while the thread did not run reset the charge.
-        assert_eq!(b.start(45 * MS, 6 * MS), 5 * MS);
+        assert_eq!(b.start(45 * MS), 5 * MS);
     }
 
     #[test]
     fn an_overrun_is_paid_back_in_the_next_period() {
         let b = Budget::new(0.2, Duration::from_millis(20));
-        b.start(0, 0);
+        b.start(0);
         // The signal came 3 ms late: 7 ms charged against 4.
         b.stop(7 * MS, 7 * MS);
-        assert_eq!(b.start(20 * MS, 7 * MS), MS, "3 ms owed from the last period");
-        b.stop(21 * MS, 8 * MS);
+        assert_eq!(b.start(20 * MS), MS, "3 ms owed from the last period");
+        b.stop(21 * MS, MS);
         // A period skipped owes nothing.
-        assert_eq!(b.start(75 * MS, 8 * MS), 4 * MS);
+        assert_eq!(b.start(75 * MS), 4 * MS);
     }
 
     #[test]
     fn spent_keeps_a_running_stint_running() {
         let b = Budget::new(0.2, Duration::from_millis(10));
-        b.start(0, 0);
+        b.start(0);
         assert_eq!(b.spent(MS, MS), None);
-        assert_eq!(b.spent(2 * MS, 2 * MS), Some(Duration::from_millis(8)));
-        b.stop(3 * MS, 3 * MS);
-        assert_eq!(b.stats().used, Duration::from_millis(2), "stopped by spent at 2 ms");
+        assert_eq!(b.spent(2 * MS, MS), Some(Duration::from_millis(8)));
+        b.stop(3 * MS, MS);
+        assert_eq!(b.used_in_period(), Duration::from_millis(2), "stopped by spent at 2 ms");
     }
 
     #[test]

@@ -29,8 +29,13 @@ pub(crate) const TIMER_COOKIE: usize = 0x5343_4244_4745_5400; // "SCBDGET\0"
 pub(crate) fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: the calling thread's own CPU clock; an out-parameter on our
-    // stack. It cannot fail for a live thread (vDSO-less, one system call).
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    // stack. It cannot fail for a live thread. The system call itself (the
+    // vDSO has no CPU clocks): in the pthread library's process
+    // `clock_gettime` is the library's, which answers a user thread's own
+    // clock, not its kernel thread's.
+    unsafe {
+        libc::syscall(libc::SYS_clock_gettime, libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+    }
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

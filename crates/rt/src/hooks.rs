@@ -8,8 +8,8 @@
 //! api        thread sync scope local net io runtime yielder (lib.rs)
 //! policy     hooks preempt blocking monitor poll shared realtime
 //! processor  processor machine state guard
-//! data       task lifecycle park slot handoff queue priority budget wait
-//!            timer spin registry event idle reclaim pollplace
+//! data       task lifecycle park slot handoff queue priority budget cputime
+//!            wait timer spin registry event idle reclaim pollplace
 //! machine    loom futex arch stack cputimer
 //! ```
 //!
@@ -72,7 +72,7 @@ pub(crate) use crate::local::destroy_all as destroy_locals;
 pub(crate) use crate::poll::{active as active_poller, sleep as poll_sleep, POLL_EVERY};
 #[cfg(not(loom))]
 pub(crate) use crate::preempt::{
-    init_thread as init_preemption, take_deferred, SIGNAL as PREEMPT_SIGNAL,
+    ask as ask_preemption, init_thread as init_preemption, take_deferred, SIGNAL as PREEMPT_SIGNAL,
 };
 #[cfg(all(feature = "shared-library", not(loom)))]
 pub(crate) use crate::shared::{before_idle_sleep, resumed, run_hook};

@@ -142,6 +142,8 @@ pub mod blocking;
 #[cfg(not(loom))]
 mod budget;
 #[cfg(not(loom))]
+mod cputime;
+#[cfg(not(loom))]
 mod cputimer;
 #[cfg(not(loom))]
 pub mod event;

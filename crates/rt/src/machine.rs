@@ -237,6 +237,14 @@ impl Machine {
         }
     }
 
+    /// This kernel thread's CPU clock id (`cputime.rs`).
+    pub(crate) fn cpu_clock(&self) -> i32 {
+        match self.cpu_clock.load(Ordering::Relaxed) {
+            0 => crate::cputime::kernel_thread_clock(self.tid.load(Ordering::Relaxed)),
+            c => c,
+        }
+    }
+
     /// This thread's CPU time in nanoseconds, read from another thread.
     pub(crate) fn cpu_time_ns(&self) -> Option<u64> {
         let clock = self.cpu_clock.load(Ordering::Relaxed);

@@ -281,6 +281,17 @@ fn first_word(set: &libc::sigset_t) -> u64 {
     unsafe { std::ptr::read_unaligned((set as *const libc::sigset_t).cast::<u64>()) }
 }
 
+/// Asks `m`'s kernel thread for a preemption, unless a request is pending
+/// there (a signal in flight takes the new one too).
+pub(crate) fn ask(m: &Machine) {
+    if m.request
+        .compare_exchange(REQ_NONE, REQ_PREEMPT, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok()
+    {
+        signal_thread(m.tid.load(Ordering::Relaxed));
+    }
+}
+
 /// Sends the preemption signal to kernel thread `tid` of this process.
 pub(crate) fn signal_thread(tid: i32) -> bool {
     // SAFETY: tgkill to a thread of our own process; a thread that exited
@@ -431,6 +442,10 @@ pub(crate) fn preempted() {
     match processor::here_raw() {
         processor::HereRaw::Processor(vp) => {
             if let Some(t) = vp.current_task() {
+                // The request that CPU-time accounting sends a thread already
+                // running when it is switched on (`cputime.rs`, "When"): its
+                // stint starts here. A flag test otherwise.
+                vp.start_own_stint(t);
                 // A request deferred to the end of a runtime section was
                 // deferred before the handler's safe-point 2 (the section
                 // comes first): apply it now. Not preemptible: dropped, as
@@ -460,8 +475,8 @@ pub(crate) fn preempted() {
                     return;
                 }
                 if let Some(b) = t.budget() {
-                    let cpu = crate::cputimer::thread_cpu_ns();
-                    if let Some(left) = b.spent(vp.shared.timers.now(), cpu) {
+                    let ran = t.cpu.checkpoint();
+                    if let Some(left) = b.spent(vp.shared.timers.now(), ran) {
                         return throttle(vp, t, b, left);
                     }
                 }

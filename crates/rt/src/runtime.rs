@@ -441,7 +441,7 @@ impl RuntimeBuilder {
             blocking: Mutex::new(Blocking::default()),
             blocking_cv: Condvar::new(),
             preemption: self.preemption,
-            budgets: AtomicBool::new(false),
+            cpu_accounting: AtomicBool::new(false),
             prios: AtomicBool::new(false),
             prio: Default::default(),
             block_threshold: self.block_threshold,

@@ -410,18 +410,7 @@ pub(crate) fn preempt_running(t: &crate::task::Task) {
 /// Asks `m`'s kernel thread for a preemption, unless a request is pending
 /// there (a signal in flight takes the new one too).
 fn ask_preemption(m: &crate::machine::Machine) {
-    use std::sync::atomic::Ordering;
-    if m.request
-        .compare_exchange(
-            crate::machine::REQ_NONE,
-            crate::machine::REQ_PREEMPT,
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        )
-        .is_ok()
-    {
-        crate::preempt::signal_thread(m.tid.load(Ordering::Relaxed));
-    }
+    crate::preempt::ask(m);
 }
 
 /// How soon the monitor asks a running thread again whose hook has not run

@@ -84,9 +84,10 @@ pub(crate) struct Shared {
     pub(crate) blocking_cv: Condvar,
     /// How user threads share a processor.
     pub(crate) preemption: Preemption,
-    /// A thread with a CPU budget was spawned (`budget.rs`): from then on
-    /// every switch does the budget's accounting.
-    pub(crate) budgets: AtomicBool,
+    /// The runtime accounts for its threads' CPU time (`cputime.rs`: a
+    /// thread's CPU time was asked for, or a thread with a CPU budget was
+    /// spawned): from then on every switch does the accounting.
+    pub(crate) cpu_accounting: AtomicBool,
     /// A thread of a level other than `Normal` was spawned (`priority.rs`).
     pub(crate) prios: AtomicBool,
     /// The `High` and `Low` levels' queues (`priority.rs`).

@@ -388,6 +388,8 @@ pub(crate) struct Task {
     /// The thread's CPU budget (`budget.rs`), an owned `Box`, or null. Set at
     /// spawn before the task is published; freed with the task.
     budget: AtomicPtr<Budget>,
+    /// The thread's CPU time, once its runtime accounts for it (`cputime.rs`).
+    pub(crate) cpu: crate::cputime::CpuAccount,
     /// The thread's level (`priority.rs`), as `Priority::as_u8`, set at spawn; plus
     /// [`TURN`] from when a processor takes it for a turn to when that turn starts.
     priority: AtomicU8,
@@ -646,6 +648,7 @@ impl Task {
                     wait_arg: AtomicU64::new(0),
                     locals: UnsafeCell::new(None),
                     budget: AtomicPtr::new(std::ptr::null_mut()),
+                    cpu: crate::cputime::CpuAccount::new(),
                     priority: AtomicU8::new(1),
                     rt: AtomicU8::new(0),
                     rt_flags: AtomicU8::new(0),

@@ -52,7 +52,27 @@ impl Thread {
     /// scheduler's own accounting; `None` for a thread without a budget
     /// ([`Builder::cpu_budget`]).
     pub fn budget_stats(&self) -> Option<crate::BudgetStats> {
-        self.task.budget().map(crate::budget::Budget::stats)
+        self.task.budget().map(|b| b.stats(self.task.cpu.finished()))
+    }
+
+    /// The CPU time the thread has consumed: what its kernel threads' CPU
+    /// clocks advanced while it was current on a processor, up to now for a
+    /// running thread (whichever processor runs it), from any thread. The
+    /// user-thread counterpart of `CLOCK_THREAD_CPUTIME_ID`, which on a user
+    /// thread reads its kernel thread's clock, other threads' time included.
+    ///
+    /// The runtime accounts for CPU time from the first call in it (or the
+    /// first budgeted spawn) on, at the cost of a read of the kernel thread's
+    /// CPU clock at every switch; so the time before that is not counted: a
+    /// thread's figure starts at zero then (the caller's own at once, a
+    /// thread running on another processor at the safe point a preemption
+    /// request finds, or at its next switch), and the
+    /// difference of two calls is exact. Time a thread spends blocked in the
+    /// kernel after its processor was handed off is not counted
+    /// (`cputime.rs`).
+    pub fn cpu_time(&self) -> Duration {
+        processor::account_cpu(&self.task);
+        Duration::from_nanos(self.task.cpu.read())
     }
 
     /// The thread's task (`shared.rs`).

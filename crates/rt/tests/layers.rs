@@ -29,6 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "queue",
             "priority",
             "budget",
+            "cputime",
             "wait",
             "timer",
             "spin",

@@ -159,8 +159,10 @@ pub(crate) fn join_inline(target: &Task) -> bool {
     debug_assert!(!done.joiner_waits && !done.last, "the joiner holds the handle");
     vp.emit(|| Event::Exited { thread: id, processor: vp.index });
     vp.emit(|| Event::Switched { from: Some(id), to: Some(joiner.id), processor: vp.index });
-    // SAFETY: as above; it is empty.
-    unsafe { *vp.current.get() = Some(joiner) };
+    // As a rejoin does: the policies see the change (a CPU-time stint the
+    // child started when it asked for its time ends here, while the child
+    // is alive).
+    vp.set_current(joiner);
     drop(vp);
     true
 }

@@ -53,7 +53,7 @@ mod yield_to;
 pub(crate) use self::inline::join_inline;
 pub(crate) use self::yield_to::yield_to;
 
-pub(crate) use self::spawn::{enable_levels, spawn, SpawnOptions, Target};
+pub(crate) use self::spawn::{enable_cpu_accounting, enable_levels, spawn, SpawnOptions, Target};
 pub(crate) use self::switch::{after_switch, complete_leave, Pending};
 pub(crate) use self::switch::{
     join_park, make_runnable, park_current, park_unlocking, unpark_sync, unpark_user, wake_queued,
@@ -327,7 +327,7 @@ pub(crate) struct Processor {
     pub(crate) in_user: AtomicBool,
     /// Who may use the processor (`blocking.rs`: RUNNING, SYSCALL, RELEASED).
     pub(crate) status: crate::handoff::Status,
-    /// The runtime has a policy (a CPU budget or a level other than
+    /// The runtime has a policy (CPU-time accounting or a level other than
     /// `Normal`): every switch here calls `policy_switch`.
     pub(crate) policies: AtomicBool,
     /// The runtime has threads of levels other than `Normal` (`priority.rs`).
@@ -346,13 +346,16 @@ pub(crate) struct Processor {
     /// Set by the monitor: the next decision skips the `High` queue once, so
     /// `Normal` work that waited under `High` threads for `AGING` gets a turn.
     pub(crate) normal_turn: AtomicBool,
-    /// A thread with a CPU budget exists in the runtime: every switch here
-    /// does the budget's accounting (`budget.rs`). Set once, by the spawner
-    /// of the first, on every processor (one test of a line the switch
-    /// touches anyway, where the runtime's flag cost a pointer chase).
-    pub(crate) budgets: AtomicBool,
-    /// The budgeted thread whose stint runs here (`budget.rs`).
-    budget_current: Cell<Option<NonNull<Task>>>,
+    /// The runtime accounts for its threads' CPU time (`cputime.rs`): a
+    /// thread's CPU time was asked for, or a thread with a CPU budget
+    /// exists. Every switch here reads the kernel thread's CPU clock. Set
+    /// once, by the first asker or budgeted spawner, on every processor (one
+    /// test of a line the switch touches anyway, where the runtime's flag
+    /// cost a pointer chase).
+    pub(crate) cpu_accounting: AtomicBool,
+    /// The thread whose CPU-time stint runs here (`cputime.rs`): the current
+    /// one, once accounting is on and it was switched in or asked.
+    cpu_current: Cell<Option<NonNull<Task>>>,
     /// When the running thread's CPU budget runs out (timer-clock ns), or
     /// `u64::MAX`; read by the monitor.
     pub(crate) budget_deadline: AtomicU64,
@@ -407,8 +410,8 @@ impl Processor {
             cur_rt: std::sync::atomic::AtomicU16::new(0),
             normal_turn: AtomicBool::new(false),
             aged_last: Cell::new(false),
-            budgets: AtomicBool::new(false),
-            budget_current: Cell::new(None),
+            cpu_accounting: AtomicBool::new(false),
+            cpu_current: Cell::new(None),
             budget_deadline: AtomicU64::new(u64::MAX),
             detached_id: AtomicU64::new(0),
             lifo_streak: Cell::new(0),
@@ -526,12 +529,13 @@ impl Processor {
     }
 
     /// What a change of the running context means for the policies: the
-    /// CPU-budget accounting, and the running level published for the monitor.
+    /// CPU-time accounting and budgets, and the running level published for
+    /// the monitor.
     #[cold]
     #[inline(never)]
     pub(crate) fn policy_switch(&self) {
-        if self.budgets.load(Ordering::Relaxed) {
-            self.budget_switch();
+        if self.cpu_accounting.load(Ordering::Relaxed) {
+            self.cpu_switch();
         }
         if self.prios.load(Ordering::Relaxed) {
             let cur = self.current_task();
@@ -555,36 +559,44 @@ impl Processor {
         self.cur_prio.load(Ordering::Relaxed) & crate::task::TURN != 0
     }
 
-    /// The CPU-budget accounting of a change of the running context
-    /// (`budget.rs`): ends the stint of the budgeted thread that ran here, if
-    /// any, starts the current thread's if it has a budget, and arms this
-    /// kernel thread's CPU-time timer for what that budget has left (or
-    /// disarms it). Runs on this processor's kernel thread, after a switch and
-    /// before its pending action (so the thread that left is still private to
-    /// us), or where a thread leaves or takes the processor without a switch.
+    /// The CPU-time accounting of a change of the running context
+    /// (`cputime.rs`, `budget.rs`): ends the stint of the thread that ran
+    /// here, if any, and starts the current thread's, at one reading of this
+    /// kernel thread's CPU clock; charges a budget the stint's CPU time, and
+    /// arms this kernel thread's CPU-time timer for what the current thread's
+    /// budget has left (or disarms it). Runs on this processor's kernel
+    /// thread, after a switch and before its pending action (so the thread
+    /// that left is still private to us), or where a thread leaves or takes
+    /// the processor without a switch.
     #[cold]
     #[inline(never)]
-    pub(crate) fn budget_switch(&self) {
-        let now = self.shared.timers.now();
-        let cpu = crate::cputimer::thread_cpu_ns();
-        // The calling kernel thread's: the one whose CPU clock was read.
+    pub(crate) fn cpu_switch(&self) {
+        // The calling kernel thread's: the one whose CPU clock is read.
         let m = Machine::here();
+        // SAFETY: `cpu_current` names the thread that was current when it
+        // was set. One that left by a switch is kept alive by its pending
+        // action, which runs after this; one that left without a switch
+        // (exit, detach, the end of an inline run) went through
+        // `take_current` or `set_current`, which called this while it was
+        // still alive.
+        let prev = self.cpu_current.take().map(|p| unsafe { &*p.as_ptr() });
+        let next = self.current_task();
+        let ran =
+            crate::cputime::hand_over(prev.map(|t| &t.cpu), next.map(|t| &t.cpu), m.cpu_clock());
+        self.cpu_current.set(next.map(NonNull::from));
+        let (prev_b, next_b) = (prev.and_then(Task::budget), next.and_then(Task::budget));
+        if prev_b.is_none() && next_b.is_none() {
+            return;
+        }
+        let now = self.shared.timers.now();
         let mut armed = false;
-        if let Some(prev) = self.budget_current.take() {
-            // SAFETY: `budget_current` names the thread that was current
-            // when it was set. One that left by a switch is kept alive by its
-            // pending action, which runs after this; one that left without a
-            // switch (exit, detach) went through `take_current`, which called
-            // this while it was still alive.
-            if let Some(b) = unsafe { prev.as_ref() }.budget() {
-                b.stop(now, cpu);
-            }
+        if let Some(b) = prev_b {
+            b.stop(now, ran);
             armed = true;
         }
         let mut deadline = u64::MAX;
-        if let Some((t, b)) = self.current_task().and_then(|t| Some((t, t.budget()?))) {
-            self.budget_current.set(Some(NonNull::from(t)));
-            let left = b.start(now, cpu);
+        if let Some(b) = next_b {
+            let left = b.start(now);
             if left == 0 {
                 // Already spent (woken, or owing an overrun): throttled as the
                 // switch's runtime section ends, not a kernel tick later.
@@ -610,6 +622,21 @@ impl Processor {
                 self.shared.monitor.poke();
             }
         }
+    }
+
+    /// Starts the calling thread's CPU-time stint if accounting is on and
+    /// none runs (`cputime.rs`, "When": the thread that asks first is
+    /// counted from its request, not from its next switch). On this
+    /// processor's kernel thread, in a runtime section, with `t` current.
+    pub(crate) fn start_own_stint(&self, t: &Task) {
+        if !self.cpu_accounting.load(Ordering::Relaxed) || self.cpu_current.get().is_some() {
+            return;
+        }
+        if !self.current_task().is_some_and(|c| std::ptr::eq(c, t)) {
+            return;
+        }
+        t.cpu.start_here(self.machine().cpu_clock());
+        self.cpu_current.set(Some(NonNull::from(t)));
     }
 
     /// The running user thread's address, if any.
@@ -1539,6 +1566,21 @@ pub(crate) fn current_task_ref() -> Option<TaskRef> {
     // SAFETY: the running thread (the caller) is alive while it runs; we
     // take a new counted reference to it.
     Some(unsafe { TaskRef::clone_from_raw(task) })
+}
+
+/// A request for `t`'s CPU time (`cputime.rs`, "When"): turns accounting on
+/// in its runtime if it is not, and starts the caller's own stint if `t` is
+/// the caller and none runs yet.
+pub(crate) fn account_cpu(t: &Task) {
+    if !t.shared.cpu_accounting.load(Ordering::Relaxed) {
+        enable_cpu_accounting(&t.shared);
+    }
+    if t.cpu.running() {
+        return;
+    }
+    if let Some(entered) = enter() {
+        entered.processor().start_own_stint(t);
+    }
 }
 
 /// The guard-page range, name and stack size of the running user thread, for

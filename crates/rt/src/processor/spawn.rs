@@ -228,13 +228,6 @@ fn apply_policies(
     budget: Option<(f64, std::time::Duration)>,
     shared: &Shared,
 ) {
-    use std::sync::atomic::Ordering;
-    let each_processor = |f: &dyn Fn(&Processor)| {
-        for p in shared.processors() {
-            // SAFETY: processors live as long as their runtime's `Shared`.
-            f(unsafe { &*p.0 });
-        }
-    };
     if priority != crate::Priority::Normal {
         task.set_priority(priority);
         task.set_rt_priority(rt_priority);
@@ -243,11 +236,43 @@ fn apply_policies(
     }
     if let Some((fraction, period)) = budget {
         task.set_budget(Box::new(crate::budget::Budget::new(fraction, period)));
-        if !shared.budgets.swap(true, Ordering::Relaxed) {
-            each_processor(&|p| {
-                p.budgets.store(true, Ordering::Relaxed);
-                p.policies.store(true, Ordering::Relaxed);
-            });
+        enable_cpu_accounting(shared);
+    }
+}
+
+/// Turns CPU-time accounting on for good in `shared`'s runtime (`cputime.rs`,
+/// "When"): at its first budgeted spawn (before the task is published, so
+/// whichever processor runs it accounts for it) or the first request for a
+/// thread's CPU time.
+pub(crate) fn enable_cpu_accounting(shared: &Shared) {
+    use std::sync::atomic::Ordering;
+    if !shared.cpu_accounting.swap(true, Ordering::Relaxed) {
+        for p in shared.processors() {
+            // SAFETY: processors live as long as their runtime's `Shared`.
+            let p = unsafe { &*p.0 };
+            p.cpu_accounting.store(true, Ordering::Relaxed);
+            p.policies.store(true, Ordering::Relaxed);
+        }
+        // A thread running on another processor now would start its stint
+        // at its next switch, which one alone there may never make: a
+        // preemption request starts it at its next safe point
+        // (`preempt::preempted`; with nothing else to run it goes on, one
+        // `Preempted` event the only trace). The caller's own starts at its
+        // request (`account_cpu`).
+        // SAFETY: no preconditions.
+        let me = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+        for p in shared.processors() {
+            // SAFETY: as above.
+            let p = unsafe { &*p.0 };
+            let m = p.machine.load(Ordering::Acquire);
+            if p.in_user.load(Ordering::Relaxed) && !m.is_null() {
+                // SAFETY: a machine bound to a processor outlives that binding
+                // (the monitor's requests read it the same way).
+                let m = unsafe { &*m };
+                if m.tid.load(Ordering::Relaxed) != me {
+                    crate::hooks::ask_preemption(m);
+                }
+            }
         }
     }
 }
