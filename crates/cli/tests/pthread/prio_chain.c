@@ -100,13 +100,7 @@ static void *medium(void *arg) {
     pthread_t h;
     record(M_STARTED);
     PT(fifo_thread(&h, 50, high, NULL));
-    double give_up = now() + 5;
-    while (!h_done) {
-        if (now() > give_up) {
-            m_gave_up = 1;
-            break;
-        }
-    }
+    m_gave_up = compute_until(&h_done, 5);
     record(M_ENDED);
     PT(pthread_join(h, NULL));
     return NULL;
@@ -115,13 +109,7 @@ static void *medium(void *arg) {
 /* Priority 50: waits 200 ms for B. */
 static void *high_timed(void *arg) {
     (void)arg;
-    struct timespec at;
-    clock_gettime(CLOCK_REALTIME, &at);
-    at.tv_nsec += 200 * 1000 * 1000;
-    if (at.tv_nsec >= 1000000000) {
-        at.tv_sec++;
-        at.tv_nsec -= 1000000000;
-    }
+    struct timespec at = realtime_after_ms(200);
     h_timedlock = pthread_mutex_timedlock(&b, &at);
     record(H_TIMED_OUT);
     h_timed_out = 1;

@@ -46,13 +46,7 @@ static void *work(void *arg) {
             /* Timed, the first too: glibc's own storm left threads that held nothing
              * waiting for good in pthread_mutex_lock now and then (the kernel's
              * FUTEX_LOCK_PI answered EDEADLK, on which glibc waits for good). */
-            struct timespec at;
-            clock_gettime(CLOCK_REALTIME, &at);
-            at.tv_nsec += (n == 0 ? 20 : 1) * 1000 * 1000;
-            if (at.tv_nsec >= 1000000000) {
-                at.tv_sec++;
-                at.tv_nsec -= 1000000000;
-            }
+            struct timespec at = realtime_after_ms(n == 0 ? 20 : 1);
             int e = pthread_mutex_timedlock(&m[k], &at);
             if (e == ETIMEDOUT)
                 break;

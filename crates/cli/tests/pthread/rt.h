@@ -66,4 +66,27 @@ static inline double now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
+
+/* The CLOCK_REALTIME instant `ms` milliseconds from now: a timed lock's deadline. */
+static inline struct timespec realtime_after_ms(long ms) {
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at);
+    at.tv_sec += ms / 1000;
+    at.tv_nsec += (ms % 1000) * 1000 * 1000;
+    if (at.tv_nsec >= 1000000000) {
+        at.tv_sec++;
+        at.tv_nsec -= 1000000000;
+    }
+    return at;
+}
+
+/* Computes (spins) until *done is set or `secs` have passed (a hang guard); whether it gave
+ * up. */
+static inline int compute_until(volatile int *done, double secs) {
+    double give_up = now() + secs;
+    while (!*done)
+        if (now() > give_up)
+            return 1;
+    return 0;
+}
 #endif
