@@ -224,30 +224,40 @@ impl Raw {
         false
     }
 
+    /// What a slow-path lock does before it queues, each time round: a robust
+    /// mutex made unrecoverable ends it, then up to `SPIN_ROUNDS` backed-off
+    /// spins, then one more try. `Some` ends the lock; `None` goes on to queue.
+    #[inline(always)]
+    fn before_queueing(&self, round: &mut u32, robust: bool) -> Option<Acquired> {
+        loop {
+            if robust && self.flags.load(Ordering::Acquire) & NOTRECOVERABLE != 0 {
+                return Some(Acquired::NotRecoverable);
+            }
+            if *round < SPIN_ROUNDS {
+                // Back off before looking (the fast path's compare-and-swap
+                // just failed): a spinner that reads the line at every pause
+                // keeps taking it from the holder, whose unlock then waits
+                // for it.
+                for _ in 0..SPIN_PAUSES << *round {
+                    std::hint::spin_loop();
+                }
+                *round += 1;
+                if self.try_acquire() {
+                    return Some(Acquired::Yes);
+                }
+                continue;
+            }
+            return self.try_acquire().then_some(Acquired::Yes);
+        }
+    }
+
     /// Locking, slow path (module docs, steps 1 to 4).
     #[cold]
     fn acquire_slow(&self, deadline: Option<&Deadline>, robust: bool, cancel: Cancel) -> Acquired {
         let mut round = 0;
         loop {
-            if robust && self.flags.load(Ordering::Acquire) & NOTRECOVERABLE != 0 {
-                return Acquired::NotRecoverable;
-            }
-            if round < SPIN_ROUNDS {
-                // Back off before looking (the fast path's compare-and-swap
-                // just failed): a spinner that reads the line at every pause
-                // keeps taking it from the holder, whose unlock then waits
-                // for it.
-                for _ in 0..SPIN_PAUSES << round {
-                    std::hint::spin_loop();
-                }
-                round += 1;
-                if self.try_acquire() {
-                    return Acquired::Yes;
-                }
-                continue;
-            }
-            if self.try_acquire() {
-                return Acquired::Yes;
+            if let Some(done) = self.before_queueing(&mut round, robust) {
+                return done;
             }
             let w = Waiter::new(0);
             let q = self.queue();
@@ -307,21 +317,8 @@ impl Raw {
         let me = current();
         let mut round = 0;
         loop {
-            if robust && self.flags.load(Ordering::Acquire) & NOTRECOVERABLE != 0 {
-                return Acquired::NotRecoverable;
-            }
-            if round < SPIN_ROUNDS {
-                for _ in 0..SPIN_PAUSES << round {
-                    std::hint::spin_loop();
-                }
-                round += 1;
-                if self.try_acquire() {
-                    return Acquired::Yes;
-                }
-                continue;
-            }
-            if self.try_acquire() {
-                return Acquired::Yes;
+            if let Some(done) = self.before_queueing(&mut round, robust) {
+                return done;
             }
             let w = Waiter::new(0);
             let q = self.queue();
