@@ -144,6 +144,10 @@ unsafe extern "C" fn wrapper(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut l
         unsafe { h(sig) };
     }
     if user {
+        // What follows must leave the interrupted code's `errno` as the
+        // handler left it.
+        // SAFETY: the calling thread's errno.
+        let errno = unsafe { *libc::__errno_location() };
         // The handler may have changed the mask `sigreturn` restores.
         // SAFETY: as above.
         schedlab_rt::shared::handler_mask(word(unsafe { &(*uc).uc_sigmask }));
@@ -158,6 +162,8 @@ unsafe extern "C" fn wrapper(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut l
             // no safe points).
             unsafe { keep_alternate_stack(uc) };
         }
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = errno };
     }
 }
 
