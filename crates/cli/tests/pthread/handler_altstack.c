@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ROUNDS 30
@@ -58,9 +59,15 @@ static void handler(int sig) {
     began_tid = t;
     began_stack = s;
     began_enabled = s != NULL;
-    /* Yield (sometimes sleeping) until this handler runs on another kernel thread; on
-     * glibc's threads it never does, and gives up. */
+    /* Yield (sometimes sleeping) until this handler runs on another kernel thread, for
+     * at most 2,000 turns or 100 ms (a loaded machine makes each turn slow); on glibc's
+     * threads it never moves, and gives up. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int i = 0; i < 2000 && tid() == t; i++) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) > 100000000L)
+            break;
         if (i % 8 == 7)
             usleep(100);
         else
