@@ -339,6 +339,23 @@ static FCNTL64: std::sync::atomic::AtomicPtr<c_void> =
 /// C's contract.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    // SAFETY: the caller's arguments.
+    unsafe { fcntl_through(&FCNTL, c"fcntl", fd, cmd, arg) }
+}
+
+/// [`fcntl`] and [`fcntl64`]: a wait for a lock on a user thread through the
+/// cancellable call, anything else to glibc's `name`.
+///
+/// # Safety
+///
+/// C's contract for `fcntl`.
+unsafe fn fcntl_through(
+    cache: &std::sync::atomic::AtomicPtr<c_void>,
+    name: &std::ffi::CStr,
+    fd: c_int,
+    cmd: c_int,
+    arg: usize,
+) -> c_int {
     if waits(cmd) && user_path() {
         // SAFETY: the caller's lock description.
         return unsafe {
@@ -346,7 +363,7 @@ pub unsafe extern "C-unwind" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_in
         };
     }
     // SAFETY: forwarded unchanged.
-    unsafe { next_fcntl(&FCNTL, c"fcntl")(fd, cmd, arg) }
+    unsafe { next_fcntl(cache, name)(fd, cmd, arg) }
 }
 
 /// `fcntl64`: `fcntl`.
@@ -356,14 +373,8 @@ pub unsafe extern "C-unwind" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_in
 /// C's contract.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
-    if waits(cmd) && user_path() {
-        // SAFETY: the caller's lock description.
-        return unsafe {
-            blocking(Restart::Sa, libc::SYS_fcntl, args([fd as usize, cmd as usize, arg])) as c_int
-        };
-    }
-    // SAFETY: forwarded unchanged.
-    unsafe { next_fcntl(&FCNTL64, c"fcntl64")(fd, cmd, arg) }
+    // SAFETY: the caller's arguments.
+    unsafe { fcntl_through(&FCNTL64, c"fcntl64", fd, cmd, arg) }
 }
 
 /// glibc's `lockf`.
