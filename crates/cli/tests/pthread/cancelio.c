@@ -31,9 +31,7 @@ static const char *names[CASES] = {"read",      "write",   "accept", "poll",
 
 static int pipe_fds[2], full_pipe[2], listener, full_listener;
 static struct sockaddr_in full_addr;
-static volatile int started[CASES], cleaned[CASES];
-
-static void cleanup(void *arg) { cleaned[(long)arg] = 1; }
+#include "cancel_cases.h"
 
 static void *blocked(void *arg) {
     long which = (long)arg;
@@ -90,19 +88,6 @@ static int listening(int backlog, struct sockaddr_in *addr) {
     if (addr)
         *addr = a;
     return s;
-}
-
-static void cancel_blocked(long which) {
-    pthread_t t;
-    void *r;
-    PT(pthread_create(&t, NULL, blocked, (void *)which));
-    while (!started[which])
-        usleep(1000);
-    usleep(50000); /* let it block in its call */
-    PT(pthread_cancel(t));
-    PT(pthread_join(t, &r));
-    CHECK(r == PTHREAD_CANCELED, "a thread blocked in %s gave %p", names[which], r);
-    CHECK(cleaned[which], "the cleanup handler of the thread in %s did not run", names[which]);
 }
 
 /* Races a cancellation with data: the reader either got the byte or was cancelled before
@@ -213,7 +198,7 @@ int main(int argc, char **argv) {
     sigaddset(&set, SIGUSR2);
     PT(pthread_sigmask(SIG_BLOCK, &set, NULL));
     for (long w = 0; w < CASES; w++)
-        cancel_blocked(w);
+        cancel_blocked(w, 50000);
     race(argc > 1);
     overflow_with_a_cancel_pending();
     printf("ok\n");

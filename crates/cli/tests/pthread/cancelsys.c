@@ -58,9 +58,7 @@ static int lock_fd;        /* a file a child holds locked */
 static int msq = -1;       /* an empty System V message queue */
 static mqd_t mq = (mqd_t)-1;
 static sem_t shared_sem;   /* process-shared, 0 */
-static volatile int started[CASES], cleaned[CASES];
-
-static void cleanup(void *arg) { cleaned[(long)arg] = 1; }
+#include "cancel_cases.h"
 
 static void *blocked(void *arg) {
     long which = (long)arg;
@@ -132,19 +130,6 @@ static void *blocked(void *arg) {
     return (void *)1L; /* reached only if the call returned */
 }
 
-static void cancel_blocked(long which) {
-    pthread_t t;
-    void *r;
-    PT(pthread_create(&t, NULL, blocked, (void *)which));
-    while (!started[which])
-        usleep(1000);
-    usleep(30000); /* let it block in its call */
-    PT(pthread_cancel(t));
-    PT(pthread_join(t, &r));
-    CHECK(r == PTHREAD_CANCELED, "a thread blocked in %s gave %p", names[which], r);
-    CHECK(cleaned[which], "the cleanup handler of the thread in %s did not run", names[which]);
-}
-
 int main(void) {
     alarm(30); /* a hang guard: a cancellation that never acts */
     /* A child that holds a lock on the file and lives until the pipe closes. */
@@ -180,13 +165,13 @@ int main(void) {
 
     CHECK(sem_init(&shared_sem, 1, 0) == 0, "sem_init: %s", strerror(errno));
     for (long w = WAITPID; w <= EPOLL2; w++)
-        cancel_blocked(w);
+        cancel_blocked(w, 30000);
     /* The cancelled waiter left: a post and a wait still pass the value on. */
     CHECK(sem_post(&shared_sem) == 0 && sem_wait(&shared_sem) == 0, "the semaphore after");
 
     msq = msgget(IPC_PRIVATE, IPC_CREAT | 0600);
     if (msq >= 0) {
-        cancel_blocked(MSGRCV);
+        cancel_blocked(MSGRCV, 30000);
         msgctl(msq, IPC_RMID, NULL);
     } else {
         fprintf(stderr, "msgrcv not checked: msgget: %s\n", strerror(errno));
@@ -196,7 +181,7 @@ int main(void) {
     struct mq_attr attr = {.mq_maxmsg = 4, .mq_msgsize = 64};
     mq = mq_open(mq_name, O_RDWR | O_CREAT | O_EXCL, 0600, &attr);
     if (mq != (mqd_t)-1) {
-        cancel_blocked(MQ);
+        cancel_blocked(MQ, 30000);
         mq_close(mq);
         mq_unlink(mq_name);
     } else {
