@@ -54,6 +54,7 @@ const TESTS: &[&str] = &[
     "sigblocked",
     "fork_reclaimed",
     "cpuclock",
+    "sysv",
 ];
 
 /// The tests that make `SCHED_FIFO` threads (or raise the initial thread to a real-time
@@ -253,6 +254,11 @@ fn a_signal_handler_that_waits_leaves_its_mask_to_no_other_thread() {
 #[test]
 fn a_signal_handler_that_ends_on_another_kernel_thread_leaves_each_its_alternate_stack() {
     check("handler_altstack");
+}
+
+#[test]
+fn system_v_and_bsd_signal_functions_keep_the_threads_mask_and_handlers() {
+    check("sysv");
 }
 
 #[test]

@@ -55,8 +55,9 @@
 //! applied it at the thread's next switch: a second fault then killed the
 //! process).
 //!
+//! System V's `sigset` and its kin are made of this `sigaction` (`sysv.rs`).
 //! Not covered: a handler installed with the `rt_sigaction` system call
-//! directly, or with `sigset` (System V's, rarely used). A handler that
+//! directly. A handler that
 //! runs on an alternate signal stack and waits on a library primitive
 //! still switches its kernel thread (its frames would then be on that
 //! kernel thread's alternate stack while another thread's signal may use

@@ -53,6 +53,7 @@ mod runtime;
 mod sched;
 mod schedparam;
 mod signal;
+mod sysv;
 mod thread;
 mod tls;
 mod wait;
