@@ -48,8 +48,9 @@ pub(crate) enum Outcome {
     TimedOut,
     /// The thread was cancelled at this cancellation point; not linked.
     Cancelled,
-    /// A signal handler ran on the thread during an interruptible wait
-    /// ([`Waiter::interruptible`]: `sem_wait`'s `EINTR`); not linked.
+    /// A signal handler without `SA_RESTART` ran on the thread during an
+    /// interruptible wait ([`Waiter::interruptible`]: `sem_wait`'s `EINTR`);
+    /// not linked.
     Interrupted,
 }
 
@@ -128,8 +129,9 @@ impl Waiter {
         }
     }
 
-    /// Makes the wait end when a signal handler runs on the thread, as
-    /// `sem_wait` must (`EINTR`); other waits go on (a condition variable's
+    /// Makes the wait end when a signal handler without `SA_RESTART` runs on
+    /// the thread, as `sem_wait` must (`EINTR`; with `SA_RESTART` Linux
+    /// restarts it, signal(7)); other waits go on (a condition variable's
     /// may instead return, spuriously).
     pub(crate) fn interruptible(self) -> Waiter {
         self.interruptible.set(true);
@@ -172,13 +174,27 @@ impl Waiter {
     /// [`Waiter::wait`] with a deadline, interruptible, or on a kernel thread.
     #[inline(never)]
     fn wait_other(&self, q: &Queue<'_>, deadline: Option<&Deadline>, cancel: Cancel) -> Outcome {
-        let signals = || crate::thread::current().signals_seen.load(Ordering::Acquire);
-        let seen = if self.interruptible.get() { signals() } else { 0 };
+        // An interruptible wait ends for a handler that would end a system
+        // call with `EINTR`, and goes on after one with `SA_RESTART` (as
+        // Linux restarts `sem_wait`: signal(7)). `signal.rs` counts a
+        // restarting delivery in `signals_restart` before `signals_seen`:
+        // read in that order, a delivery between the reads only makes the
+        // first difference smaller.
+        let d = crate::thread::current();
+        let counts = || {
+            let restart = d.signals_restart.load(Ordering::Acquire);
+            (restart, d.signals_seen.load(Ordering::Acquire))
+        };
+        let (restart0, seen0) = if self.interruptible.get() { counts() } else { (0, 0) };
+        let interrupted = || {
+            let (restart, seen) = counts();
+            seen.wrapping_sub(seen0) > restart.wrapping_sub(restart0)
+        };
         loop {
             if self.woken.load(Ordering::Acquire) != 0 {
                 return Outcome::Woken;
             }
-            if self.interruptible.get() && signals() != seen {
+            if self.interruptible.get() && interrupted() {
                 return self.give_up(q, Outcome::Interrupted);
             }
             if cancel != Cancel::Never && crate::cancel::acts_here(cancel == Cancel::Point) {
