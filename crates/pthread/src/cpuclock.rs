@@ -8,11 +8,14 @@
 //! jumps when the thread migrates. Here they read the thread's own CPU
 //! time, which the runtime accounts per stint on a processor
 //! (`schedlab_rt::Thread::cpu_time`; its `cputime.rs` says what is counted).
-//! The runtime accounts from the first request in the process on — the
-//! first of these calls on a user thread, or `pthread_getcpuclockid` of one
-//! — so a switch costs nothing more in a program that never asks; the time
+//! The runtime accounts for a thread from the first request for its time
+//! on — the first reading of its clock or `getrusage`, or
+//! `pthread_getcpuclockid` of it by another thread — so a switch between
+//! threads nobody asked about costs nothing more (the Java virtual machine
+//! takes its main thread's clock id at start and asks
+//! `getrusage(RUSAGE_THREAD)` of its garbage collector's threads); the time
 //! before is not counted (a thread's clock starts at zero then), and the
-//! difference of two readings after it is exact.
+//! difference of two readings is exact.
 //!
 //! # The clock ids
 //!
@@ -80,13 +83,19 @@ fn decode(clock: libc::clockid_t) -> Option<u32> {
     (clock < 0 && clock & 7 == 7).then_some(!(clock >> 3) as u32)
 }
 
-/// The clock id of user thread `d`, for `pthread_getcpuclockid`; turns the
-/// runtime's accounting on (the thread's clock counts from here, or from
-/// its next switch if it runs on another processor now). `ESRCH` for a
-/// thread already joined.
+/// The clock id of user thread `d`, for `pthread_getcpuclockid`. For
+/// another thread than the caller, accounts for it from here (or from the
+/// safe point a preemption request finds if it runs on another processor
+/// now): the id may be read only once, at the thread's end. The caller's own
+/// is accounted from its first reading, as `CLOCK_THREAD_CPUTIME_ID` is: the
+/// Java virtual machine takes its main thread's id at start, to see whether
+/// thread CPU clocks work, and seldom reads it. `ESRCH` for a thread already
+/// joined.
 pub(crate) fn clock_of(d: &ThreadData) -> Result<libc::clockid_t, c_int> {
     let t = d.runtime_thread().ok_or(libc::ESRCH)?;
-    t.cpu_time();
+    if !user_path() || crate::thread::current().tcb != d.tcb {
+        t.cpu_time();
+    }
     let k = fold(d.id);
     CLOCKS.lock().unwrap_or_else(|e| e.into_inner()).insert(k, (d.id, d.tcb));
     ANY.store(true, Ordering::Relaxed);

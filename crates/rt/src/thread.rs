@@ -61,13 +61,13 @@ impl Thread {
     /// user-thread counterpart of `CLOCK_THREAD_CPUTIME_ID`, which on a user
     /// thread reads its kernel thread's clock, other threads' time included.
     ///
-    /// The runtime accounts for CPU time from the first call in it (or the
-    /// first budgeted spawn) on, at the cost of a read of the kernel thread's
-    /// CPU clock at every switch; so the time before that is not counted: a
-    /// thread's figure starts at zero then (the caller's own at once, a
-    /// thread running on another processor at the safe point a preemption
-    /// request finds, or at its next switch), and the
-    /// difference of two calls is exact. Time a thread spends blocked in the
+    /// The runtime accounts for a thread's CPU time from the first call on
+    /// it (or its spawn with a budget) on, at the cost of a read of the
+    /// kernel thread's CPU clock at each of its switches; so the time before
+    /// that is not counted: the thread's figure starts at zero then (the
+    /// caller's own at once, a thread running on another processor at the
+    /// safe point a preemption request finds, or at its next switch), and
+    /// the difference of two calls is exact. Time a thread spends blocked in the
     /// kernel after its processor was handed off is not counted
     /// (`cputime.rs`).
     pub fn cpu_time(&self) -> Duration {

@@ -2,7 +2,8 @@
 //! threads sharing one processor (one kernel thread) each see their own
 //! spinning and never the other's, read by themselves or by the other; and
 //! on two processors, where threads migrate between kernel threads, every
-//! thread's figure only grows, read by itself or by others.
+//! thread's figure only grows, read by itself or by others; a thread nobody
+//! asked about is not accounted.
 //!
 //! Bounds are ratios with generous slack, never absolute times: a thread's
 //! "own spinning" is measured as its kernel thread's CPU clock across each
@@ -89,14 +90,52 @@ fn two_threads_on_one_processor_each_see_only_their_own_time() {
     });
 }
 
+/// Accounting is per thread: a thread nobody asked about is not accounted,
+/// even in a runtime where another thread asked (its switches read no clock:
+/// the Java virtual machine asks about a few of its threads as they start,
+/// and every switch of every thread read a clock when one request turned
+/// accounting on for the whole runtime). Its clock counts from the first
+/// request for it: a thread that finished before reads 0 (it read its whole
+/// 20 ms before the change).
+#[test]
+fn a_thread_nobody_asked_about_is_not_accounted() {
+    watchdog(120, || {
+        let rt = builder_in(1, Mode::Cooperative).build().unwrap();
+        rt.block_on(|| {
+            current().cpu_time();
+            let worker = spawn(|| {
+                for _ in 0..4 {
+                    spin(5_000_000);
+                    yield_now();
+                }
+            });
+            let t = worker.thread().clone();
+            worker.join().unwrap();
+            assert_eq!(t.cpu_time(), Duration::ZERO, "counted before anyone asked");
+            // Asked about now, a thread is counted from here on.
+            let worker = spawn(|| {
+                current().cpu_time();
+                spin(5_000_000);
+            });
+            let t = worker.thread().clone();
+            worker.join().unwrap();
+            assert!(t.cpu_time() >= Duration::from_millis(4), "{:?}", t.cpu_time());
+        })
+        .unwrap();
+    });
+}
+
 #[test]
 fn another_threads_clock_is_read_while_it_runs_elsewhere() {
     watchdog(120, || {
         let rt = builder_in(2, Mode::Preemptive).build().unwrap();
         rt.block_on(|| {
-            // Accounting on before the spinner exists: it is counted from its
-            // first switch-in, and then never switches (alone on a processor
-            // while we sleep), so its clock is read on its kernel thread's.
+            // Accounting on before the spinner exists; the spinner is counted
+            // from the first request for its time, made while it runs on the
+            // other processor (its stint starts at the safe point of the
+            // preemption request that sends), and then never switches (alone
+            // on a processor while we sleep), so its clock is read on its
+            // kernel thread's.
             current().cpu_time();
             let stop = Arc::new(AtomicBool::new(false));
             let s = stop.clone();

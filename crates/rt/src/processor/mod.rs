@@ -580,7 +580,9 @@ impl Processor {
         // `take_current` or `set_current`, which called this while it was
         // still alive.
         let prev = self.cpu_current.take().map(|p| unsafe { &*p.as_ptr() });
-        let next = self.current_task();
+        // Only a thread whose time someone asked for (`cputime.rs`, "When"):
+        // a switch between two others reads no clock.
+        let next = self.current_task().filter(|t| t.cpu.wanted());
         let ran =
             crate::cputime::hand_over(prev.map(|t| &t.cpu), next.map(|t| &t.cpu), m.cpu_clock());
         self.cpu_current.set(next.map(NonNull::from));
@@ -629,7 +631,10 @@ impl Processor {
     /// counted from its request, not from its next switch). On this
     /// processor's kernel thread, in a runtime section, with `t` current.
     pub(crate) fn start_own_stint(&self, t: &Task) {
-        if !self.cpu_accounting.load(Ordering::Relaxed) || self.cpu_current.get().is_some() {
+        if !self.cpu_accounting.load(Ordering::Relaxed)
+            || self.cpu_current.get().is_some()
+            || !t.cpu.wanted()
+        {
             return;
         }
         if !self.current_task().is_some_and(|c| std::ptr::eq(c, t)) {
@@ -1568,18 +1573,25 @@ pub(crate) fn current_task_ref() -> Option<TaskRef> {
     Some(unsafe { TaskRef::clone_from_raw(task) })
 }
 
-/// A request for `t`'s CPU time (`cputime.rs`, "When"): turns accounting on
-/// in its runtime if it is not, and starts the caller's own stint if `t` is
-/// the caller and none runs yet.
+/// A request for `t`'s CPU time (`cputime.rs`, "When"): accounts `t` from
+/// now on, turning accounting on in its runtime if it is not, and starts
+/// `t`'s stint at once: here if `t` is the caller, at the safe point of a
+/// preemption request if it runs on another processor.
 pub(crate) fn account_cpu(t: &Task) {
+    let newly = t.cpu.want();
     if !t.shared.cpu_accounting.load(Ordering::Relaxed) {
         enable_cpu_accounting(&t.shared);
     }
     if t.cpu.running() {
         return;
     }
-    if let Some(entered) = enter() {
-        entered.processor().start_own_stint(t);
+    let own = current_task_ptr().is_some_and(|c| std::ptr::eq(c.as_ptr(), t));
+    if own {
+        if let Some(entered) = enter() {
+            entered.processor().start_own_stint(t);
+        }
+    } else if newly {
+        self::spawn::start_stints_elsewhere(&t.shared);
     }
 }
 

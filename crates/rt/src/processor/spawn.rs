@@ -236,6 +236,7 @@ fn apply_policies(
     }
     if let Some((fraction, period)) = budget {
         task.set_budget(Box::new(crate::budget::Budget::new(fraction, period)));
+        task.cpu.want();
         enable_cpu_accounting(shared);
     }
 }
@@ -243,7 +244,8 @@ fn apply_policies(
 /// Turns CPU-time accounting on for good in `shared`'s runtime (`cputime.rs`,
 /// "When"): at its first budgeted spawn (before the task is published, so
 /// whichever processor runs it accounts for it) or the first request for a
-/// thread's CPU time.
+/// thread's CPU time. From then on a switch looks at whether the threads it
+/// changes between are accounted.
 pub(crate) fn enable_cpu_accounting(shared: &Shared) {
     use std::sync::atomic::Ordering;
     if !shared.cpu_accounting.swap(true, Ordering::Relaxed) {
@@ -253,25 +255,28 @@ pub(crate) fn enable_cpu_accounting(shared: &Shared) {
             p.cpu_accounting.store(true, Ordering::Relaxed);
             p.policies.store(true, Ordering::Relaxed);
         }
-        // A thread running on another processor now would start its stint
-        // at its next switch, which one alone there may never make: a
-        // preemption request starts it at its next safe point
-        // (`preempt::preempted`; with nothing else to run it goes on, one
-        // `Preempted` event the only trace). The caller's own starts at its
-        // request (`account_cpu`).
-        // SAFETY: no preconditions.
-        let me = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
-        for p in shared.processors() {
-            // SAFETY: as above.
-            let p = unsafe { &*p.0 };
-            let m = p.machine.load(Ordering::Acquire);
-            if p.in_user.load(Ordering::Relaxed) && !m.is_null() {
-                // SAFETY: a machine bound to a processor outlives that binding
-                // (the monitor's requests read it the same way).
-                let m = unsafe { &*m };
-                if m.tid.load(Ordering::Relaxed) != me {
-                    crate::hooks::ask_preemption(m);
-                }
+    }
+}
+
+/// Asks every other processor running a user thread for a preemption, whose
+/// safe point starts the stint of a thread just accounted (`account_cpu`)
+/// if it runs there: it would start at its next switch, which one alone
+/// there may never make (`preempt::preempted`; with nothing else to run it
+/// goes on, one `Preempted` event the only trace).
+pub(crate) fn start_stints_elsewhere(shared: &Shared) {
+    use std::sync::atomic::Ordering;
+    // SAFETY: no preconditions.
+    let me = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    for p in shared.processors() {
+        // SAFETY: processors live as long as their runtime's `Shared`.
+        let p = unsafe { &*p.0 };
+        let m = p.machine.load(Ordering::Acquire);
+        if p.in_user.load(Ordering::Relaxed) && !m.is_null() {
+            // SAFETY: a machine bound to a processor outlives that binding
+            // (the monitor's requests read it the same way).
+            let m = unsafe { &*m };
+            if m.tid.load(Ordering::Relaxed) != me {
+                crate::hooks::ask_preemption(m);
             }
         }
     }
