@@ -55,6 +55,7 @@ const TESTS: &[&str] = &[
     "fork_reclaimed",
     "cpuclock",
     "sysv",
+    "own_malloc",
 ];
 
 /// The tests that make `SCHED_FIFO` threads (or raise the initial thread to a real-time
@@ -254,6 +255,11 @@ fn a_signal_handler_that_waits_leaves_its_mask_to_no_other_thread() {
 #[test]
 fn a_signal_handler_that_ends_on_another_kernel_thread_leaves_each_its_alternate_stack() {
     check("handler_altstack");
+}
+
+#[test]
+fn a_program_with_its_own_malloc_never_has_it_called_by_the_library() {
+    check("own_malloc");
 }
 
 #[test]

@@ -42,9 +42,10 @@
 //! published; the first fresh block finds them ([`find_malloc_words`]) by
 //! running one malloc and free on it with every signal blocked and taking
 //! the words that changed — exactly two, zero before and set after; on a C
-//! library where it finds anything else (or where `malloc` is not glibc's:
-//! jemalloc, tcmalloc) nothing is carried and each thread's cache is left
-//! behind as before.
+//! library where it finds anything else nothing is carried and each
+//! thread's cache is left behind as before. The probe runs glibc's `malloc`
+//! (`__libc_malloc`), the one the library's own allocations use (`alloc.rs`),
+//! whatever `malloc` the program links (jemalloc, tcmalloc).
 //!
 //! In `struct pthread`: `list` (just before `tid`) is linked to itself, so
 //! that `fork`'s unlinking of the calling thread's block from glibc's lists
@@ -349,11 +350,13 @@ fn libc_tls() -> Option<(isize, usize)> {
             1
         }
     }
-    // The object that defines the `malloc` this process calls.
+    // The object that defines glibc's `malloc` (libc, unless this is not
+    // glibc), whatever `malloc` the program calls: the library's own
+    // allocations are glibc's (`alloc.rs`).
     // SAFETY: an all-zero `Dl_info` is valid; dladdr fills it.
     let mut di: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr reads the loader's tables.
-    if unsafe { libc::dladdr(libc::malloc as *const c_void, &mut di) } == 0
+    if unsafe { libc::dladdr(crate::alloc::libc_malloc_address(), &mut di) } == 0
         || di.dli_fname.is_null()
     {
         return None;
@@ -401,8 +404,10 @@ unsafe fn find_malloc_words(tcb: usize) -> Option<[isize; 2]> {
         if libc::syscall(libc::SYS_arch_prctl, 0x1003 /* ARCH_GET_FS */, &mut fs) == 0
             && libc::syscall(libc::SYS_arch_prctl, 0x1002 /* ARCH_SET_FS */, tcb) == 0
         {
-            // black_box: the compiler may drop a malloc whose block is only freed.
-            libc::free(std::hint::black_box(libc::malloc(32)));
+            // glibc's own, never the program's (jemalloc would make its
+            // state on the borrowed block). black_box: the compiler may drop
+            // a malloc whose block is only freed.
+            crate::alloc::libc_free(std::hint::black_box(crate::alloc::libc_malloc(32)));
             libc::syscall(libc::SYS_arch_prctl, 0x1002 /* ARCH_SET_FS */, fs);
         }
         libc::syscall(

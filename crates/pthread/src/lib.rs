@@ -38,6 +38,7 @@
 
 #![deny(missing_docs)]
 
+mod alloc;
 mod cancel;
 mod cpuclock;
 mod events;
@@ -67,6 +68,9 @@ mod prio;
 mod rwlock;
 mod sem;
 mod spin;
+
+#[global_allocator]
+static ALLOCATOR: alloc::GlibcMalloc = alloc::GlibcMalloc;
 
 /// Prints why the library cannot go on, and ends the process (exit code 127,
 /// as a shell does for a program it could not run). Used only before any

@@ -304,12 +304,49 @@ pub(crate) fn current() -> &'static ThreadData {
     adopt()
 }
 
+/// Makes the data of a kernel thread at its first call, in memory of its
+/// own, never freed (a kernel thread's data lives as long as the process).
+///
+/// Not from `malloc`: a kernel thread's first call may come from inside the
+/// program's `malloc` itself. jemalloc, which `rustc` links statically in
+/// place of glibc's, locks its initialisation mutex with
+/// `pthread_mutex_trylock` in `malloc_init_hard`, the first allocation of the
+/// process: the data allocated here called that `malloc` again, which called
+/// `pthread_mutex_trylock` again, until the stack overflowed (every `rustc`
+/// under `schedlab exec` died so, before `main`).
 #[cold]
 fn adopt() -> &'static ThreadData {
     // glibc's own answer: the kernel thread's control block.
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() } as usize;
-    let d = Box::leak(Box::new(ThreadData::new(Kind::Kernel, ThreadData::next_id(), me, 0, 0)));
+    // SAFETY: a fresh private anonymous mapping, page-aligned and large
+    // enough for one `ThreadData`; no other memory is touched.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            std::mem::size_of::<ThreadData>(),
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        // Nothing that allocates (`fatal` formats): said as it is.
+        const WHY: &[u8] = b"libschedlab_pthread: no memory for a kernel thread's data\n";
+        // SAFETY: write(2) of a static buffer; _exit ends the process.
+        unsafe {
+            libc::write(2, WHY.as_ptr().cast(), WHY.len());
+            libc::_exit(127)
+        }
+    }
+    let d = p.cast::<ThreadData>();
+    // SAFETY: the mapping is ours, aligned and large enough; written once
+    // before anyone can see it, then only shared (never freed).
+    let d: &'static ThreadData = unsafe {
+        d.write(ThreadData::new(Kind::Kernel, ThreadData::next_id(), me, 0, 0));
+        &*d
+    };
     crate::tls::set(d as *const ThreadData as usize);
     d
 }
@@ -715,10 +752,14 @@ fn thread_main(data: usize, start: usize, arg: usize) {
     finish(d);
 }
 
-/// Step 3: key and TLS destructors, then exited, then the joiner.
+/// Step 3: TLS and key destructors, then exited, then the joiner.
 fn finish(d: &ThreadData) {
-    crate::key::run_destructors(d);
+    // glibc's order (`start_thread`): the C++ and Rust `thread_local`
+    // destructors first, whose frees may make a key's value again (jemalloc
+    // registers its per-thread state under a key whenever a thread with
+    // none allocates), then the keys' rounds, which see it.
     crate::glibc::call_tls_dtors();
+    crate::key::run_destructors(d);
     crate::prio::forget(d);
     crate::mutex::release_robust(d);
     let was = d.state.fetch_or(EXITED, Ordering::AcqRel);
