@@ -4,7 +4,9 @@
 //! sem and futex stressors with --verify and bounded ops, sysbench threads and mutex,
 //! rt-tests' hackbench -T and perf bench sched messaging -t; and two language runtimes:
 //! the Java virtual machine, whose threads turn faults into exceptions through signal
-//! handlers (`programs/Faults.java`), and CPython's threads (`programs/threads.py`).
+//! handlers (`programs/Faults.java`), CPython's threads (`programs/threads.py`), and rustc
+//! (jemalloc, LLVM's code generation in threads) compiling a threaded program
+//! (`programs/threads.rs`).
 //!
 //! Each skips with a printed reason when its program is not installed (Debian packages:
 //! pigz, xz-utils, zstd, stress-ng, sysbench, rt-tests, linux-perf, default-jdk-headless,
@@ -307,4 +309,47 @@ fn python_threads() {
         succeeded(o, &["Traceback", "Error"])?;
         text(&o.stdout).starts_with("ok").then_some(()).ok_or_else(|| "no ok".into())
     });
+}
+
+/// rustc links jemalloc in place of glibc's malloc and generates code in threads: every run
+/// died under the library while its own allocations went to jemalloc (`alloc.rs`), and about
+/// one in fifteen hung on one processor while a thread back from a handed-off `fork` waited
+/// on I/O that no processor polled for (`poll.rs`). Ten compilations on one processor, each
+/// output byte-identical to the plain compiler's, which then runs.
+#[test]
+fn rustc_compiles_a_threaded_program() {
+    if !installed("rustc") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/threads.rs");
+    let compile = |c: &mut Command, out: &Path| {
+        c.args(["-O", "-C", "codegen-units=16", "-o"]).arg(out).arg(&src);
+    };
+    let plain = dir.path().join("plain");
+    let mut c = Command::new("rustc");
+    compile(&mut c, &plain);
+    let o = bounded(&mut c, LIMIT).unwrap_or_else(|e| panic!("{e}"));
+    assert!(o.status.success(), "rustc on glibc's threads: {}", text(&o.stderr));
+    let want = std::fs::read(&plain).unwrap();
+    for round in 0..10 {
+        let out = dir.path().join(format!("under{round}"));
+        let mut c = exec();
+        c.args(["--processors", "1", "--", "rustc"]);
+        compile(&mut c, &out);
+        let o = bounded(&mut c, LIMIT)
+            .unwrap_or_else(|e| panic!("rustc under schedlab exec, round {round}: {e}"));
+        assert!(
+            o.status.success(),
+            "rustc under schedlab exec, round {round}: {}\n{}",
+            o.status,
+            text(&o.stderr)
+        );
+        assert!(
+            std::fs::read(&out).unwrap() == want,
+            "round {round}: not the plain build's output"
+        );
+    }
+    let o = bounded(&mut Command::new(&plain), LIMIT).unwrap_or_else(|e| panic!("{e}"));
+    assert!(o.status.success() && text(&o.stdout).starts_with("ok"), "{}", text(&o.stderr));
 }

@@ -480,11 +480,11 @@ mod imp {
             let seen = seen.unwrap_or_else(|| slot.edges.seen());
             // A thread waits once at a time: its address names its entry.
             let ticket = task.as_ptr();
-            {
+            let detached = {
                 // In a runtime section: preempted holding the lock, this
                 // thread would leave it to the next thread of its kernel
                 // thread, and an event's delivery would spin on it.
-                let _section = crate::processor::here();
+                let section = crate::processor::here();
                 let mut st = slot.state.lock();
                 if !st.registered {
                     self.register(fd, st.generation)?;
@@ -499,7 +499,8 @@ mod imp {
                     owner: owner.map(NonNull::from),
                 });
                 self.waiting.fetch_add(1, Ordering::SeqCst);
-            }
+                matches!(section, crate::processor::Here::Detached(_))
+            };
             if check_level {
                 match poll_one(fd, interest, Some(Duration::ZERO)) {
                     Ok(0) => {}
@@ -513,6 +514,21 @@ mod imp {
             // runtime's processor: nothing to tell it (the registration is
             // in its set). Processors that sleep on their futex poll when
             // they next look, or the blocked one wakes.
+            //
+            // Unless none of them will look: a thread that waits here from
+            // a detached kernel thread (back from a blocking call whose
+            // processor was handed off) has no processor of its own to go
+            // to sleep in `epoll_wait` after it, the processors may all be
+            // asleep on their futexes (they went to sleep while nobody
+            // waited on I/O), and the monitor polls only while a processor
+            // runs. Nobody would ever poll: `rustc` under the pthread
+            // library hung so about one run in fifteen, its compiler thread
+            // waiting on `std::process`'s spawn socket for a linker that had
+            // exited. So such a wait wakes a processor, which looks, and
+            // going back to sleep takes the place.
+            if detached && !self.place.is_held() {
+                task.shared.notify();
+            }
             task.external_wait.store(true, Ordering::Relaxed);
             // Listed for idle-stack reclaim while it waits (`reclaim.rs`).
             let waiting = crate::reclaim::Waiting::enter(task);
