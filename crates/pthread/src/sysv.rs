@@ -132,24 +132,25 @@ pub extern "C" fn sigset(sig: c_int, disp: libc::sighandler_t) -> libc::sighandl
     }
 }
 
-/// `sighold`: blocks `sig`.
-#[no_mangle]
-pub extern "C" fn sighold(sig: c_int) -> c_int {
+/// Blocks or unblocks (`how`) the one signal `sig`: 0, or -1 with `errno`.
+fn mask_one(how: c_int, sig: c_int) -> c_int {
     if !(1..NSIG).contains(&sig) {
         set_errno(libc::EINVAL);
         return -1;
     }
-    change_mask(libc::SIG_BLOCK, Some(&only(sig))).map_or(-1, |_| 0)
+    change_mask(how, Some(&only(sig))).map_or(-1, |_| 0)
+}
+
+/// `sighold`: blocks `sig`.
+#[no_mangle]
+pub extern "C" fn sighold(sig: c_int) -> c_int {
+    mask_one(libc::SIG_BLOCK, sig)
 }
 
 /// `sigrelse`: unblocks `sig`.
 #[no_mangle]
 pub extern "C" fn sigrelse(sig: c_int) -> c_int {
-    if !(1..NSIG).contains(&sig) {
-        set_errno(libc::EINVAL);
-        return -1;
-    }
-    change_mask(libc::SIG_UNBLOCK, Some(&only(sig))).map_or(-1, |_| 0)
+    mask_one(libc::SIG_UNBLOCK, sig)
 }
 
 /// `sigignore`: sets `sig`'s disposition to `SIG_IGN`.
