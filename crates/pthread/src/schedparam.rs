@@ -24,7 +24,8 @@
 //!   priority, the one it goes back to.
 //! - `pthread_getcpuclockid`: the user thread's own CPU clock, of itself or
 //!   of another user thread (`cpuclock.rs`: a clock id the library reads
-//!   from the runtime's per-thread accounting, which the call turns on).
+//!   from the runtime's per-thread accounting, which the call turns on for
+//!   another thread, and the first reading for the caller's own).
 //! - `pthread_setaffinity_np`/`getaffinity_np`: a user thread runs on the
 //!   runtime's processors, which may run anywhere the process may: `get`
 //!   reports the process's mask, `set` is `EINVAL` unless it allows every
