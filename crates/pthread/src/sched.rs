@@ -56,7 +56,24 @@ pub extern "C-unwind" fn pthread_yield() -> c_int {
 /// Parks the calling user thread until `deadline`, acting on a cancellation
 /// that arrives meanwhile. `Err(remaining)` when a signal was delivered to
 /// the thread first (`signal.rs`): the sleep is interrupted (`EINTR`).
+///
+/// A sleep that ends as asked leaves `errno` as it found it: the runtime's
+/// timers take a `std` mutex, whose contended path makes a `futex` system
+/// call that can fail with `EAGAIN` and write it to the calling thread's
+/// `errno` — the user thread's own here (`migration.c`, which checks that a
+/// thread's `errno` survives its sleeps and yields, failed so with `EAGAIN`
+/// after a `usleep` in 3 of 320 runs, four at once; 0 of 320 after).
 fn sleep_until(deadline: &Deadline) -> Result<(), Duration> {
+    // SAFETY: the calling thread's errno.
+    let errno = unsafe { *libc::__errno_location() };
+    let r = sleep_until_inner(deadline);
+    if r.is_ok() {
+        set_errno(errno);
+    }
+    r
+}
+
+fn sleep_until_inner(deadline: &Deadline) -> Result<(), Duration> {
     let d = crate::thread::current();
     let seen = d.signals_seen.load(std::sync::atomic::Ordering::Acquire);
     crate::signal::deliver_pending();
