@@ -373,6 +373,10 @@ pub(crate) fn wait_as_spare(m: &'static Machine, shared: &Shared) -> Option<*con
     if !shared.spares.add(m) {
         return None;
     }
+    // The mask of the user thread it carried, which a process-directed
+    // signal must not find on a kernel thread that runs none (`shared.rs`).
+    #[cfg(feature = "shared-library")]
+    crate::shared::quiet_signals();
     loop {
         if shared.shutdown.load(Ordering::Acquire) {
             shared.spares.remove(m);

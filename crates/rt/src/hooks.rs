@@ -75,7 +75,7 @@ pub(crate) use crate::preempt::{
     ask as ask_preemption, init_thread as init_preemption, take_deferred, SIGNAL as PREEMPT_SIGNAL,
 };
 #[cfg(all(feature = "shared-library", not(loom)))]
-pub(crate) use crate::shared::{before_idle_sleep, resumed, run_hook};
+pub(crate) use crate::shared::{before_idle_sleep, quiet_signals, resumed, run_hook};
 // And the real-time policies' decision and what a switch publishes for the monitor.
 #[cfg(not(loom))]
 pub(crate) use crate::realtime::{published_rt, realtime_decision};

@@ -56,7 +56,8 @@ use std::sync::atomic::{
 /// monitor). In the `shared-library` build it first gives the new thread its
 /// block (`arch::thread_block_attach`), before anything can ask for it: its
 /// own, not the one of the thread that started it, whose `gs` base `clone`
-/// copied.
+/// copied; and it blocks the program's signals there, which a kernel thread
+/// running no user thread must not take (`shared.rs`, "Signals").
 pub(crate) fn spawn_kernel_thread<F, T>(
     name: String,
     f: F,
@@ -67,7 +68,11 @@ where
 {
     std::thread::Builder::new().name(name).spawn(move || {
         #[cfg(feature = "shared-library")]
-        crate::arch::thread_block_attach();
+        {
+            crate::arch::thread_block_attach();
+            Machine::here().owned.store(true, Ordering::Relaxed);
+            crate::hooks::quiet_signals();
+        }
         let out = f();
         Machine::here().delete_budget_timer();
         out
@@ -143,6 +148,10 @@ pub(crate) struct Machine {
     /// to before it completes, so its TLS block can be freed at once. 0 in
     /// the executable build.
     pub(crate) native_tp: std::sync::atomic::AtomicUsize,
+    /// Started by the runtime (`spawn_kernel_thread`): a processor's, a
+    /// spare's, the monitor's; not the program's initial thread, which
+    /// attaches a block when it enters the runtime (`shared.rs`, "Signals").
+    pub(crate) owned: AtomicBool,
     /// This kernel thread's CPU-budget timer (`cputimer.rs`, `budget.rs`): 0
     /// until a budgeted user thread first runs here, then
     /// `CpuTimer::to_word`, or [`NO_TIMER`] if it could not be made. Only
@@ -180,6 +189,7 @@ impl Machine {
             counted: AtomicBool::new(false),
             exit_shared: AtomicPtr::new(std::ptr::null_mut()),
             native_tp: std::sync::atomic::AtomicUsize::new(0),
+            owned: AtomicBool::new(false),
             budget_timer: AtomicU64::new(0),
         }
     }

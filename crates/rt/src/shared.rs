@@ -23,6 +23,17 @@
 //! process-directed signal lands, as the kernel decides, on a kernel thread
 //! whose current user thread does not block it. The preemption signal is
 //! never blocked (a thread that blocks every signal stays preemptible).
+//! A runtime kernel thread that runs no user thread blocks the program's
+//! signals ([`quiet_signals`]) at its start, before an idle processor
+//! sleeps and before a spare waits; it kept the mask of the last user
+//! thread it ran, and took process-directed signals meant for the
+//! program's threads (whose blocked calls then went on). Not on every idle
+//! transition: a processor spinning for work still has the last mask (a
+//! system call each way per transition would tax a cross-processor
+//! ping-pong), and the library passes a signal that lands there on to a
+//! user thread ([`on_idle_runtime_thread`]; `libschedlab_pthread`'s
+//! `procsig.rs`, which also reaches user threads that are on no kernel
+//! thread).
 //!
 //! A signal *for one user thread* (`pthread_kill`) cannot be sent to a
 //! kernel thread: the user thread may be queued, parked or about to move.
@@ -217,19 +228,76 @@ fn apply(m: &crate::machine::Machine, mask: u64) {
     m.sigmask.store(mask, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Before a processor's kernel thread sleeps for want of work (`search`):
-/// makes its signal mask the one recorded in `Machine::sigmask` again, with
-/// one system call on a path that is about to sleep anyway. The recorded
-/// mask is what [`apply`] skips against, and the kernel's can drift from it
-/// (a program's handler that ran on this kernel thread and ended elsewhere
-/// leaves its signal blocked here): seen as `SIGUSR1` and `SIGUSR2` pending
-/// and blocked on an idle processor while the thread that sent them waited
-/// for their handler's `sem_post` (the Open POSIX suite's
-/// `pthread_mutex_lock/3-1` hung). A signal that was pending runs its
-/// handler here, between two user threads, as a process-directed one may.
-pub(crate) fn before_idle_sleep() {
+/// The signal mask of a runtime kernel thread that runs no user thread:
+/// every signal blocked but the runtime's own, the synchronous faults (a
+/// fault with its signal blocked kills the process) and glibc's two internal
+/// ones (`SIGCANCEL`, and `SIGSETXID`, which `setuid` sends every thread
+/// glibc knows and waits for; glibc's own `sigprocmask` never blocks them).
+pub(crate) fn quiet_mask() -> u64 {
+    let open = [
+        crate::preempt::SIGNAL,
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGILL,
+        libc::SIGFPE,
+        libc::SIGTRAP,
+        libc::SIGSYS,
+        libc::SIGKILL,
+        libc::SIGSTOP,
+        32,
+        33,
+    ];
+    !open.iter().fold(0u64, |m, &s| m | 1u64 << (s - 1))
+}
+
+/// Blocks the program's signals on the calling kernel thread, which runs no
+/// user thread now ([`quiet_mask`]), and records it (`Machine::sigmask`), so
+/// that the next user thread resumed here has its own mask applied. At a
+/// runtime kernel thread's start, before a processor's kernel thread sleeps
+/// for want of work ([`before_idle_sleep`]) and before a spare waits for a
+/// processor: such a kernel thread keeping the mask of the last user thread
+/// it ran took process-directed signals meant for the program's threads
+/// (module docs, "Signals").
+pub(crate) fn quiet_signals() {
     let m = crate::machine::Machine::here();
-    sigprocmask(libc::SIG_SETMASK, Some(m.sigmask.load(std::sync::atomic::Ordering::Relaxed)));
+    let q = quiet_mask();
+    sigprocmask(libc::SIG_SETMASK, Some(q));
+    m.sigmask.store(q, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Before a processor's kernel thread sleeps for want of work (`search`):
+/// [`quiet_signals`], with one system call on a path that is about to sleep
+/// anyway; the user thread it resumes next has its own mask applied then
+/// (one system call more per wake-up from a sleep). The kernel's mask can
+/// also drift from the recorded one (a program's handler that ran on this
+/// kernel thread and ended elsewhere leaves its signal blocked here): seen as
+/// `SIGUSR1` and `SIGUSR2` pending and blocked on an idle processor while the
+/// thread that sent them waited for their handler's `sem_post` (the Open
+/// POSIX suite's `pthread_mutex_lock/3-1` hung); setting the mask here makes
+/// the record true again.
+pub(crate) fn before_idle_sleep() {
+    quiet_signals();
+}
+
+/// Whether the calling context is a kernel thread the runtime started
+/// (a processor's, a spare's, the monitor's) running no user thread: its
+/// scheduler's own context. A program's signal handler that runs there (a
+/// process-directed signal that came while an idle processor spun with the
+/// mask of the last user thread it ran) runs on no thread of the program;
+/// the library passes the signal on to one that accepts it. `false` on the
+/// program's own kernel threads and on a user thread. Async-signal-safe:
+/// three register or memory reads. [`fsgsbase_usable`] must hold.
+pub fn on_idle_runtime_thread() -> bool {
+    let b = crate::arch::thread_block();
+    if b.is_null() {
+        return false;
+    }
+    // SAFETY: a block some thread attached; blocks are never freed. One that
+    // `clone` copied from the creator is told apart by its owner's thread
+    // pointer (`arch::thread_block_attach`).
+    let m = unsafe { &*b.cast_const().cast::<crate::machine::Machine>() };
+    m.owned.load(std::sync::atomic::Ordering::Relaxed)
+        && m.native_tp.load(std::sync::atomic::Ordering::Relaxed) == crate::arch::thread_pointer()
 }
 
 /// Whether the calling kernel thread's signal mask differs from the one
@@ -539,6 +607,22 @@ pub fn kernel_thread_of(thread: &crate::hooks::Thread) -> Option<i32> {
             && unsafe { (*p).current_task_ptr() }.is_some_and(|c| c.as_ptr().cast_const() == me)
     };
     on.then(|| m.tid.load(Ordering::Relaxed))
+}
+
+/// The kernel thread id of the kernel thread `thread` is blocked in the
+/// kernel on after a hand-off (detached from its processor), or `None`. It
+/// stays there until its call returns.
+pub fn blocked_kernel_thread_of(thread: &crate::hooks::Thread) -> Option<i32> {
+    use std::sync::atomic::Ordering;
+    let t = thread.task();
+    let m = t.machine.load(Ordering::Acquire);
+    if m.is_null() || t.state.is_complete() {
+        return None;
+    }
+    // SAFETY: machines' blocks live as long as the process in this build.
+    let m = unsafe { &*m };
+    let me = (&**t) as *const crate::task::Task;
+    (m.detached.load(Ordering::Acquire).cast_const() == me).then(|| m.tid.load(Ordering::Relaxed))
 }
 
 /// Makes system call `nr` with `args` on the calling user thread unless
