@@ -56,6 +56,7 @@ const TESTS: &[&str] = &[
     "cpuclock",
     "sysv",
     "own_malloc",
+    "procsig",
 ];
 
 /// The tests that make `SCHED_FIFO` threads (or raise the initial thread to a real-time
@@ -114,6 +115,11 @@ const LIMIT: Duration = Duration::from_secs(120);
 /// Runs test `name` plainly and under `exec` (module docs); the `exec` run's standard
 /// output, or `None` when the test was skipped.
 fn check(name: &str) -> Option<String> {
+    check_on(name, 2)
+}
+
+/// [`check`], under `exec --processors N`.
+fn check_on(name: &str, processors: usize) -> Option<String> {
     let dir = tempfile::tempdir().unwrap();
     let prog = compile(name, dir.path())?;
     // A test that failed while holding the gate leaves it poisoned: the others still run.
@@ -132,7 +138,10 @@ fn check(name: &str) -> Option<String> {
         text(&plain.stderr)
     );
     let o = output_within(
-        exec().args(["--processors", "2", "--"]).arg(&prog).arg("expect-migration"),
+        exec()
+            .args(["--processors", &processors.to_string(), "--"])
+            .arg(&prog)
+            .arg("expect-migration"),
         LIMIT,
     );
     let passed = o.status.success() && text(&o.stdout).starts_with("ok");
@@ -200,6 +209,14 @@ fn cancellation_ends_a_wait_in_any_blocking_system_call() {
 #[test]
 fn a_handler_ends_or_restarts_a_blocked_call_as_the_kernel_does_and_the_runtime_ends_none() {
     check("restart");
+}
+
+#[test]
+fn a_process_directed_signal_reaches_the_one_thread_that_accepts_it_with_its_siginfo() {
+    // Two processors, and four with three of them idle most of the time: a kernel thread
+    // that runs no user thread must not take the signal.
+    check_on("procsig", 2);
+    check_on("procsig", 4);
 }
 
 #[test]

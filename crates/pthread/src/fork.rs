@@ -23,9 +23,18 @@ pub extern "C-unwind" fn fork() -> libc::pid_t {
     // The kept control blocks' lock is taken across the fork, so that both
     // copies of it are released by this thread and none is left taken by
     // a thread the child does not have.
+    // So is the list of user threads the signal forwarder reads, emptied in
+    // the child.
     let held = crate::runtime::started().map(|_| crate::glibc::hold_cache_for_fork());
+    let mut threads = crate::runtime::started().map(|_| crate::procsig::hold_threads_for_fork());
     // SAFETY: glibc's fork, unchanged.
     let pid = unsafe { next::fork()() };
+    if pid == 0 {
+        if let Some(t) = threads.as_mut() {
+            t.clear();
+        }
+    }
+    drop(threads);
     drop(held);
     // A program that never made a thread (a shell under `LD_PRELOAD`) forks
     // untouched.
@@ -33,6 +42,7 @@ pub extern "C-unwind" fn fork() -> libc::pid_t {
         schedlab_rt::shared::detach_after_fork();
         crate::runtime::forget_after_fork();
         crate::thread::after_fork_child();
+        crate::procsig::after_fork_child();
     }
     pid
 }

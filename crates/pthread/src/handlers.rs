@@ -31,6 +31,21 @@
 //! functions of this library, and `SIG_DFL`/`SIG_IGN` go to the kernel as
 //! they are.
 //!
+//! # Process-directed signals
+//!
+//! The wrapper is also where a process-directed signal is told apart from
+//! the program's threads' (`procsig.rs`). On a kernel thread of the runtime
+//! that runs no user thread (a processor spinning for work with the mask of
+//! the last thread it ran) or on the library's forwarder, the program's
+//! handler is not run: the `siginfo` is saved and the forwarder places the
+//! signal on a thread that accepts it. A signal the forwarder sent by
+//! `tgkill` (a `SI_TKILL` from this process with a saved `siginfo` for this
+//! kernel thread) reaches the handler with the original `siginfo` (the
+//! `si_pid` of `kill`, the `si_value` of `sigqueue`, the `si_status` of a
+//! `SIGCHLD`). `SA_RESETHAND` is done here, as the handler starts, and not
+//! given to the kernel, which would reset the disposition on the kernel
+//! thread that first took the signal.
+//!
 //! # The alternate stack
 //!
 //! `sigreturn` restores one more piece of kernel-thread state from the
@@ -64,6 +79,7 @@
 //! it); the runtime never preempts one there.
 
 use std::ffi::c_int;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
 /// glibc's definitions.
@@ -123,7 +139,36 @@ unsafe extern "C" fn wrapper(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut l
     }
     let flags = slot.flags.load(Ordering::Relaxed);
     let uc = ctx.cast::<libc::ucontext_t>();
-    let user = crate::thread::on_user_thread() && !uc.is_null();
+    let on_user = crate::thread::on_user_thread();
+    // A process-directed signal the forwarder sent here by `tgkill`
+    // (`procsig.rs`): the handler gets its own `siginfo`, not the `tgkill`'s.
+    let mut original = MaybeUninit::<libc::siginfo_t>::uninit();
+    let mut info = info;
+    // SAFETY: the kernel's siginfo for this delivery (`SA_SIGINFO`).
+    if let Some(o) = unsafe { info.as_ref() }.and_then(|i| crate::procsig::original_info(sig, i)) {
+        info = original.write(o);
+    }
+    // On a kernel thread that runs no thread of the program (a runtime
+    // processor spinning for work with the mask of the last user thread it
+    // ran, or the library's forwarder): the signal is the process's, and
+    // goes to a thread that accepts it (`procsig.rs`).
+    if !on_user
+        && crate::runtime::started().is_some()
+        && (schedlab_rt::shared::on_idle_runtime_thread() || crate::procsig::on_forwarder())
+    {
+        // SAFETY: as above, or our own copy.
+        let i = match unsafe { info.as_ref() } {
+            Some(i) => *i,
+            None => crate::procsig::bare_info(sig),
+        };
+        if crate::procsig::pass_on(sig, &i) {
+            return;
+        }
+    }
+    if flags & libc::SA_RESETHAND != 0 {
+        reset_to_default(sig, slot);
+    }
+    let user = on_user && !uc.is_null();
     // Only on a user thread: the runtime runs, so the CPU has `rdgsbase`.
     let began_on = if user { schedlab_rt::shared::kernel_thread() } else { 0 };
     if user {
@@ -165,6 +210,27 @@ unsafe extern "C" fn wrapper(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut l
         }
         // SAFETY: as above.
         unsafe { *libc::__errno_location() = errno };
+    }
+}
+
+/// The signals whose disposition is a program handler run by [`wrapper`].
+fn handled() -> u64 {
+    (1..SIGNALS)
+        .filter(|&s| INSTALLED[s].handler.load(Ordering::Acquire) != 0)
+        .fold(0, |m, s| m | bit(s as c_int))
+}
+
+/// `SA_RESETHAND`, done as the handler starts: the disposition goes back to
+/// `SIG_DFL` (with `SA_NODEFER`, which the kernel gives it too, the program
+/// asked for it with `sysv_signal`).
+fn reset_to_default(sig: c_int, slot: &Installed) {
+    // SAFETY: an all-zero sigaction is `SIG_DFL` with no flags and an empty
+    // mask.
+    let dfl: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid action; glibc's sigaction is async-signal-safe.
+    if unsafe { next::sigaction()(sig, &dfl, std::ptr::null_mut()) } == 0 {
+        slot.handler.store(0, Ordering::Release);
+        crate::procsig::set_handled(handled());
     }
 }
 
@@ -212,7 +278,10 @@ pub unsafe extern "C" fn sigaction(
         Some(a) if wrappable(a.sa_sigaction) => {
             let mut given = *a;
             given.sa_sigaction = wrapper as *const () as usize;
-            given.sa_flags |= libc::SA_SIGINFO;
+            // `SA_RESETHAND` is the wrapper's to do, where the handler runs:
+            // the kernel would reset the disposition on the kernel thread
+            // that first took a signal it passes on (`procsig.rs`).
+            given.sa_flags = (given.sa_flags | libc::SA_SIGINFO) & !libc::SA_RESETHAND;
             slot.flags.store(a.sa_flags, Ordering::Relaxed);
             slot.mask.store(word(&a.sa_mask), Ordering::Relaxed);
             slot.handler.store(a.sa_sigaction, Ordering::Release);
@@ -236,6 +305,9 @@ pub unsafe extern "C" fn sigaction(
         // SAFETY: a query, into the caller's `old`.
         None => unsafe { next::sigaction()(sig, act, old) },
     };
+    if r == 0 && wanted.is_some() {
+        crate::procsig::set_handled(handled());
+    }
     if r == 0 {
         // SAFETY: `old`, if not null, is the caller's, just filled.
         if let Some(o) = unsafe { old.as_mut() } {

@@ -50,6 +50,7 @@ mod io;
 mod key;
 mod once;
 mod points;
+mod procsig;
 mod runtime;
 mod sched;
 mod schedparam;

@@ -136,6 +136,7 @@ fn start() -> &'static Runtime {
     schedlab_rt::shared::set_preempt_hook(crate::cancel::at_preemption);
     let p = Box::into_raw(Box::new(rt));
     RUNTIME.store(p, Ordering::Release);
+    crate::procsig::start();
     STARTING.store(0, Ordering::Release);
     // SAFETY: just leaked.
     unsafe { &*p }

@@ -3,13 +3,20 @@
 //! a signal sent to a user thread is delivered when that thread runs.
 //!
 //! The runtime keeps each user thread's mask and applies it to whichever
-//! kernel thread runs the thread (`schedlab_rt::shared`, "Signals"), so
-//! process-directed signals (`kill`, `SIGCHLD`, timers) and the ones a thread
-//! raises on itself (`raise`, `abort`, a fault) are the kernel's business as
-//! usual. A signal for another user thread (`pthread_kill`) goes into that
+//! kernel thread runs the thread (`schedlab_rt::shared`, "Signals"), so the
+//! signals a thread raises on itself (`raise`, `abort`, a fault) are the
+//! kernel's business as usual, and so mostly are process-directed ones
+//! (`kill`, `SIGCHLD`, timers): the kernel gives one to a kernel thread
+//! that does not block it. Where that kernel thread runs no user thread, or
+//! only a parked user thread accepts the signal, `procsig.rs` forwards it to
+//! a user thread that accepts it, with its `siginfo`, or keeps it pending
+//! for the process: `sigpending` reports it, the `sigwait` family takes it
+//! (from any thread), and a thread that unblocks it takes it
+//! ([`take_process_pending`]). A signal for another user thread (`pthread_kill`) goes into that
 //! thread's pending set here; the runtime is asked to run [`deliver_pending`]
 //! in the thread's context (`shared::interrupt`), which raises each pending
-//! signal the thread does not block on its current kernel thread, so its
+//! signal the thread does not block on its current kernel thread (with its
+//! original `siginfo` if the forwarder placed it there), so its
 //! handler runs on the right thread with the right mask — or, for a thread
 //! in `sigwait` on the signal, the kernel's `sigwait` returns it. A thread
 //! parked in the library's waits is unparked for it: its condition wait
@@ -50,6 +57,7 @@ mod next {
     crate::glibc::real!(sigwaitinfo: fn(*const libc::sigset_t, *mut libc::siginfo_t) -> c_int);
     crate::glibc::real!(sigtimedwait: fn(*const libc::sigset_t, *mut libc::siginfo_t, *const libc::timespec) -> c_int);
     crate::glibc::real!(sigsuspend: fn(*const libc::sigset_t) -> c_int);
+    crate::glibc::real!(sigpending: fn(*mut libc::sigset_t) -> c_int);
 }
 
 fn errno() -> c_int {
@@ -88,12 +96,64 @@ fn set_mask(how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) ->
             _ => return Err(libc::EINVAL),
         };
         schedlab_rt::shared::set_signal_mask(new);
+        // As in `waiting_for`.
+        std::sync::atomic::fence(Ordering::SeqCst);
     }
     if !old.is_null() {
         store_word(old, cur);
     }
+    take_process_pending();
     deliver_pending();
     Ok(())
+}
+
+/// Takes into the calling user thread's own pending set the signals pending
+/// for the process (`procsig.rs`) that its mask opens, with their
+/// `siginfo`, for [`deliver_pending`] to raise: as the kernel delivers a
+/// process-pending signal to the thread that unblocks it. One load when
+/// there are none (a new thread's start asks too).
+pub(crate) fn take_process_pending() {
+    if crate::procsig::process_pending() == 0 {
+        return;
+    }
+    take_process_pending_slow();
+}
+
+#[cold]
+fn take_process_pending_slow() {
+    let d = current();
+    if d.kind.get() != Kind::User {
+        return;
+    }
+    let open = !schedlab_rt::shared::signal_mask() | d.sigwait_set.load(Ordering::Acquire);
+    while let Some((sig, info)) = crate::procsig::take_process(open) {
+        crate::procsig::save(crate::procsig::For::User(d.id), sig, &info);
+        d.pending_signals.fetch_or(bit(sig), Ordering::AcqRel);
+    }
+}
+
+/// The kernel-thread side of `pthread_sigmask` and `sigprocmask` (the
+/// program's initial thread): after glibc's call, raises on the calling
+/// kernel thread, with their `siginfo`, the signals pending for the process
+/// here that its new mask opens.
+fn kernel_thread_takes_process_pending(set: *const libc::sigset_t) {
+    // As in `waiting_for` (the forwarder reads this thread's mask from the
+    // kernel).
+    std::sync::atomic::fence(Ordering::SeqCst);
+    if set.is_null() || crate::procsig::process_pending() == 0 {
+        return;
+    }
+    let mut now = empty_set();
+    // SAFETY: a query into our own set.
+    unsafe { next::pthread_sigmask()(libc::SIG_SETMASK, std::ptr::null(), &mut now) };
+    while let Some((sig, info)) = crate::procsig::take_process(!word(&now)) {
+        crate::procsig::raise_with(sig, &info);
+    }
+}
+
+fn empty_set() -> libc::sigset_t {
+    // SAFETY: an all-zero sigset_t is valid (empty).
+    unsafe { std::mem::zeroed() }
 }
 
 /// `pthread_sigmask`.
@@ -109,7 +169,11 @@ pub unsafe extern "C-unwind" fn pthread_sigmask(
 ) -> c_int {
     if !on_user_thread() {
         // SAFETY: forwarded unchanged.
-        return unsafe { next::pthread_sigmask()(how, set, old) };
+        let r = unsafe { next::pthread_sigmask()(how, set, old) };
+        if r == 0 {
+            kernel_thread_takes_process_pending(set);
+        }
+        return r;
     }
     match set_mask(how, set, old) {
         Ok(()) => 0,
@@ -130,7 +194,11 @@ pub unsafe extern "C-unwind" fn sigprocmask(
 ) -> c_int {
     if !on_user_thread() {
         // SAFETY: forwarded unchanged.
-        return unsafe { next::sigprocmask()(how, set, old) };
+        let r = unsafe { next::sigprocmask()(how, set, old) };
+        if r == 0 {
+            kernel_thread_takes_process_pending(set);
+        }
+        return r;
     }
     match set_mask(how, set, old) {
         Ok(()) => 0,
@@ -180,12 +248,14 @@ pub unsafe extern "C-unwind" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> 
     // thread's pending set for its next resumption or its unblocking — a
     // signal it blocks, raised on its kernel thread, would stay pending there
     // when the thread moves, and reach whichever thread runs there next.
-    let open = schedlab_rt::shared::signal_mask_of(&thread) & bit(sig) == 0
-        || d.sigwait_set.load(Ordering::Acquire) & bit(sig) != 0;
+    let waits = d.sigwait_set.load(Ordering::Acquire) & bit(sig) != 0;
+    let open = schedlab_rt::shared::signal_mask_of(&thread) & bit(sig) == 0 || waits;
     if let Some(tid) = schedlab_rt::shared::kernel_thread_of(&thread).filter(|_| open) {
         // SAFETY: tgkill to a kernel thread of our own process.
         if unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, sig) } == 0 {
-            count_delivery(d, sig);
+            if !waits {
+                count_delivery(d, sig);
+            }
             return 0;
         }
     }
@@ -197,8 +267,12 @@ pub unsafe extern "C-unwind" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> 
 
 /// Counts a signal delivered to `d` (`ThreadData::signals_seen`), and in
 /// `signals_restart` too when it would not end a blocking system call with
-/// `EINTR`: its handler asked for `SA_RESTART`, or it has no handler.
-fn count_delivery(d: &ThreadData, sig: c_int) {
+/// `EINTR`: its handler asked for `SA_RESTART`, or it has no handler. The
+/// caller does not count one `d` waits for in `sigwait` (as it was when
+/// the signal was sent), which takes it and runs no handler: counted, it
+/// made an `EINTR` of the runtime's own signal in `d`'s next wait look like
+/// the program's, and `sigwaitinfo` returned it.
+pub(crate) fn count_delivery(d: &ThreadData, sig: c_int) {
     // SAFETY: an all-zero sigaction is valid; sigaction only reads the
     // disposition into it.
     let restarts = unsafe {
@@ -245,23 +319,56 @@ pub(crate) fn deliver_pending() {
             continue;
         }
         let sig = b.trailing_zeros() as c_int + 1;
-        count_delivery(d, sig);
-        raise_here(sig);
+        if d.sigwait_set.load(Ordering::Acquire) & b == 0 {
+            count_delivery(d, sig);
+        }
+        // A process-directed signal forwarded here (`procsig.rs`) goes
+        // with its own `siginfo`.
+        match crate::procsig::take(crate::procsig::For::User(d.id), sig) {
+            Some(info) => crate::procsig::raise_with(sig, &info),
+            None => raise_here(sig),
+        }
     }
 }
 
-/// Takes a pending signal of `set` from the calling user thread's own set.
-fn take_own(set: u64) -> Option<c_int> {
+/// Takes a pending signal of `set` from the calling user thread's own set,
+/// or else from the process's (`procsig.rs`), with its `siginfo`: a
+/// forwarded one's own, else what a `pthread_kill` gives.
+fn take_own(set: u64) -> Option<(c_int, libc::siginfo_t)> {
     let d = current();
     loop {
         let ready = d.pending_signals.load(Ordering::Acquire) & set;
         if ready == 0 {
-            return None;
+            return crate::procsig::take_process(set);
         }
         let b = ready & ready.wrapping_neg();
         if d.pending_signals.fetch_and(!b, Ordering::AcqRel) & b != 0 {
-            return Some(b.trailing_zeros() as c_int + 1);
+            let sig = b.trailing_zeros() as c_int + 1;
+            let info = crate::procsig::take(crate::procsig::For::User(d.id), sig)
+                .unwrap_or_else(|| tkill_info(sig));
+            return Some((sig, info));
         }
+    }
+}
+
+/// The `siginfo` a signal of the thread's own pending set is given without
+/// a saved one (a `pthread_kill`'s): `si_signo` and `si_code = SI_TKILL`.
+fn tkill_info(sig: c_int) -> libc::siginfo_t {
+    let mut i = crate::procsig::bare_info(sig);
+    i.si_code = libc::SI_TKILL;
+    i
+}
+
+/// After the kernel's wait returned `sig` into `info`: a signal the
+/// forwarder sent this kernel thread (`procsig.rs`) gets its own `siginfo`.
+fn restore_info(sig: c_int, info: *mut libc::siginfo_t) {
+    if sig <= 0 || info.is_null() {
+        return;
+    }
+    // SAFETY: the caller's out-parameter, just filled by the kernel.
+    if let Some(orig) = crate::procsig::original_info(sig, unsafe { &*info }) {
+        // SAFETY: as above.
+        unsafe { *info = orig };
     }
 }
 
@@ -270,6 +377,11 @@ fn take_own(set: u64) -> Option<c_int> {
 fn waiting_for<R>(set: u64, f: impl FnOnce() -> R) -> R {
     let d = current();
     d.sigwait_set.store(set, Ordering::Release);
+    // Against the forwarder keeping one of `set` for the process meanwhile
+    // (`procsig.rs`, "The forwarder's last look"): one of the two sees the
+    // other's store.
+    std::sync::atomic::fence(Ordering::SeqCst);
+    take_process_pending();
     deliver_pending();
     let r = f();
     d.sigwait_set.store(0, Ordering::Release);
@@ -315,7 +427,7 @@ unsafe fn timed_wait(
 #[no_mangle]
 pub unsafe extern "C-unwind" fn sigwait(set: *const libc::sigset_t, sig: *mut c_int) -> c_int {
     if crate::thread::user_path() {
-        if let Some(s) = take_own(word(set)) {
+        if let Some((s, _)) = take_own(word(set)) {
             // SAFETY: the caller's out-parameter.
             unsafe { *sig = s };
             return 0;
@@ -323,9 +435,12 @@ pub unsafe extern "C-unwind" fn sigwait(set: *const libc::sigset_t, sig: *mut c_
         // The kernel's wait, with our pending ones raised first; `EINTR`
         // (a handler ran, or the runtime's signal) waits again, as glibc's.
         return waiting_for(word(set), || loop {
-            // SAFETY: the caller's set.
-            let r = unsafe { timed_wait(set, std::ptr::null_mut(), std::ptr::null()) };
+            let mut info = crate::procsig::bare_info(0);
+            // SAFETY: the caller's set; our own siginfo.
+            let r = unsafe { timed_wait(set, &mut info, std::ptr::null()) };
             if r > 0 {
+                // A forwarded signal's record goes with it.
+                restore_info(r, &mut info);
                 // SAFETY: the caller's out-parameter.
                 unsafe { *sig = r };
                 return 0;
@@ -336,21 +451,22 @@ pub unsafe extern "C-unwind" fn sigwait(set: *const libc::sigset_t, sig: *mut c_
             }
         });
     }
+    let _announced = crate::procsig::KernelWaiter::announce(word(set));
+    if let Some((s, _)) = crate::procsig::take_process(word(set)) {
+        // SAFETY: the caller's out-parameter.
+        unsafe { *sig = s };
+        return 0;
+    }
     // SAFETY: forwarded unchanged.
     unsafe { next::sigwait()(set, sig) }
 }
 
-fn fill_info(info: *mut libc::siginfo_t, sig: c_int) {
-    if info.is_null() {
-        return;
+fn fill_info(info: *mut libc::siginfo_t, taken: (c_int, libc::siginfo_t)) -> c_int {
+    if !info.is_null() {
+        // SAFETY: the caller's out-parameter.
+        unsafe { *info = taken.1 };
     }
-    // SAFETY: the caller's out-parameter; zeroed, then the fields a
-    // `pthread_kill` gives (`si_signo`, `si_code = SI_TKILL`) set.
-    unsafe {
-        std::ptr::write_bytes(info, 0, 1);
-        (*info).si_signo = sig;
-        (*info).si_code = libc::SI_TKILL;
-    }
+    taken.0
 }
 
 /// `sigwaitinfo`.
@@ -364,15 +480,22 @@ pub unsafe extern "C-unwind" fn sigwaitinfo(
     info: *mut libc::siginfo_t,
 ) -> c_int {
     if crate::thread::user_path() {
-        if let Some(s) = take_own(word(set)) {
-            fill_info(info, s);
-            return s;
+        if let Some(taken) = take_own(word(set)) {
+            return fill_info(info, taken);
         }
         // SAFETY: as in `sigwait`.
-        return waiting_for(word(set), || unsafe { timed_wait(set, info, std::ptr::null()) });
+        let r = waiting_for(word(set), || unsafe { timed_wait(set, info, std::ptr::null()) });
+        restore_info(r, info);
+        return r;
+    }
+    let _announced = crate::procsig::KernelWaiter::announce(word(set));
+    if let Some(taken) = crate::procsig::take_process(word(set)) {
+        return fill_info(info, taken);
     }
     // SAFETY: forwarded unchanged.
-    unsafe { next::sigwaitinfo()(set, info) }
+    let r = unsafe { next::sigwaitinfo()(set, info) };
+    restore_info(r, info);
+    r
 }
 
 /// `sigtimedwait`.
@@ -387,15 +510,22 @@ pub unsafe extern "C-unwind" fn sigtimedwait(
     timeout: *const libc::timespec,
 ) -> c_int {
     if crate::thread::user_path() {
-        if let Some(s) = take_own(word(set)) {
-            fill_info(info, s);
-            return s;
+        if let Some(taken) = take_own(word(set)) {
+            return fill_info(info, taken);
         }
         // SAFETY: as in `sigwait`.
-        return waiting_for(word(set), || unsafe { timed_wait(set, info, timeout) });
+        let r = waiting_for(word(set), || unsafe { timed_wait(set, info, timeout) });
+        restore_info(r, info);
+        return r;
+    }
+    let _announced = crate::procsig::KernelWaiter::announce(word(set));
+    if let Some(taken) = crate::procsig::take_process(word(set)) {
+        return fill_info(info, taken);
     }
     // SAFETY: forwarded unchanged.
-    unsafe { next::sigtimedwait()(set, info, timeout) }
+    let r = unsafe { next::sigtimedwait()(set, info, timeout) };
+    restore_info(r, info);
+    r
 }
 
 /// `sigsuspend`: the kernel's, under `mask` — with the runtime's signal left
@@ -426,4 +556,28 @@ pub unsafe extern "C-unwind" fn sigsuspend(mask: *const libc::sigset_t) -> c_int
             ) as c_int
         }
     })
+}
+
+/// `sigpending`: the kernel's answer, with the signals pending for the
+/// process in the library (`procsig.rs`) and, on a user thread, those sent
+/// to it that it blocks (kept in its own pending set).
+///
+/// # Safety
+///
+/// C's contract.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn sigpending(set: *mut libc::sigset_t) -> c_int {
+    // SAFETY: the caller's out-parameter.
+    let r = unsafe { next::sigpending()(set) };
+    if r != 0 || set.is_null() {
+        return r;
+    }
+    let mut more = crate::procsig::pending_or_in_flight();
+    if on_user_thread() {
+        more |= current().pending_signals.load(Ordering::Acquire);
+    }
+    if more != 0 {
+        store_word(set, word(set) | more);
+    }
+    0
 }

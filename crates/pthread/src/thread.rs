@@ -168,6 +168,9 @@ pub(crate) struct ThreadData {
     pub(crate) pending_signals: std::sync::atomic::AtomicU64,
     /// The signals the thread waits for in `sigwait` now.
     pub(crate) sigwait_set: std::sync::atomic::AtomicU64,
+    /// The thread's place in the signal forwarder's list, plus one; 0 when
+    /// not listed (`procsig.rs`).
+    pub(crate) listed: AtomicUsize,
     /// Scheduling policy (high 16 bits) and priority, as last set.
     pub(crate) sched: std::sync::atomic::AtomicI32,
     /// The highest priority the protocol mutexes the thread holds lend it (`prio.rs`),
@@ -238,6 +241,7 @@ impl ThreadData {
             keys: UnsafeCell::new(Vec::new()),
             pending_signals: std::sync::atomic::AtomicU64::new(0),
             sigwait_set: std::sync::atomic::AtomicU64::new(0),
+            listed: AtomicUsize::new(0),
             signals_seen: AtomicU32::new(0),
             signals_restart: AtomicU32::new(0),
             shared_cond: AtomicPtr::new(std::ptr::null_mut()),
@@ -736,6 +740,8 @@ fn thread_main(data: usize, start: usize, arg: usize) {
     let start: extern "C-unwind" fn(*mut c_void) -> *mut c_void =
         unsafe { std::mem::transmute(start) };
     crate::glibc::thread_start();
+    crate::procsig::register(d);
+    crate::signal::take_process_pending();
     if let Some(b) = schedlab_rt::stack_bounds() {
         d.stack_low.store(b.start, Ordering::Relaxed);
         d.stack_len.store(b.len(), Ordering::Release);
@@ -774,6 +780,7 @@ fn finish(d: &ThreadData) {
     } else {
         None
     };
+    crate::procsig::unregister(d);
     d.exited.store(1, Ordering::Release);
     if let Some(joiner) = parked {
         joiner.unpark();

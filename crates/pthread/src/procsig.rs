@@ -1,0 +1,690 @@
+//! Process-directed signals (`kill`, `sigqueue`, a child's `SIGCHLD`, a
+//! `timer_create` timer's) reach a thread that does not block them, with
+//! their own `siginfo`, as the kernel gives them to a kernel thread —
+//! seed 003's `SA_UPCALL_SIGNAL` for signals to the process.
+//!
+//! The kernel delivers a process-directed signal to one of the process's
+//! kernel threads that does not block it. The runtime applies each user
+//! thread's mask to the kernel thread that runs it, so a kernel thread
+//! running a user thread (on a processor, or blocked in the kernel after a
+//! hand-off) takes exactly what that thread accepts, and the program's
+//! initial thread what its own mask accepts. Two gaps remain, both closed
+//! here:
+//!
+//! 1. **Kernel threads that run no user thread.** The runtime blocks the
+//!    program's signals on its own kernel threads when they start, before an
+//!    idle processor sleeps and before a spare waits
+//!    (`schedlab_rt::shared`, "Signals"): one `rt_sigprocmask` on paths that
+//!    sleep anyway, and one more when a processor woken from a sleep resumes
+//!    a thread. It does not do so on every idle transition (a processor
+//!    that finds its queue empty spins a while first, and a condition
+//!    variable's cross-processor ping-pong goes idle and back at every turn:
+//!    a system call each way there). So a processor spinning for work still
+//!    has the mask of the last user thread it ran, and a signal may land
+//!    there. The handler wrapper (`handlers.rs`) tells that case
+//!    (`schedlab_rt::shared::on_idle_runtime_thread`) and, instead of
+//!    running the program's handler on no thread of the program, saves the
+//!    `siginfo` here and wakes the forwarder (2).
+//! 2. **User threads that are on no kernel thread.** A user thread parked in
+//!    one of the library's waits (a condition variable, a sleep, a pipe read
+//!    through the poller, a join) or queued is on no kernel thread, so the
+//!    kernel cannot choose it: with every kernel thread blocking the signal
+//!    it stays pending for good. So the library has one kernel thread of its
+//!    own, the forwarder, started with the runtime, that blocks every signal
+//!    but those with a program handler (`handlers.rs` keeps that set,
+//!    [`set_handled`]), and sleeps. The kernel may give it such a signal as
+//!    it may give it any other thread that accepts it; its wrapper saves the
+//!    `siginfo` here, as in 1.
+//!
+//! The forwarder then picks a user thread that accepts the signal (does not
+//! block it, or waits for it in `sigwait`): first one blocked in the kernel
+//! (a `waitpid`, `pause`, `read` of a terminal), whose call must end with
+//! `EINTR` or restart by the handler's `SA_RESTART`; then one running; then
+//! the program's initial thread if it accepts it; then a queued or parked
+//! one. A thread on a kernel thread gets the signal by `tgkill` of that
+//! kernel thread (the kernel then interrupts its call as it would), and
+//! the wrapper there, seeing a `SI_TKILL` from this process, takes the saved
+//! `siginfo` recorded for that kernel thread and passes it to the program's
+//! handler in place of the kernel's; `sigwaitinfo` and `sigtimedwait` do the
+//! same. A parked or queued thread gets it through `pthread_kill`'s path
+//! (its pending set, `schedlab_rt::shared::interrupt`, which wakes it): in
+//! its own context `signal::deliver_pending` raises it with the saved
+//! `siginfo` by `rt_tgsigqueueinfo` to itself, which Linux allows to
+//! impersonate `kill` (`si_code >= 0`) only there, on the caller's own
+//! thread (kernel/signal.c, `do_rt_tgsigqueueinfo`).
+//!
+//! When no thread accepts it, the signal stays pending for the process here
+//! ([`keep_for_process`]), as the kernel would keep it: `sigpending` reports
+//! it, a `sigwait` family call takes it with its `siginfo`, and a thread
+//! that unblocks it (`pthread_sigmask`, or a new thread that starts with it
+//! open) takes it. A standard signal already pending is not kept twice, as
+//! the kernel keeps one of each.
+//!
+//! The `siginfo` records live in a fixed table, claimed and released with
+//! atomics only: the wrapper saves and takes them in a signal handler.
+//!
+//! Not covered: a handler installed with the `rt_sigaction` system call
+//! directly, which does not go through the wrapper; and a signal the
+//! forwarder sent by `tgkill` to a kernel thread whose user thread moved
+//! away in that instant: it is delivered there to whichever thread runs
+//! next with the signal open (with its saved `siginfo`).
+
+use crate::thread::ThreadData;
+use schedlab_rt::shared::SpinLock;
+use std::cell::UnsafeCell;
+use std::ffi::{c_int, c_void};
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+/// glibc's definitions.
+mod next {
+    #![allow(clippy::type_complexity)]
+    #[allow(unused_imports)]
+    use std::ffi::{c_int, c_void};
+    crate::glibc::real!(pthread_create: fn(*mut libc::pthread_t, *const libc::pthread_attr_t, extern "C" fn(*mut c_void) -> *mut c_void, *mut c_void) -> c_int);
+    crate::glibc::real!(pthread_detach: fn(libc::pthread_t) -> c_int);
+}
+
+/// Whom a saved `siginfo` waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum For {
+    /// The forwarder, which has not placed it yet.
+    Forwarder,
+    /// The process: no thread accepted it.
+    Process,
+    /// Whoever takes it on this kernel thread (by id), where it was sent by
+    /// `tgkill`.
+    KernelThread(i32),
+    /// This user thread (`ThreadData::id`), in whose pending set it is.
+    User(u32),
+}
+
+impl For {
+    fn key(self, sig: c_int) -> u64 {
+        let (kind, id) = match self {
+            For::Forwarder => (1u64, 0u64),
+            For::Process => (2, 0),
+            For::KernelThread(t) => (3, t as u32 as u64),
+            For::User(id) => (4, id as u64),
+        };
+        kind << 48 | id << 8 | sig as u64
+    }
+}
+
+fn bit(sig: c_int) -> u64 {
+    1u64 << (sig - 1)
+}
+
+/// The first real-time signal the kernel has (glibc keeps 32 and 33).
+const KERNEL_SIGRTMIN: c_int = 32;
+
+/// How many `siginfo` records may wait at once.
+const SLOTS: usize = 256;
+
+/// A record's states: free, being written or taken, ready.
+const FREE: u32 = 0;
+const BUSY: u32 = 1;
+const READY: u32 = 2;
+
+struct Slot {
+    state: AtomicU32,
+    key: AtomicU64,
+    /// The order records were saved in: the oldest is taken first.
+    seq: AtomicU64,
+    info: UnsafeCell<MaybeUninit<libc::siginfo_t>>,
+}
+
+// SAFETY: `info` is written only by the claimer that moved `state` from
+// `FREE` to `BUSY`, and read only by the taker that moved it from `READY` to
+// `BUSY`; the state's release and acquire order the accesses.
+unsafe impl Sync for Slot {}
+
+static TABLE: [Slot; SLOTS] = [const {
+    Slot {
+        state: AtomicU32::new(FREE),
+        key: AtomicU64::new(0),
+        seq: AtomicU64::new(0),
+        info: UnsafeCell::new(MaybeUninit::uninit()),
+    }
+}; SLOTS];
+static SEQ: AtomicU64 = AtomicU64::new(1);
+/// How many records are ready: 0 lets the wrapper skip the table.
+static READY_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Index of the oldest ready record for `key` (`None` if none), or with
+/// `any_kind`, the oldest whose kind is `key`'s.
+fn find(key: u64, any_sig_of_kind: bool) -> Option<usize> {
+    let mut best: Option<(u64, usize)> = None;
+    for (i, s) in TABLE.iter().enumerate() {
+        if s.state.load(Ordering::Acquire) != READY {
+            continue;
+        }
+        let k = s.key.load(Ordering::Relaxed);
+        let matches = if any_sig_of_kind { k & !0xff == key & !0xff } else { k == key };
+        if matches {
+            let seq = s.seq.load(Ordering::Relaxed);
+            if best.is_none_or(|(b, _)| seq < b) {
+                best = Some((seq, i));
+            }
+        }
+    }
+    best.map(|(_, i)| i)
+}
+
+/// Saves `info` for `whom`; `false` when the table is full. A standard
+/// signal that already has a record for `whom` is not saved again (the
+/// kernel keeps one of each), which counts as saved. Async-signal-safe.
+pub(crate) fn save(whom: For, sig: c_int, info: &libc::siginfo_t) -> bool {
+    let key = whom.key(sig);
+    if sig < KERNEL_SIGRTMIN && find(key, false).is_some() {
+        return true;
+    }
+    for s in TABLE.iter() {
+        if s.state.compare_exchange(FREE, BUSY, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            // SAFETY: claimed (`BUSY`), ours alone until `READY`.
+            unsafe { (*s.info.get()).write(*info) };
+            s.key.store(key, Ordering::Relaxed);
+            s.seq.store(SEQ.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+            READY_COUNT.fetch_add(1, Ordering::AcqRel);
+            s.state.store(READY, Ordering::Release);
+            return true;
+        }
+    }
+    false
+}
+
+/// Takes the record at `i` if it is still ready and still for `key` (its
+/// kind's with `any_sig_of_kind`): it may have been taken and the slot
+/// saved again since [`find`] read it. Its signal and `siginfo`.
+fn take_at(i: usize, key: u64, any_sig_of_kind: bool) -> Option<(c_int, libc::siginfo_t)> {
+    let s = &TABLE[i];
+    if s.state.compare_exchange(READY, BUSY, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        return None;
+    }
+    let k = s.key.load(Ordering::Relaxed);
+    if !(k == key || any_sig_of_kind && k & !0xff == key & !0xff) {
+        s.state.store(READY, Ordering::Release);
+        return None;
+    }
+    // SAFETY: taken (`BUSY`): written before `READY` was stored.
+    let info = unsafe { (*s.info.get()).assume_init() };
+    let sig = (s.key.load(Ordering::Relaxed) & 0xff) as c_int;
+    READY_COUNT.fetch_sub(1, Ordering::AcqRel);
+    s.state.store(FREE, Ordering::Release);
+    Some((sig, info))
+}
+
+/// Takes the oldest `siginfo` saved for `whom` and `sig`. Async-signal-safe.
+pub(crate) fn take(whom: For, sig: c_int) -> Option<libc::siginfo_t> {
+    if READY_COUNT.load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    loop {
+        let i = find(whom.key(sig), false)?;
+        if let Some((_, info)) = take_at(i, whom.key(sig), false) {
+            return Some(info);
+        }
+    }
+}
+
+
+/// For a signal the kernel delivered with `SI_TKILL` from this process (a
+/// `tgkill`, which the forwarder sends): the `siginfo` the forwarder saved
+/// for the calling kernel thread, if any. `SI_USER` is taken for `SI_TKILL`
+/// too: glibc's `sigwaitinfo` and `sigtimedwait` fold one into the other.
+/// Async-signal-safe.
+pub(crate) fn original_info(sig: c_int, info: &libc::siginfo_t) -> Option<libc::siginfo_t> {
+    if info.si_code != libc::SI_TKILL && info.si_code != libc::SI_USER
+        || READY_COUNT.load(Ordering::Acquire) == 0
+    {
+        return None;
+    }
+    // SAFETY: getpid and gettid have no preconditions.
+    let (pid, tid) = unsafe { (libc::getpid(), libc::syscall(libc::SYS_gettid) as i32) };
+    // SAFETY: a `SI_TKILL` siginfo carries the sender's pid.
+    if unsafe { info.si_pid() } != pid {
+        return None;
+    }
+    take(For::KernelThread(tid), sig)
+}
+
+// The process's pending signals.
+
+/// Signals kept for the process (each with records `For::Process`, unless
+/// the table was full).
+static PROCESS: AtomicU64 = AtomicU64::new(0);
+
+/// The signals pending for the process here.
+pub(crate) fn process_pending() -> u64 {
+    PROCESS.load(Ordering::Acquire)
+}
+
+/// The signals the forwarder is placing now.
+static FORWARDING: AtomicU64 = AtomicU64::new(0);
+
+/// For `sigpending`: the signals pending for the process here, and those
+/// on their way there (waiting for the forwarder, or being placed by it).
+/// Not one the kernel has just handed to a kernel thread whose wrapper has
+/// not saved it yet.
+pub(crate) fn pending_or_in_flight() -> u64 {
+    let mut set = 0;
+    for s in TABLE.iter() {
+        if s.state.load(Ordering::Acquire) == READY {
+            let k = s.key.load(Ordering::Relaxed);
+            if k >> 48 == For::Forwarder.key(0) >> 48 {
+                set |= bit((k & 0xff) as c_int);
+            }
+        }
+    }
+    set | FORWARDING.load(Ordering::Acquire) | PROCESS.load(Ordering::Acquire)
+}
+
+/// Keeps `sig` pending for the process: no thread accepts it now.
+pub(crate) fn keep_for_process(sig: c_int, info: &libc::siginfo_t) {
+    // Without room for its record it is still kept; its taker then gets a
+    // `siginfo` naming the signal alone.
+    save(For::Process, sig, info);
+    PROCESS.fetch_or(bit(sig), Ordering::AcqRel);
+}
+
+/// Takes one signal of `set` pending for the process: the lowest, with its
+/// `siginfo`.
+pub(crate) fn take_process(set: u64) -> Option<(c_int, libc::siginfo_t)> {
+    loop {
+        let ready = PROCESS.load(Ordering::Acquire) & set;
+        if ready == 0 {
+            return None;
+        }
+        let b = ready & ready.wrapping_neg();
+        if PROCESS.fetch_and(!b, Ordering::AcqRel) & b == 0 {
+            continue;
+        }
+        let sig = b.trailing_zeros() as c_int + 1;
+        let info = take(For::Process, sig).unwrap_or_else(|| bare_info(sig));
+        // A real-time signal queued more than once stays pending.
+        if find(For::Process.key(sig), false).is_some() {
+            PROCESS.fetch_or(b, Ordering::AcqRel);
+        }
+        return Some((sig, info));
+    }
+}
+
+/// A `siginfo` naming `sig` alone, sent by `kill` from this process.
+pub(crate) fn bare_info(sig: c_int) -> libc::siginfo_t {
+    // SAFETY: an all-zero siginfo is valid.
+    let mut i: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    i.si_signo = sig;
+    i.si_code = libc::SI_USER;
+    i
+}
+
+/// Raises `sig` on the calling kernel thread with `info` as its `siginfo`
+/// (`rt_tgsigqueueinfo` to oneself, which may carry any `si_code`).
+pub(crate) fn raise_with(sig: c_int, info: &libc::siginfo_t) {
+    // SAFETY: our own process and kernel thread; the kernel copies `info`.
+    unsafe {
+        let mut i = *info;
+        i.si_signo = sig;
+        libc::syscall(
+            libc::SYS_rt_tgsigqueueinfo,
+            libc::getpid(),
+            libc::syscall(libc::SYS_gettid),
+            sig,
+            &i as *const libc::siginfo_t,
+        );
+    }
+}
+
+// The user threads the forwarder chooses from.
+
+static THREADS: SpinLock<Vec<usize>> = SpinLock::new(Vec::new());
+
+/// Lists user thread `d` (at its start, on itself).
+pub(crate) fn register(d: &ThreadData) {
+    let mut l = THREADS.lock();
+    l.push(d as *const ThreadData as usize);
+    d.listed.store(l.len(), Ordering::Relaxed);
+}
+
+/// Unlists user thread `d` (as it ends, on itself): the forwarder, which
+/// reads the list under its lock, no longer sees it.
+pub(crate) fn unregister(d: &ThreadData) {
+    let mut l = THREADS.lock();
+    let i = d.listed.swap(0, Ordering::Relaxed);
+    if i == 0 {
+        return;
+    }
+    l.swap_remove(i - 1);
+    if let Some(&moved) = l.get(i - 1) {
+        // SAFETY: listed threads' data is alive while listed.
+        unsafe { &*(moved as *const ThreadData) }.listed.store(i, Ordering::Relaxed);
+    }
+}
+
+// The forwarder.
+
+/// Bumped (and woken) when a record waits for the forwarder or the handled
+/// set changed.
+static WAKE: AtomicU32 = AtomicU32::new(0);
+/// The forwarder's kernel thread id (0 before it runs).
+static FORWARDER: AtomicI32 = AtomicI32::new(0);
+static STARTED: AtomicBool = AtomicBool::new(false);
+/// The signals with a program handler (`handlers.rs`), which the forwarder
+/// accepts.
+static HANDLED: AtomicU64 = AtomicU64::new(0);
+
+/// `handlers.rs`: the signals with a program handler are now `set`.
+pub(crate) fn set_handled(set: u64) {
+    if HANDLED.swap(set, Ordering::AcqRel) != set {
+        wake_forwarder();
+    }
+}
+
+fn wake_forwarder() {
+    WAKE.fetch_add(1, Ordering::Release);
+    crate::wait::futex_wake(&WAKE, 1);
+}
+
+/// Whether the calling kernel thread is the forwarder. Async-signal-safe.
+pub(crate) fn on_forwarder() -> bool {
+    let f = FORWARDER.load(Ordering::Relaxed);
+    // SAFETY: gettid has no preconditions.
+    f != 0 && unsafe { libc::syscall(libc::SYS_gettid) } as i32 == f
+}
+
+/// In the wrapper, on a kernel thread that must not run the program's
+/// handler (module docs, 1 and 2): hands `sig` to the forwarder. `false`
+/// when there is no room to save its `siginfo` (the caller runs the handler
+/// where it is, as before). Async-signal-safe.
+pub(crate) fn pass_on(sig: c_int, info: &libc::siginfo_t) -> bool {
+    if !save(For::Forwarder, sig, info) {
+        return false;
+    }
+    wake_forwarder();
+    true
+}
+
+/// Every signal but those no kernel thread may block: the runtime's own,
+/// the synchronous faults, glibc's two (`SIGSETXID` must reach every thread
+/// glibc knows, which a `setuid` waits for).
+fn quiet_mask() -> u64 {
+    let open = [
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGILL,
+        libc::SIGFPE,
+        libc::SIGTRAP,
+        libc::SIGSYS,
+        libc::SIGKILL,
+        libc::SIGSTOP,
+        32,
+        33,
+    ];
+    !open.iter().fold(0u64, |m, &s| m | bit(s))
+}
+
+fn set_kernel_mask(mask: u64) -> u64 {
+    let mut old = 0u64;
+    // SAFETY: the kernel reads 8 bytes at `mask` and writes 8 at `old`.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &mask as *const u64,
+            &mut old as *mut u64,
+            8,
+        )
+    };
+    old
+}
+
+/// Starts the forwarder (once per runtime: with it, after a `fork` too).
+pub(crate) fn start() {
+    if STARTED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // Started with every signal blocked, so none lands on it before it
+    // sets its own mask.
+    let old = set_kernel_mask(!0);
+    let mut t: libc::pthread_t = 0;
+    // SAFETY: glibc's thread creation, with our function and no argument.
+    let r = unsafe {
+        next::pthread_create()(&mut t, std::ptr::null(), forwarder, std::ptr::null_mut())
+    };
+    set_kernel_mask(old);
+    if r == 0 {
+        // SAFETY: the thread just made, never joined.
+        unsafe { next::pthread_detach()(t) };
+    } else {
+        STARTED.store(false, Ordering::Release);
+    }
+}
+
+/// In the child after `fork`: no forwarder, no thread, nothing pending (the
+/// kernel clears a child's pending signals).
+pub(crate) fn after_fork_child() {
+    STARTED.store(false, Ordering::Release);
+    FORWARDER.store(0, Ordering::Release);
+    PROCESS.store(0, Ordering::Release);
+    for s in TABLE.iter() {
+        s.state.store(FREE, Ordering::Relaxed);
+    }
+    READY_COUNT.store(0, Ordering::Release);
+}
+
+/// The list of user threads, held across a `fork` (`fork.rs`), which empties
+/// it in the child.
+pub(crate) fn hold_threads_for_fork() -> schedlab_rt::shared::SpinGuard<'static, Vec<usize>> {
+    THREADS.lock()
+}
+
+extern "C" fn forwarder(_: *mut c_void) -> *mut c_void {
+    // SAFETY: gettid has no preconditions.
+    FORWARDER.store(unsafe { libc::syscall(libc::SYS_gettid) } as i32, Ordering::Release);
+    crate::runtime::enter();
+    let mut applied = None;
+    loop {
+        let seen = WAKE.load(Ordering::Acquire);
+        let handled = HANDLED.load(Ordering::Acquire);
+        if applied != Some(handled) {
+            set_kernel_mask(quiet_mask() & !handled);
+            applied = Some(handled);
+        }
+        while let Some(i) = find(For::Forwarder.key(0), true) {
+            // Marked before it leaves the table, for `sigpending`.
+            let sig = (TABLE[i].key.load(Ordering::Relaxed) & 0xff) as c_int;
+            FORWARDING.fetch_or(bit(sig), Ordering::AcqRel);
+            if let Some((sig, info)) = take_at(i, For::Forwarder.key(0), true) {
+                forward(sig, &info);
+            }
+            FORWARDING.fetch_and(!bit(sig), Ordering::AcqRel);
+        }
+        crate::wait::futex_wait(&WAKE, seen, None);
+    }
+}
+
+/// Whether the program's initial thread, a kernel thread, accepts `sig` (its
+/// mask, from `/proc`): the forwarder's ordinary context may read a file.
+fn initial_thread_accepts(sig: c_int) -> Option<i32> {
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    let status = std::fs::read_to_string(format!("/proc/self/task/{pid}/status")).ok()?;
+    let mut blocked = None;
+    for line in status.lines() {
+        if let Some(s) = line.strip_prefix("State:") {
+            if s.trim_start().starts_with('Z') || s.trim_start().starts_with('X') {
+                return None;
+            }
+        }
+        if let Some(s) = line.strip_prefix("SigBlk:") {
+            blocked = u64::from_str_radix(s.trim(), 16).ok();
+        }
+    }
+    (blocked? & bit(sig) == 0).then_some(pid)
+}
+
+/// Where a signal can go now, best first (module docs).
+enum Taker<'a> {
+    /// A user thread on a kernel thread: blocked in the kernel, or running.
+    OnKernelThread(&'a ThreadData, i32, bool),
+    /// A kernel thread of the program's in the `sigwait` family.
+    KernelWaiter(i32),
+    /// The program's initial thread.
+    Initial(i32),
+    /// A user thread queued or parked.
+    Parked(&'a ThreadData, schedlab_rt::Thread),
+}
+
+/// The best taker of `sig` among `threads` (the locked list) and the
+/// program's kernel threads.
+fn choose(threads: &[usize], sig: c_int) -> Option<Taker<'_>> {
+    let b = bit(sig);
+    let mut best: Option<(u8, &ThreadData, schedlab_rt::Thread, bool)> = None;
+    for &p in threads {
+        // SAFETY: listed threads' data is alive while listed, and the list is
+        // locked.
+        let d = unsafe { &*(p as *const ThreadData) };
+        if d.has_exited() {
+            continue;
+        }
+        let Some(t) = d.rt_thread() else { continue };
+        let waits = d.sigwait_set.load(Ordering::Acquire) & b != 0;
+        if schedlab_rt::shared::signal_mask_of(&t) & b != 0 && !waits {
+            continue;
+        }
+        let rank = if schedlab_rt::shared::blocked_kernel_thread_of(&t).is_some() {
+            0
+        } else if schedlab_rt::shared::kernel_thread_of(&t).is_some() {
+            1
+        } else {
+            2
+        };
+        if best.as_ref().is_none_or(|(r, ..)| rank < *r) {
+            best = Some((rank, d, t, waits));
+            if rank == 0 {
+                break;
+            }
+        }
+    }
+    if let Some((rank, d, t, waits)) = best.take() {
+        if rank < 2 {
+            if let Some(tid) = schedlab_rt::shared::kernel_thread_of(&t) {
+                return Some(Taker::OnKernelThread(d, tid, waits));
+            }
+        }
+        best = Some((2, d, t, waits));
+    }
+    if let Some(tid) = KernelWaiter::waiting_for(b) {
+        return Some(Taker::KernelWaiter(tid));
+    }
+    if let Some(pid) = initial_thread_accepts(sig) {
+        return Some(Taker::Initial(pid));
+    }
+    best.map(|(_, d, t, _)| Taker::Parked(d, t))
+}
+
+/// Gives `sig` to `taker`; `false` if its kernel thread is gone.
+fn give(taker: Taker<'_>, sig: c_int, info: &libc::siginfo_t) -> bool {
+    match taker {
+        Taker::OnKernelThread(d, tid, waits) => {
+            if !send_to_kernel_thread(tid, sig, info) {
+                return false;
+            }
+            if !waits {
+                crate::signal::count_delivery(d, sig);
+            }
+            true
+        }
+        Taker::KernelWaiter(tid) | Taker::Initial(tid) => send_to_kernel_thread(tid, sig, info),
+        Taker::Parked(d, t) => {
+            // Without room for its record it goes with a bare `siginfo`.
+            save(For::User(d.id), sig, info);
+            d.pending_signals.fetch_or(bit(sig), Ordering::AcqRel);
+            schedlab_rt::shared::interrupt(&t);
+            t.unpark();
+            true
+        }
+    }
+}
+
+/// Places `sig` (module docs): on the best thread that accepts it, or keeps
+/// it for the process.
+///
+/// # The forwarder's last look
+///
+/// A thread may open the signal (unblock it, or start waiting for it in
+/// `sigwait`) just after the forwarder looked at it. So the forwarder keeps
+/// the signal for the process first, then (after a full fence) looks again,
+/// and takes it back for a thread that now accepts it; the thread, after
+/// its own store and a full fence, looks at the signals kept for the
+/// process (`signal::take_process_pending`, `KernelWaiter::announce`). One
+/// of the two sees the other's store (Dekker's argument); if both do, the
+/// kept signal's bit goes to the first to clear it.
+fn forward(sig: c_int, info: &libc::siginfo_t) {
+    let list = THREADS.lock();
+    // A second look if the first taker's kernel thread was gone.
+    for _ in 0..2 {
+        if choose(&list, sig).is_some_and(|t| give(t, sig, info)) {
+            return;
+        }
+    }
+    keep_for_process(sig, info);
+    std::sync::atomic::fence(Ordering::SeqCst);
+    if let Some(t) = choose(&list, sig) {
+        if let Some((s, i)) = take_process(bit(sig)) {
+            if !give(t, s, &i) {
+                keep_for_process(s, &i);
+            }
+        }
+    }
+}
+
+/// A kernel thread of the program waiting in the `sigwait` family, announced
+/// for the forwarder while it waits (module docs, "The forwarder's last
+/// look").
+pub(crate) struct KernelWaiter {
+    tid: i32,
+}
+
+static KERNEL_WAITERS: SpinLock<Vec<(i32, u64)>> = SpinLock::new(Vec::new());
+
+impl KernelWaiter {
+    /// Announces the calling kernel thread as waiting for `set` until the
+    /// value is dropped; nothing before the runtime (and the forwarder)
+    /// started.
+    pub(crate) fn announce(set: u64) -> Option<KernelWaiter> {
+        crate::runtime::started()?;
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+        KERNEL_WAITERS.lock().push((tid, set));
+        std::sync::atomic::fence(Ordering::SeqCst);
+        Some(KernelWaiter { tid })
+    }
+
+    fn waiting_for(b: u64) -> Option<i32> {
+        KERNEL_WAITERS.lock().iter().find(|(_, set)| set & b != 0).map(|&(tid, _)| tid)
+    }
+}
+
+impl Drop for KernelWaiter {
+    fn drop(&mut self) {
+        let mut l = KERNEL_WAITERS.lock();
+        if let Some(i) = l.iter().position(|&(t, _)| t == self.tid) {
+            l.swap_remove(i);
+        }
+    }
+}
+
+/// `tgkill` of kernel thread `tid` with `info` saved for it; `false` (and
+/// nothing saved) if it failed.
+fn send_to_kernel_thread(tid: i32, sig: c_int, info: &libc::siginfo_t) -> bool {
+    let saved = save(For::KernelThread(tid), sig, info);
+    // SAFETY: tgkill to a kernel thread of our own process.
+    if unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, sig) } == 0 {
+        return true;
+    }
+    if saved {
+        take(For::KernelThread(tid), sig);
+    }
+    false
+}
