@@ -263,6 +263,26 @@ pub(crate) fn quiet_signals() {
     let q = quiet_mask();
     sigprocmask(libc::SIG_SETMASK, Some(q));
     m.sigmask.store(q, std::sync::atomic::Ordering::Relaxed);
+    let h = QUIET_HOOK.load(std::sync::atomic::Ordering::Acquire);
+    if h != 0 {
+        // SAFETY: set from a `fn()` by `set_quiet_hook`.
+        let h: fn() = unsafe { std::mem::transmute(h) };
+        h();
+    }
+}
+
+/// The library's hook run by [`quiet_signals`].
+static QUIET_HOOK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sets the hook a runtime kernel thread runs each time it blocks the
+/// program's signals for want of a user thread (at its start, before an idle
+/// processor sleeps, before a spare waits), in its own context: where the
+/// library takes the signals sent to that kernel thread for a user thread
+/// that has left it, which its mask now blocks, and passes them on (a
+/// `tgkill` that came just after the thread moved away stayed pending there
+/// for good: the Open POSIX suite's `pthread_cond_signal/4-2` hung).
+pub fn set_quiet_hook(hook: fn()) {
+    QUIET_HOOK.store(hook as usize, std::sync::atomic::Ordering::Release);
 }
 
 /// Before a processor's kernel thread sleeps for want of work (`search`):
