@@ -36,8 +36,7 @@
 //! The wrapper is also where a process-directed signal is told apart from
 //! the program's threads' (`procsig.rs`). On a kernel thread of the runtime
 //! that runs no user thread (a processor spinning for work with the mask of
-//! the last thread it ran) or on the library's forwarder, the program's
-//! handler is not run: the `siginfo` is saved and the forwarder places the
+//! the last thread it ran), the program's handler is not run: the `siginfo` is saved and the forwarder places the
 //! signal on a thread that accepts it. A signal the forwarder sent by
 //! `tgkill` (a `SI_TKILL` from this process with a saved `siginfo` for this
 //! kernel thread) reaches the handler with the original `siginfo` (the
@@ -201,7 +200,31 @@ unsafe extern "C" fn wrapper(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut l
         // signal is still pending in the library, where nothing else would
         // look again (a sender waiting for its answer hung): raised now, the
         // kernel holds it until `sigreturn` unblocks it, as it would have.
-        crate::signal::deliver_pending();
+        // So is a process-directed one that no thread accepted meanwhile
+        // (`procsig.rs`; the Open POSIX suite's `pthread_cond_signal/4-2`,
+        // whose one accepting thread is in a handler at every other `kill`,
+        // hung without).
+        //
+        // One raised there that this handler's mask does not block (another
+        // signal) runs at once, nested, and its end records the mask it
+        // interrupted, this handler's: so the mask `sigreturn` restores is
+        // recorded again after (without, the thread kept this handler's
+        // signal blocked in its record for good, and the forwarder found no
+        // taker), and what it opens is looked at once more.
+        for _ in 0..2 {
+            std::sync::atomic::fence(Ordering::SeqCst);
+            crate::signal::take_process_pending();
+            crate::signal::deliver_pending();
+            // SAFETY: as above.
+            schedlab_rt::shared::handler_mask(word(unsafe { &(*uc).uc_sigmask }));
+        }
+        // A signal that nests after that record would leave its own (this
+        // handler's mask) in its place, for good once `sigreturn` restores
+        // the kernel's: so nothing nests from here on (`sigreturn` restores
+        // the mask anyway).
+        block_until_sigreturn();
+        // SAFETY: as above.
+        schedlab_rt::shared::handler_mask(word(unsafe { &(*uc).uc_sigmask }));
         if schedlab_rt::shared::kernel_thread() != began_on {
             // SAFETY: as above; last, so that nothing can move the thread
             // again before `sigreturn` (this library and the C library are
@@ -398,7 +421,42 @@ unsafe fn before_jump(env: *mut std::ffi::c_void) {
     };
     if saved != 0 {
         schedlab_rt::shared::handler_mask(mask);
+        // As at a handler's end: what the restored mask opens, the kernel
+        // delivers once glibc's jump applies it.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        crate::signal::take_process_pending();
+        crate::signal::deliver_pending();
+        // As at a handler's end: a nested handler's end recorded another;
+        // nothing nests until the jump restores the mask.
+        block_until_sigreturn();
+        schedlab_rt::shared::handler_mask(mask);
     }
+}
+
+/// Blocks every signal but the runtime's own and the synchronous faults on
+/// the calling kernel thread, at a handler's end (or before a jump that
+/// restores a mask), so that no handler nests before the mask the runtime
+/// recorded is the kernel's again.
+fn block_until_sigreturn() {
+    let open = [
+        schedlab_rt::shared::runtime_signal(),
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGILL,
+        libc::SIGFPE,
+        libc::SIGTRAP,
+    ];
+    let block = !open.iter().fold(0u64, |m, &s| m | bit(s));
+    // SAFETY: the kernel reads 8 bytes at `block`; no old set.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK,
+            &block as *const u64,
+            std::ptr::null_mut::<u64>(),
+            8,
+        )
+    };
 }
 
 /// `siglongjmp`: glibc's, after [`before_jump`].

@@ -134,6 +134,7 @@ fn start() -> &'static Runtime {
     };
     schedlab_rt::shared::set_resume_hook(crate::signal::deliver_pending);
     schedlab_rt::shared::set_preempt_hook(crate::cancel::at_preemption);
+    schedlab_rt::shared::set_quiet_hook(crate::procsig::take_stranded);
     let p = Box::into_raw(Box::new(rt));
     RUNTIME.store(p, Ordering::Release);
     crate::procsig::start();

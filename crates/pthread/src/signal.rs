@@ -132,6 +132,25 @@ fn take_process_pending_slow() {
     }
 }
 
+/// As a user thread ends (before the forwarder stops seeing it): the
+/// process-directed signals it accepts that wait in the library (for the
+/// forwarder, or kept for the process) are delivered to it now. It is their
+/// taker as much as any other thread, and the kernel would have delivered
+/// them at once; taken by the forwarder a moment later, they found no thread
+/// that accepted them (the Open POSIX suite's `pthread_cond_broadcast/4-2`,
+/// whose one accepting thread ends at the last `kill`, hung once in twenty
+/// runs: a sender waited for that signal's handler).
+pub(crate) fn before_exit() {
+    let d = current();
+    if d.kind.get() != Kind::User {
+        return;
+    }
+    let open = !schedlab_rt::shared::signal_mask();
+    crate::procsig::take_inbox_for(d, open);
+    take_process_pending();
+    deliver_pending();
+}
+
 /// The kernel-thread side of `pthread_sigmask` and `sigprocmask` (the
 /// program's initial thread): after glibc's call, raises on the calling
 /// kernel thread, with their `siginfo`, the signals pending for the process

@@ -780,6 +780,7 @@ fn finish(d: &ThreadData) {
     } else {
         None
     };
+    crate::signal::before_exit();
     crate::procsig::unregister(d);
     d.exited.store(1, Ordering::Release);
     if let Some(joiner) = parked {
