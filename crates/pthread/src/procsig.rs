@@ -355,6 +355,9 @@ pub(crate) fn raise_with(sig: c_int, info: &libc::siginfo_t) {
 /// signals of `open` waiting for the forwarder: for a thread that ends,
 /// which is a taker of them now and will be none in a moment.
 pub(crate) fn take_inbox_for(d: &ThreadData, open: u64) {
+    if READY_COUNT.load(Ordering::Acquire) == 0 {
+        return;
+    }
     while let Some(i) = TABLE.iter().position(|s| {
         s.state.load(Ordering::Acquire) == READY && {
             let k = s.key.load(Ordering::Relaxed);
