@@ -126,9 +126,12 @@ fn enter_syscall() -> Option<u32> {
     // Publishes the detach to the monitor's CAS (step 2).
     let word = vp.status.enter_syscall();
     // A preemption deferred inside this section is moot: the thread is about
-    // to block, and has no processor to give up.
+    // to block, and has no processor to give up. A program's signal handler
+    // deferred inside it runs now, before the call (`shared.rs`).
     m.clear_deferred();
     m.lower_quietly();
+    #[cfg(feature = "shared-library")]
+    crate::shared::hand_over_deferred_signals(m);
     Some(word)
 }
 

@@ -152,6 +152,16 @@ pub(crate) struct Machine {
     /// spare's, the monitor's; not the program's initial thread, which
     /// attaches a block when it enters the runtime (`shared.rs`, "Signals").
     pub(crate) owned: AtomicBool,
+    /// A preemption was deferred to the end of the current section
+    /// ([`Machine::defer`]); [`DEFERRED`] alone may also stand for the
+    /// user threads a program's signal handler left there
+    /// (`deferred_signals`).
+    preempt_deferred: AtomicBool,
+    /// User threads (owned `TaskRef::into_raw`) whose program signal handler
+    /// came inside a runtime section on this kernel thread and waits for its
+    /// end (`shared::defer_signal_to_section_end`); null slots are free.
+    #[cfg(feature = "shared-library")]
+    pub(crate) deferred_signals: [AtomicPtr<Task>; 4],
     /// This kernel thread's CPU-budget timer (`cputimer.rs`, `budget.rs`): 0
     /// until a budgeted user thread first runs here, then
     /// `CpuTimer::to_word`, or [`NO_TIMER`] if it could not be made. Only
@@ -190,6 +200,9 @@ impl Machine {
             exit_shared: AtomicPtr::new(std::ptr::null_mut()),
             native_tp: std::sync::atomic::AtomicUsize::new(0),
             owned: AtomicBool::new(false),
+            preempt_deferred: AtomicBool::new(false),
+            #[cfg(feature = "shared-library")]
+            deferred_signals: [const { AtomicPtr::new(std::ptr::null_mut()) }; 4],
             budget_timer: AtomicU64::new(0),
         }
     }
@@ -357,6 +370,15 @@ impl Machine {
     /// the signal handler, which interrupted this thread).
     #[inline(always)]
     pub(crate) fn defer(&self) {
+        self.preempt_deferred.store(true, Ordering::Relaxed);
+        self.defer_flag();
+    }
+
+    /// Sets [`DEFERRED`] alone: the section's end runs
+    /// `preempt::take_deferred`, which hands over the deferred signals
+    /// (`shared-library` build) and preempts only if [`Machine::defer`] asked.
+    #[inline(always)]
+    pub(crate) fn defer_flag(&self) {
         let g = self.guard.load(Ordering::Relaxed);
         self.guard.store(g | DEFERRED, Ordering::Relaxed);
     }
@@ -370,12 +392,14 @@ impl Machine {
         }
     }
 
-    /// Clears the deferral flag; returns whether it was set.
+    /// Clears the deferral flag; returns whether a preemption was deferred
+    /// (signals deferred by a program's handler stay in `deferred_signals`
+    /// for the caller to hand over).
     #[inline(always)]
     pub(crate) fn clear_deferred(&self) -> bool {
         let g = self.guard.load(Ordering::Relaxed);
         self.guard.store(g & !DEFERRED, Ordering::Relaxed);
-        g & DEFERRED != 0
+        self.preempt_deferred.swap(false, Ordering::Relaxed) && g & DEFERRED != 0
     }
 
     /// Sleeps until a processor is assigned (`wake` set by the monitor) or

@@ -612,7 +612,12 @@ fn stale_for_high(vp: &processor::Processor, t: &crate::task::Task) -> bool {
 #[cold]
 #[inline(never)]
 pub(crate) fn take_deferred(m: &Machine) {
-    if m.clear_deferred() {
+    let preempt = m.clear_deferred();
+    // Program signal handlers that came inside the section (the library's
+    // wrapper left them for its end): outside any section now.
+    #[cfg(feature = "shared-library")]
+    crate::shared::hand_over_deferred_signals(m);
+    if preempt {
         // In the scheduler context (no user thread) this does nothing.
         preempted();
     }

@@ -361,6 +361,73 @@ pub(crate) fn run_hook_if_asked() {
     }
 }
 
+/// In a program's signal handler (the library's wrapper) on user thread
+/// `thread`, the caller: whether the handler interrupted a runtime section on
+/// this kernel thread — then the section's end hands the signal over
+/// ([`hand_over_deferred_signals`]) and the caller must not run the program's
+/// handler now. The runtime is not re-entrant: a handler that calls it (a
+/// `sem_post` that wakes a thread pushes on this processor's run queue)
+/// in the middle of its own push lost a thread (the Open POSIX suite's signal
+/// storms hung now and then, a woken thread in no queue). The caller keeps
+/// the signal pending for `thread` first. `false` outside a section, or if
+/// this kernel thread already holds four such threads (then the caller runs
+/// the handler where it is, as the kernel would). Async-signal-safe: atomics
+/// only.
+pub fn defer_signal_to_section_end(thread: &crate::hooks::Thread) -> bool {
+    use std::sync::atomic::Ordering;
+    let m = crate::machine::Machine::here();
+    if m.guard_word() & !crate::arch::DEFERRED == 0 {
+        return false;
+    }
+    let me = thread.task().as_ptr().as_ptr();
+    if m.deferred_signals.iter().any(|s| s.load(Ordering::Relaxed) == me) {
+        m.defer_flag();
+        return true;
+    }
+    // A counted reference for the slot: the caller's own handle holds one,
+    // so this one never drops the last.
+    let raw = thread.task().clone().into_raw().as_ptr();
+    for s in &m.deferred_signals {
+        if s.compare_exchange(std::ptr::null_mut(), raw, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            m.defer_flag();
+            return true;
+        }
+    }
+    // SAFETY: the reference taken above, not stored.
+    drop(unsafe { crate::task::TaskRef::from_raw(std::ptr::NonNull::new_unchecked(raw)) });
+    false
+}
+
+/// At the end of a runtime section on `m`'s kernel thread (the caller's),
+/// outside it: each user thread whose program signal handler came inside the
+/// section ([`defer_signal_to_section_end`]) takes its pending signals now —
+/// the calling thread itself through the hook, another one (it switched
+/// away inside the section) as for a signal sent to it ([`interrupt`], and
+/// unparked: a wait it began there ends for the handler, as it would have).
+pub(crate) fn hand_over_deferred_signals(m: &crate::machine::Machine) {
+    use std::sync::atomic::Ordering;
+    for s in &m.deferred_signals {
+        if s.load(Ordering::Relaxed).is_null() {
+            continue;
+        }
+        let Some(p) = std::ptr::NonNull::new(s.swap(std::ptr::null_mut(), Ordering::AcqRel)) else {
+            continue;
+        };
+        // SAFETY: the slot's counted reference, taken over.
+        let t = unsafe { crate::task::TaskRef::from_raw(p) };
+        if crate::processor::current_task_ptr() == Some(p) {
+            drop(t);
+            run_hook();
+        } else {
+            let thread = crate::hooks::Thread::from_task(t);
+            interrupt(&thread);
+            thread.unpark();
+        }
+    }
+}
+
 /// Clears the calling thread's request and runs the hook (outside any section).
 pub(crate) fn run_hook() {
     if let Some(t) = crate::processor::current_task_ref() {

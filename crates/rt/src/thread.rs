@@ -81,6 +81,12 @@ impl Thread {
         &self.task
     }
 
+    /// The handle of `task`.
+    #[cfg(feature = "shared-library")]
+    pub(crate) fn from_task(task: TaskRef) -> Thread {
+        Thread { task }
+    }
+
     /// Changes the thread's scheduling while it runs, waits to run or is parked
     /// (POSIX's `pthread_setschedparam`): real-time priority `rt` under `SCHED_FIFO`
     /// (`fifo`) or `SCHED_RR`, as [`Builder::realtime`] and [`Builder::fifo`] give at
