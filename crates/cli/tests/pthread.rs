@@ -57,6 +57,7 @@ const TESTS: &[&str] = &[
     "sysv",
     "own_malloc",
     "procsig",
+    "handler_wakes",
 ];
 
 /// The tests that make `SCHED_FIFO` threads (or raise the initial thread to a real-time
@@ -217,6 +218,11 @@ fn a_process_directed_signal_reaches_the_one_thread_that_accepts_it_with_its_sig
     // that runs no user thread must not take the signal.
     check_on("procsig", 2);
     check_on("procsig", 4);
+}
+
+#[test]
+fn a_handler_that_wakes_a_thread_interrupting_the_runtime_loses_no_thread() {
+    check("handler_wakes");
 }
 
 #[test]

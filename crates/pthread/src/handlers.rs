@@ -69,6 +69,21 @@
 //! applied it at the thread's next switch: a second fault then killed the
 //! process).
 //!
+//! # A handler that interrupts the runtime
+//!
+//! A signal may land while the user thread runs the runtime's own code (a
+//! runtime section: a wake-up's push on the processor's run queue, a
+//! switch), which is not re-entrant. A handler that calls the runtime there
+//! (`sem_post` waking a thread, the usual way a handler hands work on) lost
+//! a thread of the program or corrupted the processor. So the wrapper runs
+//! no program handler inside a section: the signal is kept pending for the
+//! thread, with its `siginfo`, and delivered at the section's end, where
+//! this wrapper runs again for it (`signal::defer_in_section`). A fault
+//! (`SIGSEGV` from the instruction itself) is not deferred; nor is a
+//! process-directed signal the thread blocks (its kernel thread's mask was
+//! still another thread's, mid-switch): that one goes to a thread that
+//! accepts it (`procsig.rs`).
+//!
 //! System V's `sigset` and its kin are made of this `sigaction` (`sysv.rs`).
 //! Not covered: a handler installed with the `rt_sigaction` system call
 //! directly. A handler that
@@ -163,6 +178,11 @@ unsafe extern "C" fn wrapper(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut l
         if crate::procsig::pass_on(sig, &i) {
             return;
         }
+    }
+    // Inside a runtime section on a user thread: at the section's end
+    // (`signal::defer_in_section`), where this wrapper runs again for it.
+    if on_user && crate::signal::defer_in_section(sig, info) {
+        return;
     }
     if flags & libc::SA_RESETHAND != 0 {
         reset_to_default(sig, slot);

@@ -78,13 +78,10 @@
 //! atomics only: the wrapper saves and takes them in a signal handler.
 //!
 //! Not covered: a handler installed with the `rt_sigaction` system call
-//! directly, which does not go through the wrapper. Not done: the Open
-//! POSIX suite's signal-storm tests (`pthread_cond_signal/4-2` and its
-//! kind: senders `kill` the process in a loop, each waiting for the last
-//! handler's `sem_post`, one thread accepts) may still hang now and then: a
-//! signal kept for the process while the one accepting thread, parked, has
-//! a recorded mask that drifted from the kernel's (see docs/PTHREAD.md, "Not
-//! done yet").
+//! directly, which does not go through the wrapper. Not done: a signal the
+//! forwarder sent by `tgkill` for a thread that leaves its kernel thread and
+//! then ends comes back here after it has gone (docs/PTHREAD.md, "Not done
+//! yet").
 
 use crate::thread::ThreadData;
 use schedlab_rt::shared::SpinLock;

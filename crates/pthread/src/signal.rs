@@ -284,6 +284,79 @@ pub unsafe extern "C-unwind" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> 
     0
 }
 
+/// In the handler wrapper (`handlers.rs`) on a user thread: if the signal
+/// interrupted a runtime section (the runtime's own code, which is not
+/// re-entrant, on this thread's stack), keeps it pending for the thread, with
+/// its `siginfo`, and has the section's end deliver it
+/// (`schedlab_rt::shared::defer_signal_to_section_end`); `true` then, and the
+/// wrapper runs nothing now. Not for a fault (a synchronous `SIGSEGV`, ...:
+/// the instruction would fault again at once). Async-signal-safe.
+pub(crate) fn defer_in_section(sig: c_int, info: *const libc::siginfo_t) -> bool {
+    if !schedlab_rt::shared::in_runtime() {
+        return false;
+    }
+    // SAFETY: the kernel's siginfo for this delivery, if any.
+    let code = unsafe { info.as_ref() }.map_or(0, |i| i.si_code);
+    let fault = matches!(
+        sig,
+        libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP | libc::SIGSYS
+    );
+    if fault && code > 0 {
+        return false;
+    }
+    let d = current();
+    let Some(me) = d.own_handle_if_made() else { return false };
+    let b = 1u64 << (sig - 1);
+    // Sent to the process (`kill`, `sigqueue`, a timer, or forwarded with its
+    // own `siginfo`), not to this thread (`pthread_kill`'s `tgkill`).
+    let for_process = code != libc::SI_TKILL;
+    // In a switch, the kernel thread's mask may still be the other thread's:
+    // a process-directed signal this thread blocks (or one for a thread that
+    // is ending) is the process's, and goes to a thread that accepts it.
+    if for_process && (schedlab_rt::shared::signal_mask_of(me) & b != 0 || d.has_exited()) {
+        // SAFETY: as above.
+        let i = unsafe { info.as_ref() }.copied().unwrap_or_else(|| crate::procsig::bare_info(sig));
+        return crate::procsig::pass_on(sig, &i);
+    }
+    if !schedlab_rt::shared::defer_signal_to_section_end(me) {
+        return false;
+    }
+    // The section ends only after this handler returns: nothing takes the
+    // signal before it is pending.
+    // SAFETY: as above.
+    if let Some(i) = unsafe { info.as_ref() } {
+        crate::procsig::save(crate::procsig::For::User(d.id), sig, i);
+    }
+    if for_process {
+        d.deferred_signals.fetch_or(b, Ordering::AcqRel);
+    }
+    d.pending_signals.fetch_or(b, Ordering::AcqRel);
+    true
+}
+
+/// [`deliver_pending`]'s first step: a process-directed signal that a handler
+/// left pending for this thread at the end of a runtime section
+/// ([`defer_in_section`]), and that the thread has blocked since, is the
+/// process's again: it goes to a thread that accepts it, as the kernel
+/// would have had it come a moment later.
+fn pass_on_deferred(d: &crate::thread::ThreadData, open: u64) {
+    let deferred = d.deferred_signals.swap(0, Ordering::AcqRel);
+    let mut blocked = deferred & !open;
+    while blocked != 0 {
+        let b = blocked & blocked.wrapping_neg();
+        blocked &= !b;
+        if d.pending_signals.fetch_and(!b, Ordering::AcqRel) & b == 0 {
+            continue;
+        }
+        let sig = b.trailing_zeros() as c_int + 1;
+        let info = crate::procsig::take(crate::procsig::For::User(d.id), sig)
+            .unwrap_or_else(|| crate::procsig::bare_info(sig));
+        if !crate::procsig::pass_on(sig, &info) {
+            crate::procsig::keep_for_process(sig, &info);
+        }
+    }
+}
+
 /// Counts a signal delivered to `d` (`ThreadData::signals_seen`), and in
 /// `signals_restart` too when it would not end a blocking system call with
 /// `EINTR`: its handler asked for `SA_RESTART`, or it has no handler. The
@@ -322,6 +395,12 @@ pub(crate) fn deliver_pending() {
     let d = current();
     if d.kind.get() != Kind::User {
         return;
+    }
+    if d.deferred_signals.load(Ordering::Relaxed) != 0 {
+        pass_on_deferred(
+            d,
+            !schedlab_rt::shared::signal_mask() | d.sigwait_set.load(Ordering::Acquire),
+        );
     }
     loop {
         let pending = d.pending_signals.load(Ordering::Acquire);

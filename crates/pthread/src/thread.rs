@@ -166,6 +166,10 @@ pub(crate) struct ThreadData {
     pub(crate) keys: UnsafeCell<Vec<(u64, *mut c_void)>>,
     /// Signals sent to this thread and not yet delivered (`signal.rs`).
     pub(crate) pending_signals: std::sync::atomic::AtomicU64,
+    /// Of `pending_signals`, the process-directed ones a handler left for the
+    /// end of a runtime section (`signal::defer_in_section`): passed on to
+    /// another thread if this one blocks them by then.
+    pub(crate) deferred_signals: std::sync::atomic::AtomicU64,
     /// The signals the thread waits for in `sigwait` now.
     pub(crate) sigwait_set: std::sync::atomic::AtomicU64,
     /// The thread's place in the signal forwarder's list, plus one; 0 when
@@ -240,6 +244,7 @@ impl ThreadData {
             cleanup: Cell::new(std::ptr::null_mut()),
             keys: UnsafeCell::new(Vec::new()),
             pending_signals: std::sync::atomic::AtomicU64::new(0),
+            deferred_signals: std::sync::atomic::AtomicU64::new(0),
             sigwait_set: std::sync::atomic::AtomicU64::new(0),
             listed: AtomicUsize::new(0),
             signals_seen: AtomicU32::new(0),
@@ -279,6 +284,14 @@ impl ThreadData {
             }
             (*p).as_ref()
         }
+    }
+
+    /// The calling user thread's own runtime handle if it has been made
+    /// ([`ThreadData::own_handle`]; at the thread's start), without making
+    /// it: for a signal handler. `self` must be the caller's own data.
+    pub(crate) fn own_handle_if_made(&self) -> Option<&schedlab_rt::Thread> {
+        // SAFETY: as in `own_handle`; only read.
+        unsafe { (*self.me.get()).as_ref() }
     }
 
     /// The runtime's handle of this user thread, from any thread: its own (made on
@@ -740,6 +753,9 @@ fn thread_main(data: usize, start: usize, arg: usize) {
     let start: extern "C-unwind" fn(*mut c_void) -> *mut c_void =
         unsafe { std::mem::transmute(start) };
     crate::glibc::thread_start();
+    // Made now, for a signal handler that must not make it
+    // (`signal::defer_in_section`).
+    d.own_handle();
     crate::procsig::register(d);
     crate::signal::take_process_pending();
     if let Some(b) = schedlab_rt::stack_bounds() {
