@@ -56,6 +56,7 @@ const TESTS: &[&str] = &[
     "cpuclock",
     "sysv",
     "own_malloc",
+    "urg",
 ];
 
 /// The tests that make `SCHED_FIFO` threads (or raise the initial thread to a real-time
@@ -352,4 +353,9 @@ fn an_idle_threads_stack_given_back_keeps_what_others_wrote_there() {
     } else {
         eprintln!("not checked that the page went: not root, or kernel {release} before 6.8");
     }
+}
+
+#[test]
+fn a_programs_own_sigurg_handler_runs_for_its_signals_and_preemption_goes_on() {
+    check("urg");
 }

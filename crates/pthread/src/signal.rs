@@ -166,11 +166,21 @@ pub unsafe extern "C-unwind" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> 
         return 0;
     }
     if current().tcb == d.tcb {
-        raise_here(sig);
+        if sig == libc::SIGURG {
+            crate::urg::raise_own();
+        } else {
+            raise_here(sig);
+        }
         return 0;
     }
     crate::runtime::enter();
     let Some(thread) = d.rt_thread() else { return libc::ESRCH };
+    if sig == libc::SIGURG {
+        // The runtime's signal too: sent so that neither hides the other
+        // (`urg.rs`, "Coalescing").
+        crate::urg::send(d, &thread);
+        return 0;
+    }
     // On a kernel thread now (running, or blocked in a system call such as
     // `waitpid` or `pause`), and not blocking the signal or waiting for it
     // (`sigwait`, `sigsuspend`): that kernel thread has the target's mask, so
@@ -198,7 +208,7 @@ pub unsafe extern "C-unwind" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> 
 /// Counts a signal delivered to `d` (`ThreadData::signals_seen`), and in
 /// `signals_restart` too when it would not end a blocking system call with
 /// `EINTR`: its handler asked for `SA_RESTART`, or it has no handler.
-fn count_delivery(d: &ThreadData, sig: c_int) {
+pub(crate) fn count_delivery(d: &ThreadData, sig: c_int) {
     // SAFETY: an all-zero sigaction is valid; sigaction only reads the
     // disposition into it.
     let restarts = unsafe {
@@ -235,7 +245,10 @@ pub(crate) fn deliver_pending() {
         if pending == 0 {
             return;
         }
-        let open = !schedlab_rt::shared::signal_mask() | d.sigwait_set.load(Ordering::Acquire);
+        // A `SIGURG` a `sigwait` waits for is taken from this set, never
+        // from the kernel's (`urg.rs`).
+        let waited = d.sigwait_set.load(Ordering::Acquire) & !bit(libc::SIGURG);
+        let open = !schedlab_rt::shared::signal_mask() | waited;
         let ready = pending & open;
         if ready == 0 {
             return;
@@ -245,6 +258,12 @@ pub(crate) fn deliver_pending() {
             continue;
         }
         let sig = b.trailing_zeros() as c_int + 1;
+        if sig == libc::SIGURG {
+            // Raised with its own `siginfo`, and counted as the runtime
+            // passes it on (`urg.rs`).
+            crate::urg::raise_kept();
+            continue;
+        }
         count_delivery(d, sig);
         raise_here(sig);
     }
@@ -281,7 +300,8 @@ fn waiting_for<R>(set: u64, f: impl FnOnce() -> R) -> R {
 /// wait for are left out of `set`, as glibc leaves out its own two (32 and
 /// 33): those and the runtime's signal, which a `pthread_cancel` of the
 /// waiting thread sends (taken by the wait, it would be returned to the
-/// program). Never restarted by the kernel, so an `EINTR` of the runtime's
+/// program; a program's `SIGURG` comes through the thread's pending set,
+/// `urg.rs`). Never restarted by the kernel, so an `EINTR` of the runtime's
 /// own signal alone waits again, for the time left (`points::retrying`).
 ///
 /// # Safety
@@ -323,6 +343,12 @@ pub unsafe extern "C-unwind" fn sigwait(set: *const libc::sigset_t, sig: *mut c_
         // The kernel's wait, with our pending ones raised first; `EINTR`
         // (a handler ran, or the runtime's signal) waits again, as glibc's.
         return waiting_for(word(set), || loop {
+            // A `SIGURG` comes through the pending set (`urg.rs`).
+            if let Some(s) = take_own(word(set)) {
+                // SAFETY: the caller's out-parameter.
+                unsafe { *sig = s };
+                return 0;
+            }
             // SAFETY: the caller's set.
             let r = unsafe { timed_wait(set, std::ptr::null_mut(), std::ptr::null()) };
             if r > 0 {
@@ -344,6 +370,11 @@ fn fill_info(info: *mut libc::siginfo_t, sig: c_int) {
     if info.is_null() {
         return;
     }
+    if sig == libc::SIGURG {
+        // SAFETY: the caller's out-parameter; the signal's own siginfo.
+        unsafe { info.write(crate::urg::take_info()) };
+        return;
+    }
     // SAFETY: the caller's out-parameter; zeroed, then the fields a
     // `pthread_kill` gives (`si_signo`, `si_code = SI_TKILL`) set.
     unsafe {
@@ -351,6 +382,19 @@ fn fill_info(info: *mut libc::siginfo_t, sig: c_int) {
         (*info).si_signo = sig;
         (*info).si_code = libc::SI_TKILL;
     }
+}
+
+/// The result of a `sigwaitinfo` or `sigtimedwait`, `r`: one the
+/// thread's own pending set took meanwhile (a `SIGURG`, which ends the
+/// kernel's wait with `EINTR`: `urg.rs`) in place of that `EINTR`.
+fn own_after_eintr(set: *const libc::sigset_t, info: *mut libc::siginfo_t, r: c_int) -> c_int {
+    if r == -1 && errno() == libc::EINTR {
+        if let Some(s) = take_own(word(set)) {
+            fill_info(info, s);
+            return s;
+        }
+    }
+    r
 }
 
 /// `sigwaitinfo`.
@@ -368,8 +412,11 @@ pub unsafe extern "C-unwind" fn sigwaitinfo(
             fill_info(info, s);
             return s;
         }
-        // SAFETY: as in `sigwait`.
-        return waiting_for(word(set), || unsafe { timed_wait(set, info, std::ptr::null()) });
+        return waiting_for(word(set), || {
+            // SAFETY: as in `sigwait`.
+            let r = unsafe { timed_wait(set, info, std::ptr::null()) };
+            own_after_eintr(set, info, r)
+        });
     }
     // SAFETY: forwarded unchanged.
     unsafe { next::sigwaitinfo()(set, info) }
@@ -391,8 +438,11 @@ pub unsafe extern "C-unwind" fn sigtimedwait(
             fill_info(info, s);
             return s;
         }
-        // SAFETY: as in `sigwait`.
-        return waiting_for(word(set), || unsafe { timed_wait(set, info, timeout) });
+        return waiting_for(word(set), || {
+            // SAFETY: as in `sigwait`.
+            let r = unsafe { timed_wait(set, info, timeout) };
+            own_after_eintr(set, info, r)
+        });
     }
     // SAFETY: forwarded unchanged.
     unsafe { next::sigtimedwait()(set, info, timeout) }

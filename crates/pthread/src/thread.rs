@@ -168,6 +168,8 @@ pub(crate) struct ThreadData {
     pub(crate) pending_signals: std::sync::atomic::AtomicU64,
     /// The signals the thread waits for in `sigwait` now.
     pub(crate) sigwait_set: std::sync::atomic::AtomicU64,
+    /// A kept `SIGURG`'s `siginfo` (`urg.rs`).
+    pub(crate) urg: crate::urg::Kept,
     /// Scheduling policy (high 16 bits) and priority, as last set.
     pub(crate) sched: std::sync::atomic::AtomicI32,
     /// The highest priority the protocol mutexes the thread holds lend it (`prio.rs`),
@@ -238,6 +240,7 @@ impl ThreadData {
             keys: UnsafeCell::new(Vec::new()),
             pending_signals: std::sync::atomic::AtomicU64::new(0),
             sigwait_set: std::sync::atomic::AtomicU64::new(0),
+            urg: crate::urg::Kept::new(),
             signals_seen: AtomicU32::new(0),
             signals_restart: AtomicU32::new(0),
             shared_cond: AtomicPtr::new(std::ptr::null_mut()),
