@@ -42,12 +42,16 @@
 //!   program `SIGURG` that carried one does the runtime's work too, and the
 //!   monitor asks again), so the runtime is made the side that loses: a
 //!   `SIGURG` the library raises on the calling thread (`raise`, a kept one,
-//!   `pthread_kill` of itself) is raised again until [`accept`] has seen it
-//!   ([`raise_self`]); a `pthread_kill` of another thread goes through that
-//!   thread's pending set and is raised there, by itself — except for a
-//!   thread blocked in the kernel (in a `pause`, a `read`, a `sigwait`),
-//!   which gets a `tgkill` as other signals do, and the pending set besides
-//!   (the first of the two to arrive is delivered, the other finds nothing).
+//!   `pthread_kill` of itself) carries a mark in its `siginfo` and is raised
+//!   again until [`accept`] has seen the mark ([`raise_self`]); a
+//!   `pthread_kill` of another thread goes into that thread's pending set,
+//!   which the thread delivers itself at its next safe point (the runtime's
+//!   `shared::interrupt`), or, in a call the runtime's signal ends, before
+//!   the call is made again (`points::retrying`); and a doorbell goes to the
+//!   kernel thread it is on (running, or blocked in a `pause`, a `read`, a
+//!   `sigwait`): a queued `SIGURG` naming the thread, which [`accept`] turns
+//!   into the pending one with its `siginfo` if the thread is still there
+//!   and has not taken it, and drops otherwise.
 //!   What remains: a `SIGURG` the program sends to a kernel thread itself
 //!   (the `tgkill` system call or glibc's `tgkill`, with a `gettid`), or the
 //!   kernel's for a socket owned by one thread (`F_SETOWN_EX`,
@@ -62,7 +66,9 @@
 //! blocking `SIGURG`); `sigpending` does not report a kept one (it asks the
 //! kernel); a program handler installed with `SA_ONSTACK` runs on the
 //! interrupted stack, not on an alternate stack (a kernel thread's is the
-//! runtime's, shared by every user thread it runs).
+//! runtime's, shared by every user thread it runs); a `pthread_kill` of a
+//! thread blocked in a call the kernel restarts, whose doorbell a request of
+//! the runtime's hid, runs its handler when the call returns.
 
 use crate::thread::{current, on_user_thread, ThreadData};
 use std::cell::UnsafeCell;
