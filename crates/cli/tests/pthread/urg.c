@@ -183,7 +183,7 @@ int main(void) {
 
     /* pthread_kill of a computing thread, each one answered before the next. */
     count = 0;
-    for (int i = 0; i < 100; i++) {
+    for (int i = 0; i < 30; i++) {
         PT(pthread_kill(c[i % 3], SIGURG));
         wait_count(i + 1, "pthread_kill of a computing thread");
     }
