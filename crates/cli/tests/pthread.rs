@@ -58,6 +58,7 @@ const TESTS: &[&str] = &[
     "own_malloc",
     "procsig",
     "handler_wakes",
+    "urg",
 ];
 
 /// The tests that make `SCHED_FIFO` threads (or raise the initial thread to a real-time
@@ -375,4 +376,9 @@ fn an_idle_threads_stack_given_back_keeps_what_others_wrote_there() {
     } else {
         eprintln!("not checked that the page went: not root, or kernel {release} before 6.8");
     }
+}
+
+#[test]
+fn a_programs_own_sigurg_handler_runs_for_its_signals_and_preemption_goes_on() {
+    check("urg");
 }

@@ -145,7 +145,11 @@ fn wrappable(handler: usize) -> bool {
 /// tells the runtime the mask the handler runs with, and the one
 /// `sigreturn` restores, and keeps the alternate stack of the kernel thread
 /// the handler ends on (module docs).
-unsafe extern "C" fn wrapper(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+pub(crate) unsafe extern "C" fn wrapper(
+    sig: c_int,
+    info: *mut libc::siginfo_t,
+    ctx: *mut libc::c_void,
+) {
     let Some(slot) = usize::try_from(sig).ok().and_then(|s| INSTALLED.get(s)) else { return };
     let handler = slot.handler.load(Ordering::Acquire);
     if handler == 0 {
@@ -305,6 +309,13 @@ pub unsafe extern "C" fn sigaction(
     act: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> c_int {
+    if sig == libc::SIGURG {
+        // The runtime's signal: its handler stays in the kernel (`urg.rs`).
+        // SAFETY: the caller's arguments.
+        if let Some(r) = unsafe { crate::urg::sigaction(act, old) } {
+            return r;
+        }
+    }
     let slot = usize::try_from(sig).ok().filter(|&s| s > 0).and_then(|s| INSTALLED.get(s));
     let Some(slot) = slot else {
         // SAFETY: the caller's arguments; glibc reports EINVAL.
@@ -361,6 +372,17 @@ pub unsafe extern "C" fn sigaction(
         }
     }
     r
+}
+
+/// Records `handler` (0: none) with `flags` and `mask` as what [`wrapper`]
+/// runs for `sig`, for a signal whose disposition in the kernel is not the
+/// program's (`urg.rs`: `SIGURG`, whose kernel handler is the runtime's).
+pub(crate) fn record(sig: c_int, handler: usize, flags: c_int, mask: u64) {
+    if let Some(slot) = usize::try_from(sig).ok().and_then(|s| INSTALLED.get(s)) {
+        slot.flags.store(flags, Ordering::Relaxed);
+        slot.mask.store(mask, Ordering::Relaxed);
+        slot.handler.store(handler, Ordering::Release);
+    }
 }
 
 /// The classic `signal`, with BSD's semantics as glibc gives them (the

@@ -58,6 +58,7 @@ mod signal;
 mod sysv;
 mod thread;
 mod tls;
+mod urg;
 mod wait;
 
 // The synchronisation primitives: glibc's object sizes and static

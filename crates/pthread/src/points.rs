@@ -81,12 +81,18 @@ pub(crate) fn retrying<R: PartialEq + From<i8>>(
         let seen = d.signals_seen.load(Ordering::Acquire);
         let left = deadline.map(|at| at.saturating_duration_since(Instant::now()));
         let r = call(left);
-        if r == R::from(-1)
-            && errno() == libc::EINTR
-            && schedlab_rt::shared::interruptions() != ours
-            && d.signals_seen.load(Ordering::Acquire) == seen
-        {
-            continue;
+        if r == R::from(-1) && errno() == libc::EINTR {
+            // A signal kept for the thread while it was in the kernel (a
+            // `SIGURG`, `urg.rs`, whose doorbell the runtime's request hid)
+            // is delivered now, and ends the call as it would have.
+            crate::signal::deliver_pending();
+            // SAFETY: the calling thread's errno, as the call left it.
+            unsafe { *libc::__errno_location() = libc::EINTR };
+            if schedlab_rt::shared::interruptions() != ours
+                && d.signals_seen.load(Ordering::Acquire) == seen
+            {
+                continue;
+            }
         }
         return r;
     }

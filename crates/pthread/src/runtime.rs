@@ -128,6 +128,8 @@ fn start() -> &'static Runtime {
     if let Some(hook) = crate::events::hook(s.processors) {
         b = b.on_event(hook);
     }
+    // Before the runtime installs its handler (`urg.rs`).
+    schedlab_rt::shared::set_foreign_signal_hook(crate::urg::accept, crate::urg::entry);
     let rt = match b.build() {
         Ok(rt) => rt,
         Err(e) => crate::fatal(&format!("cannot start the runtime: {e}")),

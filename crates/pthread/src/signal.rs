@@ -253,11 +253,21 @@ pub unsafe extern "C-unwind" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> 
         return 0;
     }
     if current().tcb == d.tcb {
-        raise_here(sig);
+        if sig == libc::SIGURG {
+            crate::urg::raise_own();
+        } else {
+            raise_here(sig);
+        }
         return 0;
     }
     crate::runtime::enter();
     let Some(thread) = d.rt_thread() else { return libc::ESRCH };
+    if sig == libc::SIGURG {
+        // The runtime's signal too: sent so that neither hides the other
+        // (`urg.rs`, "Coalescing").
+        crate::urg::send(d, &thread);
+        return 0;
+    }
     // On a kernel thread now (running, or blocked in a system call such as
     // `waitpid` or `pause`), and not blocking the signal or waiting for it
     // (`sigwait`, `sigsuspend`): that kernel thread has the target's mask, so
@@ -306,6 +316,16 @@ pub(crate) fn defer_in_section(sig: c_int, info: *const libc::siginfo_t) -> bool
     }
     let d = current();
     let Some(me) = d.own_handle_if_made() else { return false };
+    if sig == libc::SIGURG {
+        // The program's, which `urg.rs` keeps with its own `siginfo`.
+        if !schedlab_rt::shared::defer_signal_to_section_end(me) {
+            return false;
+        }
+        // SAFETY: as above.
+        let i = unsafe { info.as_ref() }.copied().unwrap_or_else(|| crate::procsig::bare_info(sig));
+        crate::urg::keep(d, &i);
+        return true;
+    }
     let b = 1u64 << (sig - 1);
     // Sent to the process (`kill`, `sigqueue`, a timer, or forwarded with its
     // own `siginfo`), not to this thread (`pthread_kill`'s `tgkill`).
@@ -407,7 +427,10 @@ pub(crate) fn deliver_pending() {
         if pending == 0 {
             return;
         }
-        let open = !schedlab_rt::shared::signal_mask() | d.sigwait_set.load(Ordering::Acquire);
+        // A `SIGURG` a `sigwait` waits for is taken from this set, never
+        // from the kernel's (`urg.rs`).
+        let waited = d.sigwait_set.load(Ordering::Acquire) & !bit(libc::SIGURG);
+        let open = !schedlab_rt::shared::signal_mask() | waited;
         let ready = pending & open;
         if ready == 0 {
             return;
@@ -417,6 +440,12 @@ pub(crate) fn deliver_pending() {
             continue;
         }
         let sig = b.trailing_zeros() as c_int + 1;
+        if sig == libc::SIGURG {
+            // Raised with its own `siginfo`, and counted as the runtime
+            // passes it on (`urg.rs`).
+            crate::urg::raise_kept();
+            continue;
+        }
         if d.sigwait_set.load(Ordering::Acquire) & b == 0 {
             count_delivery(d, sig);
         }
@@ -442,8 +471,13 @@ fn take_own(set: u64) -> Option<(c_int, libc::siginfo_t)> {
         let b = ready & ready.wrapping_neg();
         if d.pending_signals.fetch_and(!b, Ordering::AcqRel) & b != 0 {
             let sig = b.trailing_zeros() as c_int + 1;
-            let info = crate::procsig::take(crate::procsig::For::User(d.id), sig)
-                .unwrap_or_else(|| tkill_info(sig));
+            // A kept `SIGURG` has its own (`urg.rs`).
+            let info = if sig == libc::SIGURG {
+                crate::urg::take_info()
+            } else {
+                crate::procsig::take(crate::procsig::For::User(d.id), sig)
+                    .unwrap_or_else(|| tkill_info(sig))
+            };
             return Some((sig, info));
         }
     }
@@ -491,7 +525,8 @@ fn waiting_for<R>(set: u64, f: impl FnOnce() -> R) -> R {
 /// wait for are left out of `set`, as glibc leaves out its own two (32 and
 /// 33): those and the runtime's signal, which a `pthread_cancel` of the
 /// waiting thread sends (taken by the wait, it would be returned to the
-/// program). Never restarted by the kernel, so an `EINTR` of the runtime's
+/// program; a program's `SIGURG` comes through the thread's pending set,
+/// `urg.rs`). Never restarted by the kernel, so an `EINTR` of the runtime's
 /// own signal alone waits again, for the time left (`points::retrying`).
 ///
 /// # Safety
@@ -533,6 +568,12 @@ pub unsafe extern "C-unwind" fn sigwait(set: *const libc::sigset_t, sig: *mut c_
         // The kernel's wait, with our pending ones raised first; `EINTR`
         // (a handler ran, or the runtime's signal) waits again, as glibc's.
         return waiting_for(word(set), || loop {
+            // A `SIGURG` comes through the pending set (`urg.rs`).
+            if let Some((s, _)) = take_own(word(set)) {
+                // SAFETY: the caller's out-parameter.
+                unsafe { *sig = s };
+                return 0;
+            }
             let mut info = crate::procsig::bare_info(0);
             // SAFETY: the caller's set; our own siginfo.
             let r = unsafe { timed_wait(set, &mut info, std::ptr::null()) };
@@ -567,6 +608,18 @@ fn fill_info(info: *mut libc::siginfo_t, taken: (c_int, libc::siginfo_t)) -> c_i
     taken.0
 }
 
+/// The result of a `sigwaitinfo` or `sigtimedwait`, `r`: one the
+/// thread's own pending set took meanwhile (a `SIGURG`, which ends the
+/// kernel's wait with `EINTR`: `urg.rs`) in place of that `EINTR`.
+fn own_after_eintr(set: *const libc::sigset_t, info: *mut libc::siginfo_t, r: c_int) -> c_int {
+    if r == -1 && errno() == libc::EINTR {
+        if let Some(taken) = take_own(word(set)) {
+            return fill_info(info, taken);
+        }
+    }
+    r
+}
+
 /// `sigwaitinfo`.
 ///
 /// # Safety
@@ -581,9 +634,12 @@ pub unsafe extern "C-unwind" fn sigwaitinfo(
         if let Some(taken) = take_own(word(set)) {
             return fill_info(info, taken);
         }
-        // SAFETY: as in `sigwait`.
-        let r = waiting_for(word(set), || unsafe { timed_wait(set, info, std::ptr::null()) });
-        restore_info(r, info);
+        let r = waiting_for(word(set), || {
+            // SAFETY: as in `sigwait`.
+            let r = unsafe { timed_wait(set, info, std::ptr::null()) };
+            restore_info(r, info);
+            own_after_eintr(set, info, r)
+        });
         return r;
     }
     let _announced = crate::procsig::KernelWaiter::announce(word(set));
@@ -611,9 +667,12 @@ pub unsafe extern "C-unwind" fn sigtimedwait(
         if let Some(taken) = take_own(word(set)) {
             return fill_info(info, taken);
         }
-        // SAFETY: as in `sigwait`.
-        let r = waiting_for(word(set), || unsafe { timed_wait(set, info, timeout) });
-        restore_info(r, info);
+        let r = waiting_for(word(set), || {
+            // SAFETY: as in `sigwait`.
+            let r = unsafe { timed_wait(set, info, timeout) };
+            restore_info(r, info);
+            own_after_eintr(set, info, r)
+        });
         return r;
     }
     let _announced = crate::procsig::KernelWaiter::announce(word(set));

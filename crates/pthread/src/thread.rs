@@ -175,6 +175,8 @@ pub(crate) struct ThreadData {
     /// The thread's place in the signal forwarder's list, plus one; 0 when
     /// not listed (`procsig.rs`).
     pub(crate) listed: AtomicUsize,
+    /// A kept `SIGURG`'s `siginfo` (`urg.rs`).
+    pub(crate) urg: crate::urg::Kept,
     /// Scheduling policy (high 16 bits) and priority, as last set.
     pub(crate) sched: std::sync::atomic::AtomicI32,
     /// The highest priority the protocol mutexes the thread holds lend it (`prio.rs`),
@@ -247,6 +249,7 @@ impl ThreadData {
             deferred_signals: std::sync::atomic::AtomicU64::new(0),
             sigwait_set: std::sync::atomic::AtomicU64::new(0),
             listed: AtomicUsize::new(0),
+            urg: crate::urg::Kept::new(),
             signals_seen: AtomicU32::new(0),
             signals_restart: AtomicU32::new(0),
             shared_cond: AtomicPtr::new(std::ptr::null_mut()),

@@ -12,8 +12,8 @@
 //! so a timer fires up to one tick (1–4 ms, `CONFIG_HZ`) after its expiry;
 //! `budget.rs` carries such an overrun into the next period.
 //!
-//! The timer's signal carries [`TIMER_COOKIE`] as its value, so the signal
-//! handler tells it from the monitor's `tgkill` of the same signal
+//! The timer's signal carries [`TIMER_COOKIE`]'s address as its value, so the
+//! signal handler tells it from the monitor's request of the same signal
 //! ([`is_timer_signal`]). Nothing here knows the runtime: the signal is the
 //! caller's, and the machine (`machine.rs`) keeps the timer, one per kernel
 //! thread, made the first time the thread runs a budgeted user thread and
@@ -21,8 +21,14 @@
 
 use std::mem::MaybeUninit;
 
-/// The value the timer's signal carries (`si_value.sival_ptr`): "CPU budget".
-pub(crate) const TIMER_COOKIE: usize = 0x5343_4244_4745_5400; // "SCBDGET\0"
+/// The value the timer's signal carries (`si_value.sival_ptr`) is this
+/// byte's address: two copies of the runtime in one process (a program with
+/// its own, under `libschedlab_pthread.so`) each know their own.
+static TIMER_COOKIE: u8 = 0;
+
+fn timer_cookie() -> usize {
+    std::ptr::addr_of!(TIMER_COOKIE) as usize
+}
 
 /// The calling kernel thread's CPU time, in nanoseconds.
 #[inline]
@@ -54,7 +60,7 @@ impl CpuTimer {
         let mut ev: libc::sigevent = unsafe { MaybeUninit::zeroed().assume_init() };
         ev.sigev_notify = libc::SIGEV_THREAD_ID;
         ev.sigev_signo = signal;
-        ev.sigev_value = libc::sigval { sival_ptr: TIMER_COOKIE as *mut libc::c_void };
+        ev.sigev_value = libc::sigval { sival_ptr: timer_cookie() as *mut libc::c_void };
         ev.sigev_notify_thread_id = tid;
         let mut id: libc::timer_t = std::ptr::null_mut();
         // SAFETY: a valid sigevent and an out-parameter, both on our stack.
@@ -115,7 +121,7 @@ pub(crate) unsafe fn is_timer_signal(info: *const libc::siginfo_t) -> bool {
     unsafe {
         !info.is_null()
             && (*info).si_code == libc::SI_TIMER
-            && (*info).si_value().sival_ptr as usize == TIMER_COOKIE
+            && (*info).si_value().sival_ptr as usize == timer_cookie()
     }
 }
 

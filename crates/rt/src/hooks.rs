@@ -10,7 +10,7 @@
 //! processor  processor machine state guard
 //! data       task lifecycle park slot handoff queue priority budget cputime
 //!            wait timer spin registry event idle reclaim pollplace
-//! machine    loom futex arch stack cputimer
+//! machine    loom futex arch stack cputimer sigframe
 //! ```
 //!
 //! A file imports files of its own layer and of the layers below it. What a

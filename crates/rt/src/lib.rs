@@ -182,6 +182,8 @@ mod scope;
 #[cfg(all(feature = "shared-library", not(loom)))]
 pub mod shared;
 #[cfg(not(loom))]
+mod sigframe;
+#[cfg(not(loom))]
 mod spin;
 #[cfg(not(loom))]
 mod stack;

@@ -1,13 +1,39 @@
 //! Preemption: a user thread that runs past its quantum while other work
 //! waits is interrupted by a signal and switched away at a safe point.
 //!
-//! There is no periodic tick. The monitor (`monitor.rs`) sends `SIGURG` with
-//! `tgkill` to a processor's kernel thread only when its current user thread
-//! has run longer than the quantum *and* other work waits; a runtime where
-//! every processor has one runnable thread receives no signal at all. (A
-//! blind 10 kHz tick cost 25% of a compute loop on the lab machine.) `SIGURG`
-//! is the signal the Go runtime chose for the same job: ignored by default,
+//! There is no periodic tick. The monitor (`monitor.rs`) sends `SIGURG` to a
+//! processor's kernel thread only when its current user thread has run
+//! longer than the quantum *and* other work waits; a runtime where every
+//! processor has one runnable thread receives no signal at all. (A blind
+//! 10 kHz tick cost 25% of a compute loop on the lab machine.) `SIGURG` is
+//! the signal the Go runtime chose for the same job: ignored by default,
 //! rarely used by programs, harmless when it arrives unexpectedly.
+//!
+//! # The signal
+//!
+//! What the runtime asks of a kernel thread is in that thread's request word
+//! (`Machine::request`: preempt, rejoin, release); the signal only makes the
+//! thread look. It is sent as a queued signal from this process
+//! ([`signal_thread`]: `rt_tgsigqueueinfo`, `SI_QUEUE`, `si_pid` this
+//! process, `si_value` the address of [`COOKIE`], a byte of this copy of the
+//! runtime), so the handler tells the runtime's own — and a CPU budget's
+//! timer's (`cputimer.rs`, its own cookie) — from any other `SIGURG`: a
+//! program's `kill`, `tgkill`, `raise` or `sigqueue`, the kernel's
+//! `SI_KERNEL` for a socket's out-of-band data, or another copy of the
+//! runtime in the same process (a Rust program with its own, run under
+//! `libschedlab_pthread.so`). The handler acts on the request word whatever
+//! the signal, and in the `shared-library` build passes every signal that is
+//! not its own to the library after that (`shared.rs`, "The program's
+//! `SIGURG`"); in an executable one it is dropped, as before.
+//!
+//! `SIGURG` is a standard signal: a second one sent to a kernel thread while
+//! one is pending there is lost. A program's signal that comes first carries
+//! the runtime's request with it (the word is read at every delivery), so
+//! the runtime is the side that loses (the library raises its own again,
+//! `libschedlab_pthread`'s `urg.rs`). `rt_tgsigqueueinfo` costs the same
+//! system call as `tgkill` plus the copy of a 128-byte `siginfo`, on the
+//! monitor's path, not a hot one (docs/PERFORMANCE.md, "The runtime's signal
+//! as a queued signal").
 //!
 //! # Safe points
 //!
@@ -252,6 +278,8 @@ fn in_program_text(pc: usize) -> bool {
 pub(crate) fn install_handler() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
+        // SAFETY: getpid cannot fail.
+        PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
         program_text();
         crate::arch::init_preemption();
         // SAFETY: a zeroed, then filled, action with our SA_SIGINFO handler.
@@ -292,11 +320,68 @@ pub(crate) fn ask(m: &Machine) {
     }
 }
 
-/// Sends the preemption signal to kernel thread `tid` of this process.
+/// The value the runtime's own signal carries (`si_value.sival_ptr`): this
+/// byte's address, so that two copies of the runtime in one process (a
+/// program with its own, under `libschedlab_pthread.so`) tell theirs apart.
+static COOKIE: u8 = 0;
+
+/// This process's id, kept by [`install_handler`] (and [`after_fork`]): the
+/// sender the handler expects the runtime's own signal to name (`si_pid`).
+static PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// In a child after `fork` (the `shared-library` build, whose child may
+/// start a runtime of its own): this process's id again.
+#[cfg(feature = "shared-library")]
+pub(crate) fn after_fork() {
+    // SAFETY: getpid cannot fail.
+    PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+}
+
+fn cookie() -> usize {
+    std::ptr::addr_of!(COOKIE) as usize
+}
+
+/// Sends the preemption signal to kernel thread `tid` of this process, as a
+/// queued signal (`rt_tgsigqueueinfo`, `SI_QUEUE`) from this process that
+/// carries [`COOKIE`], so the handler tells it from a `SIGURG` of the
+/// program's (module docs, "The signal").
 pub(crate) fn signal_thread(tid: i32) -> bool {
-    // SAFETY: tgkill to a thread of our own process; a thread that exited
-    // makes it fail with ESRCH, harmlessly.
-    unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, SIGNAL) == 0 }
+    // SAFETY: getpid cannot fail.
+    let pid = unsafe { libc::getpid() };
+    // SAFETY: a zeroed siginfo is valid; the fields a queued signal carries
+    // are set below.
+    let mut info: libc::siginfo_t = unsafe { MaybeUninit::zeroed().assume_init() };
+    info.si_signo = SIGNAL;
+    info.si_code = libc::SI_QUEUE;
+    // SAFETY: a queued signal's fields (`si_pid`, `si_uid`, `si_value`)
+    // follow the three ints of the header; ours to write.
+    unsafe {
+        let fields = (&mut info as *mut libc::siginfo_t).cast::<u8>().add(QUEUED_FIELDS);
+        fields.cast::<i32>().write(pid);
+        fields.add(8).cast::<usize>().write(cookie());
+    }
+    // SAFETY: a signal to a thread of our own process, with our own
+    // siginfo; a thread that exited makes it fail with ESRCH, harmlessly.
+    unsafe { libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, tid, SIGNAL, &info) == 0 }
+}
+
+/// Where a queued signal's `si_pid`, `si_uid` and `si_value` start in a
+/// `siginfo_t` (after `si_signo`, `si_errno`, `si_code` and padding).
+const QUEUED_FIELDS: usize = 16;
+
+/// Whether `info` is this runtime's own signal ([`signal_thread`]).
+///
+/// # Safety
+/// `info` is the `siginfo_t` the kernel passed to an `SA_SIGINFO` handler.
+unsafe fn is_own_signal(info: *const libc::siginfo_t) -> bool {
+    // SAFETY: the caller passes the kernel's siginfo; `si_pid` and
+    // `si_value` are valid for `SI_QUEUE`, the code checked first.
+    unsafe {
+        !info.is_null()
+            && (*info).si_code == libc::SI_QUEUE
+            && (*info).si_value().sival_ptr as usize == cookie()
+            && (*info).si_pid() == PID.load(Ordering::Relaxed)
+    }
 }
 
 unsafe extern "C" fn handler(
@@ -307,17 +392,28 @@ unsafe extern "C" fn handler(
     // A thread the runtime never saw (`shared-library` build: a kernel
     // thread of the program's own with no block): not ours to act on.
     if !crate::arch::thread_block_present() {
+        // Not the runtime's signal either: the program's, passed on.
+        #[cfg(feature = "shared-library")]
+        // SAFETY: this handler's own arguments.
+        unsafe {
+            crate::shared::pass_on(None, info, ctx)
+        };
         return;
     }
     // SAFETY: errno is thread-local; we restore it so the interrupted code
     // never sees a change.
     let errno = unsafe { *libc::__errno_location() };
     let m = Machine::here();
+    // SAFETY: the kernel's siginfo for this SA_SIGINFO handler.
+    let from_timer = unsafe { crate::cputimer::is_timer_signal(info) };
+    // SAFETY: as above.
+    let own = from_timer || unsafe { is_own_signal(info) };
+    // Every `SIGURG`: one the library passes on to a program handler is
+    // counted by the library too, and a call it ends returns `EINTR`; one it
+    // drops (ignored, kept for later) is retried as the runtime's own.
     #[cfg(feature = "shared-library")]
     crate::shared::count_interruption(m);
     let mut req = m.request.swap(REQ_NONE, Ordering::Acquire);
-    // SAFETY: the kernel's siginfo for this SA_SIGINFO handler.
-    let from_timer = unsafe { crate::cputimer::is_timer_signal(info) };
     if req == REQ_NONE && from_timer && (m.guard_word() != 0 || budgeted_here(m)) {
         // A CPU budget's timer (`budget.rs`): the kernel saw the running
         // thread's allowance used up. Taken as a preemption, whose path
@@ -347,6 +443,16 @@ unsafe extern "C" fn handler(
     crate::shared::rewind_cancellable(ctx.cast());
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
+    // The program's own `SIGURG`, passed on to the library last: the
+    // context may be moved to its handler (`sigframe.rs`), after every
+    // change above (module docs, "The signal").
+    #[cfg(feature = "shared-library")]
+    if !own {
+        // SAFETY: this handler's own arguments.
+        unsafe { crate::shared::pass_on(Some(m), info, ctx) };
+    }
+    #[cfg(not(feature = "shared-library"))]
+    let _ = own;
 }
 
 /// The user thread running on `m`'s processor has a CPU budget: a budget

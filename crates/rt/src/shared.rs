@@ -52,6 +52,26 @@
 //! mutexes, the only runnable one, kept a `pthread_kill`'s signal pending for
 //! good while its sender waited for the handler's answer).
 //!
+//! # The program's `SIGURG`
+//!
+//! The runtime's signal is `SIGURG`, which programs use too (a socket's
+//! out-of-band data, Go's runtime, a Rust program with its own copy of this
+//! runtime). The library keeps the runtime's handler in the kernel and the
+//! program's disposition itself; the runtime tells its own signals by their
+//! cookie (`preempt.rs`, "The signal") and, after acting on its request
+//! word, passes every other one to the library
+//! ([`set_foreign_signal_hook`]): `accept` decides with the signal's
+//! `siginfo` whether the program's handler runs (not if the program ignores
+//! it, nor when the user thread blocks it, which the library then keeps) and
+//! with what mask; the handler then runs as if the kernel had delivered the
+//! signal to it, with its own frame on the interrupted stack rather than on
+//! the kernel thread's alternate stack, which every user thread there shares
+//! (`sigframe.rs`). The runtime's interruption count ([`interruptions`])
+//! counts every `SIGURG`; the library counts those whose handler it runs,
+//! so a call one of those ended returns `EINTR` and one a dropped signal
+//! ended is made again. [`handler_mask`] never changes whether the thread's mask
+//! blocks `SIGURG` (the kernel never blocks it, so its masks never tell).
+//!
 //! In this build the library defines libc's thread functions for the whole
 //! process, the runtime's own calls included: the runtime uses system calls
 //! where it would otherwise call one of them on a user thread's behalf
@@ -162,6 +182,7 @@ pub fn detach_after_fork() {
     crate::arch::thread_block_detach();
     crate::arch::thread_block_attach();
     crate::poll::after_fork_child();
+    crate::preempt::after_fork();
 }
 
 /// The library's hook, run in a user thread's own context when
@@ -483,7 +504,14 @@ pub fn handler_mask(mask: u64) {
     let _section = crate::processor::here();
     let mask = mask & !preempt_bit();
     // SAFETY: the running thread (the caller) is alive while it runs.
-    unsafe { t.as_ref() }.sigmask.store(mask, Ordering::Relaxed);
+    let t = unsafe { t.as_ref() };
+    // The kernel never blocks the preemption signal, so a mask it gives a
+    // handler never says whether the program blocks it; the thread's own
+    // record of that, which only `set_signal_mask` changes, is kept (the
+    // library holds a program's `SIGURG` back by it, "The program's
+    // `SIGURG`").
+    let own = t.sigmask.load(Ordering::Relaxed) & preempt_bit();
+    t.sigmask.store(mask | own, Ordering::Relaxed);
     m.sigmask.store(mask, Ordering::Relaxed);
 }
 
@@ -656,6 +684,87 @@ pub(crate) fn count_interruption(m: &crate::machine::Machine) {
         // SAFETY: the task running here is alive while it runs.
         unsafe { &*task }.interruptions.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// The library's two functions for a program's `SIGURG` (module docs, "The
+/// program's `SIGURG`"): whether to run its handler, and the handler.
+static FOREIGN_ACCEPT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static FOREIGN_HANDLER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sets what the runtime does with a `SIGURG` it did not send (module docs,
+/// "The program's `SIGURG`"): in the runtime's handler, `accept` is given
+/// the signal's `siginfo` (which it may replace: the one the handler gets)
+/// and answers the signals to block while the program's handler runs
+/// (beside the interrupted mask), or `None` to drop it (the program ignores
+/// it, or the library keeps it for later);
+/// `handler` then runs as if the kernel had delivered the signal to it, with
+/// its own frame on the interrupted stack. `accept` runs in a signal handler
+/// with every signal but the faults blocked: async-signal-safe code only.
+/// Set once, before the runtime starts.
+pub fn set_foreign_signal_hook(
+    accept: fn(&mut libc::siginfo_t) -> Option<u64>,
+    handler: unsafe extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void),
+) {
+    use std::sync::atomic::Ordering;
+    FOREIGN_HANDLER.store(handler as usize, Ordering::Release);
+    FOREIGN_ACCEPT.store(accept as usize, Ordering::Release);
+}
+
+/// In the preemption signal's handler, after the runtime's own work: a
+/// `SIGURG` that was not the runtime's (`m` is the kernel thread's machine,
+/// `None` on a thread the runtime never saw) goes to the library's hook
+/// ([`set_foreign_signal_hook`]), and its handler runs on the interrupted
+/// stack (`sigframe.rs`), or here when the frame is already there.
+///
+/// # Safety
+/// `info` and `ctx` are the running `SA_SIGINFO` handler's arguments.
+pub(crate) unsafe fn pass_on(
+    m: Option<&crate::machine::Machine>,
+    info: *mut libc::siginfo_t,
+    ctx: *mut libc::c_void,
+) {
+    use std::sync::atomic::Ordering;
+    let a = FOREIGN_ACCEPT.load(Ordering::Acquire);
+    if a == 0 || info.is_null() || ctx.is_null() {
+        return;
+    }
+    // SAFETY: set from such a function by `set_foreign_signal_hook`.
+    let accept: fn(&mut libc::siginfo_t) -> Option<u64> = unsafe { std::mem::transmute(a) };
+    // SAFETY: the kernel's siginfo, in this handler's frame.
+    let Some(extra) = accept(unsafe { &mut *info }) else { return };
+    // SAFETY: as above; stored before `FOREIGN_ACCEPT`.
+    let handler: crate::sigframe::Handler =
+        unsafe { std::mem::transmute(FOREIGN_HANDLER.load(Ordering::Acquire)) };
+    let uc = ctx.cast::<libc::ucontext_t>();
+    // SAFETY: the kernel's frame; its mask's first word.
+    let interrupted = unsafe {
+        std::ptr::read_unaligned((&(*uc).uc_sigmask as *const libc::sigset_t).cast::<u64>())
+    };
+    let mask = interrupted | extra;
+    let bounds = m.and_then(|m| {
+        let p = m.processor();
+        let t = if p.is_null() {
+            m.detached.load(Ordering::Relaxed).cast_const()
+        } else {
+            // SAFETY: this kernel thread's processor, read from its own
+            // handler as `redirect` does.
+            unsafe { (*p).current_task() }
+                .map_or(std::ptr::null(), |t| t as *const crate::task::Task)
+        };
+        // SAFETY: the task running here is alive while it runs.
+        unsafe { t.as_ref() }.and_then(|t| t.stack_range())
+    });
+    // SAFETY: this handler's own frame, not touched after this.
+    if unsafe { crate::sigframe::call_on_interrupted_stack(uc, info, handler, mask, bounds) } {
+        return;
+    }
+    // The frame is where the kernel would have put the handler's (or the
+    // stack has no room): called here, with its mask, and the preemption
+    // signal blocked (this handler is not reentrant); the return restores
+    // the interrupted mask.
+    sigprocmask(libc::SIG_SETMASK, Some(mask | preempt_bit()));
+    // SAFETY: the kernel's arguments, passed on.
+    unsafe { handler(crate::preempt::SIGNAL, info, ctx) };
 }
 
 /// How many times the runtime's own signal has interrupted the calling user

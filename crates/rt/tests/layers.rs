@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 /// The layers, bottom first, and the units in each.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("machine", &["loom", "futex", "arch", "stack", "cputimer", "uffd", "userfaultfd"]),
+    ("machine", &["loom", "futex", "arch", "stack", "cputimer", "sigframe", "uffd", "userfaultfd"]),
     (
         "data",
         &[
