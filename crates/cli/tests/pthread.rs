@@ -58,6 +58,7 @@ const TESTS: &[&str] = &[
     "own_malloc",
     "procsig",
     "handler_wakes",
+    "exit_race",
     "urg",
 ];
 
@@ -219,6 +220,12 @@ fn a_process_directed_signal_reaches_the_one_thread_that_accepts_it_with_its_sig
     // that runs no user thread must not take the signal.
     check_on("procsig", 2);
     check_on("procsig", 4);
+}
+
+#[test]
+fn a_signal_sent_while_its_one_accepting_thread_lives_runs_on_it_before_it_ends() {
+    check_on("exit_race", 1);
+    check_on("exit_race", 4);
 }
 
 #[test]

@@ -77,11 +77,29 @@
 //! The `siginfo` records live in a fixed table, claimed and released with
 //! atomics only: the wrapper saves and takes them in a signal handler.
 //!
-//! Not covered: a handler installed with the `rt_sigaction` system call
-//! directly, which does not go through the wrapper. Not done: a signal the
-//! forwarder sent by `tgkill` for a thread that leaves its kernel thread and
-//! then ends comes back here after it has gone (docs/PTHREAD.md, "Not done
-//! yet").
+//! # When the thread that accepts it ends
+//!
+//! The kernel chooses a signal's thread when the signal is sent, and that
+//! thread takes it before it ends. Here a signal is placed a moment after
+//! it was sent (the forwarder must wake), when the one thread that accepted
+//! it may have ended. Three things close that gap:
+//! - a process's `kill` of itself, for a signal with a program handler that
+//!   the caller blocks, is placed by the caller at once ([`kill`]), under the
+//!   list's lock, on a thread that accepts it then;
+//! - a thread that ends and accepts such signals waits, up to 5 ms, while
+//!   one is on its way (saved for the forwarder, or sent to a kernel thread
+//!   by `tgkill` and not yet taken there), still listed, so that it may be
+//!   the taker ([`settle_before_exit`]); then takes what waits in the
+//!   library for it or for the process;
+//! - after it left the list, it waits for the placements under way and
+//!   takes again what was kept for the process meanwhile
+//!   ([`settle_after_unlisted`]).
+//!
+//! Not covered: a signal from another process that the kernel gave an idle
+//! processor's kernel thread (spinning with the mask of the last thread it
+//! ran) and whose handler has not saved it yet when the one accepting thread
+//! ends; a handler installed with the `rt_sigaction` system call directly,
+//! which does not go through the wrapper (docs/PTHREAD.md, "Not done yet").
 
 use crate::thread::ThreadData;
 use schedlab_rt::shared::SpinLock;
@@ -275,6 +293,11 @@ pub(crate) fn process_pending() -> u64 {
 /// The signals the forwarder is placing now.
 static FORWARDING: AtomicU64 = AtomicU64::new(0);
 
+/// How many placements ([`forward`]) are under way: the forwarder's, and
+/// those of threads that `kill` their own process. A thread that ends waits
+/// for them ([`settle_after_unlisted`]).
+static PLACING: AtomicU32 = AtomicU32::new(0);
+
 /// For `sigpending`: the signals pending for the process here, and those
 /// on their way there (waiting for the forwarder, or being placed by it).
 /// Not one the kernel has just handed to a kernel thread whose wrapper has
@@ -346,6 +369,84 @@ pub(crate) fn raise_with(sig: c_int, info: &libc::siginfo_t) {
             &i as *const libc::siginfo_t,
         );
     }
+}
+
+/// How long a thread that ends waits at most for the signals on their way
+/// to it ([`settle_before_exit`]).
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// For a user thread that ends and accepts some signal with a program
+/// handler (`open`, its mask's complement): waits, up to [`SETTLE`], while
+/// such a signal is on its way — saved for the forwarder, being placed by
+/// it, or sent by `tgkill` to a kernel thread and not yet taken there. Still
+/// listed, the thread may be the one it goes to: the kernel would have run
+/// its handler on the thread before it ended, since it accepted the signal
+/// when it was sent. Without the wait, a signal the forwarder aimed at the
+/// thread's kernel thread just as the thread left it came back after the
+/// thread had gone, and stayed pending for the process with no thread to
+/// take it (the Open POSIX suite's `pthread_cond_wait/4-1` and
+/// `pthread_cond_timedwait/4-3`, whose one accepting thread ends at the
+/// end, hung now and then: a sender waited for that signal's handler).
+/// Each look ends with a system call, where the kernel delivers a signal
+/// sent to this kernel thread. No wait when nothing is on its way (one load
+/// when no record waits). Not covered: a signal the kernel gave an idle
+/// processor's kernel thread (spinning with the mask of the last thread it
+/// ran) whose handler has not yet saved it (docs/PTHREAD.md, "Not done yet").
+pub(crate) fn settle_before_exit(open: u64) {
+    let mine = HANDLED.load(Ordering::Acquire) & open;
+    if mine == 0 || !on_its_way(mine) {
+        return;
+    }
+    let until = std::time::Instant::now() + SETTLE;
+    while on_its_way(mine) && std::time::Instant::now() < until {
+        schedlab_rt::yield_now();
+        // SAFETY: no arguments; a point where the kernel delivers.
+        unsafe { libc::syscall(libc::SYS_sched_yield) };
+    }
+}
+
+/// For a user thread that ends, after it left the list the forwarder
+/// chooses from (`open`, its mask's complement): waits, up to [`SETTLE`],
+/// while a signal is being placed ([`PLACING`]: one that finds no taker now
+/// is kept for the process, for the thread to take after) or is on its way
+/// to a kernel thread ([`on_its_way`]: this thread may still be there).
+pub(crate) fn settle_after_unlisted(open: u64) {
+    let mine = HANDLED.load(Ordering::Acquire) & open;
+    if mine == 0 {
+        return;
+    }
+    // Against a placement's look at the list (Dekker's, with the fence in
+    // `kill`'s and the forwarder's `PLACING` increment).
+    std::sync::atomic::fence(Ordering::SeqCst);
+    let busy = || PLACING.load(Ordering::SeqCst) != 0 || on_its_way(mine);
+    if !busy() {
+        return;
+    }
+    let until = std::time::Instant::now() + SETTLE;
+    while busy() && std::time::Instant::now() < until {
+        schedlab_rt::yield_now();
+        // SAFETY: no arguments; a point where the kernel delivers.
+        unsafe { libc::syscall(libc::SYS_sched_yield) };
+    }
+}
+
+/// Whether a signal of `open` waits for the forwarder, is being placed by
+/// it, or was sent to a kernel thread and not taken there yet.
+fn on_its_way(open: u64) -> bool {
+    if FORWARDING.load(Ordering::Acquire) & open != 0 {
+        return true;
+    }
+    if READY_COUNT.load(Ordering::Acquire) == 0 {
+        return false;
+    }
+    TABLE.iter().any(|s| {
+        s.state.load(Ordering::Acquire) == READY && {
+            let k = s.key.load(Ordering::Relaxed);
+            let kind = k >> 48;
+            (kind == For::Forwarder.key(0) >> 48 || kind == For::KernelThread(0).key(0) >> 48)
+                && open & bit((k & 0xff) as c_int) != 0
+        }
+    })
 }
 
 /// Moves into user thread `d`'s own pending set (with their `siginfo`) the
@@ -528,9 +629,11 @@ extern "C" fn forwarder(_: *mut c_void) -> *mut c_void {
             // Marked before it leaves the table, for `sigpending`.
             let sig = (TABLE[i].key.load(Ordering::Relaxed) & 0xff) as c_int;
             FORWARDING.fetch_or(bit(sig), Ordering::AcqRel);
+            PLACING.fetch_add(1, Ordering::SeqCst);
             if let Some((sig, info)) = take_at(i, For::Forwarder.key(0), true) {
                 forward(sig, &info);
             }
+            PLACING.fetch_sub(1, Ordering::SeqCst);
             FORWARDING.fetch_and(!bit(sig), Ordering::AcqRel);
         }
         // While signals are kept for the process, looked at again every
@@ -834,4 +937,75 @@ fn send_to_kernel_thread(tid: i32, sig: c_int, info: &libc::siginfo_t) -> bool {
         take(For::KernelThread(tid), sig);
     }
     false
+}
+
+/// `kill`. A signal the process sends itself, with a program handler, that
+/// the calling thread blocks (or that it accepts while another thread
+/// accepts it too), is placed here at once, as the kernel chooses its thread
+/// when the signal is sent: on a thread that accepts it now (module docs).
+/// Left to the kernel, it was taken by whichever kernel thread accepted it
+/// (an idle processor's, or the forwarder), and placed a moment later, when
+/// the one thread that had accepted it might have ended (`exit_race.c`: the
+/// handler never ran). Everything else goes to the kernel as it is.
+///
+/// # Safety
+/// As `kill(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn kill(pid: libc::pid_t, sig: c_int) -> c_int {
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    if pid == me
+        && (1..=64).contains(&sig)
+        && sig != libc::SIGURG
+        && STARTED.load(Ordering::Acquire)
+        && HANDLED.load(Ordering::Acquire) & bit(sig) != 0
+        && !caller_takes(sig)
+    {
+        let mut info = bare_info(sig);
+        // SAFETY: getuid has no preconditions.
+        set_sender(&mut info, me, unsafe { libc::getuid() });
+        PLACING.fetch_add(1, Ordering::SeqCst);
+        forward(sig, &info);
+        PLACING.fetch_sub(1, Ordering::SeqCst);
+        return 0;
+    }
+    // SAFETY: the caller's arguments, to the kernel.
+    unsafe { libc::syscall(libc::SYS_kill, pid, sig) as c_int }
+}
+
+/// Whether the kernel would deliver `sig`, sent by the calling thread to its
+/// own process, to the calling thread itself: POSIX has `kill` deliver it
+/// there before it returns when the caller does not block it and no other
+/// thread accepts it. The caller not blocking it is enough here: the kernel
+/// then chooses the caller's kernel thread first.
+fn caller_takes(sig: c_int) -> bool {
+    let mask = if crate::thread::on_user_thread() {
+        schedlab_rt::shared::signal_mask()
+    } else {
+        let mut m = 0u64;
+        // SAFETY: a query into our own word, in the kernel's 8 bytes.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_BLOCK,
+                std::ptr::null::<u64>(),
+                &mut m as *mut u64,
+                8,
+            )
+        };
+        m
+    };
+    mask & bit(sig) == 0
+}
+
+/// Writes `kill`'s sender fields (`si_pid`, `si_uid`) into `info`.
+fn set_sender(info: &mut libc::siginfo_t, pid: libc::pid_t, uid: libc::uid_t) {
+    // x86-64 Linux: the union after `si_signo`, `si_errno`, `si_code` and
+    // padding starts at byte 16; `kill`'s fields are its first two.
+    let p = (info as *mut libc::siginfo_t).cast::<u8>();
+    // SAFETY: both within the 128-byte siginfo, 4-byte aligned.
+    unsafe {
+        p.add(16).cast::<libc::pid_t>().write(pid);
+        p.add(20).cast::<libc::uid_t>().write(uid);
+    }
 }

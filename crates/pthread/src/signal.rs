@@ -146,6 +146,23 @@ pub(crate) fn before_exit() {
         return;
     }
     let open = !schedlab_rt::shared::signal_mask();
+    crate::procsig::settle_before_exit(open);
+    crate::procsig::take_inbox_for(d, open);
+    take_process_pending();
+    deliver_pending();
+}
+
+/// After a user thread that ends left the forwarder's list: a signal of
+/// those it accepts that reached the library meantime (saved for the
+/// forwarder, or kept for the process by a forwarder that no longer finds
+/// this thread) is still its own, delivered here.
+pub(crate) fn after_unlisted() {
+    let d = current();
+    if d.kind.get() != Kind::User {
+        return;
+    }
+    let open = !schedlab_rt::shared::signal_mask();
+    crate::procsig::settle_after_unlisted(open);
     crate::procsig::take_inbox_for(d, open);
     take_process_pending();
     deliver_pending();

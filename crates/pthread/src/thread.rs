@@ -801,6 +801,7 @@ fn finish(d: &ThreadData) {
     };
     crate::signal::before_exit();
     crate::procsig::unregister(d);
+    crate::signal::after_unlisted();
     d.exited.store(1, Ordering::Release);
     if let Some(joiner) = parked {
         joiner.unpark();
