@@ -14,8 +14,8 @@
 //! What the runtime asks of a kernel thread is in that thread's request word
 //! (`Machine::request`: preempt, rejoin, release); the signal only makes the
 //! thread look. It is sent as a queued signal from this process
-//! ([`signal_thread`]: `rt_tgsigqueueinfo`, `SI_QUEUE`, `si_pid` this
-//! process, `si_value` the address of [`COOKIE`], a byte of this copy of the
+//! (`signal_thread`: `rt_tgsigqueueinfo`, `SI_QUEUE`, `si_pid` this
+//! process, `si_value` the address of `COOKIE`, a byte of this copy of the
 //! runtime), so the handler tells the runtime's own — and a CPU budget's
 //! timer's (`cputimer.rs`, its own cookie) — from any other `SIGURG`: a
 //! program's `kill`, `tgkill`, `raise` or `sigqueue`, the kernel's
