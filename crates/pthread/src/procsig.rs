@@ -538,23 +538,11 @@ pub(crate) fn pass_on(sig: c_int, info: &libc::siginfo_t) -> bool {
     true
 }
 
-/// Every signal but those no kernel thread may block: the runtime's own,
-/// the synchronous faults, glibc's two (`SIGSETXID` must reach every thread
-/// glibc knows, which a `setuid` waits for).
+/// The forwarder's mask before the handled signals are opened: every
+/// signal a runtime kernel thread running no user thread blocks, and the
+/// runtime's own too (the forwarder runs no user thread to preempt).
 fn quiet_mask() -> u64 {
-    let open = [
-        libc::SIGSEGV,
-        libc::SIGBUS,
-        libc::SIGILL,
-        libc::SIGFPE,
-        libc::SIGTRAP,
-        libc::SIGSYS,
-        libc::SIGKILL,
-        libc::SIGSTOP,
-        32,
-        33,
-    ];
-    !open.iter().fold(0u64, |m, &s| m | bit(s))
+    schedlab_rt::shared::quiet_mask() | bit(schedlab_rt::shared::runtime_signal())
 }
 
 fn set_kernel_mask(mask: u64) -> u64 {

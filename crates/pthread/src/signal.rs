@@ -141,15 +141,7 @@ fn take_process_pending_slow() {
 /// whose one accepting thread ends at the last `kill`, hung once in twenty
 /// runs: a sender waited for that signal's handler).
 pub(crate) fn before_exit() {
-    let d = current();
-    if d.kind.get() != Kind::User {
-        return;
-    }
-    let open = !schedlab_rt::shared::signal_mask();
-    crate::procsig::settle_before_exit(open);
-    crate::procsig::take_inbox_for(d, open);
-    take_process_pending();
-    deliver_pending();
+    take_at_end(crate::procsig::settle_before_exit);
 }
 
 /// After a user thread that ends left the forwarder's list: a signal of
@@ -157,12 +149,18 @@ pub(crate) fn before_exit() {
 /// forwarder, or kept for the process by a forwarder that no longer finds
 /// this thread) is still its own, delivered here.
 pub(crate) fn after_unlisted() {
+    take_at_end(crate::procsig::settle_after_unlisted);
+}
+
+/// A user thread's end: `settle` (the signals it accepts, its mask's
+/// complement), then what waits for it in the library is delivered.
+fn take_at_end(settle: fn(u64)) {
     let d = current();
     if d.kind.get() != Kind::User {
         return;
     }
     let open = !schedlab_rt::shared::signal_mask();
-    crate::procsig::settle_after_unlisted(open);
+    settle(open);
     crate::procsig::take_inbox_for(d, open);
     take_process_pending();
     deliver_pending();

@@ -254,7 +254,7 @@ fn apply(m: &crate::machine::Machine, mask: u64) {
 /// fault with its signal blocked kills the process) and glibc's two internal
 /// ones (`SIGCANCEL`, and `SIGSETXID`, which `setuid` sends every thread
 /// glibc knows and waits for; glibc's own `sigprocmask` never blocks them).
-pub(crate) fn quiet_mask() -> u64 {
+pub fn quiet_mask() -> u64 {
     let open = [
         crate::preempt::SIGNAL,
         libc::SIGSEGV,
@@ -784,14 +784,7 @@ pub fn interruptions() -> u32 {
 /// its kernel thread until its call returns).
 pub fn kernel_thread_of(thread: &crate::hooks::Thread) -> Option<i32> {
     use std::sync::atomic::Ordering;
-    let t = thread.task();
-    let m = t.machine.load(Ordering::Acquire);
-    if m.is_null() || t.state.is_complete() {
-        return None;
-    }
-    // SAFETY: machines' blocks live as long as the process in this build.
-    let m = unsafe { &*m };
-    let me = (&**t) as *const crate::task::Task;
+    let (m, me) = last_machine(thread)?;
     let on = if m.detached.load(Ordering::Acquire).cast_const() == me {
         true
     } else {
@@ -805,10 +798,11 @@ pub fn kernel_thread_of(thread: &crate::hooks::Thread) -> Option<i32> {
     on.then(|| m.tid.load(Ordering::Relaxed))
 }
 
-/// The kernel thread id of the kernel thread `thread` is blocked in the
-/// kernel on after a hand-off (detached from its processor), or `None`. It
-/// stays there until its call returns.
-pub fn blocked_kernel_thread_of(thread: &crate::hooks::Thread) -> Option<i32> {
+/// The machine `thread` last ran on and its task, unless it never ran or
+/// is done.
+fn last_machine(
+    thread: &crate::hooks::Thread,
+) -> Option<(&'static crate::machine::Machine, *const crate::task::Task)> {
     use std::sync::atomic::Ordering;
     let t = thread.task();
     let m = t.machine.load(Ordering::Acquire);
@@ -816,8 +810,15 @@ pub fn blocked_kernel_thread_of(thread: &crate::hooks::Thread) -> Option<i32> {
         return None;
     }
     // SAFETY: machines' blocks live as long as the process in this build.
-    let m = unsafe { &*m };
-    let me = (&**t) as *const crate::task::Task;
+    Some((unsafe { &*m }, (&**t) as *const crate::task::Task))
+}
+
+/// The kernel thread id of the kernel thread `thread` is blocked in the
+/// kernel on after a hand-off (detached from its processor), or `None`. It
+/// stays there until its call returns.
+pub fn blocked_kernel_thread_of(thread: &crate::hooks::Thread) -> Option<i32> {
+    use std::sync::atomic::Ordering;
+    let (m, me) = last_machine(thread)?;
     (m.detached.load(Ordering::Acquire).cast_const() == me).then(|| m.tid.load(Ordering::Relaxed))
 }
 
