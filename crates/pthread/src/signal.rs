@@ -54,7 +54,6 @@ mod next {
     crate::glibc::real!(sigprocmask: fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int);
     crate::glibc::real!(pthread_kill: fn(libc::pthread_t, c_int) -> c_int);
     crate::glibc::real!(sigwait: fn(*const libc::sigset_t, *mut c_int) -> c_int);
-    crate::glibc::real!(sigwaitinfo: fn(*const libc::sigset_t, *mut libc::siginfo_t) -> c_int);
     crate::glibc::real!(sigtimedwait: fn(*const libc::sigset_t, *mut libc::siginfo_t, *const libc::timespec) -> c_int);
     crate::glibc::real!(sigsuspend: fn(*const libc::sigset_t) -> c_int);
     crate::glibc::real!(sigpending: fn(*mut libc::sigset_t) -> c_int);
@@ -645,26 +644,8 @@ pub unsafe extern "C-unwind" fn sigwaitinfo(
     set: *const libc::sigset_t,
     info: *mut libc::siginfo_t,
 ) -> c_int {
-    if crate::thread::user_path() {
-        if let Some(taken) = take_own(word(set)) {
-            return fill_info(info, taken);
-        }
-        let r = waiting_for(word(set), || {
-            // SAFETY: as in `sigwait`.
-            let r = unsafe { timed_wait(set, info, std::ptr::null()) };
-            restore_info(r, info);
-            own_after_eintr(set, info, r)
-        });
-        return r;
-    }
-    let _announced = crate::procsig::KernelWaiter::announce(word(set));
-    if let Some(taken) = crate::procsig::take_process(word(set)) {
-        return fill_info(info, taken);
-    }
-    // SAFETY: forwarded unchanged.
-    let r = unsafe { next::sigwaitinfo()(set, info) };
-    restore_info(r, info);
-    r
+    // SAFETY: the caller's arguments; no timeout, as glibc's own.
+    unsafe { sigtimedwait(set, info, std::ptr::null()) }
 }
 
 /// `sigtimedwait`.
