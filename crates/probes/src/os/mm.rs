@@ -190,7 +190,7 @@ impl Probe for MmProbe {
                 id: "os.mm.pagefault",
                 doc: "read one byte of every page of a cached file mapped MAP_SHARED: µs per page touched (faults counted: see notes)",
                 unit: Unit::Micros,
-                mirrors: "lmbench lat_pagefault (default: touches timed alone, the munmap of the touched pages in note unmap_us_per_page; def=lmbench: touch + munmap + mmap minus an untouched munmap + mmap, lmbench's figure exactly)",
+                mirrors: "lmbench lat_pagefault (default: touches timed alone, the munmap of the touched pages in note unmap_us_per_page; def=lmbench: touch + munmap + mmap minus an untouched munmap + mmap, lmbench's figure exactly; a pair whose difference comes out negative, disturbed, is taken again up to 5 times)",
                 requires: "a writable --tmp-dir",
             },
             Kind::Mmap => Info {
