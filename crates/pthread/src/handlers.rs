@@ -489,16 +489,7 @@ fn block_until_sigreturn() {
         libc::SIGTRAP,
     ];
     let block = !open.iter().fold(0u64, |m, &s| m | bit(s));
-    // SAFETY: the kernel reads 8 bytes at `block`; no old set.
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_BLOCK,
-            &block as *const u64,
-            std::ptr::null_mut::<u64>(),
-            8,
-        )
-    };
+    schedlab_rt::shared::sigprocmask(libc::SIG_BLOCK, Some(block));
 }
 
 /// `siglongjmp`: glibc's, after [`before_jump`].

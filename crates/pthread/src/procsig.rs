@@ -545,21 +545,6 @@ fn quiet_mask() -> u64 {
     schedlab_rt::shared::quiet_mask() | bit(schedlab_rt::shared::runtime_signal())
 }
 
-fn set_kernel_mask(mask: u64) -> u64 {
-    let mut old = 0u64;
-    // SAFETY: the kernel reads 8 bytes at `mask` and writes 8 at `old`.
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK,
-            &mask as *const u64,
-            &mut old as *mut u64,
-            8,
-        )
-    };
-    old
-}
-
 /// Starts the forwarder (once per runtime: with it, after a `fork` too).
 pub(crate) fn start() {
     if STARTED.swap(true, Ordering::AcqRel) {
@@ -567,13 +552,13 @@ pub(crate) fn start() {
     }
     // Started with every signal blocked, so none lands on it before it
     // sets its own mask.
-    let old = set_kernel_mask(!0);
+    let old = schedlab_rt::shared::sigprocmask(libc::SIG_SETMASK, Some(!0));
     let mut t: libc::pthread_t = 0;
     // SAFETY: glibc's thread creation, with our function and no argument.
     let r = unsafe {
         next::pthread_create()(&mut t, std::ptr::null(), forwarder, std::ptr::null_mut())
     };
-    set_kernel_mask(old);
+    schedlab_rt::shared::sigprocmask(libc::SIG_SETMASK, Some(old));
     if r == 0 {
         // SAFETY: the thread just made, never joined.
         unsafe { next::pthread_detach()(t) };
@@ -609,7 +594,7 @@ extern "C" fn forwarder(_: *mut c_void) -> *mut c_void {
         let seen = WAKE.load(Ordering::Acquire);
         let handled = HANDLED.load(Ordering::Acquire);
         if applied != Some(handled) {
-            set_kernel_mask(quiet_mask() & !handled);
+            schedlab_rt::shared::sigprocmask(libc::SIG_SETMASK, Some(quiet_mask() & !handled));
             applied = Some(handled);
         }
         retry_kept();
@@ -970,24 +955,13 @@ fn caller_takes(sig: c_int) -> bool {
     let mask = if crate::thread::on_user_thread() {
         schedlab_rt::shared::signal_mask()
     } else {
-        let mut m = 0u64;
-        // SAFETY: a query into our own word, in the kernel's 8 bytes.
-        unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigprocmask,
-                libc::SIG_BLOCK,
-                std::ptr::null::<u64>(),
-                &mut m as *mut u64,
-                8,
-            )
-        };
-        m
+        schedlab_rt::shared::sigprocmask(libc::SIG_BLOCK, None)
     };
     mask & bit(sig) == 0
 }
 
 /// Writes `kill`'s sender fields (`si_pid`, `si_uid`) into `info`.
-fn set_sender(info: &mut libc::siginfo_t, pid: libc::pid_t, uid: libc::uid_t) {
+pub(crate) fn set_sender(info: &mut libc::siginfo_t, pid: libc::pid_t, uid: libc::uid_t) {
     // x86-64 Linux: the union after `si_signo`, `si_errno`, `si_code` and
     // padding starts at byte 16; `kill`'s fields are its first two.
     let p = (info as *mut libc::siginfo_t).cast::<u8>();

@@ -365,12 +365,8 @@ fn tkill_info() -> libc::siginfo_t {
     let mut i: libc::siginfo_t = unsafe { MaybeUninit::zeroed().assume_init() };
     i.si_signo = SIG;
     i.si_code = libc::SI_TKILL;
-    // SAFETY: `si_pid` and `si_uid` follow the header's three ints.
-    unsafe {
-        let f = (&mut i as *mut libc::siginfo_t).cast::<u8>().add(16);
-        f.cast::<i32>().write(libc::getpid());
-        f.add(4).cast::<u32>().write(libc::getuid());
-    }
+    // SAFETY: getpid and getuid have no preconditions.
+    crate::procsig::set_sender(&mut i, unsafe { libc::getpid() }, unsafe { libc::getuid() });
     i
 }
 
@@ -411,18 +407,7 @@ fn raise_self(d: &ThreadData, info: &libc::siginfo_t) {
 
 /// Whether the calling kernel thread's mask blocks `SIGURG` in the kernel.
 fn kernel_blocks() -> bool {
-    let mut cur = 0u64;
-    // SAFETY: a query of 8 bytes into our own word.
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_BLOCK,
-            std::ptr::null::<u64>(),
-            &mut cur,
-            8,
-        )
-    };
-    cur & bit() != 0
+    schedlab_rt::shared::sigprocmask(libc::SIG_BLOCK, None) & bit() != 0
 }
 
 /// `signal.rs`'s `deliver_pending`, for a pending `SIGURG` it has taken
@@ -454,12 +439,13 @@ pub(crate) fn send(d: &ThreadData, thread: &schedlab_rt::Thread) {
         let mut i: libc::siginfo_t = unsafe { MaybeUninit::zeroed().assume_init() };
         i.si_signo = SIG;
         i.si_code = libc::SI_QUEUE;
-        // SAFETY: `si_pid`, `si_uid` and `si_value` follow the header's
-        // three ints; a signal to a kernel thread of our own process.
+        // SAFETY: getpid and getuid have no preconditions.
+        crate::procsig::set_sender(&mut i, unsafe { libc::getpid() }, unsafe { libc::getuid() });
+        // SAFETY: `si_value` follows `si_pid` and `si_uid` (byte 24), the
+        // mark is within the 128 bytes; a signal to a kernel thread of our
+        // own process.
         unsafe {
             let f = (&mut i as *mut libc::siginfo_t).cast::<u8>().add(16);
-            f.cast::<i32>().write(libc::getpid());
-            f.add(4).cast::<u32>().write(libc::getuid());
             f.add(8).cast::<usize>().write(d as *const ThreadData as usize);
             f.add(MARK - 16).cast::<usize>().write(doorbell());
             libc::syscall(libc::SYS_rt_tgsigqueueinfo, libc::getpid(), tid, SIG, &i);

@@ -222,9 +222,10 @@ pub(crate) fn run_preempt_hook() {
 }
 
 /// `rt_sigprocmask` on the calling kernel thread, with the kernel's 8-byte
-/// set. A system call, not libc's `pthread_sigmask`: in this build the
+/// set; returns the kernel thread's mask before the call (`set` `None`: a
+/// query). A system call, not libc's `pthread_sigmask`: in this build the
 /// library defines that one, for user threads, and would be called back.
-fn sigprocmask(how: libc::c_int, set: Option<u64>) -> u64 {
+pub fn sigprocmask(how: libc::c_int, set: Option<u64>) -> u64 {
     let mut old = 0u64;
     let set_ptr = set.as_ref().map_or(std::ptr::null(), |s| s as *const u64);
     // SAFETY: the kernel reads 8 bytes at `set_ptr` (or nothing) and writes
