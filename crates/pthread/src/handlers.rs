@@ -55,11 +55,20 @@
 //! (`SA_ONSTACK`): two kernel threads then ran the preemption handler on the
 //! same memory at once, each overwriting the other's frames (the `java`
 //! program above died in the runtime's preemption handler about one run in
-//! ten, with another kernel thread's registers). So the wrapper, when the
-//! handler ends on another kernel thread than it began on, writes the current
-//! kernel thread's alternate stack into the frame, as the last thing before
-//! `sigreturn`: this library and the C library are no safe points, so
-//! nothing moves the thread again before it returns.
+//! ten, with another kernel thread's registers). So the wrapper writes the
+//! current kernel thread's alternate stack into the frame at every handler's
+//! end, as the last thing before `sigreturn`: this library and the C library
+//! are no safe points, so nothing moves the thread again before it returns.
+//! At every end, not only when the handler ended on another kernel thread
+//! than it began on: the frame may have been built on another one than the
+//! wrapper begins on. Two signals delivered in one return to user space get
+//! two frames, the second interrupting the first handler before its first
+//! instruction; if the second handler moves the thread, the first begins and
+//! ends on the new kernel thread with a frame built on the old one (the Open
+//! POSIX suite's `pthread_setschedparam/5-1`, whose two senders' signals
+//! come in together while its thread is in a system call, died so about one
+//! run in five: two kernel threads ran the runtime's handlers on one
+//! alternate stack).
 //!
 //! A handler may also leave by `siglongjmp` (or `longjmp`) to a `sigsetjmp`
 //! that saved the mask, which glibc restores with a system call of its own:
@@ -192,8 +201,6 @@ pub(crate) unsafe extern "C" fn wrapper(
         reset_to_default(sig, slot);
     }
     let user = on_user && !uc.is_null();
-    // Only on a user thread: the runtime runs, so the CPU has `rdgsbase`.
-    let began_on = if user { schedlab_rt::shared::kernel_thread() } else { 0 };
     if user {
         // SAFETY: the kernel's signal frame for this delivery.
         let interrupted = word(unsafe { &(*uc).uc_sigmask });
@@ -249,12 +256,10 @@ pub(crate) unsafe extern "C" fn wrapper(
         block_until_sigreturn();
         // SAFETY: as above.
         schedlab_rt::shared::handler_mask(word(unsafe { &(*uc).uc_sigmask }));
-        if schedlab_rt::shared::kernel_thread() != began_on {
-            // SAFETY: as above; last, so that nothing can move the thread
-            // again before `sigreturn` (this library and the C library are
-            // no safe points).
-            unsafe { keep_alternate_stack(uc) };
-        }
+        // SAFETY: as above; last, so that nothing can move the thread again
+        // before `sigreturn` (this library and the C library are no safe
+        // points).
+        unsafe { keep_alternate_stack(uc) };
         // SAFETY: as above.
         unsafe { *libc::__errno_location() = errno };
     }
@@ -282,9 +287,9 @@ fn reset_to_default(sig: c_int, slot: &Installed) {
 }
 
 /// Makes the frame `sigreturn` will restore name the calling kernel thread's
-/// alternate signal stack, for a handler that ended on another kernel thread
-/// than the one the signal was delivered on (module docs, "The alternate
-/// stack").
+/// alternate signal stack, in case the signal was delivered on another
+/// kernel thread (module docs, "The alternate stack"): one system call, a
+/// query, per handler.
 ///
 /// # Safety
 /// `uc` is the kernel's signal frame of the handler that is ending.

@@ -7,10 +7,25 @@
  * the second kernel thread got the first one's, the two ran the runtime's handlers on
  * the same memory at once, and a Java program whose threads catch null dereferences and
  * stack overflows died in the runtime's preemption handler about one run in ten.
+ *
+ * Then the same with two signals the kernel delivers in one return to user space:
+ * SIGUSR1 and SIGUSR2 pending together on the thread's kernel thread when it unblocks
+ * them. The kernel builds SIGUSR1's frame, then SIGUSR2's on top of it, interrupting
+ * SIGUSR1's handler before its first instruction; SIGUSR2's handler moves to another
+ * kernel thread, where SIGUSR1's handler then begins and ends. Its frame, built on the
+ * first kernel thread, still names that one's alternate stack: the library compared the
+ * kernel thread the handler ended on with the one it *began* on (the same), and the
+ * second kernel thread got the first one's alternate stack (the Open POSIX suite's
+ * pthread_setschedparam/5-1, whose two senders' signals arrive this way, crashed in
+ * about one run in five, two kernel threads running the runtime's handlers on the same
+ * memory).
+ *
  * On glibc's threads nothing moves and no thread has an alternate stack: nothing to
  * compare, the rounds just run. */
 #define _GNU_SOURCE
 #include "check.h"
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -77,6 +92,18 @@ static void handler(int sig) {
         moved++;
 }
 
+static volatile int outer_ran, inner_ran;
+
+static void outer(int sig) {
+    (void)sig;
+    outer_ran++;
+}
+
+static void inner(int sig) {
+    handler(sig);
+    inner_ran++;
+}
+
 static void *spin(void *arg) {
     (void)arg;
     while (!stop)
@@ -97,6 +124,46 @@ static void *a_main(void *arg) {
             CHECK((t == began_tid) == (s == began_stack),
                   "round %d: after a handler begun on kernel thread %d (alternate stack %p), "
                   "kernel thread %d has alternate stack %p",
+                  round, (int)began_tid, began_stack, (int)t, s);
+        }
+    }
+    /* Both signals pending in the kernel at once (raw tgkill: the library's raise would
+     * keep a blocked one itself), then opened together by ppoll's mask, whose return to
+     * user space delivers both (a timeout, not sigsuspend: if the thread moved before the
+     * call, the signals go on to another thread and nothing ends the wait here). */
+    struct sigaction sa = {0};
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = outer;
+    CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
+    sa.sa_handler = inner;
+    CHECK(sigaction(SIGUSR2, &sa, NULL) == 0, "sigaction");
+    sigset_t both;
+    sigemptyset(&both);
+    sigaddset(&both, SIGUSR1);
+    sigaddset(&both, SIGUSR2);
+    for (int round = 0; round < ROUNDS; round++) {
+        int o = outer_ran, i = inner_ran;
+        began_enabled = 0;
+        PT(pthread_sigmask(SIG_BLOCK, &both, NULL));
+        CHECK(syscall(SYS_tgkill, getpid(), tid(), SIGUSR1) == 0, "tgkill");
+        CHECK(syscall(SYS_tgkill, getpid(), tid(), SIGUSR2) == 0, "tgkill");
+        sigset_t none;
+        sigemptyset(&none);
+        struct timespec second = {1, 0};
+        CHECK(ppoll(NULL, 0, &second, &none) != -1 || errno == EINTR, "ppoll");
+        PT(pthread_sigmask(SIG_UNBLOCK, &both, NULL));
+        /* Both handlers have run here unless the thread moved between the system calls
+         * and the signals went on to another thread: wait for them (5 s bound). */
+        for (int w = 0; w < 50000 && (outer_ran == o || inner_ran == i); w++)
+            usleep(100);
+        CHECK(outer_ran != o && inner_ran != i, "round %d: a handler never ran", round);
+        pid_t t;
+        void *s;
+        where(&t, &s);
+        if (began_enabled && s != NULL) {
+            CHECK((t == began_tid) == (s == began_stack),
+                  "nested round %d: after handlers begun on kernel thread %d (alternate stack "
+                  "%p), kernel thread %d has alternate stack %p",
                   round, (int)began_tid, began_stack, (int)t, s);
         }
     }
