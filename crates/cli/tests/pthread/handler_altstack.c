@@ -111,21 +111,25 @@ static void *spin(void *arg) {
     return NULL;
 }
 
+/* After a round's handlers: kernel threads never share an alternate stack, so the one the
+ * (inner) handler began on has the stack it had then, any other a different one. */
+static void check_own_stack(const char *kind, int round) {
+    pid_t t;
+    void *s;
+    where(&t, &s);
+    if (began_enabled && s != NULL) {
+        CHECK((t == began_tid) == (s == began_stack),
+              "%sround %d: after a handler begun on kernel thread %d (alternate stack %p), "
+              "kernel thread %d has alternate stack %p",
+              kind, round, (int)began_tid, began_stack, (int)t, s);
+    }
+}
+
 static void *a_main(void *arg) {
     (void)arg;
     for (int round = 0; round < ROUNDS; round++) {
         CHECK(raise(SIGUSR1) == 0, "raise");
-        pid_t t;
-        void *s;
-        where(&t, &s);
-        if (began_enabled && s != NULL) {
-            /* Kernel threads never share an alternate stack: the one the handler began
-             * on has the stack it had then, any other a different one. */
-            CHECK((t == began_tid) == (s == began_stack),
-                  "round %d: after a handler begun on kernel thread %d (alternate stack %p), "
-                  "kernel thread %d has alternate stack %p",
-                  round, (int)began_tid, began_stack, (int)t, s);
-        }
+        check_own_stack("", round);
     }
     /* Both signals pending in the kernel at once (raw tgkill: the library's raise would
      * keep a blocked one itself), then opened together by ppoll's mask, whose return to
@@ -157,15 +161,7 @@ static void *a_main(void *arg) {
         for (int w = 0; w < 50000 && (outer_ran == o || inner_ran == i); w++)
             usleep(100);
         CHECK(outer_ran != o && inner_ran != i, "round %d: a handler never ran", round);
-        pid_t t;
-        void *s;
-        where(&t, &s);
-        if (began_enabled && s != NULL) {
-            CHECK((t == began_tid) == (s == began_stack),
-                  "nested round %d: after handlers begun on kernel thread %d (alternate stack "
-                  "%p), kernel thread %d has alternate stack %p",
-                  round, (int)began_tid, began_stack, (int)t, s);
-        }
+        check_own_stack("nested ", round);
     }
     return NULL;
 }
@@ -186,6 +182,6 @@ int main(int argc, char **argv) {
         PT(pthread_join(spinners[i], NULL));
     if (expect)
         CHECK(moved > 0, "no handler ever moved to another kernel thread");
-    printf("ok (%ld of %d handlers moved)\n", moved, ROUNDS);
+    printf("ok (%ld of %d handlers moved)\n", moved, 2 * ROUNDS);
     return 0;
 }
