@@ -935,8 +935,7 @@ pub unsafe extern "C" fn kill(pid: libc::pid_t, sig: c_int) -> c_int {
         && !caller_takes(sig)
     {
         let mut info = bare_info(sig);
-        // SAFETY: getuid has no preconditions.
-        set_sender(&mut info, me, unsafe { libc::getuid() });
+        set_own_sender(&mut info);
         PLACING.fetch_add(1, Ordering::SeqCst);
         forward(sig, &info);
         PLACING.fetch_sub(1, Ordering::SeqCst);
@@ -960,8 +959,11 @@ fn caller_takes(sig: c_int) -> bool {
     mask & bit(sig) == 0
 }
 
-/// Writes `kill`'s sender fields (`si_pid`, `si_uid`) into `info`.
-pub(crate) fn set_sender(info: &mut libc::siginfo_t, pid: libc::pid_t, uid: libc::uid_t) {
+/// Writes `kill`'s sender fields (`si_pid`, `si_uid`) into `info`, for a
+/// signal this process sends: its own process id and user id.
+pub(crate) fn set_own_sender(info: &mut libc::siginfo_t) {
+    // SAFETY: getpid and getuid have no preconditions.
+    let (pid, uid) = unsafe { (libc::getpid(), libc::getuid()) };
     // x86-64 Linux: the union after `si_signo`, `si_errno`, `si_code` and
     // padding starts at byte 16; `kill`'s fields are its first two.
     let p = (info as *mut libc::siginfo_t).cast::<u8>();

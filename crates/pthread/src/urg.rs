@@ -365,8 +365,7 @@ fn tkill_info() -> libc::siginfo_t {
     let mut i: libc::siginfo_t = unsafe { MaybeUninit::zeroed().assume_init() };
     i.si_signo = SIG;
     i.si_code = libc::SI_TKILL;
-    // SAFETY: getpid and getuid have no preconditions.
-    crate::procsig::set_sender(&mut i, unsafe { libc::getpid() }, unsafe { libc::getuid() });
+    crate::procsig::set_own_sender(&mut i);
     i
 }
 
@@ -389,16 +388,7 @@ fn raise_self(d: &ThreadData, info: &libc::siginfo_t) {
     };
     for _ in 0..16 {
         let before = d.urg.raised.load(Ordering::Acquire);
-        // SAFETY: a signal to our own kernel thread with our own siginfo.
-        unsafe {
-            libc::syscall(
-                libc::SYS_rt_tgsigqueueinfo,
-                libc::getpid(),
-                libc::syscall(libc::SYS_gettid),
-                SIG,
-                &marked as *const libc::siginfo_t,
-            );
-        }
+        crate::procsig::raise_with(SIG, &marked);
         if d.urg.raised.load(Ordering::Acquire) != before || kernel_blocks() {
             return;
         }
@@ -439,8 +429,7 @@ pub(crate) fn send(d: &ThreadData, thread: &schedlab_rt::Thread) {
         let mut i: libc::siginfo_t = unsafe { MaybeUninit::zeroed().assume_init() };
         i.si_signo = SIG;
         i.si_code = libc::SI_QUEUE;
-        // SAFETY: getpid and getuid have no preconditions.
-        crate::procsig::set_sender(&mut i, unsafe { libc::getpid() }, unsafe { libc::getuid() });
+        crate::procsig::set_own_sender(&mut i);
         // SAFETY: `si_value` follows `si_pid` and `si_uid` (byte 24), the
         // mark is within the 128 bytes; a signal to a kernel thread of our
         // own process.
