@@ -59,6 +59,7 @@ const TESTS: &[&str] = &[
     "procsig",
     "handler_wakes",
     "exit_race",
+    "exit_storm",
     "urg",
 ];
 
@@ -226,6 +227,11 @@ fn a_process_directed_signal_reaches_the_one_thread_that_accepts_it_with_its_sig
 fn a_signal_sent_while_its_one_accepting_thread_lives_runs_on_it_before_it_ends() {
     check_on("exit_race", 1);
     check_on("exit_race", 4);
+}
+
+#[test]
+fn signals_to_a_thread_that_ends_amid_a_storm_of_them_all_run_before_it_ends() {
+    check("exit_storm");
 }
 
 #[test]

@@ -169,11 +169,16 @@ pub(crate) unsafe extern "C" fn wrapper(
     let on_user = crate::thread::on_user_thread();
     // A process-directed signal the forwarder sent here by `tgkill`
     // (`procsig.rs`): the handler gets its own `siginfo`, not the `tgkill`'s.
+    // It is in transit (`procsig::InTransit`) until it is passed on,
+    // deferred, or about to be handled here.
     let mut original = MaybeUninit::<libc::siginfo_t>::uninit();
     let mut info = info;
+    let mut in_transit = None;
     // SAFETY: the kernel's siginfo for this delivery (`SA_SIGINFO`).
-    if let Some(o) = unsafe { info.as_ref() }.and_then(|i| crate::procsig::original_info(sig, i)) {
+    let given = unsafe { info.as_ref() };
+    if let Some((o, mark)) = given.and_then(|i| crate::procsig::original_info(sig, i)) {
         info = original.write(o);
+        in_transit = Some(mark);
     }
     // On a kernel thread that runs no thread of the program (a runtime
     // processor spinning for work with the mask of the last user thread it
@@ -197,6 +202,8 @@ pub(crate) unsafe extern "C" fn wrapper(
     if on_user && crate::signal::defer_in_section(sig, info) {
         return;
     }
+    // Handled here from now on (and the handler may never return).
+    drop(in_transit);
     if flags & libc::SA_RESETHAND != 0 {
         reset_to_default(sig, slot);
     }

@@ -82,7 +82,7 @@
 //! The kernel chooses a signal's thread when the signal is sent, and that
 //! thread takes it before it ends. Here a signal is placed a moment after
 //! it was sent (the forwarder must wake), when the one thread that accepted
-//! it may have ended. Three things close that gap:
+//! it may have ended. Four things close that gap:
 //! - a process's `kill` of itself, for a signal with a program handler that
 //!   the caller blocks, is placed by the caller at once ([`kill`]), under the
 //!   list's lock, on a thread that accepts it then;
@@ -93,7 +93,10 @@
 //!   library for it or for the process;
 //! - after it left the list, it waits for the placements under way and
 //!   takes again what was kept for the process meanwhile
-//!   ([`settle_after_unlisted`]).
+//!   ([`settle_after_unlisted`]);
+//! - a signal taken back from a kernel thread its user thread has left, to
+//!   be placed again, counts as on its way from before its record goes
+//!   until it is saved again ([`InTransit`]).
 //!
 //! Not covered: a signal from another process that the kernel gave an idle
 //! processor's kernel thread (spinning with the mask of the last thread it
@@ -261,10 +264,17 @@ pub(crate) fn take(whom: For, sig: c_int) -> Option<libc::siginfo_t> {
 
 /// For a signal the kernel delivered with `SI_TKILL` from this process (a
 /// `tgkill`, which the forwarder sends): the `siginfo` the forwarder saved
-/// for the calling kernel thread, if any. `SI_USER` is taken for `SI_TKILL`
-/// too: glibc's `sigwaitinfo` and `sigtimedwait` fold one into the other.
+/// for the calling kernel thread, if any, with the signal marked in transit
+/// until the caller drops the mark — once the signal is placed again
+/// ([`pass_on`], a thread's pending set) or its handler is about to run: in
+/// between, no record of it exists, and a thread that ends must still see it
+/// as on its way ([`on_its_way`]). `SI_USER` is taken for `SI_TKILL` too:
+/// glibc's `sigwaitinfo` and `sigtimedwait` fold one into the other.
 /// Async-signal-safe.
-pub(crate) fn original_info(sig: c_int, info: &libc::siginfo_t) -> Option<libc::siginfo_t> {
+pub(crate) fn original_info(
+    sig: c_int,
+    info: &libc::siginfo_t,
+) -> Option<(libc::siginfo_t, InTransit)> {
     if info.si_code != libc::SI_TKILL && info.si_code != libc::SI_USER
         || READY_COUNT.load(Ordering::Acquire) == 0
     {
@@ -276,7 +286,29 @@ pub(crate) fn original_info(sig: c_int, info: &libc::siginfo_t) -> Option<libc::
     if unsafe { info.si_pid() } != pid {
         return None;
     }
-    take(For::KernelThread(tid), sig)
+    // Marked before its record goes.
+    let mark = InTransit::begin();
+    take(For::KernelThread(tid), sig).map(|i| (i, mark))
+}
+
+/// How many signals are between two places: their record for a kernel
+/// thread taken ([`original_info`]), not yet saved again or handled.
+static IN_TRANSIT: AtomicU32 = AtomicU32::new(0);
+
+/// A signal in transit ([`IN_TRANSIT`]) while this lives. Async-signal-safe.
+pub(crate) struct InTransit(());
+
+impl InTransit {
+    fn begin() -> InTransit {
+        IN_TRANSIT.fetch_add(1, Ordering::SeqCst);
+        InTransit(())
+    }
+}
+
+impl Drop for InTransit {
+    fn drop(&mut self) {
+        IN_TRANSIT.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 // The process's pending signals.
@@ -431,9 +463,14 @@ pub(crate) fn settle_after_unlisted(open: u64) {
 }
 
 /// Whether a signal of `open` waits for the forwarder, is being placed by
-/// it, or was sent to a kernel thread and not taken there yet.
+/// it, was sent to a kernel thread and not taken there yet, or is in
+/// transit from there ([`InTransit`]: any signal, counted alone; seen: a
+/// thread that ended looked in the instant between `take_stranded`'s take
+/// of a record and its save for the forwarder, found nothing on its way,
+/// and the signal, placed a moment later, found no thread that accepted
+/// it — the Open POSIX suite's `pthread_cond_timedwait/4-3` hung).
 fn on_its_way(open: u64) -> bool {
-    if FORWARDING.load(Ordering::Acquire) & open != 0 {
+    if IN_TRANSIT.load(Ordering::SeqCst) != 0 || FORWARDING.load(Ordering::Acquire) & open != 0 {
         return true;
     }
     if READY_COUNT.load(Ordering::Acquire) == 0 {
@@ -573,6 +610,8 @@ pub(crate) fn after_fork_child() {
     STARTED.store(false, Ordering::Release);
     FORWARDER.store(0, Ordering::Release);
     PROCESS.store(0, Ordering::Release);
+    // Marks of the parent's other threads, which the child does not have.
+    IN_TRANSIT.store(0, Ordering::Release);
     for s in TABLE.iter() {
         s.state.store(FREE, Ordering::Relaxed);
     }
@@ -888,7 +927,11 @@ pub(crate) fn take_stranded() {
         if sig <= 0 {
             return;
         }
-        let info = original_info(sig, &info).unwrap_or(info);
+        // In transit from its record's take to its save for the forwarder.
+        let (info, _mark) = match original_info(sig, &info) {
+            Some((i, mark)) => (i, Some(mark)),
+            None => (info, None),
+        };
         if !pass_on(sig, &info) {
             // No room: back to this kernel thread, where the next thread
             // that accepts it takes it.

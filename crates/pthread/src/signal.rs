@@ -512,7 +512,7 @@ fn restore_info(sig: c_int, info: *mut libc::siginfo_t) {
         return;
     }
     // SAFETY: the caller's out-parameter, just filled by the kernel.
-    if let Some(orig) = crate::procsig::original_info(sig, unsafe { &*info }) {
+    if let Some((orig, _taken_here)) = crate::procsig::original_info(sig, unsafe { &*info }) {
         // SAFETY: as above.
         unsafe { *info = orig };
     }
