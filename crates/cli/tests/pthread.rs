@@ -34,6 +34,7 @@ const TESTS: &[&str] = &[
     "handler_wait",
     "handler_longjmp",
     "handler_altstack",
+    "handler_tail",
     "malloc",
     "priority",
     "rtorder",
@@ -292,6 +293,11 @@ fn a_signal_handler_that_waits_leaves_its_mask_to_no_other_thread() {
 #[test]
 fn a_signal_handler_that_ends_on_another_kernel_thread_leaves_each_its_alternate_stack() {
     check("handler_altstack");
+}
+
+#[test]
+fn a_signal_that_waits_for_its_handlers_end_comes_on_the_thread_that_moved_meanwhile() {
+    check("handler_tail");
 }
 
 #[test]

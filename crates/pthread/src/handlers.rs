@@ -24,8 +24,10 @@
 //! `SA_NODEFER`) before it calls the program's handler, and the mask
 //! `sigreturn` will restore after, so a switch inside the handler applies
 //! the right mask on each side; a `pthread_kill` the handler's mask kept
-//! pending in the library is raised as the handler ends, for the kernel to
-//! deliver once `sigreturn` unblocks it. Asking for a disposition answers with the
+//! pending in the library is raised as the handler ends, with every signal
+//! blocked until `sigreturn` (so nothing nests and moves the thread), for the
+//! kernel to deliver once `sigreturn` unblocks it on the same kernel thread.
+//! Asking for a disposition answers with the
 //! program's handler and flags, as the kernel would have. The runtime's own
 //! handlers (the preemption signal, stack-overflow reports), which are
 //! functions of this library, and `SIG_DFL`/`SIG_IGN` go to the kernel as
@@ -234,6 +236,18 @@ pub(crate) unsafe extern "C" fn wrapper(
         // The handler may have changed the mask `sigreturn` restores.
         // SAFETY: as above.
         schedlab_rt::shared::handler_mask(word(unsafe { &(*uc).uc_sigmask }));
+        // Nothing nests from here on, so nothing moves the thread to another
+        // kernel thread before `sigreturn` (this library and the C library
+        // are no safe points): what is raised below is held by the kernel on
+        // this kernel thread, where `sigreturn` opens it. (Raised first and
+        // blocked after, a signal that nested in between could move the
+        // thread, whose `sigreturn` then opened the raised signal on another
+        // kernel thread than the one holding it: it stayed there, never
+        // delivered, and its sender waited for its answer for good — the
+        // Open POSIX suite's `pthread_setschedparam/5-1` hung about one run
+        // in 25.) A nested handler's end would also have recorded its own
+        // mask in place of the one `sigreturn` restores.
+        block_until_sigreturn();
         // A `pthread_kill` that came while the handler's mask blocked its
         // signal is still pending in the library, where nothing else would
         // look again (a sender waiting for its answer hung): raised now, the
@@ -242,27 +256,9 @@ pub(crate) unsafe extern "C" fn wrapper(
         // (`procsig.rs`; the Open POSIX suite's `pthread_cond_signal/4-2`,
         // whose one accepting thread is in a handler at every other `kill`,
         // hung without).
-        //
-        // One raised there that this handler's mask does not block (another
-        // signal) runs at once, nested, and its end records the mask it
-        // interrupted, this handler's: so the mask `sigreturn` restores is
-        // recorded again after (without, the thread kept this handler's
-        // signal blocked in its record for good, and the forwarder found no
-        // taker), and what it opens is looked at once more.
-        for _ in 0..2 {
-            std::sync::atomic::fence(Ordering::SeqCst);
-            crate::signal::take_process_pending();
-            crate::signal::deliver_pending();
-            // SAFETY: as above.
-            schedlab_rt::shared::handler_mask(word(unsafe { &(*uc).uc_sigmask }));
-        }
-        // A signal that nests after that record would leave its own (this
-        // handler's mask) in its place, for good once `sigreturn` restores
-        // the kernel's: so nothing nests from here on (`sigreturn` restores
-        // the mask anyway).
-        block_until_sigreturn();
-        // SAFETY: as above.
-        schedlab_rt::shared::handler_mask(word(unsafe { &(*uc).uc_sigmask }));
+        std::sync::atomic::fence(Ordering::SeqCst);
+        crate::signal::take_process_pending();
+        crate::signal::deliver_pending();
         // SAFETY: as above; last, so that nothing can move the thread again
         // before `sigreturn` (this library and the C library are no safe
         // points).
