@@ -248,6 +248,14 @@ pub(crate) unsafe extern "C" fn wrapper(
         // in 25.) A nested handler's end would also have recorded its own
         // mask in place of the one `sigreturn` restores.
         block_until_sigreturn();
+        // A signal that nested between the record above and the block left
+        // its own record (this handler's mask) in place of the one
+        // `sigreturn` restores: recorded again, now that nothing nests
+        // (without, the thread kept this handler's signal blocked in its
+        // record for good, and the forwarder found no taker: the suite's
+        // `pthread_cond_timedwait/4-3` hung about one run in ten).
+        // SAFETY: as above.
+        schedlab_rt::shared::handler_mask(word(unsafe { &(*uc).uc_sigmask }));
         // A `pthread_kill` that came while the handler's mask blocked its
         // signal is still pending in the library, where nothing else would
         // look again (a sender waiting for its answer hung): raised now, the
