@@ -35,6 +35,7 @@ const TESTS: &[&str] = &[
     "handler_longjmp",
     "handler_altstack",
     "handler_tail",
+    "kill_moved",
     "malloc",
     "priority",
     "rtorder",
@@ -298,6 +299,11 @@ fn a_signal_handler_that_ends_on_another_kernel_thread_leaves_each_its_alternate
 #[test]
 fn a_signal_that_waits_for_its_handlers_end_comes_on_the_thread_that_moved_meanwhile() {
     check("handler_tail");
+}
+
+#[test]
+fn a_pthread_kill_runs_its_handler_on_its_thread_even_if_it_moved_meanwhile() {
+    check("kill_moved");
 }
 
 #[test]

@@ -182,6 +182,14 @@ pub(crate) unsafe extern "C" fn wrapper(
         info = original.write(o);
         in_transit = Some(mark);
     }
+    // A `pthread_kill`'s doorbell (`signal::answer_doorbell`): the pending
+    // signal it rang for, if its thread is the one here; nothing otherwise.
+    let me = on_user.then(crate::thread::current);
+    match given.and_then(|i| crate::signal::answer_doorbell(sig, i, me)) {
+        Some(Some(own)) => info = original.write(own),
+        Some(None) => return,
+        None => {}
+    }
     // On a kernel thread that runs no thread of the program (a runtime
     // processor spinning for work with the mask of the last user thread it
     // ran, or the library's forwarder): the signal is the process's, and

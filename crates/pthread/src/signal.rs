@@ -282,30 +282,75 @@ pub unsafe extern "C-unwind" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> 
         crate::urg::send(d, &thread);
         return 0;
     }
-    // On a kernel thread now (running, or blocked in a system call such as
-    // `waitpid` or `pause`), and not blocking the signal or waiting for it
-    // (`sigwait`, `sigsuspend`): that kernel thread has the target's mask, so
-    // the kernel itself delivers the signal exactly as for a kernel thread,
-    // ending or restarting the call by the handler's `SA_RESTART`. Otherwise
-    // (queued, parked in the library's waits, or blocking it) it waits in the
-    // thread's pending set for its next resumption or its unblocking — a
-    // signal it blocks, raised on its kernel thread, would stay pending there
-    // when the thread moves, and reach whichever thread runs there next.
+    // The signal waits in the thread's pending set, which the thread takes
+    // at its next safe point (the runtime's `interrupt`), its resumption or
+    // its unblocking. On a kernel thread now (running, or blocked in a
+    // system call such as `waitpid` or `pause`), and not blocking the signal
+    // or waiting for it (`sigwait`, `sigsuspend`), it also gets a doorbell
+    // there (`urg::ring`): the kernel ends or restarts the call by the
+    // handler's `SA_RESTART` as for a kernel thread, and the wrapper there
+    // delivers the pending signal if the thread is still there, and drops
+    // the doorbell otherwise. (A plain `tgkill` of that kernel thread ran the
+    // handler on whatever ran there when it came: the thread may have left
+    // it, and `kill_moved.c`'s handlers ran on another thread within 50
+    // signals.)
+    d.pending_signals.fetch_or(bit(sig), Ordering::AcqRel);
     let waits = d.sigwait_set.load(Ordering::Acquire) & bit(sig) != 0;
     let open = schedlab_rt::shared::signal_mask_of(&thread) & bit(sig) == 0 || waits;
-    if let Some(tid) = schedlab_rt::shared::kernel_thread_of(&thread).filter(|_| open) {
-        // SAFETY: tgkill to a kernel thread of our own process.
-        if unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, sig) } == 0 {
-            if !waits {
-                count_delivery(d, sig);
-            }
-            return 0;
-        }
+    let rung = schedlab_rt::shared::kernel_thread_of(&thread)
+        .filter(|_| open)
+        .map(|tid| crate::urg::ring(tid, d, sig))
+        .is_some();
+    // Not for a thread in `sigwait` or `sigsuspend` that the doorbell
+    // reached: the runtime's signal, which a handler's count does not
+    // follow there (a wait runs no handler for what it waits for), would
+    // have the library make its call again (`points::retrying`).
+    if !(rung && waits) {
+        schedlab_rt::shared::interrupt(&thread);
     }
-    d.pending_signals.fetch_or(bit(sig), Ordering::AcqRel);
-    schedlab_rt::shared::interrupt(&thread);
     thread.unpark();
     0
+}
+
+/// In the wrapper (`handlers.rs`) or after a `sigwait` family call on user
+/// thread `me` (`None`: a kernel thread running none), for a delivery whose
+/// `siginfo` is `info`: whether it is a `pthread_kill`'s doorbell
+/// (`urg::ring`), and if it is, the pending signal it rang for, taken from
+/// `me`'s pending set with its `siginfo`: `None` when the doorbell was for
+/// another thread, which left this kernel thread, or when `me` took the
+/// signal already. A delivery that is no doorbell is the raise of one
+/// taken from the set ([`deliver_pending`]), seen. Async-signal-safe.
+pub(crate) fn answer_doorbell(
+    sig: c_int,
+    info: &libc::siginfo_t,
+    me: Option<&ThreadData>,
+) -> Option<Option<libc::siginfo_t>> {
+    let b = bit(sig);
+    let Some(target) = crate::urg::doorbell_for(info) else {
+        if let Some(d) = me {
+            d.raising.fetch_and(!b, Ordering::AcqRel);
+        }
+        return None;
+    };
+    let Some(d) = me.filter(|d| *d as *const ThreadData as usize == target) else {
+        return Some(None);
+    };
+    if d.pending_signals.fetch_and(!b, Ordering::AcqRel) & b == 0 {
+        // Taken from the set and raised here already: if that raise came
+        // while this doorbell was pending, the kernel dropped it, and this
+        // delivery is the raise's (counted as it was raised).
+        if d.raising.fetch_and(!b, Ordering::AcqRel) & b != 0 {
+            return Some(Some(tkill_info(sig)));
+        }
+        return Some(None);
+    }
+    if d.sigwait_set.load(Ordering::Acquire) & b == 0 {
+        count_delivery(d, sig);
+    }
+    Some(Some(
+        crate::procsig::take(crate::procsig::For::User(d.id), sig)
+            .unwrap_or_else(|| tkill_info(sig)),
+    ))
 }
 
 /// In the handler wrapper (`handlers.rs`) on a user thread: if the signal
@@ -463,6 +508,9 @@ pub(crate) fn deliver_pending() {
         if d.sigwait_set.load(Ordering::Acquire) & b == 0 {
             count_delivery(d, sig);
         }
+        if sig < 32 {
+            d.raising.fetch_or(b, Ordering::AcqRel);
+        }
         // A process-directed signal forwarded here (`procsig.rs`) goes
         // with its own `siginfo`.
         match crate::procsig::take(crate::procsig::For::User(d.id), sig) {
@@ -506,16 +554,28 @@ fn tkill_info(sig: c_int) -> libc::siginfo_t {
 }
 
 /// After the kernel's wait returned `sig` into `info`: a signal the
-/// forwarder sent this kernel thread (`procsig.rs`) gets its own `siginfo`.
-fn restore_info(sig: c_int, info: *mut libc::siginfo_t) {
+/// forwarder sent this kernel thread (`procsig.rs`) gets its own `siginfo`,
+/// and a `pthread_kill`'s doorbell the pending signal's. `false` for a
+/// doorbell that brought nothing for this thread (another thread's, or one
+/// already taken): the wait goes on.
+fn restore_info(sig: c_int, info: *mut libc::siginfo_t) -> bool {
     if sig <= 0 || info.is_null() {
-        return;
+        return true;
     }
+    let me = (current().kind.get() == Kind::User).then(current);
     // SAFETY: the caller's out-parameter, just filled by the kernel.
+    match answer_doorbell(sig, unsafe { &*info }, me) {
+        // SAFETY: as above.
+        Some(Some(own)) => unsafe { *info = own },
+        Some(None) => return false,
+        None => {}
+    }
+    // SAFETY: as above.
     if let Some((orig, _taken_here)) = crate::procsig::original_info(sig, unsafe { &*info }) {
         // SAFETY: as above.
         unsafe { *info = orig };
     }
+    true
 }
 
 /// Runs `f` (the kernel's wait) with `set` marked as waited for, so that
@@ -591,12 +651,15 @@ pub unsafe extern "C-unwind" fn sigwait(set: *const libc::sigset_t, sig: *mut c_
             let mut info = crate::procsig::bare_info(0);
             // SAFETY: the caller's set; our own siginfo.
             let r = unsafe { timed_wait(set, &mut info, std::ptr::null()) };
-            if r > 0 {
-                // A forwarded signal's record goes with it.
-                restore_info(r, &mut info);
+            // A forwarded signal's record goes with it; a doorbell with
+            // nothing for this thread is no signal.
+            if r > 0 && restore_info(r, &mut info) {
                 // SAFETY: the caller's out-parameter.
                 unsafe { *sig = r };
                 return 0;
+            }
+            if r > 0 {
+                continue;
             }
             let e = errno();
             if e != libc::EINTR {
@@ -665,8 +728,14 @@ pub unsafe extern "C-unwind" fn sigtimedwait(
         }
         let r = waiting_for(word(set), || {
             // SAFETY: as in `sigwait`.
-            let r = unsafe { timed_wait(set, info, timeout) };
-            restore_info(r, info);
+            let mut r = unsafe { timed_wait(set, info, timeout) };
+            if !restore_info(r, info) {
+                // A doorbell with nothing for this thread: as an
+                // interruption, which takes what its own set has.
+                r = -1;
+                // SAFETY: the calling thread's errno.
+                unsafe { *libc::__errno_location() = libc::EINTR };
+            }
             own_after_eintr(set, info, r)
         });
         return r;

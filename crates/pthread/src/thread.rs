@@ -170,6 +170,12 @@ pub(crate) struct ThreadData {
     /// end of a runtime section (`signal::defer_in_section`): passed on to
     /// another thread if this one blocks them by then.
     pub(crate) deferred_signals: std::sync::atomic::AtomicU64,
+    /// Standard signals this thread raised on its kernel thread from its
+    /// pending set and has not seen delivered yet: a `pthread_kill`'s
+    /// doorbell for the same signal, already pending there, takes the
+    /// raise's place (the kernel keeps one of each) and stands for it
+    /// (`signal::answer_doorbell`).
+    pub(crate) raising: std::sync::atomic::AtomicU64,
     /// The signals the thread waits for in `sigwait` now.
     pub(crate) sigwait_set: std::sync::atomic::AtomicU64,
     /// The thread's place in the signal forwarder's list, plus one; 0 when
@@ -247,6 +253,7 @@ impl ThreadData {
             keys: UnsafeCell::new(Vec::new()),
             pending_signals: std::sync::atomic::AtomicU64::new(0),
             deferred_signals: std::sync::atomic::AtomicU64::new(0),
+            raising: std::sync::atomic::AtomicU64::new(0),
             sigwait_set: std::sync::atomic::AtomicU64::new(0),
             listed: AtomicUsize::new(0),
             urg: crate::urg::Kept::new(),
@@ -761,6 +768,9 @@ fn thread_main(data: usize, start: usize, arg: usize) {
     d.own_handle();
     crate::procsig::register(d);
     crate::signal::take_process_pending();
+    // A `pthread_kill` that came before the thread first ran waits in its
+    // pending set.
+    crate::signal::deliver_pending();
     if let Some(b) = schedlab_rt::stack_bounds() {
         d.stack_low.store(b.start, Ordering::Relaxed);
         d.stack_len.store(b.len(), Ordering::Release);

@@ -296,7 +296,7 @@ pub(crate) fn accept(info: &mut libc::siginfo_t) -> Option<u64> {
 /// signal from this process whose value is a thread's data and whose next
 /// word (past `si_value`, in the 32 bytes of fields the kernel passes on
 /// as given, which `sigqueue` leaves zero) is [`DOORBELL`]'s address.
-fn doorbell_for(info: &libc::siginfo_t) -> Option<usize> {
+pub(crate) fn doorbell_for(info: &libc::siginfo_t) -> Option<usize> {
     if info.si_code != libc::SI_QUEUE {
         return None;
     }
@@ -424,24 +424,35 @@ pub(crate) fn take_info() -> libc::siginfo_t {
 pub(crate) fn send(d: &ThreadData, thread: &schedlab_rt::Thread) {
     d.pending_signals.fetch_or(bit(), Ordering::AcqRel);
     if let Some(tid) = schedlab_rt::shared::kernel_thread_of(thread) {
-        // SAFETY: a zeroed siginfo is valid; a queued signal's fields are
-        // set below.
-        let mut i: libc::siginfo_t = unsafe { MaybeUninit::zeroed().assume_init() };
-        i.si_signo = SIG;
-        i.si_code = libc::SI_QUEUE;
-        crate::procsig::set_own_sender(&mut i);
-        // SAFETY: `si_value` follows `si_pid` and `si_uid` (byte 24), the
-        // mark is within the 128 bytes; a signal to a kernel thread of our
-        // own process.
-        unsafe {
-            let f = (&mut i as *mut libc::siginfo_t).cast::<u8>().add(16);
-            f.add(8).cast::<usize>().write(d as *const ThreadData as usize);
-            f.add(MARK - 16).cast::<usize>().write(doorbell());
-            libc::syscall(libc::SYS_rt_tgsigqueueinfo, libc::getpid(), tid, SIG, &i);
-        }
+        ring(tid, d, SIG);
     }
     schedlab_rt::shared::interrupt(thread);
     thread.unpark();
+}
+
+/// A doorbell for user thread `d` on kernel thread `tid`, where it runs or
+/// is blocked in a call: `sig` queued with `d` and the mark in its
+/// `siginfo` ([`doorbell_for`]), which ends or restarts the call as the
+/// kernel does for any signal; where it comes, `d`'s pending `sig` is
+/// delivered if `d` is still there, and it is dropped otherwise (`d` takes
+/// its pending set at its next safe point). `SIGURG` here, and every other
+/// signal's `pthread_kill` (`signal.rs`).
+pub(crate) fn ring(tid: i32, d: &ThreadData, sig: c_int) {
+    // SAFETY: a zeroed siginfo is valid; a queued signal's fields are set
+    // below.
+    let mut i: libc::siginfo_t = unsafe { MaybeUninit::zeroed().assume_init() };
+    i.si_signo = sig;
+    i.si_code = libc::SI_QUEUE;
+    crate::procsig::set_own_sender(&mut i);
+    // SAFETY: `si_value` follows `si_pid` and `si_uid` (byte 24), the mark
+    // is within the 128 bytes; a signal to a kernel thread of our own
+    // process.
+    unsafe {
+        let f = (&mut i as *mut libc::siginfo_t).cast::<u8>().add(16);
+        f.add(8).cast::<usize>().write(d as *const ThreadData as usize);
+        f.add(MARK - 16).cast::<usize>().write(doorbell());
+        libc::syscall(libc::SYS_rt_tgsigqueueinfo, libc::getpid(), tid, sig, &i);
+    }
 }
 
 /// `pthread_kill` of the calling thread itself, or `raise`: kept if it
