@@ -516,8 +516,14 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    /// Locks `m` from a second thread while its holder sleeps holding it;
-    /// returns the rounds the second thread spun.
+    /// Locks `m` while its holder sleeps holding it; returns the rounds the
+    /// locker spun.
+    ///
+    /// The locker starts only once the holder is parked (its context saved, off
+    /// every processor), and it is the test's main thread, so no other user
+    /// thread is on a processor then: a spin now could only be a wrong one.
+    /// (Locking before the park, or from a thread spawned while the main thread
+    /// still runs, rightly spins while some other processor may hold it.)
     fn spun_while_the_holder_sleeps(processors: usize) -> u32 {
         let rt = Runtime::builder().processors(processors).build().unwrap();
         rt.block_on(move || {
@@ -526,14 +532,16 @@ mod tests {
             let m2 = m.clone();
             let holder = spawn(move || {
                 let mut g = m2.lock();
-                held_tx.send(()).unwrap();
+                held_tx.send(crate::processor::current_task_ref().expect("a user thread")).unwrap();
                 // Descheduled, holding the lock: parked on the timers.
                 sleep(Duration::from_millis(50));
                 *g += 1;
             });
-            held_rx.recv().unwrap();
-            let m3 = m.clone();
-            spawn(move || *m3.lock() += 1).join().unwrap();
+            let task = held_rx.recv().unwrap();
+            while !task.is_parked() {
+                crate::yield_now();
+            }
+            *m.lock() += 1;
             holder.join().unwrap();
             assert_eq!(*m.lock(), 2);
             m.spun.load(Ordering::Relaxed)
