@@ -225,8 +225,12 @@ mod tests {
     /// `sched_yield` it kept 95% of the CPU (until the kernel's real-time
     /// throttling) and the holder crept on in the remaining 5%. The check
     /// is on the share of the wait the waiter spent on the CPU, not on how
-    /// long the wait took. Needs the privilege to set `SCHED_FIFO` (skips
-    /// otherwise).
+    /// long the wait took. Its bound is 85%: each 20 µs nap costs the
+    /// waiter a timer, a wake-up and a switch, which on a loaded VM (the
+    /// harness's other tests, or a CPU hog, on the same CPU) came to 62% of
+    /// the wait at worst, while the spin this guards against keeps at least
+    /// the 95% throttling allows. Needs the privilege to set `SCHED_FIFO`
+    /// (skips otherwise).
     #[test]
     fn a_raised_waiter_leaves_its_cpu_to_the_holder() {
         // SAFETY: reads the calling thread's affinity into a set of ours.
@@ -272,7 +276,7 @@ mod tests {
             return;
         };
         assert!(
-            on_cpu < wall / 2,
+            on_cpu < wall * 17 / 20,
             "the waiter kept its CPU for {on_cpu:?} of a {wall:?} wait for the holder"
         );
     }
