@@ -24,6 +24,7 @@
  * compare, the rounds just run. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "moves.h"
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -37,15 +38,10 @@
 #define ROUNDS 30
 #define SPINNERS 3
 
-static volatile int stop;
 static volatile pid_t began_tid;
 static void *volatile began_stack;
 static volatile int began_enabled;
 static long moved;
-
-static pid_t tid(void) {
-    return (pid_t)syscall(SYS_gettid);
-}
 
 /* The calling kernel thread's alternate signal stack, or NULL if it has none. */
 static void *alt_stack(void) {
@@ -58,9 +54,9 @@ static void *alt_stack(void) {
  * (a preemption between the two reads would pair one thread's id with another's stack). */
 static void where(pid_t *t, void **stack) {
     for (;;) {
-        pid_t before = tid();
+        pid_t before = kernel_tid();
         *stack = alt_stack();
-        *t = tid();
+        *t = kernel_tid();
         if (*t == before)
             return;
     }
@@ -74,21 +70,8 @@ static void handler(int sig) {
     began_tid = t;
     began_stack = s;
     began_enabled = s != NULL;
-    /* Yield (sometimes sleeping) until this handler runs on another kernel thread, for
-     * at most 2,000 turns or 100 ms (a loaded machine makes each turn slow); on glibc's
-     * threads it never moves, and gives up. */
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int i = 0; i < 2000 && tid() == t; i++) {
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        if ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) > 100000000L)
-            break;
-        if (i % 8 == 7)
-            usleep(100);
-        else
-            sched_yield();
-    }
-    if (tid() != t)
+    /* Yield until this handler runs on another kernel thread. */
+    if (yield_until_moved(t))
         moved++;
 }
 
@@ -102,13 +85,6 @@ static void outer(int sig) {
 static void inner(int sig) {
     handler(sig);
     inner_ran++;
-}
-
-static void *spin(void *arg) {
-    (void)arg;
-    while (!stop)
-        sched_yield();
-    return NULL;
 }
 
 /* After a round's handlers: kernel threads never share an alternate stack, so the one the
@@ -149,8 +125,8 @@ static void *a_main(void *arg) {
         int o = outer_ran, i = inner_ran;
         began_enabled = 0;
         PT(pthread_sigmask(SIG_BLOCK, &both, NULL));
-        CHECK(syscall(SYS_tgkill, getpid(), tid(), SIGUSR1) == 0, "tgkill");
-        CHECK(syscall(SYS_tgkill, getpid(), tid(), SIGUSR2) == 0, "tgkill");
+        CHECK(syscall(SYS_tgkill, getpid(), kernel_tid(), SIGUSR1) == 0, "tgkill");
+        CHECK(syscall(SYS_tgkill, getpid(), kernel_tid(), SIGUSR2) == 0, "tgkill");
         sigset_t none;
         sigemptyset(&none);
         struct timespec second = {1, 0};
@@ -174,10 +150,10 @@ int main(int argc, char **argv) {
     CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
     pthread_t spinners[SPINNERS], a;
     for (int i = 0; i < SPINNERS; i++)
-        PT(pthread_create(&spinners[i], NULL, spin, NULL));
+        PT(pthread_create(&spinners[i], NULL, yield_until_stopped, NULL));
     PT(pthread_create(&a, NULL, a_main, NULL));
     PT(pthread_join(a, NULL));
-    stop = 1;
+    stop_yielders();
     for (int i = 0; i < SPINNERS; i++)
         PT(pthread_join(spinners[i], NULL));
     if (expect)

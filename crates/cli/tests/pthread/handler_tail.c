@@ -21,6 +21,7 @@
  * On glibc's threads nothing moves; the rounds just run. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "moves.h"
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
@@ -35,33 +36,15 @@
 #define ROUNDS 30
 #define SPINNERS 3
 
-static volatile int stop;
 static atomic_int usr1_ran, usr2_ran;
 static long moved;
 static pthread_t a;
 static sem_t please, done;
 
-static pid_t tid(void) {
-    return (pid_t)syscall(SYS_gettid);
-}
-
-/* Yields (sometimes sleeping) until the caller runs on another kernel thread, for at most
- * 2,000 turns or 100 ms; on glibc's threads it never moves, and gives up. */
+/* Yields until the caller runs on another kernel thread (gives up on glibc's threads). */
 static void on_usr2(int sig) {
     (void)sig;
-    pid_t t = tid();
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int i = 0; i < 2000 && tid() == t; i++) {
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        if ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) > 100000000L)
-            break;
-        if (i % 8 == 7)
-            usleep(100);
-        else
-            sched_yield();
-    }
-    if (tid() != t)
+    if (yield_until_moved(kernel_tid()))
         moved++;
     atomic_fetch_add(&usr2_ran, 1);
 }
@@ -80,13 +63,6 @@ static void on_usr1(int sig) {
     uint64_t bit = 1ull << (SIGUSR2 - 1);
     CHECK(syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &bit, NULL, 8) == 0, "rt_sigprocmask");
     CHECK(kill(getpid(), SIGUSR1) == 0, "kill");
-}
-
-static void *spin(void *arg) {
-    (void)arg;
-    while (!stop)
-        sched_yield();
-    return NULL;
 }
 
 /* Thread B: sends A SIGUSR2 when asked. */
@@ -134,12 +110,12 @@ int main(void) {
     CHECK(sem_init(&please, 0, 0) == 0 && sem_init(&done, 0, 0) == 0, "sem_init");
     pthread_t spinners[SPINNERS], b;
     for (int i = 0; i < SPINNERS; i++)
-        PT(pthread_create(&spinners[i], NULL, spin, NULL));
+        PT(pthread_create(&spinners[i], NULL, yield_until_stopped, NULL));
     PT(pthread_create(&a, NULL, a_main, NULL));
     PT(pthread_create(&b, NULL, b_main, NULL));
     PT(pthread_join(a, NULL));
     PT(pthread_join(b, NULL));
-    stop = 1;
+    stop_yielders();
     for (int i = 0; i < SPINNERS; i++)
         PT(pthread_join(spinners[i], NULL));
     printf("ok (%ld of %d SIGUSR2 handlers moved)\n", moved, ROUNDS);

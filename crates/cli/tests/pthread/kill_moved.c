@@ -14,6 +14,7 @@
  * thread"). */
 #define _GNU_SOURCE
 #include "check.h"
+#include "moves.h"
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -24,7 +25,7 @@
 #define SIGNALS 1000
 #define SPINNERS 3
 
-static atomic_int stop, handled, wrong_thread;
+static atomic_int handled, wrong_thread;
 static pthread_t t_thread;
 
 static void on_usr2(int sig) {
@@ -32,13 +33,6 @@ static void on_usr2(int sig) {
     if (!pthread_equal(pthread_self(), t_thread))
         atomic_fetch_add(&wrong_thread, 1);
     atomic_fetch_add(&handled, 1);
-}
-
-static void *yield_until_stopped(void *arg) {
-    (void)arg;
-    while (!atomic_load(&stop))
-        sched_yield();
-    return NULL;
 }
 
 static double now(void) {
@@ -66,7 +60,7 @@ int main(void) {
               atomic_load(&handled));
         CHECK(atomic_load(&wrong_thread) == 0, "signal %d: a handler ran on another thread", i);
     }
-    atomic_store(&stop, 1);
+    stop_yielders();
     PT(pthread_join(t_thread, NULL));
     for (int i = 0; i < SPINNERS; i++)
         PT(pthread_join(spinners[i], NULL));
