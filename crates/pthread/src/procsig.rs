@@ -105,6 +105,7 @@
 //! which does not go through the wrapper (docs/PTHREAD.md, "Not done yet").
 
 use crate::thread::ThreadData;
+use schedlab_rt::ring::{event, Event};
 use schedlab_rt::shared::SpinLock;
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
@@ -349,6 +350,7 @@ pub(crate) fn pending_or_in_flight() -> u64 {
 
 /// Keeps `sig` pending for the process: no thread accepts it now.
 pub(crate) fn keep_for_process(sig: c_int, info: &libc::siginfo_t) {
+    event(Event::KeepForProcess, sig as u64);
     // Without room for its record it is still kept; its taker then gets a
     // `siginfo` naming the signal alone.
     save(For::Process, sig, info);
@@ -568,6 +570,7 @@ pub(crate) fn on_forwarder() -> bool {
 /// when there is no room to save its `siginfo` (the caller runs the handler
 /// where it is, as before). Async-signal-safe.
 pub(crate) fn pass_on(sig: c_int, info: &libc::siginfo_t) -> bool {
+    event(Event::PassOn, sig as u64);
     if !save(For::Forwarder, sig, info) {
         return false;
     }
@@ -643,6 +646,7 @@ extern "C" fn forwarder(_: *mut c_void) -> *mut c_void {
             FORWARDING.fetch_or(bit(sig), Ordering::AcqRel);
             PLACING.fetch_add(1, Ordering::SeqCst);
             if let Some((sig, info)) = take_at(i, For::Forwarder.key(0), true) {
+                event(Event::Forward, sig as u64);
                 forward(sig, &info);
             }
             PLACING.fetch_sub(1, Ordering::SeqCst);
@@ -676,6 +680,7 @@ fn retry_kept() {
         let taker = choose(&list, sig).or_else(|| running_and_open(&list, sig));
         if let Some(t) = taker {
             if let Some((s, i)) = take_process(b) {
+                event(Event::Retry, s as u64);
                 if !give(t, s, &i) {
                     keep_for_process(s, &i);
                 }
@@ -798,6 +803,7 @@ fn choose(threads: &[usize], sig: c_int) -> Option<Taker<'_>> {
 fn give(taker: Taker<'_>, sig: c_int, info: &libc::siginfo_t) -> bool {
     match taker {
         Taker::OnKernelThread(d, tid, waits) => {
+            event(Event::GiveRunning, u64::from(d.id) << 32 | (tid as u64) << 8 | sig as u64);
             if !send_to_kernel_thread(tid, sig, info) {
                 return false;
             }
@@ -808,6 +814,7 @@ fn give(taker: Taker<'_>, sig: c_int, info: &libc::siginfo_t) -> bool {
         }
         Taker::KernelWaiter(tid) | Taker::Initial(tid) => send_to_kernel_thread(tid, sig, info),
         Taker::Parked(d, t) => {
+            event(Event::GiveParked, u64::from(d.id) << 32 | sig as u64);
             // Without room for its record it goes with a bare `siginfo`.
             save(For::User(d.id), sig, info);
             d.pending_signals.fetch_or(bit(sig), Ordering::AcqRel);
@@ -980,6 +987,7 @@ pub unsafe extern "C" fn kill(pid: libc::pid_t, sig: c_int) -> c_int {
         let mut info = bare_info(sig);
         set_own_sender(&mut info);
         PLACING.fetch_add(1, Ordering::SeqCst);
+        event(Event::Kill, sig as u64);
         forward(sig, &info);
         PLACING.fetch_sub(1, Ordering::SeqCst);
         return 0;

@@ -35,6 +35,7 @@
 //! across a park, and never preempted (the runtime does not preempt the
 //! library's own code, `schedlab_rt`'s `shared-library` preemption rule).
 
+use schedlab_rt::ring::{event, Event};
 use std::cell::Cell;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
@@ -211,6 +212,7 @@ impl Waiter {
                 (true, None) => schedlab_rt::park(),
                 (true, Some(left)) => schedlab_rt::park_timeout(left),
                 (false, left) => {
+                    event(Event::FutexWait, self as *const Waiter as u64);
                     if futex_wait(&self.woken, 0, left) && self.interruptible.get() {
                         return self.give_up(q, Outcome::Interrupted);
                     }
@@ -262,6 +264,7 @@ impl Unlinked {
     /// Step 2's wake-up (module docs).
     pub(crate) fn wake(self) {
         let w = self.0;
+        event(Event::Unlinked, w as u64);
         // SAFETY: the waiter waits until `woken` is set, so it is alive up to
         // the store; after it we only use the clone and the word's address.
         let user = unsafe { (*w).user.as_ref().cloned() };
@@ -354,6 +357,7 @@ impl Locked<'_, '_> {
     /// docs, step 1). The caller then drops the lock and calls
     /// [`Waiter::wait`].
     pub(crate) fn push(&self, w: &Waiter) {
+        event(Event::Linked, w as *const Waiter as u64);
         // The waiter to link after: the tail, unless it has a lower priority
         // (never, when no thread has a real-time policy).
         let mut after = self.q.tail.load(Ordering::Relaxed).cast_const();

@@ -216,6 +216,7 @@ pub(crate) fn rejoin_in(m: &'static Machine, how: Detection) {
         // SAFETY: the reference stored at the detach.
         vp.set_current(unsafe { TaskRef::from_raw(NonNull::new_unchecked(t)) });
         vp.in_user.store(true, Ordering::Relaxed);
+        crate::ring::event(crate::ring::Event::Rejoined, vp.index as u64);
         vp.emit(|| Event::Unblocked { thread: task.id, processor: Some(vp.index), detection: how });
         m.lower();
         return;
@@ -223,6 +224,7 @@ pub(crate) fn rejoin_in(m: &'static Machine, how: Detection) {
     if let Some(h) = &shared.hook {
         h(&Event::Unblocked { thread: task.id, processor: None, detection: how });
     }
+    crate::ring::event(crate::ring::Event::RejoinQueued, task.id.as_u64());
     leave(m, Pending::Requeue);
 }
 
@@ -368,6 +370,7 @@ pub(crate) fn release_from_signal(m: &Machine, pc: usize) {
     vp.machine.store(std::ptr::null_mut(), Ordering::Relaxed);
     vp.count_switch();
     vp.status.release();
+    crate::ring::event(crate::ring::Event::Released, vp.index as u64);
     vp.shared.monitor.poke();
 }
 
@@ -387,6 +390,8 @@ pub(crate) fn wait_as_spare(m: &'static Machine, shared: &Shared) -> Option<*con
         }
         let p = m.assigned.swap(std::ptr::null_mut(), Ordering::Acquire);
         if !p.is_null() {
+            // SAFETY: a processor of the runtime, alive as long as its machines.
+            crate::ring::event(crate::ring::Event::Assigned, unsafe { &*p }.index as u64);
             return Some(p);
         }
         // No timeout: an assignment and shutdown both notify, and a notify
@@ -404,6 +409,7 @@ pub(crate) fn hand_off(shared: &Arc<Shared>, p: ProcPtr) -> bool {
     if !vp.status.take_released() {
         return false;
     }
+    crate::ring::event(crate::ring::Event::HandOff, vp.index as u64);
     match shared.spares.take() {
         Some(spare) => {
             spare.assigned.store(p.0.cast_mut(), Ordering::Release);

@@ -176,6 +176,9 @@ mod reclaim;
 #[cfg(not(loom))]
 mod registry;
 #[cfg(not(loom))]
+#[doc(hidden)]
+pub mod ring;
+#[cfg(not(loom))]
 mod runtime;
 #[cfg(not(loom))]
 mod scope;

@@ -821,7 +821,12 @@ pub(crate) fn monitor_main(shared: Arc<Shared>) {
             }
         };
         if timeout != Some(Duration::ZERO) {
+            crate::ring::event(
+                crate::ring::Event::MonitorSleep,
+                timeout.map_or(u64::MAX, |t| t.as_micros() as u64),
+            );
             shared.monitor.wait(timeout);
+            crate::ring::event(crate::ring::Event::MonitorWoke, 0);
         }
         shared.monitor.idle.store(false, Ordering::Relaxed);
     }

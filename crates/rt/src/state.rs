@@ -167,6 +167,7 @@ impl Shared {
     #[inline]
     pub(crate) fn notify(&self) {
         if let Some(i) = self.idle.notify_one() {
+            crate::ring::event(crate::ring::Event::Wake, i as u64);
             self.parkers[i].unpark();
         }
     }
@@ -182,6 +183,7 @@ impl Shared {
 
     /// Queues `t` from outside the runtime's processors.
     pub(crate) fn inject(&self, t: TaskRef) {
+        crate::ring::event(crate::ring::Event::Inject, t.id.as_u64());
         // One read of the level: an inherited one may be given back meanwhile
         // (`priority.rs`, "Inheritance"), and a second read could say `Normal`.
         let p = t.priority();

@@ -1116,6 +1116,7 @@ impl Processor {
             if let Some((t, here)) = self.steal_round() {
                 self.fed_here.set(here);
                 idle.cancel_sleep(self.index);
+                crate::ring::event(crate::ring::Event::SleepCancelled, self.index as u64);
                 shared.monitor.processor_starts();
                 shared.wait_for_check();
                 return Some(t);
@@ -1135,8 +1136,13 @@ impl Processor {
             }
             #[cfg(feature = "shared-library")]
             crate::hooks::before_idle_sleep();
+            crate::ring::event(crate::ring::Event::Sleep, self.index as u64);
             crate::hooks::poll_sleep(&shared.parkers[self.index], timeout);
             let by_itself = idle.after_wake(self.index);
+            crate::ring::event(
+                crate::ring::Event::Woke,
+                self.index as u64 | u64::from(by_itself) << 8,
+            );
             shared.monitor.processor_starts();
             shared.wait_for_check();
             // Woken for work: search as usual. At a deaf sleep's timeout:

@@ -615,6 +615,7 @@ pub(crate) fn park_current(kind: Kind, reason: WaitReason) {
         return;
     }
     task.set_wait_reason(reason);
+    crate::ring::event(crate::ring::Event::Park, task.id.as_u64());
     vp.switch_away(Leave::Park(kind));
 }
 
@@ -745,6 +746,7 @@ pub(crate) fn make_runnable(t: TaskRef) {
 /// [`make_runnable`], with the calling processor (if any) looked up.
 #[inline]
 pub(super) fn make_runnable_on(vp: Option<&Processor>, t: TaskRef) {
+    crate::ring::event(crate::ring::Event::Unpark, t.id.as_u64());
     match vp {
         Some(vp) if t.shared.is(&vp.shared) => {
             vp.emit(|| Event::Unparked { thread: t.id, processor: Some(vp.index) });
