@@ -20,6 +20,9 @@
 //! `fetch_add`; an entry being overwritten as the reader reads may mix two
 //! events, which the time column shows.
 
+#[cfg(feature = "debug-ring")]
+use std::sync::atomic::{AtomicU64, Ordering};
+
 /// What happened. The numbers are the ring's codes (`ring.py` reads them from
 /// here: one `Name = number,` per line).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,37 +93,35 @@ pub const LEN: usize = 1 << 16;
 #[inline(always)]
 pub fn event(e: Event, arg: u64) {
     #[cfg(feature = "debug-ring")]
-    imp::record(e as u64, arg);
+    record(e as u64, arg);
     #[cfg(not(feature = "debug-ring"))]
     let _ = (e, arg);
 }
 
+/// The entries, two words each (module docs).
 #[cfg(feature = "debug-ring")]
-mod imp {
-    use super::LEN;
-    use std::sync::atomic::{AtomicU64, Ordering};
+#[no_mangle]
+pub static SCHEDLAB_RING: [AtomicU64; 2 * LEN] = [const { AtomicU64::new(0) }; 2 * LEN];
+/// Entries ever written; the next goes at this modulo `LEN`.
+#[cfg(feature = "debug-ring")]
+#[no_mangle]
+pub static SCHEDLAB_RING_NEXT: AtomicU64 = AtomicU64::new(0);
+/// How often each event happened.
+#[cfg(feature = "debug-ring")]
+#[no_mangle]
+pub static SCHEDLAB_RING_COUNT: [AtomicU64; 256] = [const { AtomicU64::new(0) }; 256];
 
-    /// The entries, two words each (module docs).
-    #[no_mangle]
-    pub static SCHEDLAB_RING: [AtomicU64; 2 * LEN] = [const { AtomicU64::new(0) }; 2 * LEN];
-    /// Entries ever written; the next goes at this modulo `LEN`.
-    #[no_mangle]
-    pub static SCHEDLAB_RING_NEXT: AtomicU64 = AtomicU64::new(0);
-    /// How often each event happened.
-    #[no_mangle]
-    pub static SCHEDLAB_RING_COUNT: [AtomicU64; 256] = [const { AtomicU64::new(0) }; 256];
-
-    #[inline(never)]
-    pub(super) fn record(code: u64, arg: u64) {
-        SCHEDLAB_RING_COUNT[code as usize & 255].fetch_add(1, Ordering::Relaxed);
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: an out-parameter on our stack; async-signal-safe.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-        let ns = (ts.tv_sec as u64 % 1000) * 1_000_000_000 + ts.tv_nsec as u64;
-        // SAFETY: gettid has no preconditions.
-        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u64 & 0xffff;
-        let i = SCHEDLAB_RING_NEXT.fetch_add(1, Ordering::Relaxed) as usize % LEN;
-        SCHEDLAB_RING[2 * i].store(ns << 8 | (code & 255), Ordering::Relaxed);
-        SCHEDLAB_RING[2 * i + 1].store(tid << 48 | (arg & 0xffff_ffff_ffff), Ordering::Relaxed);
-    }
+#[cfg(feature = "debug-ring")]
+#[inline(never)]
+fn record(code: u64, arg: u64) {
+    SCHEDLAB_RING_COUNT[code as usize & 255].fetch_add(1, Ordering::Relaxed);
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: an out-parameter on our stack; async-signal-safe.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let ns = (ts.tv_sec as u64 % 1000) * 1_000_000_000 + ts.tv_nsec as u64;
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u64 & 0xffff;
+    let i = SCHEDLAB_RING_NEXT.fetch_add(1, Ordering::Relaxed) as usize % LEN;
+    SCHEDLAB_RING[2 * i].store(ns << 8 | (code & 255), Ordering::Relaxed);
+    SCHEDLAB_RING[2 * i + 1].store(tid << 48 | (arg & 0xffff_ffff_ffff), Ordering::Relaxed);
 }

@@ -17,7 +17,10 @@ use std::path::{Path, PathBuf};
 
 /// The layers, bottom first, and the units in each.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("machine", &["loom", "futex", "arch", "stack", "cputimer", "sigframe", "uffd", "userfaultfd"]),
+    (
+        "machine",
+        &["loom", "futex", "arch", "stack", "cputimer", "sigframe", "uffd", "userfaultfd", "ring"],
+    ),
     (
         "data",
         &[
