@@ -36,6 +36,7 @@ const TESTS: &[&str] = &[
     "handler_altstack",
     "handler_tail",
     "kill_moved",
+    "stale_bell",
     "malloc",
     "priority",
     "rtorder",
@@ -304,6 +305,11 @@ fn a_signal_that_waits_for_its_handlers_end_comes_on_the_thread_that_moved_meanw
 #[test]
 fn a_pthread_kill_runs_its_handler_on_its_thread_even_if_it_moved_meanwhile() {
     check("kill_moved");
+}
+
+#[test]
+fn a_sigtimedwait_that_dequeues_a_pthread_kill_meant_for_another_thread_waits_on() {
+    check("stale_bell");
 }
 
 #[test]

@@ -657,11 +657,11 @@ fn waiting_for<R>(set: u64, f: impl FnOnce() -> R) -> R {
 unsafe fn timed_wait(
     set: *const libc::sigset_t,
     info: *mut libc::siginfo_t,
-    timeout: *const libc::timespec,
+    deadline: Option<std::time::Instant>,
 ) -> c_int {
     let own = bit(32) | bit(33) | bit(schedlab_rt::shared::runtime_signal());
     let w = word(set) & !own;
-    crate::points::retrying(crate::io::ts_deadline(timeout), |left| {
+    crate::points::retrying(deadline, |left| {
         let t = left.map(crate::io::ts);
         // SAFETY: the caller's out-parameter; our own copy of the set, in
         // the kernel's 8 bytes; the time left (a copy).
@@ -698,7 +698,7 @@ pub unsafe extern "C-unwind" fn sigwait(set: *const libc::sigset_t, sig: *mut c_
             }
             let mut info = crate::procsig::bare_info(0);
             // SAFETY: the caller's set; our own siginfo.
-            let r = unsafe { timed_wait(set, &mut info, std::ptr::null()) };
+            let r = unsafe { timed_wait(set, &mut info, None) };
             // A forwarded signal's record goes with it; a doorbell with
             // nothing for this thread is no signal.
             if r > 0 && restore_info(r, &mut info) {
@@ -774,19 +774,27 @@ pub unsafe extern "C-unwind" fn sigtimedwait(
         if let Some(taken) = take_own(word(set)) {
             return fill_info(info, taken);
         }
-        let r = waiting_for(word(set), || {
+        let deadline = crate::io::ts_deadline(timeout);
+        // The kernel's `siginfo` tells a doorbell: into ours if the caller
+        // wants none.
+        let mut mine = crate::procsig::bare_info(0);
+        let info = if info.is_null() { &mut mine as *mut libc::siginfo_t } else { info };
+        return waiting_for(word(set), || loop {
             // SAFETY: as in `sigwait`.
-            let mut r = unsafe { timed_wait(set, info, timeout) };
+            let r = unsafe { timed_wait(set, info, deadline) };
             if !restore_info(r, info) {
-                // A doorbell with nothing for this thread: as an
-                // interruption, which takes what its own set has.
-                r = -1;
-                // SAFETY: the calling thread's errno.
-                unsafe { *libc::__errno_location() = libc::EINTR };
+                // A doorbell with nothing for this thread (another
+                // thread's, queued on this kernel thread as that one left
+                // it) is no signal: the wait goes on for the time left,
+                // after what its own set has now. (It ended with `EINTR`,
+                // as if a handler had run: `stale_bell.c`.)
+                if let Some(taken) = take_own(word(set)) {
+                    return fill_info(info, taken);
+                }
+                continue;
             }
-            own_after_eintr(set, info, r)
+            return own_after_eintr(set, info, r);
         });
-        return r;
     }
     let _announced = crate::procsig::KernelWaiter::announce(word(set));
     if let Some(taken) = crate::procsig::take_process(word(set)) {
