@@ -221,6 +221,9 @@ pub(crate) fn save(whom: For, sig: c_int, info: &libc::siginfo_t) -> bool {
             unsafe { (*s.info.get()).write(*info) };
             s.key.store(key, Ordering::Relaxed);
             s.seq.store(SEQ.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+            if key >> 48 == For::KernelThread(0).key(0) >> 48 {
+                schedlab_rt::shared::SENT_TO_KERNEL_THREADS.fetch_add(1, Ordering::AcqRel);
+            }
             READY_COUNT.fetch_add(1, Ordering::AcqRel);
             s.state.store(READY, Ordering::Release);
             return true;
@@ -244,7 +247,10 @@ fn take_at(i: usize, key: u64, any_sig_of_kind: bool) -> Option<(c_int, libc::si
     }
     // SAFETY: taken (`BUSY`): written before `READY` was stored.
     let info = unsafe { (*s.info.get()).assume_init() };
-    let sig = (s.key.load(Ordering::Relaxed) & 0xff) as c_int;
+    let sig = (k & 0xff) as c_int;
+    if k >> 48 == For::KernelThread(0).key(0) >> 48 {
+        schedlab_rt::shared::SENT_TO_KERNEL_THREADS.fetch_sub(1, Ordering::AcqRel);
+    }
     READY_COUNT.fetch_sub(1, Ordering::AcqRel);
     s.state.store(FREE, Ordering::Release);
     Some((sig, info))
@@ -619,6 +625,7 @@ pub(crate) fn after_fork_child() {
         s.state.store(FREE, Ordering::Relaxed);
     }
     READY_COUNT.store(0, Ordering::Release);
+    schedlab_rt::shared::SENT_TO_KERNEL_THREADS.store(0, Ordering::Release);
 }
 
 /// The list of user threads, held across a `fork` (`fork.rs`), which empties

@@ -285,6 +285,11 @@ pub(crate) fn quiet_signals() {
     let q = quiet_mask();
     sigprocmask(libc::SIG_SETMASK, Some(q));
     m.sigmask.store(q, std::sync::atomic::Ordering::Relaxed);
+    run_quiet_hook();
+}
+
+/// Runs the library's quiet hook, if set.
+fn run_quiet_hook() {
     let h = QUIET_HOOK.load(std::sync::atomic::Ordering::Acquire);
     if h != 0 {
         // SAFETY: set from a `fn()` by `set_quiet_hook`.
@@ -371,8 +376,23 @@ pub(crate) fn resumed(vp: &crate::processor::Processor) -> bool {
     if mask != m.sigmask.load(Ordering::Relaxed) {
         apply(m, mask);
     }
+    if SENT_TO_KERNEL_THREADS.load(Ordering::Relaxed) != 0 {
+        run_quiet_hook();
+    }
     t.notify.load(Ordering::Relaxed)
 }
+
+/// How many signals the library has sent to a kernel thread for a user
+/// thread running there that have not been taken yet (kept by the library,
+/// `crates/pthread/src/procsig.rs`). While there are any, each kernel thread
+/// runs the quiet hook ([`set_quiet_hook`]) at every resumption of a user
+/// thread too, not only when it goes quiet: such a signal that came just
+/// after its thread left, while the next one here blocked it, stayed pending
+/// on this kernel thread as long as it ran threads that block it (130 ms in
+/// `exit_storm.c`, past the 5 ms its thread, ending, waited for it, and the
+/// signal then found no taker). One load per switch while there are none.
+pub static SENT_TO_KERNEL_THREADS: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
 
 /// Runs the hook if the calling user thread was asked to.
 pub(crate) fn run_hook_if_asked() {
