@@ -86,11 +86,13 @@
 //! - a process's `kill` of itself, for a signal with a program handler that
 //!   the caller blocks, is placed by the caller at once ([`kill`]), under the
 //!   list's lock, on a thread that accepts it then;
-//! - a thread that ends and accepts such signals waits, up to 5 ms, while
-//!   one is on its way (saved for the forwarder, or sent to a kernel thread
-//!   by `tgkill` and not yet taken there), still listed, so that it may be
-//!   the taker ([`settle_before_exit`]); then takes what waits in the
-//!   library for it or for the process;
+//! - a thread that ends and accepts such signals waits while one is on its
+//!   way to it (saved for the forwarder, being placed, or sent to its kernel
+//!   thread by `tgkill` for it and not yet taken there), still listed, so
+//!   that it may be the taker ([`settle_before_exit`]); then takes what
+//!   waits in the library for it or for the process. The wait ends when the
+//!   signal arrives; its bound ([`SETTLE`], 1 s) is for one that cannot
+//!   move on;
 //! - after it left the list, it waits for the placements under way and
 //!   takes again what was kept for the process meanwhile
 //!   ([`settle_after_unlisted`]);
@@ -167,6 +169,9 @@ struct Slot {
     key: AtomicU64,
     /// The order records were saved in: the oldest is taken first.
     seq: AtomicU64,
+    /// For a record `For::KernelThread`: the user thread (`ThreadData::id`)
+    /// the forwarder chose, which was running there; 0 otherwise.
+    target: AtomicU32,
     info: UnsafeCell<MaybeUninit<libc::siginfo_t>>,
 }
 
@@ -180,6 +185,7 @@ static TABLE: [Slot; SLOTS] = [const {
         state: AtomicU32::new(FREE),
         key: AtomicU64::new(0),
         seq: AtomicU64::new(0),
+        target: AtomicU32::new(0),
         info: UnsafeCell::new(MaybeUninit::uninit()),
     }
 }; SLOTS];
@@ -211,6 +217,11 @@ fn find(key: u64, any_sig_of_kind: bool) -> Option<usize> {
 /// signal that already has a record for `whom` is not saved again (the
 /// kernel keeps one of each), which counts as saved. Async-signal-safe.
 pub(crate) fn save(whom: For, sig: c_int, info: &libc::siginfo_t) -> bool {
+    save_aimed(whom, sig, info, 0)
+}
+
+/// [`save`], for a signal aimed at user thread `target` (its id; 0: none).
+fn save_aimed(whom: For, sig: c_int, info: &libc::siginfo_t, target: u32) -> bool {
     let key = whom.key(sig);
     if sig < KERNEL_SIGRTMIN && find(key, false).is_some() {
         return true;
@@ -221,6 +232,7 @@ pub(crate) fn save(whom: For, sig: c_int, info: &libc::siginfo_t) -> bool {
             unsafe { (*s.info.get()).write(*info) };
             s.key.store(key, Ordering::Relaxed);
             s.seq.store(SEQ.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+            s.target.store(target, Ordering::Relaxed);
             if key >> 48 == For::KernelThread(0).key(0) >> 48 {
                 schedlab_rt::shared::SENT_TO_KERNEL_THREADS.fetch_add(1, Ordering::AcqRel);
             }
@@ -412,45 +424,53 @@ pub(crate) fn raise_with(sig: c_int, info: &libc::siginfo_t) {
 }
 
 /// How long a thread that ends waits at most for the signals on their way
-/// to it ([`settle_before_exit`]).
-const SETTLE: std::time::Duration = std::time::Duration::from_millis(5);
+/// to it ([`settle_before_exit`], [`settle_after_unlisted`]). Each step of
+/// a signal's way (a `tgkill`'s delivery, a take from a kernel thread, the
+/// forwarder's placement) ends in microseconds when its kernel thread runs,
+/// so the wait ends when the signal arrives, not at this bound: the bound is
+/// for a signal that cannot move on — sent to a kernel thread whose next
+/// user thread blocks it and then blocks in a long system call, where the
+/// signal waits until that call returns. (It was 5 ms, taken as "a few
+/// scheduling steps": with two test programs sharing two CPUs, a kernel
+/// thread of the way was not run within it, the thread ended first, and
+/// `exit_storm.c`'s sender waited for its handler for good.)
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// For a user thread that ends and accepts some signal with a program
-/// handler (`open`, its mask's complement): waits, up to [`SETTLE`], while
-/// such a signal is on its way — saved for the forwarder, being placed by
-/// it, or sent by `tgkill` to a kernel thread and not yet taken there. Still
-/// listed, the thread may be the one it goes to: the kernel would have run
-/// its handler on the thread before it ended, since it accepted the signal
-/// when it was sent. Without the wait, a signal the forwarder aimed at the
-/// thread's kernel thread just as the thread left it came back after the
-/// thread had gone, and stayed pending for the process with no thread to
-/// take it (the Open POSIX suite's `pthread_cond_wait/4-1` and
+/// For user thread `me` as it ends, still listed, if it accepts some
+/// signal with a program handler (`open`, its mask's complement): waits, up
+/// to [`SETTLE`], while such a signal is on its way to it ([`on_its_way`]).
+/// Still listed, the thread may be the one it goes to: the kernel would
+/// have run its handler on the thread before it ended, since it accepted
+/// the signal when it was sent. Without the wait, a signal the forwarder
+/// aimed at the thread's kernel thread just as the thread left it came back
+/// after the thread had gone, and stayed pending for the process with no
+/// thread to take it (the Open POSIX suite's `pthread_cond_wait/4-1` and
 /// `pthread_cond_timedwait/4-3`, whose one accepting thread ends at the
 /// end, hung now and then: a sender waited for that signal's handler).
-/// Each look ends with a system call, where the kernel delivers a signal
-/// sent to this kernel thread. No wait when nothing is on its way (one load
-/// when no record waits). Not covered: a signal the kernel gave an idle
-/// processor's kernel thread (spinning with the mask of the last thread it
-/// ran) whose handler has not yet saved it (docs/PTHREAD.md, "Not done yet").
-pub(crate) fn settle_before_exit(open: u64) {
+/// No wait when nothing is on its way (one load when no record waits). Not
+/// covered: a signal the kernel gave an idle processor's kernel thread
+/// (spinning with the mask of the last thread it ran) whose handler has not
+/// yet saved it (docs/PTHREAD.md, "Not done yet").
+pub(crate) fn settle_before_exit(me: u32, open: u64) {
     let mine = HANDLED.load(Ordering::Acquire) & open;
-    if mine == 0 || !on_its_way(mine) {
+    if mine == 0 || on_its_way(me, mine).is_none() {
         return;
     }
     let until = std::time::Instant::now() + SETTLE;
-    while on_its_way(mine) && std::time::Instant::now() < until {
-        schedlab_rt::yield_now();
-        // SAFETY: no arguments; a point where the kernel delivers.
-        unsafe { libc::syscall(libc::SYS_sched_yield) };
+    while let Some(at) = on_its_way(me, mine) {
+        if std::time::Instant::now() >= until {
+            return;
+        }
+        settle_step(at);
     }
 }
 
-/// For a user thread that ends, after it left the list the forwarder
+/// For user thread `me` as it ends, after it left the list the forwarder
 /// chooses from (`open`, its mask's complement): waits, up to [`SETTLE`],
 /// while a signal is being placed ([`PLACING`]: one that finds no taker now
 /// is kept for the process, for the thread to take after) or is on its way
-/// to a kernel thread ([`on_its_way`]: this thread may still be there).
-pub(crate) fn settle_after_unlisted(open: u64) {
+/// to it ([`on_its_way`]).
+pub(crate) fn settle_after_unlisted(me: u32, open: u64) {
     let mine = HANDLED.load(Ordering::Acquire) & open;
     if mine == 0 {
         return;
@@ -458,40 +478,81 @@ pub(crate) fn settle_after_unlisted(open: u64) {
     // Against a placement's look at the list (Dekker's, with the fence in
     // `kill`'s and the forwarder's `PLACING` increment).
     std::sync::atomic::fence(Ordering::SeqCst);
-    let busy = || PLACING.load(Ordering::SeqCst) != 0 || on_its_way(mine);
-    if !busy() {
+    let busy = || {
+        if PLACING.load(Ordering::SeqCst) != 0 {
+            Some(None)
+        } else {
+            on_its_way(me, mine)
+        }
+    };
+    if busy().is_none() {
         return;
     }
     let until = std::time::Instant::now() + SETTLE;
-    while busy() && std::time::Instant::now() < until {
-        schedlab_rt::yield_now();
-        // SAFETY: no arguments; a point where the kernel delivers.
-        unsafe { libc::syscall(libc::SYS_sched_yield) };
+    while let Some(at) = busy() {
+        if std::time::Instant::now() >= until {
+            return;
+        }
+        settle_step(at);
     }
 }
 
-/// Whether a signal of `open` waits for the forwarder, is being placed by
-/// it, was sent to a kernel thread and not taken there yet, or is in
-/// transit from there ([`InTransit`]: any signal, counted alone; seen: a
-/// thread that ended looked in the instant between `take_stranded`'s take
-/// of a record and its save for the forwarder, found nothing on its way,
-/// and the signal, placed a moment later, found no thread that accepted
-/// it — the Open POSIX suite's `pthread_cond_timedwait/4-3` hung).
-fn on_its_way(open: u64) -> bool {
+/// One step of a settling wait for a signal on its way, `at` the kernel
+/// thread it was sent to (if known). Ends with a system call, where the
+/// kernel delivers a signal sent to the calling kernel thread. Off that
+/// kernel thread, the thread first yields its processor: the signal may
+/// wait for a thread of this processor's queue (its placement), and a
+/// thread there that blocks it would strand it. On it, it stays: leaving,
+/// it would strand the signal itself, and the next thread there would
+/// likely block it. (Only the system call off a user thread: a unit test's.)
+fn settle_step(at: Option<i32>) {
+    // SAFETY: gettid has no preconditions.
+    let here = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    if at != Some(here) && crate::thread::on_user_thread() {
+        schedlab_rt::yield_now();
+    }
+    // SAFETY: no arguments; a point where the kernel delivers.
+    unsafe { libc::syscall(libc::SYS_sched_yield) };
+}
+
+/// Whether a signal of `open` may be on its way to user thread `me`, and if
+/// so, `Some` of the kernel thread it was sent to when that is known: sent
+/// by `tgkill` to a kernel thread for `me` (a record `For::KernelThread`
+/// aimed at it) and not taken there yet; waiting for the forwarder, or
+/// being placed by it (which may choose `me`); or in transit from a kernel
+/// thread's record to its next place ([`InTransit`]: any signal, counted
+/// alone; seen: a thread that ended looked in the instant between
+/// `take_stranded`'s take of a record and its save for the forwarder,
+/// found nothing on its way, and the signal, placed a moment later, found
+/// no thread that accepted it — the Open POSIX suite's
+/// `pthread_cond_timedwait/4-3` hung). A record sent to a kernel thread for
+/// another user thread is that thread's: it does not hold `me` up.
+fn on_its_way(me: u32, open: u64) -> Option<Option<i32>> {
     if IN_TRANSIT.load(Ordering::SeqCst) != 0 || FORWARDING.load(Ordering::Acquire) & open != 0 {
-        return true;
+        return Some(None);
     }
     if READY_COUNT.load(Ordering::Acquire) == 0 {
-        return false;
+        return None;
     }
-    TABLE.iter().any(|s| {
-        s.state.load(Ordering::Acquire) == READY && {
-            let k = s.key.load(Ordering::Relaxed);
-            let kind = k >> 48;
-            (kind == For::Forwarder.key(0) >> 48 || kind == For::KernelThread(0).key(0) >> 48)
-                && open & bit((k & 0xff) as c_int) != 0
+    let mut found = None;
+    for s in TABLE.iter() {
+        if s.state.load(Ordering::Acquire) != READY {
+            continue;
         }
-    })
+        let k = s.key.load(Ordering::Relaxed);
+        if open & bit((k & 0xff) as c_int) == 0 {
+            continue;
+        }
+        let kind = k >> 48;
+        if kind == For::Forwarder.key(0) >> 48 {
+            found = Some(found.flatten());
+        } else if kind == For::KernelThread(0).key(0) >> 48
+            && s.target.load(Ordering::Relaxed) == me
+        {
+            return Some(Some(((k >> 8) & 0xffff_ffff) as u32 as i32));
+        }
+    }
+    found
 }
 
 /// Moves into user thread `d`'s own pending set (with their `siginfo`) the
@@ -811,7 +872,7 @@ fn give(taker: Taker<'_>, sig: c_int, info: &libc::siginfo_t) -> bool {
     match taker {
         Taker::OnKernelThread(d, tid, waits) => {
             event(Event::GiveRunning, u64::from(d.id) << 32 | (tid as u64) << 8 | sig as u64);
-            if !send_to_kernel_thread(tid, sig, info) {
+            if !send_to_kernel_thread(tid, sig, info, d.id) {
                 return false;
             }
             if !waits {
@@ -819,7 +880,7 @@ fn give(taker: Taker<'_>, sig: c_int, info: &libc::siginfo_t) -> bool {
             }
             true
         }
-        Taker::KernelWaiter(tid) | Taker::Initial(tid) => send_to_kernel_thread(tid, sig, info),
+        Taker::KernelWaiter(tid) | Taker::Initial(tid) => send_to_kernel_thread(tid, sig, info, 0),
         Taker::Parked(d, t) => {
             event(Event::GiveParked, u64::from(d.id) << 32 | sig as u64);
             // Without room for its record it goes with a bare `siginfo`.
@@ -955,10 +1016,11 @@ pub(crate) fn take_stranded() {
     }
 }
 
-/// `tgkill` of kernel thread `tid` with `info` saved for it; `false` (and
-/// nothing saved) if it failed.
-fn send_to_kernel_thread(tid: i32, sig: c_int, info: &libc::siginfo_t) -> bool {
-    let saved = save(For::KernelThread(tid), sig, info);
+/// `tgkill` of kernel thread `tid` with `info` saved for it, aimed at user
+/// thread `target` (its id; 0 for a kernel thread of the program's);
+/// `false` (and nothing saved) if it failed.
+fn send_to_kernel_thread(tid: i32, sig: c_int, info: &libc::siginfo_t, target: u32) -> bool {
+    let saved = save_aimed(For::KernelThread(tid), sig, info, target);
     // SAFETY: tgkill to a kernel thread of our own process.
     if unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, sig) } == 0 {
         return true;
@@ -1029,5 +1091,63 @@ pub(crate) fn set_own_sender(info: &mut libc::siginfo_t) {
     unsafe {
         p.add(16).cast::<libc::pid_t>().write(pid);
         p.add(20).cast::<libc::uid_t>().write(uid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Ids no thread of the test program has: a user thread's, and a kernel
+    /// thread's.
+    const ME: u32 = 0xfff0_0001;
+    const OTHER: u32 = 0xfff0_0002;
+    const KERNEL_THREAD: i32 = 0x3fff_fff0;
+
+    /// A thread that ends waits for a signal sent to a kernel thread for it
+    /// until the signal is taken there, however long its way takes (here
+    /// 100 ms: two test programs on two CPUs left a kernel thread of the way
+    /// unrun for longer than the 5 ms the wait once had, and `exit_storm.c`'s
+    /// sender waited for that signal's handler for good).
+    #[test]
+    fn a_thread_that_ends_waits_for_a_signal_aimed_at_it_until_it_is_taken() {
+        let sig = libc::SIGUSR1;
+        HANDLED.fetch_or(bit(sig), Ordering::AcqRel);
+        let kt = For::KernelThread(KERNEL_THREAD);
+        assert!(save_aimed(kt, sig, &bare_info(sig), ME));
+        let taken = Arc::new(AtomicBool::new(false));
+        let taker = {
+            let taken = taken.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                taken.store(true, Ordering::Release);
+                take(kt, sig).is_some()
+            })
+        };
+        settle_before_exit(ME, bit(sig));
+        assert!(taken.load(Ordering::Acquire), "the wait ended before the signal was taken");
+        assert!(taker.join().unwrap(), "the record was gone before its taker came");
+    }
+
+    /// A signal sent to a kernel thread for another user thread is that
+    /// thread's: it holds up no other thread's end, while one waiting for
+    /// the forwarder, which may choose any thread, holds up every thread
+    /// that accepts it.
+    #[test]
+    fn only_the_signals_that_may_come_to_a_thread_hold_up_its_end() {
+        let sig = libc::SIGUSR2;
+        let kt = For::KernelThread(KERNEL_THREAD + 1);
+        assert!(save_aimed(kt, sig, &bare_info(sig), OTHER));
+        assert_eq!(on_its_way(ME, bit(sig)), None);
+        assert_eq!(on_its_way(OTHER, bit(sig)), Some(Some(KERNEL_THREAD + 1)));
+        assert_eq!(on_its_way(OTHER, bit(libc::SIGUSR1)), None, "a signal it blocks");
+        assert!(take(kt, sig).is_some());
+        assert_eq!(on_its_way(OTHER, bit(sig)), None);
+        // Saved for the forwarder (not woken here: no forwarder runs).
+        assert!(save(For::Forwarder, sig, &bare_info(sig)));
+        assert_eq!(on_its_way(ME, bit(sig)), Some(None));
+        assert!(take(For::Forwarder, sig).is_some());
+        assert_eq!(on_its_way(ME, bit(sig)), None);
     }
 }

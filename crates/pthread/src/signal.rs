@@ -153,13 +153,13 @@ pub(crate) fn after_unlisted() {
 
 /// A user thread's end: `settle` (the signals it accepts, its mask's
 /// complement), then what waits for it in the library is delivered.
-fn take_at_end(settle: fn(u64)) {
+fn take_at_end(settle: fn(u32, u64)) {
     let d = current();
     if d.kind.get() != Kind::User {
         return;
     }
     let open = !schedlab_rt::shared::signal_mask();
-    settle(open);
+    settle(d.id, open);
     crate::procsig::take_inbox_for(d, open);
     take_process_pending();
     deliver_pending();
