@@ -166,6 +166,9 @@ pub(crate) unsafe extern "C" fn wrapper(
     if handler == 0 {
         return;
     }
+    // Taken from the kernel, and not yet handled here or recorded in the
+    // library: a thread that ends waits while this lives (`procsig::Arriving`).
+    let arriving = crate::procsig::Arriving::begin();
     let flags = slot.flags.load(Ordering::Relaxed);
     let uc = ctx.cast::<libc::ucontext_t>();
     let on_user = crate::thread::on_user_thread();
@@ -214,6 +217,7 @@ pub(crate) unsafe extern "C" fn wrapper(
     }
     // Handled here from now on (and the handler may never return).
     drop(in_transit);
+    drop(arriving);
     if flags & libc::SA_RESETHAND != 0 {
         reset_to_default(sig, slot);
     }

@@ -98,13 +98,19 @@
 //!   ([`settle_after_unlisted`]);
 //! - a signal taken back from a kernel thread its user thread has left, to
 //!   be placed again, counts as on its way from before its record goes
-//!   until it is saved again ([`InTransit`]).
+//!   until it is saved again ([`InTransit`]);
+//! - a signal from another process (or the kernel) still pending in the
+//!   kernel, given to a kernel thread that has not run to take it (the
+//!   forwarder, an idle processor's), is taken by the ending thread itself
+//!   (`take_from_kernel`); one that kernel thread has taken counts as on
+//!   its way from its handler wrapper's first step ([`Arriving`]).
 //!
-//! Not covered: a signal from another process that the kernel gave an idle
-//! processor's kernel thread (spinning with the mask of the last thread it
-//! ran) and whose handler has not saved it yet when the one accepting thread
-//! ends; a handler installed with the `rt_sigaction` system call directly,
-//! which does not go through the wrapper (docs/PTHREAD.md, "Not done yet").
+//! Not covered: such a signal in the kernel's own part of its delivery to
+//! the forwarder or an idle processor's kernel thread (taken from the
+//! kernel's queue, its handler not yet entered) when the one accepting
+//! thread ends (`exit_race_external.c` still fails in some runs); a
+//! handler installed with the `rt_sigaction` system call directly, which
+//! does not go through the wrapper (docs/PTHREAD.md, "Not done yet").
 
 use crate::thread::ThreadData;
 use schedlab_rt::ring::{event, Event};
@@ -330,6 +336,31 @@ impl Drop for InTransit {
     }
 }
 
+/// How many signals the kernel has handed a kernel thread of the program
+/// whose handler wrapper has not yet handled them there or recorded them
+/// in the library ([`Arriving`]).
+static ARRIVING: AtomicU32 = AtomicU32::new(0);
+
+/// A signal in the handler wrapper's first steps ([`ARRIVING`]) while this
+/// lives: one the kernel gave the forwarder or an idle processor's kernel
+/// thread is on its way to a thread that may be ending, with no record yet.
+/// What it does not cover is the kernel's own part, from its take of the
+/// signal to the wrapper's first instruction. Async-signal-safe.
+pub(crate) struct Arriving(());
+
+impl Arriving {
+    pub(crate) fn begin() -> Arriving {
+        ARRIVING.fetch_add(1, Ordering::SeqCst);
+        Arriving(())
+    }
+}
+
+impl Drop for Arriving {
+    fn drop(&mut self) {
+        ARRIVING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 // The process's pending signals.
 
 /// Signals kept for the process (each with records `For::Process`, unless
@@ -448,12 +479,15 @@ const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 /// `pthread_cond_timedwait/4-3`, whose one accepting thread ends at the
 /// end, hung now and then: a sender waited for that signal's handler).
 /// No wait when nothing is on its way (one load when no record waits). Not
-/// covered: a signal the kernel gave an idle processor's kernel thread
-/// (spinning with the mask of the last thread it ran) whose handler has not
-/// yet saved it (docs/PTHREAD.md, "Not done yet").
+/// covered: a signal in the kernel's part of its delivery to another
+/// kernel thread (module docs).
 pub(crate) fn settle_before_exit(me: u32, open: u64) {
     let mine = HANDLED.load(Ordering::Acquire) & open;
-    if mine == 0 || on_its_way(me, mine).is_none() {
+    if mine == 0 {
+        return;
+    }
+    take_from_kernel(mine);
+    if on_its_way(me, mine).is_none() {
         return;
     }
     let until = std::time::Instant::now() + SETTLE;
@@ -475,6 +509,7 @@ pub(crate) fn settle_after_unlisted(me: u32, open: u64) {
     if mine == 0 {
         return;
     }
+    take_from_kernel(mine);
     // Against a placement's look at the list (Dekker's, with the fence in
     // `kill`'s and the forwarder's `PLACING` increment).
     std::sync::atomic::fence(Ordering::SeqCst);
@@ -495,6 +530,24 @@ pub(crate) fn settle_after_unlisted(me: u32, open: u64) {
         }
         settle_step(at);
     }
+}
+
+/// For a thread that ends, on its kernel thread, whose mask opens `set`:
+/// has the kernel deliver here now a signal of `set` that waits in the
+/// kernel for the process — sent by another process or by the kernel, and
+/// given to a kernel thread that runs no thread of the program (the
+/// forwarder, or an idle processor's with the mask of the last thread it
+/// ran) and has not run to take it yet. Taken there later, it would reach
+/// the library after this thread ended, and find no taker
+/// (`exit_race_external.c`: the sender's answer never came, 5 runs of 5).
+/// A change of mask makes the kernel look at the process's pending signals
+/// for the caller (`recalc_sigpending`), and the return to user space
+/// delivers one the mask opens; an unchanged mask is not looked at, so
+/// `set` is blocked and opened again: two system calls. (Nothing between
+/// them can switch the thread: the library's own code is no safe point
+/// for preemption.)
+fn take_from_kernel(set: u64) {
+    crate::signal::set_kernel_mask(crate::signal::block_in_kernel(set));
 }
 
 /// One step of a settling wait for a signal on its way, `at` the kernel
@@ -525,10 +578,19 @@ fn settle_step(at: Option<i32>) {
 /// `take_stranded`'s take of a record and its save for the forwarder,
 /// found nothing on its way, and the signal, placed a moment later, found
 /// no thread that accepted it — the Open POSIX suite's
-/// `pthread_cond_timedwait/4-3` hung). A record sent to a kernel thread for
-/// another user thread is that thread's: it does not hold `me` up.
+/// `pthread_cond_timedwait/4-3` hung); or taken from the kernel by a kernel
+/// thread whose handler wrapper has not recorded it yet ([`Arriving`]: any
+/// signal, counted alone). A record sent to a kernel thread for another
+/// user thread is that thread's: it does not hold `me` up.
 fn on_its_way(me: u32, open: u64) -> Option<Option<i32>> {
-    if IN_TRANSIT.load(Ordering::SeqCst) != 0 || FORWARDING.load(Ordering::Acquire) & open != 0 {
+    // After the caller's look at the kernel's pending signals
+    // (`take_from_kernel`): one taken by another kernel thread since is in
+    // its handler wrapper, or recorded.
+    std::sync::atomic::fence(Ordering::SeqCst);
+    if IN_TRANSIT.load(Ordering::SeqCst) != 0
+        || ARRIVING.load(Ordering::SeqCst) != 0
+        || FORWARDING.load(Ordering::Acquire) & open != 0
+    {
         return Some(None);
     }
     if READY_COUNT.load(Ordering::Acquire) == 0 {

@@ -539,7 +539,7 @@ pub(crate) fn deliver_pending() {
 /// Adds `set` to the calling kernel thread's signal mask with the system
 /// call itself (the thread's recorded mask stays as it is); returns the mask
 /// before, for [`set_kernel_mask`]. Async-signal-safe.
-fn block_in_kernel(set: u64) -> u64 {
+pub(crate) fn block_in_kernel(set: u64) -> u64 {
     let mut old = 0u64;
     // SAFETY: 8-byte masks on our stack, the kernel's sigset size.
     unsafe {
@@ -555,7 +555,7 @@ fn block_in_kernel(set: u64) -> u64 {
 }
 
 /// Puts back a kernel mask [`block_in_kernel`] returned. Async-signal-safe.
-fn set_kernel_mask(mask: u64) {
+pub(crate) fn set_kernel_mask(mask: u64) {
     // SAFETY: as above.
     unsafe {
         libc::syscall(
