@@ -233,12 +233,7 @@ fn a_signal_sent_while_its_one_accepting_thread_lives_runs_on_it_before_it_ends(
     check_on("exit_race", 4);
 }
 
-/// Not closed yet: the library's forwarder (or an idle processor's kernel thread) may take
-/// the signal from the kernel just as the accepting thread ends, and its handler wrapper
-/// records it a moment too late (docs/PTHREAD.md, "Not done yet"). Run it with
-/// `cargo test -p schedlab --test pthread -- --ignored`.
 #[test]
-#[ignore = "fails in some runs: a signal from another process taken by the forwarder as its one accepting thread ends"]
 fn a_signal_from_another_process_runs_on_its_one_accepting_thread_before_it_ends() {
     check("exit_race_external");
 }

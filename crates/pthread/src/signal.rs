@@ -184,6 +184,13 @@ fn kernel_thread_takes_process_pending(set: *const libc::sigset_t) {
     }
 }
 
+/// A `sigset_t` of the signals in `w` (bit `n - 1` for signal `n`).
+pub(crate) fn sigset_of(w: u64) -> libc::sigset_t {
+    let mut set = empty_set();
+    store_word(&mut set, w);
+    set
+}
+
 fn empty_set() -> libc::sigset_t {
     // SAFETY: an all-zero sigset_t is valid (empty).
     unsafe { std::mem::zeroed() }
