@@ -42,7 +42,7 @@
 //!    accepted it: taken off the queue by the kernel on the forwarder's
 //!    behalf, in the instant that thread ended, the signal was out of the
 //!    ending thread's sight until the forwarder's handler wrapper ran
-//!    (`exit_race_external.c` failed 1 run in 8 to 3 in 3). (Without the two
+//!    (`exit_race.c`'s rounds with a child process's `kill` failed 1 run in 8 to 3 in 3). (Without the two
 //!    descriptors, or when the program closes them, it goes back to that.)
 //!
 //! The runtime also runs [`take_stranded`] each time one of its kernel
@@ -546,7 +546,7 @@ pub(crate) fn settle_after_unlisted(me: u32, open: u64) {
 /// kernel, and not yet taken by the forwarder or by a kernel thread the
 /// kernel gave it to. Taken by the forwarder a moment later, it would reach
 /// the library after this thread ended, and find no taker
-/// (`exit_race_external.c`: the sender's answer never came, 8 runs of 8).
+/// (`exit_race.c`'s rounds with a child process's `kill`: the sender's answer never came, 8 runs of 8).
 /// With `set` blocked, the kernel reports what is queued (`rt_sigpending`)
 /// and a zero-timeout `rt_sigtimedwait` takes it; once the mask is back,
 /// it is raised here with its own `siginfo`, and its handler runs on this
@@ -565,22 +565,7 @@ fn take_from_kernel(set: u64) {
             let mut got = None;
             if queued != 0 {
                 let one = queued & queued.wrapping_neg();
-                let mut info = bare_info(0);
-                let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-                // SAFETY: our own set (the kernel's 8 bytes), siginfo and
-                // timeout.
-                let sig = unsafe {
-                    libc::syscall(
-                        libc::SYS_rt_sigtimedwait,
-                        &one as *const u64,
-                        &mut info as *mut libc::siginfo_t,
-                        &zero as *const libc::timespec,
-                        8,
-                    )
-                } as c_int;
-                if sig > 0 {
-                    got = Some((sig, info));
-                }
+                got = take_pending(one);
             }
             crate::signal::set_kernel_mask(old);
             got
@@ -922,22 +907,7 @@ fn take_queued(set: u64) {
         return;
     }
     let _taking = TAKING.lock();
-    let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    loop {
-        let mut info = bare_info(0);
-        // SAFETY: our own set (the kernel's 8 bytes), siginfo and timeout.
-        let sig = unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigtimedwait,
-                &set as *const u64,
-                &mut info as *mut libc::siginfo_t,
-                &zero as *const libc::timespec,
-                8,
-            )
-        } as c_int;
-        if sig <= 0 {
-            return;
-        }
+    while let Some((sig, info)) = take_pending(set) {
         event(Event::PassOn, sig as u64);
         if !save(For::Forwarder, sig, &info) {
             keep_for_process(sig, &info);
@@ -1203,22 +1173,7 @@ pub(crate) fn take_stranded() {
     if set == 0 {
         return;
     }
-    let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    loop {
-        let mut info = bare_info(0);
-        // SAFETY: our own set (the kernel's 8 bytes), siginfo and timeout.
-        let sig = unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigtimedwait,
-                &set as *const u64,
-                &mut info as *mut libc::siginfo_t,
-                &zero as *const libc::timespec,
-                8,
-            )
-        } as c_int;
-        if sig <= 0 {
-            return;
-        }
+    while let Some((sig, info)) = take_pending(set) {
         // In transit from its record's take to its save for the forwarder.
         let (info, _mark) = match original_info(sig, &info) {
             Some((i, mark)) => (i, Some(mark)),
@@ -1231,6 +1186,26 @@ pub(crate) fn take_stranded() {
             return;
         }
     }
+}
+
+/// Takes off the kernel's queues (the calling kernel thread's, then the
+/// process's) one pending signal of `set`, which the caller blocks, with its
+/// `siginfo`: a zero-timeout `rt_sigtimedwait`. `None` when none is there.
+/// Async-signal-safe.
+fn take_pending(set: u64) -> Option<(c_int, libc::siginfo_t)> {
+    let mut info = bare_info(0);
+    let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: our own set (the kernel's 8 bytes), siginfo and timeout.
+    let sig = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigtimedwait,
+            &set as *const u64,
+            &mut info as *mut libc::siginfo_t,
+            &zero as *const libc::timespec,
+            8,
+        )
+    } as c_int;
+    (sig > 0).then_some((sig, info))
 }
 
 /// `tgkill` of kernel thread `tid` with `info` saved for it, aimed at user
