@@ -62,7 +62,6 @@ const TESTS: &[&str] = &[
     "procsig",
     "handler_wakes",
     "exit_race",
-    "exit_race_external",
     "exit_storm",
     "urg",
 ];
@@ -230,12 +229,8 @@ fn a_process_directed_signal_reaches_the_one_thread_that_accepts_it_with_its_sig
 #[test]
 fn a_signal_sent_while_its_one_accepting_thread_lives_runs_on_it_before_it_ends() {
     check_on("exit_race", 1);
+    check_on("exit_race", 2);
     check_on("exit_race", 4);
-}
-
-#[test]
-fn a_signal_from_another_process_runs_on_its_one_accepting_thread_before_it_ends() {
-    check("exit_race_external");
 }
 
 #[test]
