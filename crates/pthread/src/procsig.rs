@@ -486,15 +486,20 @@ const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 /// thread to take it (the Open POSIX suite's `pthread_cond_wait/4-1` and
 /// `pthread_cond_timedwait/4-3`, whose one accepting thread ends at the
 /// end, hung now and then: a sender waited for that signal's handler).
-/// No wait when nothing is on its way (one load when no record waits). Not
-/// covered: a signal in the kernel's part of its delivery to another
-/// kernel thread (module docs).
+/// No wait when nothing is on its way (one load when no record waits). The
+/// thread first takes what waits in the kernel's queue for the process
+/// ([`take_from_kernel`]), unless another listed thread accepts each of those
+/// signals too: one queued now then still finds a taker. Not covered: a
+/// signal in the kernel's part of its delivery to another kernel thread
+/// (module docs).
 pub(crate) fn settle_before_exit(me: u32, open: u64) {
     let mine = HANDLED.load(Ordering::Acquire) & open;
     if mine == 0 {
         return;
     }
-    take_from_kernel(mine);
+    if !others_accept(me, mine) {
+        take_from_kernel(mine);
+    }
     if on_its_way(me, mine).is_none() {
         return;
     }
@@ -517,7 +522,6 @@ pub(crate) fn settle_after_unlisted(me: u32, open: u64) {
     if mine == 0 {
         return;
     }
-    take_from_kernel(mine);
     // Against a placement's look at the list (Dekker's, with the fence in
     // `kill`'s and the forwarder's `PLACING` increment).
     std::sync::atomic::fence(Ordering::SeqCst);
@@ -574,6 +578,29 @@ fn take_from_kernel(set: u64) {
         // Delivered here as the raise returns, to this thread.
         raise_with(sig, &info);
     }
+}
+
+/// Whether, for each signal of `set`, a listed user thread other than `me`
+/// accepts it (does not block it, or waits for it in `sigwait`). One look
+/// at the list, which ends at the first threads that cover `set` (most
+/// threads block nothing).
+fn others_accept(me: u32, set: u64) -> bool {
+    let list = THREADS.lock();
+    let mut covered = 0u64;
+    for &p in list.iter() {
+        // SAFETY: listed threads' data is alive while listed, and the list is
+        // locked.
+        let d = unsafe { &*(p as *const ThreadData) };
+        if d.id == me || d.has_exited() {
+            continue;
+        }
+        let Some(t) = d.rt_thread() else { continue };
+        covered |= !schedlab_rt::shared::signal_mask_of(&t) | d.sigwait_set.load(Ordering::Acquire);
+        if covered & set == set {
+            return true;
+        }
+    }
+    false
 }
 
 /// One step of a settling wait for a signal on its way, `at` the kernel
