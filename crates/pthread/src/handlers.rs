@@ -195,8 +195,8 @@ pub(crate) unsafe extern "C" fn wrapper(
     }
     // On a kernel thread that runs no thread of the program (a runtime
     // processor spinning for work with the mask of the last user thread it
-    // ran, or the library's forwarder when it has no signalfd): the signal is
-    // the process's, and goes to a thread that accepts it (`procsig.rs`).
+    // ran, or the library's forwarder): the signal is the process's, and
+    // goes to a thread that accepts it (`procsig.rs`).
     if !on_user
         && crate::runtime::started().is_some()
         && (schedlab_rt::shared::on_idle_runtime_thread() || crate::procsig::on_forwarder())

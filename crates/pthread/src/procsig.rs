@@ -31,19 +31,13 @@
 //!    kernel cannot choose it: with every kernel thread blocking the signal
 //!    it stays pending for good. So the library has one kernel thread of its
 //!    own, the forwarder, started with the runtime, that blocks every signal
-//!    and waits (`poll`) on a signalfd of those with a program handler
-//!    (`handlers.rs` keeps that set, [`set_handled`]) and on an eventfd its
-//!    wake-ups write. When the signalfd says one waits in the kernel's queue
-//!    for the process, it takes it off with a zero-timeout `rt_sigtimedwait`
-//!    (which gives its `siginfo`) and saves it here, as in 1, under
-//!    [`TAKING`], which a thread that ends takes too for its own look at that
-//!    queue (below). It once accepted those signals instead, as any thread
-//!    may, and the kernel gave it one as readily as the one user thread that
-//!    accepted it: taken off the queue by the kernel on the forwarder's
-//!    behalf, in the instant that thread ended, the signal was out of the
-//!    ending thread's sight until the forwarder's handler wrapper ran
-//!    (`exit_race.c`'s rounds with a child process's `kill` failed 1 run in 8 to 3 in 3). (Without the two
-//!    descriptors, or when the program closes them, it goes back to that.)
+//!    but those with a program handler (`handlers.rs` keeps that set,
+//!    [`set_handled`]), and sleeps. The kernel may give it such a signal as
+//!    it may give it any other thread that accepts it; its wrapper saves the
+//!    `siginfo` here, as in 1. (A design where the forwarder accepted none
+//!    and took from a signalfd what no thread had taken 1 ms after it came
+//!    was tried: it let `sigwaitinfo` in `procsig.c` end with `EINTR` in a
+//!    third of the runs, unexplained when this was written.)
 //!
 //! The runtime also runs [`take_stranded`] each time one of its kernel
 //! threads blocks the program's signals for want of a user thread: a signal
@@ -105,20 +99,18 @@
 //! - a signal taken back from a kernel thread its user thread has left, to
 //!   be placed again, counts as on its way from before its record goes
 //!   until it is saved again ([`InTransit`]);
-//! - a signal from another process (or the kernel) still in the kernel's
-//!   queue for the process is taken by the ending thread itself, under
-//!   [`TAKING`] (`take_from_kernel`): the forwarder takes it off the queue
-//!   and records it under the same lock, so the ending thread finds it in
-//!   one place or the other; one an idle processor's kernel thread took
-//!   counts as on its way from its handler wrapper's first step
-//!   ([`Arriving`]).
+//! - a signal from another process (or the kernel) still pending in the
+//!   kernel, given to a kernel thread that has not run to take it (the
+//!   forwarder, an idle processor's), is taken by the ending thread itself
+//!   (`take_from_kernel`); one that kernel thread has taken counts as on
+//!   its way from its handler wrapper's first step ([`Arriving`]).
 //!
 //! Not covered: such a signal in the kernel's own part of its delivery to
-//! an idle processor's kernel thread that spins with the mask of the last
-//! thread it ran (taken off the queue, its handler not yet entered) when
-//! the one accepting thread ends; a handler installed with the
-//! `rt_sigaction` system call directly, which does not go through the
-//! wrapper (docs/PTHREAD.md, "Not done yet").
+//! the forwarder or an idle processor's kernel thread (taken from the
+//! kernel's queue, its handler not yet entered) when the one accepting
+//! thread ends (`exit_race_external.c` still fails in some runs); a
+//! handler installed with the `rt_sigaction` system call directly, which
+//! does not go through the wrapper (docs/PTHREAD.md, "Not done yet").
 
 use crate::thread::ThreadData;
 use schedlab_rt::ring::{event, Event};
@@ -324,6 +316,49 @@ pub(crate) fn original_info(
     take(For::KernelThread(tid), sig).map(|i| (i, mark))
 }
 
+/// For a signal a `sigwait` family call of user thread `me` returned (not a
+/// handler, which runs on the kernel thread that took it): as
+/// [`original_info`], from a record sent for `me` to any kernel thread —
+/// the wait may have returned on one the thread has left since.
+pub(crate) fn original_info_aimed_at(
+    sig: c_int,
+    info: &libc::siginfo_t,
+    me: u32,
+) -> Option<libc::siginfo_t> {
+    if info.si_code != libc::SI_TKILL && info.si_code != libc::SI_USER
+        || READY_COUNT.load(Ordering::Acquire) == 0
+    {
+        return None;
+    }
+    // SAFETY: getpid has no preconditions; a `SI_TKILL` siginfo carries the
+    // sender's pid.
+    if unsafe { info.si_pid() } != unsafe { libc::getpid() } {
+        return None;
+    }
+    loop {
+        let mut best: Option<(u64, usize, u64)> = None;
+        for (i, s) in TABLE.iter().enumerate() {
+            if s.state.load(Ordering::Acquire) != READY {
+                continue;
+            }
+            let k = s.key.load(Ordering::Relaxed);
+            if k >> 48 == For::KernelThread(0).key(0) >> 48
+                && (k & 0xff) as c_int == sig
+                && s.target.load(Ordering::Relaxed) == me
+            {
+                let seq = s.seq.load(Ordering::Relaxed);
+                if best.is_none_or(|(b, ..)| seq < b) {
+                    best = Some((seq, i, k));
+                }
+            }
+        }
+        let (_, i, k) = best?;
+        if let Some((_, info)) = take_at(i, k, false) {
+            return Some(info);
+        }
+    }
+}
+
 /// How many signals are between two places: their record for a kernel
 /// thread taken ([`original_info`]), not yet saved again or handled.
 static IN_TRANSIT: AtomicU32 = AtomicU32::new(0);
@@ -487,11 +522,11 @@ const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 /// `pthread_cond_timedwait/4-3`, whose one accepting thread ends at the
 /// end, hung now and then: a sender waited for that signal's handler).
 /// No wait when nothing is on its way (one load when no record waits). The
-/// thread first takes what waits in the kernel's queue for the process
-/// ([`take_from_kernel`]), unless another listed thread accepts each of those
-/// signals too: one queued now then still finds a taker. Not covered: a
-/// signal in the kernel's part of its delivery to another kernel thread
-/// (module docs).
+/// thread first has the kernel deliver to it what waits in the kernel's
+/// queue for the process ([`take_from_kernel`]), unless another listed
+/// thread accepts each of those signals too: one queued now then still
+/// finds a taker. Not covered: a signal in the kernel's part of its
+/// delivery to another kernel thread (module docs).
 pub(crate) fn settle_before_exit(me: u32, open: u64) {
     let mine = HANDLED.load(Ordering::Acquire) & open;
     if mine == 0 {
@@ -545,39 +580,21 @@ pub(crate) fn settle_after_unlisted(me: u32, open: u64) {
 }
 
 /// For a thread that ends, on its kernel thread, whose mask opens `set`:
-/// takes here, under [`TAKING`], each signal of `set` that waits in the
-/// kernel's queue for the process — sent by another process or by the
-/// kernel, and not yet taken by the forwarder or by a kernel thread the
-/// kernel gave it to. Taken by the forwarder a moment later, it would reach
+/// has the kernel deliver here now a signal of `set` that waits in the
+/// kernel for the process — sent by another process or by the kernel, and
+/// given to a kernel thread that runs no thread of the program (the
+/// forwarder, or an idle processor's with the mask of the last thread it
+/// ran) and has not run to take it yet. Taken there later, it would reach
 /// the library after this thread ended, and find no taker
-/// (`exit_race.c`'s rounds with a child process's `kill`: the sender's answer never came, 8 runs of 8).
-/// With `set` blocked, the kernel reports what is queued (`rt_sigpending`)
-/// and a zero-timeout `rt_sigtimedwait` takes it; once the mask is back,
-/// it is raised here with its own `siginfo`, and its handler runs on this
-/// thread. Three system calls and the lock when nothing is queued.
-/// (Nothing here can switch the thread with its kernel mask changed: the
-/// library's own code is no safe point for preemption.)
+/// (`exit_race_external.c`: the sender's answer never came, 5 runs of 5).
+/// A change of mask makes the kernel look at the process's pending signals
+/// for the caller (`recalc_sigpending`), and the return to user space
+/// delivers one the mask opens; an unchanged mask is not looked at, so
+/// `set` is blocked and opened again: two system calls. (Nothing between
+/// them can switch the thread: the library's own code is no safe point
+/// for preemption.)
 fn take_from_kernel(set: u64) {
-    loop {
-        let got = {
-            let _taking = TAKING.lock();
-            let old = crate::signal::block_in_kernel(set);
-            let mut queued = 0u64;
-            // SAFETY: an 8-byte set on our stack, the kernel's sigset size.
-            unsafe { libc::syscall(libc::SYS_rt_sigpending, &mut queued as *mut u64, 8) };
-            queued &= set;
-            let mut got = None;
-            if queued != 0 {
-                let one = queued & queued.wrapping_neg();
-                got = take_pending(one);
-            }
-            crate::signal::set_kernel_mask(old);
-            got
-        };
-        let Some((sig, info)) = got else { return };
-        // Delivered here as the raise returns, to this thread.
-        raise_with(sig, &info);
-    }
+    crate::signal::set_kernel_mask(crate::signal::block_in_kernel(set));
 }
 
 /// Whether, for each signal of `set`, a listed user thread other than `me`
@@ -737,33 +754,8 @@ pub(crate) fn set_handled(set: u64) {
 
 fn wake_forwarder() {
     WAKE.fetch_add(1, Ordering::Release);
-    let fd = WAKE_FD.load(Ordering::Acquire);
-    if fd < 0 {
-        crate::wait::futex_wake(&WAKE, 1);
-        return;
-    }
-    let one = 1u64;
-    // SAFETY: an 8-byte write to our eventfd; errno is left as it was (a
-    // signal handler may call this).
-    unsafe {
-        let errno = *libc::__errno_location();
-        libc::syscall(libc::SYS_write, fd, &one as *const u64, 8);
-        *libc::__errno_location() = errno;
-    }
+    crate::wait::futex_wake(&WAKE, 1);
 }
-
-/// The forwarder's eventfd, which [`wake_forwarder`] writes (-1 before it
-/// runs, or if it could make none: it then waits on [`WAKE`]'s futex).
-static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
-
-/// The forwarder's signalfd (-1 before it runs, or without one).
-static SIGNAL_FD: AtomicI32 = AtomicI32::new(-1);
-
-/// Taken around each take of a signal off the kernel's queue for the
-/// process by the forwarder ([`take_queued`]) and by a thread that ends
-/// ([`take_from_kernel`]): a signal is either still queued when the ending
-/// thread looks, and it takes it, or already recorded for the forwarder.
-static TAKING: SpinLock<()> = SpinLock::new(());
 
 /// Whether the calling kernel thread is the forwarder. Async-signal-safe.
 pub(crate) fn on_forwarder() -> bool {
@@ -818,13 +810,6 @@ pub(crate) fn start() {
 /// kernel clears a child's pending signals).
 pub(crate) fn after_fork_child() {
     STARTED.store(false, Ordering::Release);
-    // The parent's forwarder's descriptors, which nothing here uses.
-    for fd in [WAKE_FD.swap(-1, Ordering::AcqRel), SIGNAL_FD.swap(-1, Ordering::AcqRel)] {
-        if fd >= 0 {
-            // SAFETY: our copy of the parent's descriptor, used by nobody here.
-            unsafe { libc::close(fd) };
-        }
-    }
     FORWARDER.store(0, Ordering::Release);
     PROCESS.store(0, Ordering::Release);
     // Marks of the parent's other threads, which the child does not have.
@@ -846,39 +831,13 @@ extern "C" fn forwarder(_: *mut c_void) -> *mut c_void {
     // SAFETY: gettid has no preconditions.
     FORWARDER.store(unsafe { libc::syscall(libc::SYS_gettid) } as i32, Ordering::Release);
     crate::runtime::enter();
-    // Every signal stays blocked here (it started so): the signals with a
-    // program handler that no thread takes wait in the kernel's queue, and
-    // the forwarder takes them off it when its signalfd says they are there.
-    // SAFETY: plain system calls; the fds are the forwarder's.
-    let mut efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    let mut sfd = -1;
     let mut applied = None;
-    if efd >= 0 {
-        WAKE_FD.store(efd, Ordering::Release);
-    }
     loop {
         let seen = WAKE.load(Ordering::Acquire);
         let handled = HANDLED.load(Ordering::Acquire);
         if applied != Some(handled) {
-            if efd >= 0 {
-                let set = crate::signal::sigset_of(handled);
-                // SAFETY: our own set; `sfd` is ours or -1 (a new one).
-                let fd =
-                    unsafe { libc::signalfd(sfd, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
-                if fd >= 0 {
-                    sfd = fd;
-                    SIGNAL_FD.store(fd, Ordering::Release);
-                }
-            }
-            if sfd < 0 {
-                // No signalfd: the handled signals are taken by this kernel
-                // thread's handler wrapper, as the kernel gives them.
-                schedlab_rt::shared::sigprocmask(libc::SIG_SETMASK, Some(quiet_mask() & !handled));
-            }
+            schedlab_rt::shared::sigprocmask(libc::SIG_SETMASK, Some(quiet_mask() & !handled));
             applied = Some(handled);
-        }
-        if sfd >= 0 {
-            take_queued(handled);
         }
         retry_kept();
         while let Some(i) = find(For::Forwarder.key(0), true) {
@@ -897,48 +856,7 @@ extern "C" fn forwarder(_: *mut c_void) -> *mut c_void {
         // `LOOK_AGAIN`: a thread may have opened one where the library does
         // not see it (a mask the runtime's record has wrong).
         let again = (PROCESS.load(Ordering::Acquire) != 0).then_some(LOOK_AGAIN);
-        if efd < 0 || sfd < 0 {
-            crate::wait::futex_wait(&WAKE, seen, again);
-            continue;
-        }
-        let mut fds = [
-            libc::pollfd { fd: sfd, events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: efd, events: libc::POLLIN, revents: 0 },
-        ];
-        let ms = again.map_or(-1, |d| d.as_millis() as c_int);
-        // SAFETY: our own two pollfds.
-        unsafe { libc::syscall(libc::SYS_poll, fds.as_mut_ptr(), 2, ms) };
-        if (fds[0].revents | fds[1].revents) & libc::POLLNVAL != 0 {
-            // The program closed them (a descriptor sweep while its
-            // threads run): back to the futex and the handler wrapper.
-            WAKE_FD.store(-1, Ordering::Release);
-            SIGNAL_FD.store(-1, Ordering::Release);
-            efd = -1;
-            sfd = -1;
-            applied = None;
-            continue;
-        }
-        if fds[1].revents & libc::POLLIN != 0 {
-            let mut n = 0u64;
-            // SAFETY: an 8-byte read from our eventfd.
-            unsafe { libc::syscall(libc::SYS_read, efd, &mut n as *mut u64, 8) };
-        }
-    }
-}
-
-/// The forwarder's take of the signals of `set` queued in the kernel: each
-/// is recorded for it (or kept for the process when no record has room),
-/// under [`TAKING`].
-fn take_queued(set: u64) {
-    if set == 0 {
-        return;
-    }
-    let _taking = TAKING.lock();
-    while let Some((sig, info)) = take_pending(set) {
-        event(Event::PassOn, sig as u64);
-        if !save(For::Forwarder, sig, &info) {
-            keep_for_process(sig, &info);
-        }
+        crate::wait::futex_wait(&WAKE, seen, again);
     }
 }
 
@@ -1200,7 +1118,22 @@ pub(crate) fn take_stranded() {
     if set == 0 {
         return;
     }
-    while let Some((sig, info)) = take_pending(set) {
+    let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    loop {
+        let mut info = bare_info(0);
+        // SAFETY: our own set (the kernel's 8 bytes), siginfo and timeout.
+        let sig = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigtimedwait,
+                &set as *const u64,
+                &mut info as *mut libc::siginfo_t,
+                &zero as *const libc::timespec,
+                8,
+            )
+        } as c_int;
+        if sig <= 0 {
+            return;
+        }
         // In transit from its record's take to its save for the forwarder.
         let (info, _mark) = match original_info(sig, &info) {
             Some((i, mark)) => (i, Some(mark)),
@@ -1213,26 +1146,6 @@ pub(crate) fn take_stranded() {
             return;
         }
     }
-}
-
-/// Takes off the kernel's queues (the calling kernel thread's, then the
-/// process's) one pending signal of `set`, which the caller blocks, with its
-/// `siginfo`: a zero-timeout `rt_sigtimedwait`. `None` when none is there.
-/// Async-signal-safe.
-fn take_pending(set: u64) -> Option<(c_int, libc::siginfo_t)> {
-    let mut info = bare_info(0);
-    let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: our own set (the kernel's 8 bytes), siginfo and timeout.
-    let sig = unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigtimedwait,
-            &set as *const u64,
-            &mut info as *mut libc::siginfo_t,
-            &zero as *const libc::timespec,
-            8,
-        )
-    } as c_int;
-    (sig > 0).then_some((sig, info))
 }
 
 /// `tgkill` of kernel thread `tid` with `info` saved for it, aimed at user

@@ -184,13 +184,6 @@ fn kernel_thread_takes_process_pending(set: *const libc::sigset_t) {
     }
 }
 
-/// A `sigset_t` of the signals in `w` (bit `n - 1` for signal `n`).
-pub(crate) fn sigset_of(w: u64) -> libc::sigset_t {
-    let mut set = empty_set();
-    store_word(&mut set, w);
-    set
-}
-
 fn empty_set() -> libc::sigset_t {
     // SAFETY: an all-zero sigset_t is valid (empty).
     unsafe { std::mem::zeroed() }
@@ -626,7 +619,16 @@ fn restore_info(sig: c_int, info: *mut libc::siginfo_t) -> bool {
         None => {}
     }
     // SAFETY: as above.
-    if let Some((orig, _taken_here)) = crate::procsig::original_info(sig, unsafe { &*info }) {
+    let given = unsafe { &*info };
+    // The record is for the kernel thread the wait returned on, which a
+    // user thread may have left since (its processor handed off while it
+    // waited, it resumed on another): then it is found by the thread it was
+    // aimed at (seen: `procsig.c`'s `sigwaitinfo` returned the `tgkill`'s
+    // own `siginfo`).
+    let orig = crate::procsig::original_info(sig, given)
+        .map(|(i, _taken_here)| i)
+        .or_else(|| me.and_then(|d| crate::procsig::original_info_aimed_at(sig, given, d.id)));
+    if let Some(orig) = orig {
         // SAFETY: as above.
         unsafe { *info = orig };
     }
