@@ -330,9 +330,10 @@ pub(crate) fn original_info_aimed_at(
     {
         return None;
     }
-    // SAFETY: getpid has no preconditions; a `SI_TKILL` siginfo carries the
-    // sender's pid.
-    if unsafe { info.si_pid() } != unsafe { libc::getpid() } {
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    // SAFETY: a `SI_TKILL` or `SI_USER` siginfo carries the sender's pid.
+    if unsafe { info.si_pid() } != pid {
         return None;
     }
     loop {
