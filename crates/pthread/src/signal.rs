@@ -618,7 +618,8 @@ fn restore_info(sig: c_int, info: *mut libc::siginfo_t) -> bool {
         Some(None) => return false,
         None => {}
     }
-    // SAFETY: as above.
+    // SAFETY: the caller's out-parameter, not null (checked above), just
+    // filled by the kernel (or by the doorbell's answer).
     let given = unsafe { &*info };
     // The record is for the kernel thread the wait returned on, which a
     // user thread may have left since (its processor handed off while it
